@@ -11,6 +11,7 @@ function(tl_embed_files target)
     COMMAND ${CMAKE_COMMAND} -DOUT=${out} -DBASE_DIR=${ARG_BASE_DIR} -DSYMBOL=${target}_embedded_files
             "-DFILES=${ARG_FILES}" -P ${TL_EMBED_SCRIPT}
     DEPENDS ${ARG_FILES} ${TL_EMBED_SCRIPT}
-    COMMENT "Embedding ${target} files")
+    COMMENT "Embedding ${target} files"
+    VERBATIM)
   target_sources(${target} PRIVATE ${out})
 endfunction()

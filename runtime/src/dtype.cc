@@ -4,27 +4,27 @@
 #include <cctype>
 #include <iterator>
 
+#include "rt/dlpack.h"
 #include "rt/error.h"
 
 namespace rt {
 namespace {
 
-// DLPack type codes (DLDataTypeCode): kDLInt=0, kDLUInt=1, kDLFloat=2, kDLBfloat=4, kDLBool=6,
-// kDLFloat8_e4m3fn=10, kDLFloat8_e5m2=12, kDLFloat4_e2m1fn=17, kDLFloat8_e8m0fnu=15.
+// DLPack codes from rt/dlpack.h. UE8M0 is DLPack's float8_e8m0fnu; F4E2M1 has bits 4 (packed).
 constexpr DTypeInfo kInfos[] = {
-    {DType::Bool, "bool", "bool", 8, false, false, 6, 8},
-    {DType::I8, "int8", "i8", 8, false, true, 0, 8},
-    {DType::U8, "uint8", "u8", 8, false, false, 1, 8},
-    {DType::I32, "int32", "i32", 32, false, true, 0, 32},
-    {DType::I64, "int64", "i64", 64, false, true, 0, 64},
-    {DType::F16, "float16", "f16", 16, true, false, 2, 16},
-    {DType::BF16, "bfloat16", "bf16", 16, true, false, 4, 16},
-    {DType::F32, "float32", "f32", 32, true, false, 2, 32},
-    {DType::F64, "float64", "f64", 64, true, false, 2, 64},
-    {DType::F8E4M3, "float8_e4m3", "f8e4m3", 8, true, false, 10, 8},
-    {DType::F8E5M2, "float8_e5m2", "f8e5m2", 8, true, false, 12, 8},
-    {DType::F4E2M1, "float4_e2m1", "f4e2m1", 4, true, false, 17, 4},
-    {DType::UE8M0, "ue8m0", "ue8m0", 8, true, false, 15, 8},
+    {DType::Bool, "bool", "bool", 8, false, false, kDLBool, 8},
+    {DType::I8, "int8", "i8", 8, false, true, kDLInt, 8},
+    {DType::U8, "uint8", "u8", 8, false, false, kDLUInt, 8},
+    {DType::I32, "int32", "i32", 32, false, true, kDLInt, 32},
+    {DType::I64, "int64", "i64", 64, false, true, kDLInt, 64},
+    {DType::F16, "float16", "f16", 16, true, false, kDLFloat, 16},
+    {DType::BF16, "bfloat16", "bf16", 16, true, false, kDLBfloat, 16},
+    {DType::F32, "float32", "f32", 32, true, false, kDLFloat, 32},
+    {DType::F64, "float64", "f64", 64, true, false, kDLFloat, 64},
+    {DType::F8E4M3, "float8_e4m3", "f8e4m3", 8, true, false, kDLFloat8_e4m3fn, 8},
+    {DType::F8E5M2, "float8_e5m2", "f8e5m2", 8, true, false, kDLFloat8_e5m2, 8},
+    {DType::F4E2M1, "float4_e2m1", "f4e2m1", 4, true, false, kDLFloat4_e2m1fn, 4},
+    {DType::UE8M0, "ue8m0", "ue8m0", 8, true, false, kDLFloat8_e8m0fnu, 8},
 };
 
 struct Alias {

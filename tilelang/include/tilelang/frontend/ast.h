@@ -108,6 +108,8 @@ struct UnaryOpExpr : Expr {
 };
 
 enum class BoolOpKind { And, Or };
+const char* symbol(BoolOpKind op);  // "and", "or"
+
 struct BoolOpExpr : Expr {  // a and b and c
   BoolOpExpr(SourceLoc loc, BoolOpKind op, std::vector<ExprPtr> values)
       : Expr(ExprKind::BoolOp, std::move(loc)), op(op), values(std::move(values)) {}

@@ -1,0 +1,24 @@
+// C++ for the CPU backend from lowered IR: one extern "C" entry point per kernel, OpenMP for
+// threads, tl/device/cpu headers for gemm tiles and numeric formats.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "tilelang/ir/ir.h"
+
+namespace tilelang::codegen {
+
+struct CpuSource {
+  std::string code;
+  std::string entry;                 // the symbol to call
+  std::vector<ir::Var> dim_vars;     // symbolic dimensions, in the order the entry takes them
+};
+
+// The entry's signature:
+//   extern "C" void <entry>(void* const* buffers, const int64_t* dims, int num_threads)
+// buffers: one data pointer per parameter, in order; dims: values of dim_vars; num_threads: the
+// OpenMP team size (0: OpenMP's default).
+CpuSource generate_cpu(const ir::PrimFunc& func);
+
+}  // namespace tilelang::codegen

@@ -1,0 +1,51 @@
+// Typed expression builders: arithmetic with dtype promotion, comparisons, casts and math
+// intrinsics, folding integer constants as they are built. The elaborator and the passes make
+// expressions through these so that typing rules live in one place.
+//
+// Promotion: bool < integers < floats; between integers the wider wins; between floats the wider
+// wins, and f16 with bf16 (or two different 8-bit floats) gives f32. Arithmetic on 16- and 8-bit
+// floats is nominally in that type; backends compute it in f32 and round when storing.
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "tilelang/ir/ir.h"
+
+namespace tilelang::ir {
+
+DType promote(DType a, DType b);
+
+Expr add(Expr a, Expr b, SourceLoc loc = {});
+Expr sub(Expr a, Expr b, SourceLoc loc = {});
+Expr mul(Expr a, Expr b, SourceLoc loc = {});
+Expr true_div(Expr a, Expr b, SourceLoc loc = {});  // Python '/': integers divide as f32
+Expr floor_div(Expr a, Expr b, SourceLoc loc = {});
+Expr floor_mod(Expr a, Expr b, SourceLoc loc = {});
+Expr min(Expr a, Expr b, SourceLoc loc = {});
+Expr max(Expr a, Expr b, SourceLoc loc = {});
+Expr pow(Expr a, Expr b, SourceLoc loc = {});
+Expr bitwise(BinaryOp op, Expr a, Expr b, SourceLoc loc = {});  // &, |, ^, <<, >> on integers
+Expr binary(BinaryOp op, Expr a, Expr b, SourceLoc loc = {});  // any op, dispatching to the above
+Expr compare(BinaryOp op, Expr a, Expr b, SourceLoc loc = {});
+Expr logical_and(Expr a, Expr b, SourceLoc loc = {});
+Expr logical_or(Expr a, Expr b, SourceLoc loc = {});
+Expr logical_not(Expr a, SourceLoc loc = {});
+Expr neg(Expr a, SourceLoc loc = {});
+Expr select(Expr cond, Expr t, Expr f, SourceLoc loc = {});
+Expr cast(DType dtype, Expr value, SourceLoc loc = {});  // folds constants
+
+// Math intrinsics known to every backend: exp exp2 log log2 log10 sqrt rsqrt abs sin cos tan tanh
+// sigmoid floor ceil round trunc erf pow fma. Integer arguments of float functions become f32.
+bool is_math_intrinsic(const std::string& name);
+Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
+
+std::optional<int64_t> as_const_int(const Expr& e);
+std::optional<double> as_const_float(const Expr& e);  // float or integer constants
+bool is_const_int(const Expr& e, int64_t value);
+
+// The dtype used for index arithmetic: i64 when any operand is i64, else i32.
+DType index_dtype(const Expr& a, const Expr& b);
+
+}  // namespace tilelang::ir

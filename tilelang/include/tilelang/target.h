@@ -1,0 +1,22 @@
+// Where a kernel runs: the CPU (C++ through the host compiler) or a CUDA GPU (NVRTC).
+#pragma once
+
+#include <string>
+
+namespace tilelang {
+
+struct Target {
+  enum class Kind { CPU, CUDA };
+  Kind kind = Kind::CPU;
+  std::string arch;  // CUDA: "sm_90a", "sm_80"; CPU: empty (the host's own)
+
+  static Target cpu() { return {Kind::CPU, ""}; }
+  static Target cuda(std::string arch = "sm_90a") { return {Kind::CUDA, std::move(arch)}; }
+  // "cpu", "cuda", "cuda:sm_80"; a user error for anything else.
+  static Target parse(const std::string& text);
+  // The best device present: a CUDA GPU when its driver answers, else the CPU (TL_DEVICE overrides).
+  static Target best();
+  std::string name() const;  // "cpu", "cuda:sm_90a"
+};
+
+}  // namespace tilelang

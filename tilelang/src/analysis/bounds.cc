@@ -1,0 +1,90 @@
+#include "tilelang/analysis/bounds.h"
+
+#include <algorithm>
+
+#include "tilelang/ir/op.h"
+
+namespace tilelang::analysis {
+namespace {
+
+using Opt = std::optional<int64_t>;
+
+Opt add(Opt a, Opt b) { return a && b ? Opt(*a + *b) : std::nullopt; }
+
+int64_t floor_div(int64_t a, int64_t b) {
+  int64_t q = a / b;
+  if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
+  return q;
+}
+
+Interval mul_const(const Interval& x, int64_t c) {
+  if (c >= 0) return {x.lo ? Opt(*x.lo * c) : std::nullopt, x.hi ? Opt(*x.hi * c) : std::nullopt};
+  return {x.hi ? Opt(*x.hi * c) : std::nullopt, x.lo ? Opt(*x.lo * c) : std::nullopt};
+}
+
+}  // namespace
+
+Interval bound_of(const ir::Expr& e, const VarRanges& ranges) {
+  if (auto c = ir::as_const_int(e)) return Interval::point(*c);
+  if (e->dtype == ir::DType::Bool) return {0, 1};
+  if (!rt::is_int(e->dtype)) return {};
+  switch (e->kind) {
+    case ir::NodeKind::Var: {
+      auto it = ranges.find(static_cast<const ir::VarNode*>(e.get()));
+      return it == ranges.end() ? Interval{} : it->second;
+    }
+    case ir::NodeKind::Cast: return bound_of(ir::as<ir::CastNode>(e)->value, ranges);
+    case ir::NodeKind::Select: {
+      const auto* s = ir::as<ir::SelectNode>(e);
+      Interval a = bound_of(s->t, ranges), b = bound_of(s->f, ranges);
+      return {a.lo && b.lo ? Opt(std::min(*a.lo, *b.lo)) : std::nullopt, a.hi && b.hi ? Opt(std::max(*a.hi, *b.hi)) : std::nullopt};
+    }
+    case ir::NodeKind::Unary: {
+      const auto* u = ir::as<ir::UnaryNode>(e);
+      if (u->op == ir::UnaryOp::Neg) return mul_const(bound_of(u->a, ranges), -1);
+      return {};
+    }
+    case ir::NodeKind::Binary: {
+      const auto* b = ir::as<ir::BinaryNode>(e);
+      Interval x = bound_of(b->a, ranges), y = bound_of(b->b, ranges);
+      switch (b->op) {
+        case ir::BinaryOp::Add: return {add(x.lo, y.lo), add(x.hi, y.hi)};
+        case ir::BinaryOp::Sub: return {x.lo && y.hi ? Opt(*x.lo - *y.hi) : std::nullopt, x.hi && y.lo ? Opt(*x.hi - *y.lo) : std::nullopt};
+        case ir::BinaryOp::Mul: {
+          if (auto c = ir::as_const_int(b->b)) return mul_const(x, *c);
+          if (auto c = ir::as_const_int(b->a)) return mul_const(y, *c);
+          if (x.known() && y.known()) {
+            int64_t p[] = {*x.lo * *y.lo, *x.lo * *y.hi, *x.hi * *y.lo, *x.hi * *y.hi};
+            return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+          }
+          return {};
+        }
+        case ir::BinaryOp::Min:
+          return {x.lo && y.lo ? Opt(std::min(*x.lo, *y.lo)) : std::nullopt,
+                  x.hi && y.hi ? Opt(std::min(*x.hi, *y.hi)) : (x.hi ? x.hi : y.hi)};
+        case ir::BinaryOp::Max:
+          return {x.lo && y.lo ? Opt(std::max(*x.lo, *y.lo)) : (x.lo ? x.lo : y.lo),
+                  x.hi && y.hi ? Opt(std::max(*x.hi, *y.hi)) : std::nullopt};
+        case ir::BinaryOp::FloorDiv:
+          if (auto c = ir::as_const_int(b->b); c && *c > 0)
+            return {x.lo ? Opt(floor_div(*x.lo, *c)) : std::nullopt, x.hi ? Opt(floor_div(*x.hi, *c)) : std::nullopt};
+          return {};
+        case ir::BinaryOp::FloorMod:
+          if (auto c = ir::as_const_int(b->b); c && *c > 0) {
+            if (x.known() && *x.lo >= 0 && *x.hi < *c) return x;
+            return {0, *c - 1};
+          }
+          return {};
+        default: return {};
+      }
+    }
+    default: return {};
+  }
+}
+
+bool provably_within(const ir::Expr& expr, int64_t lo, int64_t hi, const VarRanges& ranges) {
+  Interval i = bound_of(expr, ranges);
+  return i.known() && *i.lo >= lo && *i.hi <= hi;
+}
+
+}  // namespace tilelang::analysis

@@ -1,0 +1,239 @@
+#include "tilelang/module.h"
+
+#include <mutex>
+
+#include "rt/cpu_info.h"
+#include "rt/embedded_file.h"
+#include "rt/error.h"
+#include "rt/host_compiler.h"
+#include "tilelang/analysis/bounds.h"
+#include "tilelang/codegen/codegen_cpu.h"
+#include "tilelang/ir/op.h"
+#include "tilelang/ir/printer.h"
+#include "tilelang/passes/pipeline.h"
+
+// The device headers compiled into this library (see cmake/EmbedFiles.cmake).
+const rt::EmbeddedFile* tilelang_embedded_files(std::size_t* count);
+
+namespace tilelang {
+namespace {
+
+std::vector<rt::EmbeddedFile> device_headers() {
+  size_t n = 0;
+  const rt::EmbeddedFile* files = tilelang_embedded_files(&n);
+  return std::vector<rt::EmbeddedFile>(files, files + n);
+}
+
+// One specialization, compiled and ready to run.
+struct Compiled {
+  ir::PrimFunc func;  // lowered
+  codegen::CpuSource source;
+  std::shared_ptr<rt::SharedLibrary> library;
+  void (*entry)(void* const*, const int64_t*, int) = nullptr;
+};
+
+std::string spec_key(const std::vector<frontend::TensorSpec>& specs) {
+  std::string key;
+  for (const frontend::TensorSpec& s : specs) {
+    key += s.dtype ? rt::name(*s.dtype) : "?";
+    for (const frontend::Dim& d : s.shape) key += "," + (std::holds_alternative<int64_t>(d) ? std::to_string(std::get<int64_t>(d)) : std::get<std::string>(d));
+    key += ";";
+  }
+  return key;
+}
+
+// The value of a shape expression once its symbolic dimensions are known.
+int64_t evaluate_dim(const ir::Expr& e, const analysis::VarRanges& known, const std::string& what) {
+  analysis::Interval i = analysis::bound_of(e, known);
+  RT_USER_CHECK(i.known() && *i.lo == *i.hi, "cannot tell the size of ", what, " (", ir::print(e), ") from the inputs");
+  return *i.lo;
+}
+
+}  // namespace
+
+Stage parse_stage(const std::string& text) {
+  if (text == "ast") return Stage::Ast;
+  if (text == "ir") return Stage::IR;
+  if (text == "lowered") return Stage::Lowered;
+  if (text == "cpp") return Stage::Cpp;
+  if (text == "cuda") return Stage::Cuda;
+  if (text == "ptx") return Stage::Ptx;
+  rt::throw_user_error(rt::str("unknown stage '", text, "' for --emit (use ast, ir, lowered, cpp, cuda or ptx)"));
+}
+
+frontend::TensorSpec spec_of(const rt::Tensor& t) {
+  frontend::TensorSpec s{t.dtype(), {}};
+  for (int64_t d : t.shape()) s.shape.push_back(d);
+  return s;
+}
+
+struct Kernel::State {
+  std::shared_ptr<const ast::Module> ast;
+  frontend::KernelInfo info;
+  CompileOptions options;
+  mutable std::mutex mutex;
+  mutable std::map<std::string, std::shared_ptr<Compiled>> cache;  // by input specs
+
+  ir::PrimFunc elaborate(const std::vector<frontend::TensorSpec>& specs) const {
+    frontend::ElaborateRequest request{info.name, options.params, {}};
+    if (info.kind == frontend::KernelInfo::Kind::TileKernel) request.inputs = specs;
+    return frontend::elaborate(ast, request);
+  }
+
+  ir::PrimFunc lowered(const std::vector<frontend::TensorSpec>& specs) const {
+    return passes::lower(elaborate(specs), passes::PassOptions{options.target});
+  }
+
+  std::shared_ptr<Compiled> compile(const std::vector<frontend::TensorSpec>& specs) const {
+    // @T.prim_func kernels do not depend on the inputs' shapes: one compilation serves all calls.
+    std::string key = info.kind == frontend::KernelInfo::Kind::TileKernel ? spec_key(specs) : "";
+    std::lock_guard<std::mutex> lock(mutex);
+    auto it = cache.find(key);
+    if (it != cache.end()) return it->second;
+    if (options.target.kind != Target::Kind::CPU)
+      rt::throw_user_error(rt::str("kernel '", info.name, "': the CUDA backend is not available in this build yet; use --target cpu"));
+    auto c = std::make_shared<Compiled>();
+    c->func = lowered(specs);
+    c->source = codegen::generate_cpu(c->func);
+    c->library = rt::compile_cxx(c->source.code, device_headers(), rt::HostCompileOptions{});
+    c->entry = reinterpret_cast<void (*)(void* const*, const int64_t*, int)>(c->library->symbol(c->source.entry));
+    cache[key] = c;
+    return c;
+  }
+};
+
+const std::string& Kernel::name() const { return state_->info.name; }
+const Target& Kernel::target() const { return state_->options.target; }
+
+namespace {
+
+// Checks tensors against the leading parameters (dtype, rank, sizes) and learns the symbolic sizes.
+void bind(const std::string& kernel, const std::vector<ir::Param>& params, const std::vector<rt::Tensor>& tensors, const char* noun,
+          analysis::VarRanges& known) {
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const ir::Buffer& b = params[i].buffer;
+    const rt::Tensor& t = tensors[i];
+    std::string arg = rt::str("kernel '", kernel, "': ", noun, " ", i + 1, " ('", b->name, "')");
+    RT_USER_CHECK(t.defined(), arg, " is an undefined tensor");
+    RT_USER_CHECK(t.device().is_cpu(), arg, " is on ", t.device().to_string(), "; the cpu target needs host tensors");
+    RT_USER_CHECK(t.dtype() == b->dtype, arg, " has dtype ", rt::name(t.dtype()), " but the kernel expects ", rt::name(b->dtype));
+    RT_USER_CHECK(t.dim() == static_cast<int64_t>(b->shape.size()), arg, " has shape ", t.shape_string(), " but the kernel expects ",
+                  b->shape.size(), " dimensions ", ir::shape_string(b->shape));
+    for (size_t d = 0; d < b->shape.size(); ++d) {
+      int64_t actual = t.size(static_cast<int64_t>(d));
+      if (const auto* v = ir::as<ir::VarNode>(b->shape[d])) {
+        auto [pos, fresh] = known.try_emplace(v, analysis::Interval::point(actual));
+        RT_USER_CHECK(fresh || *pos->second.lo == actual, arg, " has size ", actual, " in dimension ", d, " but '", v->name, "' is ",
+                      *pos->second.lo, " from an earlier tensor");
+        continue;
+      }
+      auto expected = ir::as_const_int(b->shape[d]);
+      RT_USER_CHECK(!expected || *expected == actual, arg, " has shape ", t.shape_string(), " but the kernel expects ", ir::shape_string(b->shape));
+    }
+    // Generated code indexes densely.
+    RT_USER_CHECK(t.is_contiguous(), arg, " is not contiguous; pass a contiguous tensor");
+  }
+}
+
+void run(const std::string& kernel, const Compiled& c, const std::vector<rt::Tensor>& all) {
+  const std::vector<ir::Param>& params = c.func.params;
+  RT_USER_CHECK(all.size() == params.size(), "kernel '", kernel, "' has ", params.size(), " tensor parameters but ", all.size(), " tensors were given");
+  analysis::VarRanges known;
+  bind(kernel, params, all, "tensor", known);
+  std::vector<void*> buffers;
+  for (const rt::Tensor& t : all) buffers.push_back(t.data());
+  std::vector<int64_t> dims;
+  for (const ir::Var& v : c.source.dim_vars) {
+    auto it = known.find(v.get());
+    RT_ICHECK(it != known.end(), "symbolic dimension ", v->name, " not bound by any tensor");
+    dims.push_back(*it->second.lo);
+  }
+  c.entry(buffers.data(), dims.data(), rt::cpu_info().cores);
+}
+
+}  // namespace
+
+std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs) const {
+  const State& s = *state_;
+  std::vector<frontend::TensorSpec> specs;
+  for (const rt::Tensor& t : inputs) {
+    RT_USER_CHECK(t.defined(), "kernel '", s.info.name, "': an input tensor is undefined");
+    specs.push_back(spec_of(t));
+  }
+  std::shared_ptr<Compiled> c = s.compile(specs);
+  const std::vector<ir::Param>& params = c->func.params;
+  size_t n_in = params.size();
+  if (s.info.kind == frontend::KernelInfo::Kind::TileKernel) {
+    n_in = 0;
+    for (const ir::Param& p : params) n_in += !p.is_output;
+  }
+  RT_USER_CHECK(inputs.size() <= n_in, "kernel '", s.info.name, "' takes ", n_in, " input tensors but ", inputs.size(), " were given");
+  analysis::VarRanges known;
+  bind(s.info.name, params, inputs, "input", known);
+  // Parameters left over are outputs.
+  std::vector<rt::Tensor> all(inputs.begin(), inputs.end()), outputs;
+  for (size_t i = inputs.size(); i < params.size(); ++i) {
+    const ir::Buffer& b = params[i].buffer;
+    std::vector<int64_t> shape;
+    for (const ir::Expr& d : b->shape) shape.push_back(evaluate_dim(d, known, rt::str("output '", b->name, "'")));
+    outputs.push_back(rt::Tensor::empty(shape, b->dtype));
+    all.push_back(outputs.back());
+  }
+  run(s.info.name, *c, all);
+  return outputs;
+}
+
+void Kernel::launch(const std::vector<rt::Tensor>& all_params) const {
+  const State& s = *state_;
+  std::vector<frontend::TensorSpec> specs;
+  for (const rt::Tensor& t : all_params) {
+    RT_USER_CHECK(t.defined(), "kernel '", s.info.name, "': a tensor is undefined");
+    specs.push_back(spec_of(t));
+  }
+  // A tile kernel is specialized by its inputs, which come first.
+  if (s.info.kind == frontend::KernelInfo::Kind::TileKernel && specs.size() > s.info.params.size()) specs.resize(s.info.params.size());
+  run(s.info.name, *s.compile(specs), all_params);
+}
+
+std::string Kernel::emit(Stage stage, const std::vector<frontend::TensorSpec>& inputs) const {
+  const State& s = *state_;
+  switch (stage) {
+    case Stage::Ast: return ast::print(*s.ast);
+    case Stage::IR: return ir::print(s.elaborate(inputs));
+    case Stage::Lowered: return ir::print(s.lowered(inputs));
+    case Stage::Cpp:  // the CPU backend's output, whatever the default target
+      return codegen::generate_cpu(passes::lower(s.elaborate(inputs), passes::PassOptions{Target::cpu()})).code;
+    case Stage::Cuda:
+    case Stage::Ptx:
+      rt::throw_user_error("--emit=cuda and --emit=ptx need the CUDA backend, which this build does not have yet");
+  }
+  RT_UNREACHABLE("stage");
+}
+
+Module Module::load(const std::string& path) {
+  Module m;
+  m.ast_ = ast::parse(SourceFile::load(path));
+  return m;
+}
+
+Module Module::from_source(const std::string& source, const std::string& name) {
+  Module m;
+  m.ast_ = ast::parse(std::make_shared<SourceFile>(name, source));
+  return m;
+}
+
+std::vector<frontend::KernelInfo> Module::kernels() const { return frontend::find_kernels(*ast_); }
+
+Kernel Module::kernel(const std::string& name, const CompileOptions& options) const {
+  std::vector<frontend::KernelInfo> all = kernels();
+  Kernel k;
+  k.state_ = std::make_shared<Kernel::State>();
+  k.state_->ast = ast_;
+  k.state_->info = frontend::select_kernel(all, name, *ast_);
+  k.state_->options = options;
+  return k;
+}
+
+std::string Module::ast_text() const { return ast::print(*ast_); }
+
+}  // namespace tilelang

@@ -1,0 +1,204 @@
+#include "tilelang/passes/lower_kernel_cpu.h"
+
+#include <set>
+
+#include "rt/error.h"
+#include "tilelang/analysis/access.h"
+#include "tilelang/ir/op.h"
+#include "tilelang/ir/substitute.h"
+#include "tilelang/ir/visitor.h"
+
+namespace tilelang::passes {
+namespace {
+
+bool contains_barrier(const ir::Stmt& s) {
+  bool found = false;
+  struct Finder : ir::IRVisitor {
+    bool& found;
+    explicit Finder(bool& f) : found(f) {}
+    void visit(const ir::BarrierNode&) override { found = true; }
+  } f(found);
+  f.visit_stmt(s);
+  return found;
+}
+
+// Which statements run per thread: those using the thread index, or local buffers that such
+// statements wrote (found to a fixed point).
+class ThreadDependence {
+ public:
+  ThreadDependence(const ir::Stmt& body, const ir::VarNode* tx) : tx_(tx) {
+    for (bool changed = true; changed;) {
+      size_t before = per_thread_.size();
+      scan(body, false);
+      changed = per_thread_.size() != before;
+    }
+  }
+  bool dependent(const ir::Stmt& s) const {
+    analysis::Accesses a = analysis::accesses_of(s);
+    if (a.vars.count(tx_)) return true;
+    for (const ir::BufferNode* b : per_thread_)
+      if (a.read.count(b) || a.written.count(b)) return true;
+    return false;
+  }
+  bool dependent(const ir::Expr& e) const {
+    if (analysis::uses_var(e, tx_)) return true;
+    for (const ir::BufferNode* b : per_thread_)
+      if (analysis::uses_buffer(e, b)) return true;
+    return false;
+  }
+  const std::set<const ir::BufferNode*>& per_thread() const { return per_thread_; }
+
+ private:
+  // Marks local buffers written under per-thread values or control.
+  void scan(const ir::Stmt& s, bool dep_ctx) {
+    if (!s) return;
+    if (const auto* st = ir::as<ir::BufferStoreNode>(s)) {
+      bool dep = dep_ctx || dependent(st->value);
+      for (const ir::Expr& i : st->indices) dep |= dependent(i);
+      if (dep && st->buffer->scope == ir::Scope::Local) per_thread_.insert(st->buffer.get());
+    } else if (const auto* seq = ir::as<ir::SeqNode>(s)) {
+      for (const ir::Stmt& x : seq->stmts) scan(x, dep_ctx);
+    } else if (const auto* f = ir::as<ir::ForNode>(s)) {
+      scan(f->body, dep_ctx || dependent(f->min) || dependent(f->extent));
+    } else if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
+      bool d = dep_ctx || dependent(i->cond);
+      scan(i->then_case, d);
+      scan(i->else_case, d);
+    } else if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
+      scan(l->body, dep_ctx || dependent(l->value));
+    } else if (const auto* a = ir::as<ir::AllocateNode>(s)) {
+      scan(a->body, dep_ctx);
+    } else if (dep_ctx) {
+      // Tile operations under per-thread control write per-thread data too.
+      analysis::Accesses acc = analysis::accesses_of(s);
+      for (const ir::BufferNode* b : acc.written)
+        if (b->scope == ir::Scope::Local) per_thread_.insert(b);
+    }
+  }
+  const ir::VarNode* tx_;
+  std::set<const ir::BufferNode*> per_thread_;
+};
+
+class ThreadLoops {
+ public:
+  ThreadLoops(const ThreadDependence& dep, ir::Var tid, int64_t threads) : dep_(dep), tid_(std::move(tid)), threads_(threads) {}
+
+  ir::Stmt wrap(const ir::Stmt& s) {
+    if (!contains_barrier(s)) return dep_.dependent(s) ? loop(s) : s;
+    if (ir::as<ir::BarrierNode>(s)) return ir::make_seq({});
+    if (const auto* seq = ir::as<ir::SeqNode>(s)) {
+      // Consecutive per-thread statements share one loop; barriers end it.
+      std::vector<ir::Stmt> out, run;
+      auto flush = [&] {
+        if (!run.empty()) out.push_back(loop(ir::make_seq(run)));
+        run.clear();
+      };
+      for (const ir::Stmt& x : seq->stmts) {
+        if (!contains_barrier(x) && dep_.dependent(x)) {
+          run.push_back(x);
+          continue;
+        }
+        flush();
+        out.push_back(contains_barrier(x) ? wrap(x) : x);
+      }
+      flush();
+      return ir::make_seq(std::move(out), seq->loc);
+    }
+    if (const auto* f = ir::as<ir::ForNode>(s)) {
+      if (dep_.dependent(f->min) || dep_.dependent(f->extent)) barrier_error(s);
+      return ir::make_for(f->var, f->min, f->extent, f->for_kind, wrap(f->body), f->loc, f->num_stages);
+    }
+    if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
+      if (dep_.dependent(i->cond)) barrier_error(s);
+      return ir::make_if(i->cond, wrap(i->then_case), i->else_case ? wrap(i->else_case) : nullptr, i->loc);
+    }
+    if (const auto* a = ir::as<ir::AllocateNode>(s)) return ir::make_allocate(a->buffer, wrap(a->body), a->loc);
+    if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
+      if (dep_.dependent(l->value))
+        error_at(l->loc, "a value computed from the thread index cannot be used across T.sync_threads(); keep it in T.alloc_local storage instead");
+      return ir::make_let(l->var, l->value, wrap(l->body), l->loc);
+    }
+    barrier_error(s);
+  }
+
+ private:
+  [[noreturn]] void barrier_error(const ir::Stmt& s) {
+    error_at(s->loc, "T.sync_threads() under a condition or loop that depends on the thread index: every thread of the block must reach it");
+  }
+  ir::Stmt loop(const ir::Stmt& s) {
+    return ir::make_for(tid_, ir::make_int(0), ir::make_int(threads_), ir::ForKind::Serial, s, s->loc);
+  }
+  const ThreadDependence& dep_;
+  ir::Var tid_;
+  int64_t threads_;
+};
+
+// Gives per-thread buffers allocated outside the thread loops one copy per thread.
+class Privatize : public ir::IRMutator {
+ public:
+  Privatize(const std::set<const ir::BufferNode*>& per_thread, ir::Var tid, int64_t threads)
+      : per_thread_(per_thread), tid_(std::move(tid)), threads_(threads) {}
+
+ protected:
+  ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
+    if (n.var != tid_) return ir::IRMutator::visit(n, self);
+    ++in_thread_loop_;
+    ir::Stmt out = ir::IRMutator::visit(n, self);
+    --in_thread_loop_;
+    return out;
+  }
+  ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt& self) override {
+    if (in_thread_loop_ || !per_thread_.count(n.buffer.get())) return ir::IRMutator::visit(n, self);
+    std::vector<ir::Expr> shape = {ir::make_int(threads_)};
+    shape.insert(shape.end(), n.buffer->shape.begin(), n.buffer->shape.end());
+    ir::Buffer expanded = ir::make_buffer(n.buffer->name, n.buffer->dtype, shape, n.buffer->scope, n.buffer->loc);
+    expanded_[n.buffer.get()] = expanded;
+    return ir::make_allocate(expanded, mutate(n.body), n.loc);
+  }
+  ir::Expr visit(const ir::BufferLoadNode& n, const ir::Expr& self) override {
+    auto it = expanded_.find(n.buffer.get());
+    if (it == expanded_.end()) return ir::IRMutator::visit(n, self);
+    bool changed = false;
+    std::vector<ir::Expr> idx = {tid_};
+    for (const ir::Expr& e : mutate_all(n.indices, &changed)) idx.push_back(e);
+    return ir::make_load(it->second, idx, n.loc);
+  }
+  ir::Stmt visit(const ir::BufferStoreNode& n, const ir::Stmt& self) override {
+    auto it = expanded_.find(n.buffer.get());
+    if (it == expanded_.end()) return ir::IRMutator::visit(n, self);
+    bool changed = false;
+    std::vector<ir::Expr> idx = {tid_};
+    for (const ir::Expr& e : mutate_all(n.indices, &changed)) idx.push_back(e);
+    return ir::make_store(it->second, idx, mutate(n.value), n.loc, n.atomic_add);
+  }
+
+ private:
+  const std::set<const ir::BufferNode*>& per_thread_;
+  ir::Var tid_;
+  int64_t threads_;
+  int in_thread_loop_ = 0;
+  std::map<const ir::BufferNode*, ir::Buffer> expanded_;
+};
+
+class KernelLowerer : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
+    ir::Var tid = ir::make_var("tid", ir::DType::I32, n.loc);
+    ThreadDependence dep(n.body, n.thread_var.get());
+    ThreadLoops loops(dep, tid, n.threads);
+    ir::Stmt body = loops.wrap(ir::substitute(n.body, {{n.thread_var.get(), tid}}));
+    body = Privatize(dep.per_thread(), tid, n.threads).mutate(body);
+    return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
+  }
+};
+
+}  // namespace
+
+ir::PrimFunc lower_kernel_cpu(const ir::PrimFunc& func, const PassOptions& options) {
+  if (options.target.kind != Target::Kind::CPU) return func;
+  ir::PrimFunc out = func;
+  out.body = KernelLowerer().mutate(func.body);
+  return out;
+}
+
+}  // namespace tilelang::passes

@@ -1,0 +1,23 @@
+#include "tilelang/target.h"
+
+#include "rt/device.h"
+#include "rt/error.h"
+
+namespace tilelang {
+
+Target Target::parse(const std::string& text) {
+  if (text == "cpu") return cpu();
+  if (text == "cuda") return cuda();
+  if (text.starts_with("cuda:")) {
+    std::string arch = text.substr(5);
+    if (arch == "sm_90a" || arch == "sm_90" || arch == "sm_80" || arch == "sm_89" || arch == "sm_86") return cuda(arch);
+    rt::throw_user_error(rt::str("unknown CUDA architecture '", arch, "' (supported: sm_90a, sm_90, sm_89, sm_86, sm_80)"));
+  }
+  rt::throw_user_error(rt::str("unknown target '", text, "' (use cpu, cuda or cuda:sm_80)"));
+}
+
+Target Target::best() { return rt::best_device().is_cuda() ? cuda() : cpu(); }
+
+std::string Target::name() const { return kind == Kind::CPU ? "cpu" : "cuda:" + arch; }
+
+}  // namespace tilelang

@@ -1,0 +1,30 @@
+// The `tl` command's shared pieces: parsed options and the subcommands.
+#pragma once
+
+#include <map>
+#include <string>
+#include <vector>
+
+#include "tilelang/module.h"
+
+namespace tl_cli {
+
+struct Options {
+  std::string file;
+  std::vector<std::string> inputs;   // --in
+  std::vector<std::string> outputs;  // --out
+  std::vector<tilelang::frontend::TensorSpec> shapes;  // --shape
+  std::map<std::string, std::string> params;  // --param
+  std::string kernel;                         // --kernel
+  std::string target;                         // --target
+  std::string emit;                           // --emit
+  int repeat = 0;                             // --repeat: time this many runs
+};
+
+int run_command(const Options& options);
+int compile_command(const Options& options);
+int demo_command(const Options& options);
+
+tilelang::CompileOptions compile_options(const Options& options);
+
+}  // namespace tl_cli

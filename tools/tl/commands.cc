@@ -1,0 +1,73 @@
+// `tl run` and `tl compile`.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+
+#include "cli.h"
+#include "rt/error.h"
+#include "rt/npy.h"
+
+namespace tl_cli {
+
+tilelang::CompileOptions compile_options(const Options& o) {
+  tilelang::CompileOptions c;
+  c.target = o.target.empty() ? tilelang::Target::best() : tilelang::Target::parse(o.target);
+  c.params = o.params;
+  return c;
+}
+
+namespace {
+
+void need_file(const Options& o, const char* cmd) { RT_USER_CHECK(!o.file.empty(), "tl ", cmd, ": which file? (tl ", cmd, " FILE ...)"); }
+
+}  // namespace
+
+int run_command(const Options& o) {
+  need_file(o, "run");
+  RT_USER_CHECK(o.shapes.empty(), "tl run takes real inputs (--in X.npy), not --shape");
+  tilelang::Module module = tilelang::Module::load(o.file);
+  tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
+  std::vector<rt::Tensor> inputs;
+  for (const std::string& path : o.inputs) inputs.push_back(rt::read_npy(path));
+  std::vector<rt::Tensor> outputs = kernel(inputs);
+  RT_USER_CHECK(o.outputs.size() <= outputs.size(), "kernel '", kernel.name(), "' has ", outputs.size(), " output", outputs.size() == 1 ? "" : "s",
+                " but ", o.outputs.size(), " --out files were given");
+  if (o.repeat > 0) {
+    std::vector<double> ms;
+    for (int r = 0; r < o.repeat; ++r) {
+      auto t0 = std::chrono::steady_clock::now();
+      outputs = kernel(inputs);
+      ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+    }
+    std::sort(ms.begin(), ms.end());
+    std::printf("%s: median %.3f ms over %d runs (min %.3f ms)\n", kernel.name().c_str(), ms[ms.size() / 2], o.repeat, ms.front());
+  }
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    if (i < o.outputs.size()) {
+      rt::write_npy(o.outputs[i], outputs[i]);
+      std::printf("output %zu: %s %s -> %s\n", i + 1, rt::name(outputs[i].dtype()), outputs[i].shape_string().c_str(), o.outputs[i].c_str());
+    } else {
+      std::printf("output %zu: %s %s (not written: no --out for it)\n", i + 1, rt::name(outputs[i].dtype()), outputs[i].shape_string().c_str());
+    }
+  }
+  return 0;
+}
+
+int compile_command(const Options& o) {
+  need_file(o, "compile");
+  RT_USER_CHECK(!o.emit.empty(), "tl compile needs --emit=ast|ir|lowered|cpp|cuda|ptx");
+  tilelang::Stage stage = tilelang::parse_stage(o.emit);
+  tilelang::Module module = tilelang::Module::load(o.file);
+  if (stage == tilelang::Stage::Ast) {
+    std::cout << module.ast_text();
+    return 0;
+  }
+  tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
+  std::vector<tilelang::frontend::TensorSpec> specs = o.shapes;
+  for (const std::string& path : o.inputs) specs.push_back(tilelang::spec_of(rt::read_npy(path)));
+  std::cout << kernel.emit(stage, specs);
+  return 0;
+}
+
+}  // namespace tl_cli
