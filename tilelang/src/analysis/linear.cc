@@ -81,4 +81,10 @@ ir::Expr from_linear(const Linear& linear, ir::DType dtype) {
   return out;
 }
 
+ir::Expr canonical(const ir::Expr& expr) {
+  if (!rt::is_int(expr->dtype) || expr->kind != ir::NodeKind::Binary) return expr;
+  auto lin = as_linear(expr);
+  return lin ? from_linear(*lin, expr->dtype) : expr;
+}
+
 }  // namespace tilelang::analysis

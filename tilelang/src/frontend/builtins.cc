@@ -20,7 +20,7 @@ const char* const kTFunctions[] = {
     "reduce_min", "reduce_abssum", "reduce_absmax", "max", "min", "exp", "exp2", "log", "log2", "log10", "sqrt", "rsqrt",
     "abs", "tanh", "sigmoid", "floor", "ceil", "round", "trunc", "erf", "sin", "cos", "pow", "ceildiv", "if_then_else",
     "cast", "atomic_add", "use_swizzle", "annotate_layout", "infinity", "get_thread_binding", "get_block_binding",
-    "call_extern", "inline_code", "sync_threads", "symbolic", "dynamic", "floordiv", "floormod", "truncdiv", "truncmod", "fma"};
+    "call_extern", "inline_code", "address_of", "sync_threads", "symbolic", "dynamic", "floordiv", "floormod", "truncdiv", "truncmod", "fma"};
 
 // Reads a builtin's arguments by position or keyword, and rejects what it does not know.
 class ArgReader {
@@ -226,12 +226,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
         if (take) acc = v;
         continue;
       }
-      // Reuse binary arithmetic's typing for the operands, then pick with min/max.
-      Value zero_a = binary_op(ast::BinOpKind::Add, acc, Value(int64_t{0}), loc);
-      Value zero_b = binary_op(ast::BinOpKind::Add, v, Value(int64_t{0}), loc);
-      ir::Expr a = to_expr(zero_a, loc, name), b = to_expr(zero_b, loc, name);
-      if (is_number(acc)) a = rt::is_float(b->dtype) ? ir::make_float(num(acc), b->dtype) : ir::make_int(static_cast<int64_t>(num(acc)), b->dtype);
-      if (is_number(v)) b = rt::is_float(a->dtype) ? ir::make_float(num(v), a->dtype) : ir::make_int(static_cast<int64_t>(num(v)), a->dtype);
+      auto [a, b] = operands(acc, v, loc, rt::str("argument of ", name, "()"));
       acc = ExprV{is_max ? ir::max(a, b, loc) : ir::min(a, b, loc)};
     }
     return acc;
@@ -651,9 +646,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
       bool take = is_number(c) ? num(c) != 0.0 : true;
       return take ? t : f;
     }
-    ir::Expr te = to_expr(t, r.loc("true_value"), "the true value"), fe = to_expr(f, r.loc("false_value"), "the false value");
-    if (is_number(t) && !is_number(f)) te = ir::cast(fe->dtype, te);
-    if (is_number(f) && !is_number(t)) fe = ir::cast(te->dtype, fe);
+    auto [te, fe] = operands(t, f, loc, "value of T.if_then_else");
     return ExprV{ir::select(c.get<ExprV>().expr, te, fe, loc)};
   }
   if (name == "T.cast") {
@@ -751,6 +744,13 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     if (args.positional.size() > 1) error_at(args.positional_locs[1], "T.inline_code takes the code, then name=value arguments");
     emit(std::make_shared<const ir::InlineCodeNode>(target, code.get<std::string>(), std::move(bound), loc));
     return NoneV{};
+  }
+  if (name == "T.address_of") {
+    const Value& v = r.req(0, "element");
+    r.done();
+    const ExprV* e = v.get_if<ExprV>();
+    if (!e || !ir::as<ir::BufferLoadNode>(e->expr)) error_at(r.loc("element"), "T.address_of needs one tensor element, e.g. T.address_of(A[i, j])");
+    return ExprV{ir::make_call(rt::DType::I64, ir::CallKind::Intrinsic, "address_of", {e->expr}, loc)};
   }
   if (name == "T.symbolic" || name == "T.dynamic") {
     const Value& n = r.req(0, "name");

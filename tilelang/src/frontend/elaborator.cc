@@ -5,6 +5,7 @@
 #include <functional>
 
 #include "rt/error.h"
+#include "tilelang/analysis/linear.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 
@@ -910,8 +911,7 @@ Value Elaborator::eval(const ast::Expr& e) {
       const auto& x = e.as<ast::IfExpExpr>();
       Value test = eval(*x.test);
       if (!test.is<ExprV>()) return truthy(test, x.test->loc) ? eval(*x.body) : eval(*x.orelse);
-      ir::Expr t = to_expr(eval(*x.body), x.body->loc, "the value of a conditional expression");
-      ir::Expr f = to_expr(eval(*x.orelse), x.orelse->loc, "the value of a conditional expression");
+      auto [t, f] = operands(eval(*x.body), eval(*x.orelse), x.loc, "value of a conditional expression");
       return ExprV{ir::select(test.get<ExprV>().expr, t, f, x.loc)};
     }
   }
@@ -1004,31 +1004,14 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
   }
   if (op == ast::BinOpKind::MatMul)
     error_at(loc, "'@' (matrix product) is not an operator of kernels; write the loops (they become a gemm) or call T.gemm");
-  // Runtime arithmetic: a Python number adopts the other operand's type (weak typing), so
-  // `x * 2` keeps x's dtype and `i + 0.5` becomes f32.
-  std::optional<ir::Expr> ea = try_expr(a), eb = try_expr(b);
-  if (!ea) error_at(loc, rt::str("unsupported operand for '", ast::symbol(op), "': ", type_name(a), " (", describe(a), ")"));
-  if (!eb) error_at(loc, rt::str("unsupported operand for '", ast::symbol(op), "': ", type_name(b), " (", describe(b), ")"));
-  auto weak = [&](const Value& v, ir::Expr& e, const ir::Expr& other) {
-    if (!is_number(v)) return;
-    if (v.is<double>()) {
-      e = ir::make_float(as_double(v), rt::is_float(other->dtype) ? other->dtype : rt::DType::F32, loc);
-    } else if (rt::is_float(other->dtype)) {
-      e = ir::make_float(as_double(v), other->dtype, loc);
-    } else if (rt::is_int(other->dtype)) {
-      e = ir::make_int(as_int(v), other->dtype, loc);
-    }
-  };
-  weak(a, *ea, *eb);
-  weak(b, *eb, *ea);
+  auto [ea, eb] = operands(a, b, loc, rt::str("an operand of '", ast::symbol(op), "'"));
   ir::BinaryOp irop = to_ir_op(op);
   if ((irop == ir::BinaryOp::BitAnd || irop == ir::BinaryOp::BitOr || irop == ir::BinaryOp::BitXor || irop == ir::BinaryOp::Shl ||
        irop == ir::BinaryOp::Shr) &&
-      (rt::is_float((*ea)->dtype) || rt::is_float((*eb)->dtype))) {
-    if (irop == ir::BinaryOp::BitAnd && (*ea)->dtype == rt::DType::Bool && (*eb)->dtype == rt::DType::Bool) return ExprV{ir::logical_and(*ea, *eb, loc)};
-    error_at(loc, rt::str("operator ", ast::symbol(op), " needs integers, not ", rt::name((*ea)->dtype), " and ", rt::name((*eb)->dtype)));
+      (rt::is_float(ea->dtype) || rt::is_float(eb->dtype))) {
+    error_at(loc, rt::str("operator ", ast::symbol(op), " needs integers, not ", rt::name(ea->dtype), " and ", rt::name(eb->dtype)));
   }
-  return ExprV{ir::binary(irop, *ea, *eb, loc)};
+  return ExprV{ir::binary(irop, ea, eb, loc)};
 }
 
 Value Elaborator::eval_compare(const ast::CompareExpr& c) {
@@ -1077,11 +1060,7 @@ Value Elaborator::eval_compare(const ast::CompareExpr& c) {
       else eq = left.is<NoneV>() && right.is<NoneV>();
       r = (op == ast::CmpOpKind::Eq) == eq;
     } else {
-      ir::Expr a = to_expr(left, c.left->loc, "an operand of the comparison");
-      ir::Expr b = to_expr(right, c.comparators[i]->loc, "an operand of the comparison");
-      // Weak typing of Python numbers, as in arithmetic.
-      if (is_number(left)) a = rt::is_float(b->dtype) || left.is<double>() ? ir::make_float(as_double(left), rt::is_float(b->dtype) ? b->dtype : rt::DType::F32) : ir::make_int(as_int(left), b->dtype);
-      if (is_number(right)) b = rt::is_float(a->dtype) || right.is<double>() ? ir::make_float(as_double(right), rt::is_float(a->dtype) ? a->dtype : rt::DType::F32) : ir::make_int(as_int(right), a->dtype);
+      auto [a, b] = operands(left, right, c.loc, "an operand of the comparison");
       r = ExprV{ir::compare(to_ir_cmp(op), a, b, c.loc)};
     }
     // Chain: a < b < c is (a < b) and (b < c).
@@ -1196,7 +1175,7 @@ Value Elaborator::index_value(const Value& base, const std::vector<Value>& index
       if (!sl[2].is<NoneV>() && !(is_number(sl[2]) && as_int(sl[2]) == 1)) error_at(locs[d], "tensor slices with a step are not supported");
       ir::Expr lo = sl[0].is<NoneV>() ? ir::make_int(0, buffer->shape[d]->dtype) : to_expr(sl[0], locs[d], "a slice bound");
       ir::Expr hi = sl[1].is<NoneV>() ? buffer->shape[d] : to_expr(sl[1], locs[d], "a slice bound");
-      ranges.push_back({lo, ir::sub(hi, lo, locs[d])});
+      ranges.push_back({lo, analysis::canonical(ir::sub(hi, lo, locs[d]))});
       continue;
     }
     ir::Expr i = to_expr(index[d], locs[d], rt::str("index ", d, " of ", buffer->name));
@@ -1257,6 +1236,23 @@ bool Elaborator::truthy(const Value& v, const SourceLoc& loc) {
 }
 
 // ---------------------------------------------------------------- conversions
+
+std::pair<ir::Expr, ir::Expr> Elaborator::operands(const Value& a, const Value& b, const SourceLoc& loc, const std::string& what) {
+  std::optional<ir::Expr> ea = try_expr(a), eb = try_expr(b);
+  if (!ea) error_at(loc, rt::str("unsupported ", what, ": ", type_name(a), " (", describe(a), ")"));
+  if (!eb) error_at(loc, rt::str("unsupported ", what, ": ", type_name(b), " (", describe(b), ")"));
+  // A Python number next to a runtime value takes that value's type (weak typing), so `x * 2`
+  // keeps x's dtype and `i + 0.5` is float32.
+  auto weak = [&](const Value& v, ir::Expr& e, const ir::Expr& other) {
+    if (!is_number(v) || !(other->kind != ir::NodeKind::IntImm && other->kind != ir::NodeKind::FloatImm)) return;
+    if (v.is<double>()) e = ir::make_float(as_double(v), rt::is_float(other->dtype) ? other->dtype : rt::DType::F32, loc);
+    else if (rt::is_float(other->dtype)) e = ir::make_float(as_double(v), other->dtype, loc);
+    else if (rt::is_int(other->dtype)) e = ir::make_int(as_int(v), other->dtype, loc);
+  };
+  weak(a, *ea, *eb);
+  weak(b, *eb, *ea);
+  return {*ea, *eb};
+}
 
 std::optional<ir::Expr> Elaborator::try_expr(const Value& value) {
   if (auto b = value.get_if<bool>()) return ir::make_bool(*b);

@@ -61,6 +61,8 @@ class Elaborator {
   Value call_builtin(const std::string& name, Args& args, const SourceLoc& loc);
   ir::Expr to_expr(const Value& value, const SourceLoc& loc, const std::string& what);
   std::optional<ir::Expr> try_expr(const Value& value);
+  // Both operands of a binary operation as IR, with Python numbers typed like the other side.
+  std::pair<ir::Expr, ir::Expr> operands(const Value& a, const Value& b, const SourceLoc& loc, const std::string& what);
   int64_t to_int(const Value& value, const SourceLoc& loc, const std::string& what);
   rt::DType to_dtype(const Value& value, const SourceLoc& loc, const std::string& what);
   ir::Region to_region(const Value& value, const SourceLoc& loc, const std::string& what, bool* is_point = nullptr);

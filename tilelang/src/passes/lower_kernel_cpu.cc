@@ -184,9 +184,9 @@ class KernelLowerer : public ir::IRMutator {
  protected:
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     ir::Var tid = ir::make_var("tid", ir::DType::I32, n.loc);
-    ThreadDependence dep(n.body, n.thread_var.get());
-    ThreadLoops loops(dep, tid, n.threads);
-    ir::Stmt body = loops.wrap(ir::substitute(n.body, {{n.thread_var.get(), tid}}));
+    ir::Stmt body = ir::substitute(n.body, {{n.thread_var.get(), tid}});
+    ThreadDependence dep(body, tid.get());
+    body = ThreadLoops(dep, tid, n.threads).wrap(body);
     body = Privatize(dep.per_thread(), tid, n.threads).mutate(body);
     return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
   }

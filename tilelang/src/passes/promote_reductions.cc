@@ -1,5 +1,7 @@
 #include "tilelang/passes/promote_reductions.h"
 
+#include <optional>
+
 #include "tilelang/analysis/access.h"
 #include "tilelang/ir/equality.h"
 #include "tilelang/ir/op.h"
@@ -27,20 +29,73 @@ class Promoter : public ir::IRMutator {
   ir::Stmt visit(const ir::KernelLaunchNode&, const ir::Stmt& self) override { return self; }
 
   ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
-    // The perfect nest under this loop, down to one store.
+    // The perfect nest under this loop, down to a body of stores.
     std::vector<const ir::ForNode*> loops;
     ir::Stmt cur = self;
     while (const auto* f = ir::as<ir::ForNode>(cur)) {
       loops.push_back(f);
       cur = f->body;
     }
-    const auto* store = ir::as<ir::BufferStoreNode>(cur);
-    if (!store || store->atomic_add) return ir::IRMutator::visit(n, self);
+    std::vector<const ir::BufferStoreNode*> stores;
+    if (const auto* st = ir::as<ir::BufferStoreNode>(cur)) stores.push_back(st);
+    if (const auto* seq = ir::as<ir::SeqNode>(cur))
+      for (const ir::Stmt& x : seq->stmts) stores.push_back(ir::as<ir::BufferStoreNode>(x));
+    std::vector<Reduction> reds;
+    for (const ir::BufferStoreNode* st : stores) {
+      auto r = match(st, loops);
+      if (!r) return ir::IRMutator::visit(n, self);
+      reds.push_back(*r);
+    }
+    // Each accumulates into its own buffer, and no term reads what the group writes.
+    bool needed = false;
+    for (size_t i = 0; i < reds.size(); ++i) {
+      needed |= !reds[i].already_accumulator;
+      for (size_t j = 0; j < reds.size(); ++j) {
+        if (i != j && reds[i].store->buffer == reds[j].store->buffer) return ir::IRMutator::visit(n, self);
+        if (analysis::uses_buffer(reds[i].term, reds[j].store->buffer.get())) return ir::IRMutator::visit(n, self);
+      }
+    }
+    if (reds.empty() || !needed) return ir::IRMutator::visit(n, self);
+
+    std::vector<ir::Stmt> init, update, finish;
+    std::vector<ir::Buffer> accs;
+    for (const Reduction& r : reds) {
+      const ir::Buffer& b = r.store->buffer;
+      ir::DType t = accumulator_dtype(b->dtype);
+      ir::Buffer acc = ir::make_buffer(b->name + "_acc", t, {}, ir::Scope::Local, r.store->loc);
+      accs.push_back(acc);
+      ir::Expr a = ir::make_load(acc, {}), term = ir::cast(t, r.term);
+      ir::Expr combined = r.op == ir::BinaryOp::Add ? ir::add(a, term) : r.op == ir::BinaryOp::Max ? ir::max(a, term) : ir::min(a, term);
+      init.push_back(ir::make_store(acc, {}, ir::cast(t, ir::make_load(b, r.store->indices)), r.store->loc));
+      update.push_back(ir::make_store(acc, {}, combined, r.store->loc));
+      finish.push_back(ir::make_store(b, r.store->indices, ir::cast(b->dtype, ir::make_load(acc, {})), r.store->loc));
+    }
+    ir::Stmt inner = ir::make_seq(std::move(update));
+    for (auto it = loops.rbegin(); it != loops.rend(); ++it)
+      inner = ir::make_for((*it)->var, (*it)->min, (*it)->extent, (*it)->for_kind, inner, (*it)->loc, (*it)->num_stages);
+    init.push_back(inner);
+    init.insert(init.end(), finish.begin(), finish.end());
+    ir::Stmt body = ir::make_seq(std::move(init));
+    for (auto it = accs.rbegin(); it != accs.rend(); ++it) body = ir::make_allocate(*it, body, (*it)->loc);
+    return body;
+  }
+
+ private:
+  struct Reduction {
+    const ir::BufferStoreNode* store;
+    ir::BinaryOp op;
+    ir::Expr term;
+    bool already_accumulator;  // a local scalar of the accumulator's type
+  };
+
+  // B[idx] = B[idx] (+|max|min) term, with idx invariant in every loop of the nest.
+  static std::optional<Reduction> match(const ir::BufferStoreNode* store, const std::vector<const ir::ForNode*>& loops) {
+    if (!store || store->atomic_add) return std::nullopt;
     for (const ir::ForNode* f : loops)
       for (const ir::Expr& i : store->indices)
-        if (analysis::uses_var(i, f->var.get())) return ir::IRMutator::visit(n, self);
+        if (analysis::uses_var(i, f->var.get())) return std::nullopt;
     const auto* op = ir::as<ir::BinaryNode>(strip_float_casts(store->value));
-    if (!op || (op->op != ir::BinaryOp::Add && op->op != ir::BinaryOp::Max && op->op != ir::BinaryOp::Min)) return ir::IRMutator::visit(n, self);
+    if (!op || (op->op != ir::BinaryOp::Add && op->op != ir::BinaryOp::Max && op->op != ir::BinaryOp::Min)) return std::nullopt;
     auto is_self = [&](const ir::Expr& e) {
       const auto* l = ir::as<ir::BufferLoadNode>(strip_float_casts(e));
       if (!l || l->buffer != store->buffer) return false;
@@ -49,20 +104,10 @@ class Promoter : public ir::IRMutator {
       return true;
     };
     ir::Expr term = is_self(op->a) ? op->b : is_self(op->b) ? op->a : nullptr;
-    if (!term || analysis::uses_buffer(term, store->buffer.get())) return ir::IRMutator::visit(n, self);
-
+    if (!term || analysis::uses_buffer(term, store->buffer.get())) return std::nullopt;
     const ir::Buffer& b = store->buffer;
-    ir::DType t = accumulator_dtype(b->dtype);
-    ir::Buffer acc = ir::make_buffer(b->name + "_acc", t, {}, ir::Scope::Local, store->loc);
-    ir::Expr acc_value = ir::make_load(acc, {});
-    ir::Expr term_t = ir::cast(t, term);
-    ir::Expr combined = op->op == ir::BinaryOp::Add ? ir::add(acc_value, term_t) : op->op == ir::BinaryOp::Max ? ir::max(acc_value, term_t) : ir::min(acc_value, term_t);
-    ir::Stmt inner = ir::make_store(acc, {}, combined, store->loc);
-    for (auto it = loops.rbegin(); it != loops.rend(); ++it)
-      inner = ir::make_for((*it)->var, (*it)->min, (*it)->extent, (*it)->for_kind, inner, (*it)->loc, (*it)->num_stages);
-    ir::Stmt body = ir::make_seq({ir::make_store(acc, {}, ir::cast(t, ir::make_load(b, store->indices)), store->loc), inner,
-                                  ir::make_store(b, store->indices, ir::cast(b->dtype, ir::make_load(acc, {})), store->loc)});
-    return ir::make_allocate(acc, body, store->loc);
+    bool acc = b->scope == ir::Scope::Local && b->shape.empty() && b->dtype == accumulator_dtype(b->dtype);
+    return Reduction{store, op->op, term, acc};
   }
 };
 

@@ -14,7 +14,7 @@ class Simplifier : public ir::IRMutator {
     ir::Expr a = mutate(n.a), b = mutate(n.b);
     ir::Expr out = ir::is_comparison(n.op) ? ir::compare(n.op, a, b, n.loc) : ir::binary(n.op, a, b, n.loc);
     if (out->dtype != n.dtype) out = (a == n.a && b == n.b) ? self : ir::make_binary(n.op, n.dtype, a, b, n.loc);
-    return canonical(out);
+    return analysis::canonical(out);
   }
   ir::Expr visit(const ir::CastNode& n, const ir::Expr& self) override {
     ir::Expr v = mutate(n.value);
@@ -60,15 +60,6 @@ class Simplifier : public ir::IRMutator {
     ir::Stmt body = mutate(n.body);
     if (v == n.value && body == n.body) return self;
     return ir::make_let(n.var, v, body, n.loc);
-  }
-
- private:
-  // Affine integer expressions get one canonical form, so equal indices print and compare alike.
-  static ir::Expr canonical(const ir::Expr& e) {
-    if (!rt::is_int(e->dtype) || e->kind != ir::NodeKind::Binary) return e;
-    auto lin = analysis::as_linear(e);
-    if (!lin) return e;
-    return analysis::from_linear(*lin, e->dtype);
   }
 };
 

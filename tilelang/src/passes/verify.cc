@@ -98,7 +98,8 @@ class Verifier : public ir::IRVisitor {
     at(n.loc);
     region(n.a);
     region(n.b);
-    region(n.c);
+    if (n.epilogue) visit_region(n.c);  // with an epilogue, C only describes the result's shape
+    else region(n.c);
     if (n.epilogue) {
       RT_ICHECK(n.acc && n.epilogue_indices.size() == 2, "gemm epilogue without its variables");
       vars_.insert(n.acc.get());

@@ -21,5 +21,8 @@ struct Linear {
 std::optional<Linear> as_linear(const ir::Expr& expr);
 // Rebuilds a canonical expression of the given integer dtype.
 ir::Expr from_linear(const Linear& linear, ir::DType dtype);
+// The canonical form of an affine integer expression (terms merged: (b + 1) * 64 - b * 64 is 64);
+// other expressions come back unchanged.
+ir::Expr canonical(const ir::Expr& expr);
 
 }  // namespace tilelang::analysis

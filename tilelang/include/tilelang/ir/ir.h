@@ -286,7 +286,8 @@ struct GemmTiling {
 // C (M x N) = [C +] op(A) (M x K) * op(B) (K x N), accumulated in accum_dtype. op() transposes when
 // asked. When `epilogue` is set, it runs once per element of C with `acc` bound to the accumulated
 // value (in accum_dtype) and epilogue_indices bound to the element's indices in C's region (row,
-// column), and it does the storing; otherwise C's element is set to the accumulated value.
+// column), and it does the storing; otherwise C's element is set to the accumulated value. With an
+// epilogue, C only gives the result's shape: its buffer need not exist.
 struct GemmNode : StmtNode {
   static constexpr NodeKind kKind = NodeKind::Gemm;
   GemmNode(Region a, Region b, Region c, bool trans_a, bool trans_b, bool clear_accum, DType accum_dtype,

@@ -165,6 +165,15 @@ class CpuCodegen : public ir::IRVisitor {
   void visit(const ir::ForNode& n) override {
     std::string v = var(n.var.get());
     const char* t = value_type(n.var->dtype);
+    // OpenMP wants `for (T v = lb; v < ub; ++v)` with a loop-invariant bound: computed ones go first.
+    std::string bound;
+    auto lo = ir::as_const_int(n.min), ext = ir::as_const_int(n.extent);
+    if (lo && ext) {
+      bound = std::to_string(*lo + *ext);
+    } else {
+      bound = names_.name(&n, v + "_end");
+      line(rt::str("const ", t, " ", bound, " = ", expr(n.min), " + ", expr(n.extent), ";"));
+    }
     switch (n.for_kind) {
       case ir::ForKind::Parallel:
         if (in_kernel_) {
@@ -177,8 +186,7 @@ class CpuCodegen : public ir::IRVisitor {
       case ir::ForKind::Unrolled: line("#pragma GCC unroll 8"); break;
       default: break;
     }
-    std::string end = v + "_end";
-    line(rt::str("for (", t, " ", v, " = ", expr(n.min), ", ", end, " = ", v, " + ", expr(n.extent), "; ", v, " < ", end, "; ++", v, ") {"));
+    line(rt::str("for (", t, " ", v, " = ", expr(n.min), "; ", v, " < ", bound, "; ++", v, ") {"));
     nested(n.body);
     line("}");
   }
@@ -347,6 +355,11 @@ class CpuCodegen : public ir::IRVisitor {
   }
 
   std::string call(const ir::CallNode& c) {
+    if (c.name == "address_of" && c.call_kind == ir::CallKind::Intrinsic) {
+      const auto* l = ir::as<ir::BufferLoadNode>(c.args.at(0));
+      RT_ICHECK(l, "address_of needs a load");
+      return rt::str("(&", buffer(l->buffer), "[", flat(l->buffer, l->indices), "])");
+    }
     std::vector<std::string> a;
     for (const ir::Expr& x : c.args) a.push_back(expr(x));
     if (c.call_kind == ir::CallKind::Extern) {

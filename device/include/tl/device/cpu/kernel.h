@@ -3,6 +3,7 @@
 // access, and aligned heap buffers for tensors and tiles too large for the stack.
 #pragma once
 
+#include <atomic>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -37,24 +38,17 @@ inline float round_to(float x) {
   return tl::to_float(tl::from_float<T>(x));
 }
 
-// *p += v, atomically with respect to other threads; any element type, through its bits.
+// *p += v, atomically with respect to other threads; any element type (narrow floats through
+// their bits with a compare-and-swap loop).
 template <class T>
 inline void atomic_add(T* p, float v) {
-  if constexpr (std::is_same_v<T, float> || std::is_same_v<T, double> || std::is_integral_v<T>) {
-    if constexpr (std::is_integral_v<T>)
-      __atomic_fetch_add(p, static_cast<T>(v), __ATOMIC_RELAXED);
-    else {
-      T expected = __atomic_load_n(p, __ATOMIC_RELAXED);
-      while (!__atomic_compare_exchange_n(p, &expected, static_cast<T>(expected + v), true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) {
-      }
-    }
+  if constexpr (std::is_arithmetic_v<T>) {
+    std::atomic_ref<T>(*p).fetch_add(static_cast<T>(v), std::memory_order_relaxed);
   } else {
     using Bits = decltype(p->bits);
-    Bits* bits = &p->bits;
-    Bits expected = __atomic_load_n(bits, __ATOMIC_RELAXED);
-    for (;;) {
-      Bits desired = tl::from_float<T>(T::from_bits(expected).to_float() + v).bits;
-      if (__atomic_compare_exchange_n(bits, &expected, desired, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED)) return;
+    std::atomic_ref<Bits> bits(p->bits);
+    Bits expected = bits.load(std::memory_order_relaxed);
+    while (!bits.compare_exchange_weak(expected, tl::from_float<T>(T::from_bits(expected).to_float() + v).bits, std::memory_order_relaxed)) {
     }
   }
 }

@@ -1,0 +1,67 @@
+# FlashAttention forward as a tile program: each block owns block_M queries of one head, streams
+# keys and values in block_N tiles, and keeps a running row max and row sum so the softmax never
+# materializes (online softmax). Scores use exp2 with log2(e) folded into the scale.
+#
+#   tl run examples/flash_attention.py --param batch=1 --param heads=4 --param seq_len=256 --param dim=64 \
+#       --in q.npy --in k.npy --in v.npy --out o.npy
+import tilelang
+import tilelang.language as T
+
+
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16"):
+    scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
+    shape = (batch, seq_len, heads, dim)
+    accum = "float32"
+
+    @T.prim_func
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+            Q_shared = T.alloc_shared((block_M, dim), dtype)
+            K_shared = T.alloc_shared((block_N, dim), dtype)
+            V_shared = T.alloc_shared((block_N, dim), dtype)
+            acc_s = T.alloc_fragment((block_M, block_N), accum)
+            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
+            acc_o = T.alloc_fragment((block_M, dim), accum)
+            scores_max = T.alloc_fragment((block_M,), accum)
+            scores_max_prev = T.alloc_fragment((block_M,), accum)
+            scores_scale = T.alloc_fragment((block_M,), accum)
+            scores_sum = T.alloc_fragment((block_M,), accum)
+            logsum = T.alloc_fragment((block_M,), accum)
+
+            T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
+            T.fill(acc_o, 0)
+            T.fill(logsum, 0)
+            T.fill(scores_max, -T.infinity(accum))
+            loop_range = T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N)
+
+            for k in T.Pipelined(loop_range, num_stages=2):
+                T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
+                # Masked scores start at -inf: future keys (causal) and keys past the sequence's end.
+                for i, j in T.Parallel(block_M, block_N):
+                    if is_causal:
+                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
+                    else:
+                        acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
+                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
+
+                T.copy(scores_max, scores_max_prev)
+                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
+                for i in T.Parallel(block_M):
+                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
+                for i, j in T.Parallel(block_M, block_N):
+                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
+                T.reduce_sum(acc_s, scores_sum, dim=1)
+                for i in T.Parallel(block_M):
+                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
+
+                T.copy(acc_s, acc_s_cast)
+                T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o)
+
+            for i, j in T.Parallel(block_M, dim):
+                acc_o[i, j] /= logsum[i]
+            T.copy(acc_o, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
+
+    return main

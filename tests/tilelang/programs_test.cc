@@ -1,0 +1,283 @@
+// Numerical tests of whole programs on the CPU backend: every program runs on fresh random inputs
+// (outputs poisoned first) and is compared with a float64 reference, in float32 and float16.
+#include <cmath>
+#include <limits>
+#include <regex>
+
+#include "program_util.h"
+
+namespace {
+
+using rt::DType;
+using tltest::expect_close;
+using tltest::f64;
+using tltest::random;
+using tltest::run;
+
+std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n, int64_t k, bool b_transposed = false) {
+  std::vector<double> c(static_cast<size_t>(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a[i * k + p] * (b_transposed ? b[j * k + p] : b[p * n + j]);
+      c[i * n + j] = s;
+    }
+  return c;
+}
+
+// The seed program of examples/matmul.py, in float16 as written and with its dtype swapped.
+tilelang::Module seed_module(DType dtype) {
+  std::string src = tltest::read_source("examples/matmul.py");
+  if (dtype == DType::F32) src = std::regex_replace(src, std::regex("FP16"), "FP32");
+  return tilelang::Module::from_source(src, "examples/matmul.py");
+}
+
+class SeedMatmul : public ::testing::TestWithParam<std::tuple<DType, int64_t>> {};
+
+TEST_P(SeedMatmul, MatchesReference) {
+  auto [dtype, n] = GetParam();
+  tilelang::Kernel k = tltest::cpu_kernel(seed_module(dtype), "matmul");
+  rt::Tensor a = random({n, n}, dtype), b = random({n, n}, dtype);
+  auto out = run(k, {a, b}, {{{n, n}, dtype}});
+  expect_close(out[0], matmul_ref(f64(a), f64(b), n, n, n), "seed matmul " + std::to_string(n));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sizes, SeedMatmul,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(1, 7, 64, 100, 129, 257)));
+
+TEST(SeedMatmul, ReturnsNewTensorThroughCall) {
+  tilelang::Kernel k = tltest::cpu_kernel(seed_module(DType::F16), "matmul");
+  rt::Tensor a = random({48, 48}, DType::F16), b = random({48, 48}, DType::F16);
+  std::vector<rt::Tensor> out = k({a, b});
+  ASSERT_EQ(out.size(), 1u);
+  EXPECT_EQ(out[0].dtype(), DType::F16);
+  EXPECT_EQ(out[0].shape(), (rt::Shape{48, 48}));
+  expect_close(out[0], matmul_ref(f64(a), f64(b), 48, 48, 48), "seed matmul through operator()");
+}
+
+TEST(SeedMatmul, BecomesOneGemm) {
+  tilelang::Kernel k = tltest::cpu_kernel(seed_module(DType::F16), "matmul");
+  std::string lowered = k.emit(tilelang::Stage::Lowered, {{DType::F16, {256, 256}}, {DType::F16, {256, 256}}});
+  EXPECT_NE(lowered.find("gemm(a[0 +: 256, 0 +: 256], b[0 +: 256, 0 +: 256], c[0 +: 256, 0 +: 256], clear, accum=float32"), std::string::npos)
+      << lowered;
+  EXPECT_EQ(lowered.find("for "), std::string::npos) << "no scalar loops should remain:\n" << lowered;
+}
+
+class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t>> {};
+
+TEST_P(BlockedGemm, MatchesReference) {
+  auto [dtype, m, n, kk] = GetParam();
+  tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
+                                    {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", rt::name(dtype)},
+                                     {"block_M", "64"}, {"block_N", "64"}, {"block_K", "32"}});
+  rt::Tensor a = random({m, kk}, dtype), b = random({kk, n}, dtype);
+  auto out = run(k, {a, b}, {{{m, n}, dtype}});
+  expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), "blocked gemm");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(64, 200), ::testing::Values(136),
+                                            ::testing::Values(72, 128)));
+
+class Typed : public ::testing::TestWithParam<DType> {};
+INSTANTIATE_TEST_SUITE_P(Dtypes, Typed, ::testing::Values(DType::F32, DType::F16));
+
+TEST_P(Typed, BatchedMatmul) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/batched_matmul_seed.py", "bmm");
+  const int64_t bs = 3, m = 33, n = 47, kk = 29;
+  rt::Tensor a = random({bs, m, kk}, dtype), bt = random({bs, n, kk}, dtype);
+  auto out = run(k, {a, bt}, {{{bs, m, n}, dtype}});
+  std::vector<double> x = f64(a), y = f64(bt), ref;
+  for (int64_t b = 0; b < bs; ++b) {
+    std::vector<double> xa(x.begin() + b * m * kk, x.begin() + (b + 1) * m * kk), yb(y.begin() + b * n * kk, y.begin() + (b + 1) * n * kk);
+    std::vector<double> c = matmul_ref(xa, yb, m, n, kk, true);
+    ref.insert(ref.end(), c.begin(), c.end());
+  }
+  expect_close(out[0], ref, "batched matmul");
+}
+
+std::vector<double> softmax_ref(const std::vector<double>& x, int64_t m, int64_t n) {
+  std::vector<double> y(x.size());
+  for (int64_t i = 0; i < m; ++i) {
+    double mx = -INFINITY, s = 0;
+    for (int64_t j = 0; j < n; ++j) mx = std::max(mx, x[i * n + j]);
+    for (int64_t j = 0; j < n; ++j) s += std::exp(x[i * n + j] - mx);
+    for (int64_t j = 0; j < n; ++j) y[i * n + j] = std::exp(x[i * n + j] - mx) / s;
+  }
+  return y;
+}
+
+TEST_P(Typed, SoftmaxSeed) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/softmax_seed.py", "softmax");
+  rt::Tensor x = random({37, 301}, dtype, -4, 4);
+  auto out = run(k, {x}, {{{37, 301}, dtype}});
+  expect_close(out[0], softmax_ref(f64(x), 37, 301), "softmax (loops)");
+}
+
+TEST_P(Typed, SoftmaxTile) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/softmax_tile.py", "softmax", {{"M", "37"}, {"N", "96"}, {"dtype", rt::name(dtype)}});
+  rt::Tensor x = random({37, 96}, dtype, -4, 4);
+  auto out = run(k, {x}, {{{37, 96}, dtype}});
+  expect_close(out[0], softmax_ref(f64(x), 37, 96), "softmax (tiles)");
+}
+
+TEST_P(Typed, LayerNorm) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/layernorm_seed.py", "layernorm");
+  const int64_t m = 19, n = 250;
+  rt::Tensor x = random({m, n}, dtype, -2, 3), g = random({n}, dtype), b = random({n}, dtype);
+  auto out = run(k, {x, g, b}, {{{m, n}, dtype}});
+  std::vector<double> xv = f64(x), gv = f64(g), bv = f64(b), ref(xv.size());
+  for (int64_t i = 0; i < m; ++i) {
+    double mean = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mean += xv[i * n + j];
+    mean /= n;
+    for (int64_t j = 0; j < n; ++j) var += (xv[i * n + j] - mean) * (xv[i * n + j] - mean);
+    double inv = 1.0 / std::sqrt(var / n + 1e-5);
+    for (int64_t j = 0; j < n; ++j) ref[i * n + j] = (xv[i * n + j] - mean) * inv * gv[j] + bv[j];
+  }
+  expect_close(out[0], ref, "layernorm");
+}
+
+TEST_P(Typed, RowReductions) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/row_reductions_seed.py", "row_stats");
+  const int64_t m = 41, n = 333;
+  rt::Tensor x = random({m, n}, dtype, -1, 1);
+  auto out = run(k, {x}, {{{m}, dtype}, {{m}, dtype}, {{m}, DType::F32}});
+  std::vector<double> xv = f64(x), s(m), mx(m), sq(m);
+  for (int64_t i = 0; i < m; ++i) {
+    s[i] = 0, mx[i] = -INFINITY, sq[i] = 0;
+    for (int64_t j = 0; j < n; ++j) {
+      s[i] += xv[i * n + j];
+      mx[i] = std::max(mx[i], xv[i * n + j]);
+      sq[i] += xv[i * n + j] * xv[i * n + j];
+    }
+    sq[i] /= n;
+  }
+  expect_close(out[0], s, "row sum");
+  expect_close(out[1], mx, "row max");
+  expect_close(out[2], sq, "row mean square");
+}
+
+double chain_ref(double x, double y, double b) {
+  double t = x * 2.0 + y * y - b;
+  return t > 0 ? std::sqrt(t) + std::abs(x) : std::tanh(t) * 0.5;
+}
+
+TEST_P(Typed, ElementwiseChainSeed) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/elementwise_chain_seed.py", "chain");
+  const int64_t m = 29, n = 131;
+  rt::Tensor x = random({m, n}, dtype), y = random({m, n}, dtype), b = random({n}, dtype);
+  auto out = run(k, {x, y, b}, {{{m, n}, dtype}});
+  std::vector<double> xv = f64(x), yv = f64(y), bv = f64(b), ref(xv.size());
+  for (int64_t i = 0; i < m * n; ++i) ref[i] = chain_ref(xv[i], yv[i], bv[i % n]);
+  expect_close(out[0], ref, "elementwise chain (loops)");
+}
+
+TEST_P(Typed, ElementwiseChainTile) {
+  DType dtype = GetParam();
+  const int64_t m = 45, n = 150;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/elementwise_tile.py", "chain", {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"dtype", rt::name(dtype)}});
+  rt::Tensor x = random({m, n}, dtype), y = random({m, n}, dtype), b = random({n}, dtype);
+  auto out = run(k, {x, y, b}, {{{m, n}, dtype}});
+  std::vector<double> xv = f64(x), yv = f64(y), bv = f64(b), ref(xv.size());
+  for (int64_t i = 0; i < m * n; ++i) {
+    double t = xv[i] * 2.0 + yv[i] - bv[i % n];
+    ref[i] = t > 0 ? std::sqrt(t) : std::tanh(t) * 0.5;
+  }
+  expect_close(out[0], ref, "elementwise chain (tiles)");
+}
+
+TEST_P(Typed, MatmulWithFusedEpilogue) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_epilogue_seed.py", "linear_relu");
+  const int64_t m = 70, n = 90, kk = 110;
+  rt::Tensor a = random({m, kk}, dtype), w = random({kk, n}, dtype), bias = random({n}, dtype);
+  auto out = run(k, {a, w, bias}, {{{m, n}, dtype}});
+  std::vector<double> ref = matmul_ref(f64(a), f64(w), m, n, kk), bv = f64(bias);
+  for (int64_t i = 0; i < m * n; ++i) ref[i] = std::max(static_cast<double>(static_cast<float>(ref[i])) + bv[i % n], 0.0);
+  expect_close(out[0], ref, "matmul + bias + relu");
+  // The elementwise loop fused into the gemm: no float32 temporary, no loop left.
+  std::string lowered = k.emit(tilelang::Stage::Lowered, {{dtype, {m, kk}}, {dtype, {kk, n}}, {dtype, {n}}});
+  EXPECT_NE(lowered.find("epilogue("), std::string::npos) << lowered;
+  EXPECT_EQ(lowered.find("alloc acc"), std::string::npos) << lowered;
+}
+
+TEST(ThreadLevel, BlockReduceWithBarriers) {
+  const int64_t m = 9, n = 1000;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/block_reduce_threads.py", "row_sum", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor x = random({m, n}, DType::F32);
+  auto out = run(k, {x}, {{{m}, DType::F32}});
+  std::vector<double> xv = f64(x), ref(m, 0.0);
+  for (int64_t i = 0; i < m * n; ++i) ref[i / n] += xv[i];
+  expect_close(out[0], ref, "thread-level row sum");
+}
+
+TEST(EscapeHatches, CallExternAndInlineCode) {
+  const int64_t n = 150;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/extern_and_inline.py", "hatches", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n}, DType::F32, -5, 5);
+  auto out = run(k, {x}, {{{n}, DType::F32}, {{n}, DType::F32}});
+  std::vector<double> xv = f64(x), hyp(n), sq(n);
+  for (int64_t i = 0; i < n; ++i) hyp[i] = std::hypot(xv[i], 3.0), sq[i] = xv[i] * xv[i] + 1.0;
+  expect_close(out[0], hyp, "T.call_extern");
+  expect_close(out[1], sq, "T.inline_code");
+}
+
+TEST(Atomics, ColumnSums) {
+  const int64_t m = 100, n = 70;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/column_sum_atomic.py", "column_sum", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor x = random({m, n}, DType::F32);
+  rt::Tensor s = testutil::random_tensor({n}, DType::F32, testutil::fresh_seed());
+  std::vector<double> ref = f64(s);  // atomics add into what is there
+  std::vector<double> xv = f64(x);
+  for (int64_t i = 0; i < m * n; ++i) ref[i % n] += xv[i];
+  k.launch({x, s});
+  expect_close(s, ref, "atomic column sums");
+}
+
+class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
+
+TEST_P(FlashAttention, MatchesReference) {
+  auto [dtype, causal] = GetParam();
+  const int64_t b = 1, h = 2, s = 100, d = 32;
+  tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
+                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", "100"}, {"dim", "32"}, {"is_causal", causal ? "True" : "False"}, {"dtype", rt::name(dtype)}});
+  rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
+  auto out = run(k, {q, kk, v}, {{{b, s, h, d}, dtype}});
+  std::vector<double> qv = f64(q), kv = f64(kk), vv = f64(v), ref(qv.size());
+  auto at = [&](int64_t t, int64_t hh, int64_t x) { return (t * h + hh) * d + x; };
+  for (int64_t hh = 0; hh < h; ++hh)
+    for (int64_t i = 0; i < s; ++i) {
+      std::vector<double> p(s, 0.0);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < s; ++j) {
+        if (causal && j > i) continue;
+        double dot = 0;
+        for (int64_t x = 0; x < d; ++x) dot += qv[at(i, hh, x)] * kv[at(j, hh, x)];
+        p[j] = dot / std::sqrt(static_cast<double>(d));
+        mx = std::max(mx, p[j]);
+      }
+      for (int64_t j = 0; j < s; ++j) {
+        p[j] = (causal && j > i) ? 0.0 : std::exp(p[j] - mx);
+        sum += p[j];
+      }
+      for (int64_t x = 0; x < d; ++x) {
+        double o = 0;
+        for (int64_t j = 0; j < s; ++j) o += p[j] * vv[at(j, hh, x)];
+        ref[at(i, hh, x)] = o / sum;
+      }
+    }
+  double err = testutil::rel_error(f64(out[0]), ref);
+  // P is rounded to the input dtype before P*V, as on tensor cores.
+  EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal;
+}
+
+INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention, ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool()));
+
+}  // namespace
