@@ -608,6 +608,8 @@ TEST(Parser, PrintExpressionMinimalParentheses) {
       "a if b else c if d else e",
       "(a < b) < c",
       "a < b < c",
+      "{A_shared: f(A_shared), 1: (x, y)}",
+      "{}",
       "(a or b) and c",
       "a and b or c",
       "f(a, b, k=1, m=(x, y))",
@@ -880,7 +882,8 @@ TEST(ParserErrors, Unsupported) {
   EXPECT_EQ(error_of("y = [x for x in a]\n"), "t.py:1:5: error: list comprehensions are not supported in kernels");
   EXPECT_EQ(error_of("y = sum(x for x in a)\n"), "t.py:1:9: error: generator expressions are not supported in kernels");
   EXPECT_EQ(error_of("y = (x for x in a)\n"), "t.py:1:5: error: generator expressions are not supported in kernels");
-  EXPECT_EQ(error_of("y = {1: 2}\n"), "t.py:1:5: error: dict and set displays ({...}) are not supported in kernels");
+  EXPECT_EQ(error_of("y = {1, 2}\n"), "t.py:1:5: error: set displays ({a, b}) are not supported in kernels");
+  EXPECT_EQ(error_of("y = {k: v for k in a}\n"), "t.py:1:5: error: dict comprehensions are not supported in kernels");
   EXPECT_EQ(error_of("y = *a, b\n"), "t.py:1:5: error: starred expressions (*x) are not supported in kernels");
   EXPECT_EQ(error_of("f(*a)\n"), "t.py:1:3: error: argument unpacking (*args) is not supported in kernels");
   EXPECT_EQ(error_of("f(**k)\n"), "t.py:1:3: error: keyword argument unpacking (**kwargs) is not supported in kernels");

@@ -191,6 +191,18 @@ void emit(std::string& out, const Expr& e, int min_prec) {
       emit_list(out, e.as<ListExpr>().elts);
       out += ']';
       break;
+    case ExprKind::Dict: {
+      const auto& d = e.as<DictExpr>();
+      out += '{';
+      for (size_t i = 0; i < d.keys.size(); ++i) {
+        if (i) out += ", ";
+        emit(out, *d.keys[i], kTest);
+        out += ": ";
+        emit(out, *d.values[i], kTest);
+      }
+      out += '}';
+      break;
+    }
     case ExprKind::Attribute: {
       const auto& a = e.as<AttributeExpr>();
       // (1).real: an integer literal followed by '.' would read as a float
@@ -464,6 +476,11 @@ class TreePrinter {
       case ExprKind::List:
         node(depth, label, "List", e.loc);
         exprs(depth + 1, "elts", e.as<ListExpr>().elts);
+        return;
+      case ExprKind::Dict:
+        node(depth, label, "Dict", e.loc);
+        exprs(depth + 1, "keys", e.as<DictExpr>().keys);
+        exprs(depth + 1, "values", e.as<DictExpr>().values);
         return;
       case ExprKind::Attribute: {
         const auto& a = e.as<AttributeExpr>();

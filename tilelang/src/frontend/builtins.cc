@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "rt/error.h"
+#include "tilelang/analysis/linear.h"
 #include "frontend/elaborator.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
@@ -294,8 +295,10 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     ir::DType t = ir::index_dtype(start, stop);
     start = ir::cast(t, start);
     stop = ir::cast(t, stop);
+    // A negative extent runs zero times, as Python does; only strides need the rounding up.
     ir::Expr extent;
-    if (step > 0) extent = ir::max(ir::floor_div(ir::add(ir::sub(stop, start), ir::make_int(step - 1, t)), ir::make_int(step, t)), ir::make_int(0, t));
+    if (step == 1) extent = analysis::canonical(ir::sub(stop, start));
+    else if (step > 0) extent = ir::max(ir::floor_div(ir::add(ir::sub(stop, start), ir::make_int(step - 1, t)), ir::make_int(step, t)), ir::make_int(0, t));
     else extent = ir::max(ir::floor_div(ir::add(ir::sub(start, stop), ir::make_int(-step - 1, t)), ir::make_int(-step, t)), ir::make_int(0, t));
     l.dims.push_back({start, extent, step});
     return l;

@@ -877,6 +877,12 @@ Value Elaborator::eval(const ast::Expr& e) {
       for (const auto& x : e.kind == ExprKind::Tuple ? e.as<ast::TupleExpr>().elts : e.as<ast::ListExpr>().elts) t.items.push_back(eval(*x));
       return t;
     }
+    case ExprKind::Dict: {
+      const auto& d = e.as<ast::DictExpr>();
+      DictV out;
+      for (size_t i = 0; i < d.keys.size(); ++i) out.items.push_back({eval(*d.keys[i]), eval(*d.values[i])});
+      return out;
+    }
     case ExprKind::Attribute: return eval_attribute(e.as<ast::AttributeExpr>());
     case ExprKind::Subscript: return eval_subscript(e.as<ast::SubscriptExpr>());
     case ExprKind::Slice: error_at(e.loc, "a slice is only allowed inside [ ]");

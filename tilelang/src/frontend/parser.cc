@@ -118,6 +118,7 @@ class Parser {
     switch (e->kind) {
       case ExprKind::Tuple: see_all(e->as<TupleExpr>().elts); break;
       case ExprKind::List: see_all(e->as<ListExpr>().elts); break;
+      case ExprKind::Dict: see_all(e->as<DictExpr>().keys), see_all(e->as<DictExpr>().values); break;
       case ExprKind::Attribute: see(e->as<AttributeExpr>().value); break;
       case ExprKind::Subscript: see(e->as<SubscriptExpr>().value), see_all(e->as<SubscriptExpr>().indices); break;
       case ExprKind::Slice: see(e->as<SliceExpr>().lower), see(e->as<SliceExpr>().upper), see(e->as<SliceExpr>().step); break;
@@ -464,6 +465,7 @@ class Parser {
       case ExprKind::None: return "None";
       case ExprKind::Tuple: return "a tuple";
       case ExprKind::List: return "a list";
+      case ExprKind::Dict: return "a dict";
       case ExprKind::Attribute: return "an attribute";
       case ExprKind::Subscript: return "a subscript";
       case ExprKind::Slice: return "a slice";
@@ -793,7 +795,7 @@ class Parser {
     return tracked(std::make_shared<SliceExpr>(loc, std::move(lower), std::move(upper), std::move(step)));
   }
 
-  // atom: NAME | 'True' | 'False' | 'None' | NUMBER | STRING+ | '(' [group_or_tuple] ')' | '[' [list] ']'
+  // atom: NAME | 'True' | 'False' | 'None' | NUMBER | STRING+ | '(' [group_or_tuple] ')' | '[' [list] ']' | dict
   ExprPtr parse_atom() {
     const Token& t = peek();
     switch (t.kind) {
@@ -810,7 +812,7 @@ class Parser {
       }
       case TK::LParen: return parse_paren();
       case TK::LBracket: return parse_list();
-      case TK::LBrace: unsupported(t.loc, "dict and set displays ({...}) are");
+      case TK::LBrace: return parse_dict();
       case TK::Ellipsis: unsupported(t.loc, "the Ellipsis literal (...) is");
       case TK::KwLambda: unsupported(t.loc, "lambda expressions are");
       case TK::KwYield: unsupported(t.loc, "yield expressions are");
@@ -818,6 +820,25 @@ class Parser {
       case TK::Indent: fail(t.loc, "unexpected indent");
       default: fail_expected("an expression");
     }
+  }
+
+  // dict: '{' [expression ':' expression (',' expression ':' expression)* [',']] '}'
+  ExprPtr parse_dict() {
+    const Token& open = advance();
+    std::vector<ExprPtr> keys, values;
+    while (!check(TK::RBrace)) {
+      if (check(TK::DoubleStar)) unsupported(peek().loc, "dict unpacking (**x) is");
+      ExprPtr key = parse_expression();
+      if (!check(TK::Colon)) unsupported(open.loc, check(TK::KwFor) ? "set comprehensions are" : "set displays ({a, b}) are");
+      advance();
+      ExprPtr value = parse_expression();
+      if (check(TK::KwFor) || check(TK::KwAsync)) unsupported(open.loc, "dict comprehensions are");
+      keys.push_back(std::move(key));
+      values.push_back(std::move(value));
+      if (!accept(TK::Comma)) break;
+    }
+    expect(TK::RBrace, rt::str("or ',' in the dict opened at ", open.loc.line, ":", open.loc.col));
+    return tracked(std::make_shared<DictExpr>(open.loc, std::move(keys), std::move(values)));
   }
 
   // group_or_tuple: '(' ')' | '(' star_named_expression ')' | '(' star_named_expression ',' [star_named_expressions] ')'

@@ -14,7 +14,7 @@ namespace tilelang::ast {
 
 // ---------------------------------------------------------------- expressions
 
-enum class ExprKind { Name, Int, Float, Str, Bool, None, Tuple, List, Attribute, Subscript, Slice, Call, BinOp, UnaryOp, BoolOp, Compare, IfExp };
+enum class ExprKind { Name, Int, Float, Str, Bool, None, Tuple, List, Dict, Attribute, Subscript, Slice, Call, BinOp, UnaryOp, BoolOp, Compare, IfExp };
 
 struct Expr {
   Expr(ExprKind kind, SourceLoc loc) : kind(kind), loc(std::move(loc)) {}
@@ -56,6 +56,11 @@ struct TupleExpr : Expr {  // (a, b) or a bare a, b
 struct ListExpr : Expr {
   ListExpr(SourceLoc loc, std::vector<ExprPtr> elts) : Expr(ExprKind::List, std::move(loc)), elts(std::move(elts)) {}
   std::vector<ExprPtr> elts;
+};
+struct DictExpr : Expr {  // {k0: v0, k1: v1} (T.annotate_layout takes one)
+  DictExpr(SourceLoc loc, std::vector<ExprPtr> keys, std::vector<ExprPtr> values)
+      : Expr(ExprKind::Dict, std::move(loc)), keys(std::move(keys)), values(std::move(values)) {}
+  std::vector<ExprPtr> keys, values;
 };
 struct AttributeExpr : Expr {  // value.attr
   AttributeExpr(SourceLoc loc, ExprPtr value, std::string attr)
