@@ -1,4 +1,5 @@
-// bench_cpu_gemm: tl::cpu::gemm against OpenBLAS cblas_sgemm on the same number of threads.
+// bench_cpu_gemm: tl::cpu::gemm and the seed matmul compiled by TileLang's automatic path
+// (examples/matmul.py: a plain triple loop) against OpenBLAS cblas_sgemm on the same number of threads.
 //
 //   bench_cpu_gemm [--threads N] [--reps N] [--rounds N] [--sizes 256,512,...]
 //
@@ -14,6 +15,7 @@
 // program re-executes itself with OPENBLAS_CORETYPE=SapphireRapids (OpenBLAS picks its best AVX-512
 // kernels for it) and prints which core OpenBLAS used.
 #include "tl/device/cpu/gemm.h"
+#include "tilelang/module.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -26,7 +28,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
+#include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -163,13 +168,25 @@ std::vector<T> random_matrix(size_t n, std::mt19937& rng) {
 struct Row {
   std::string shape;
   double ours = 0, blas = 0;
+  double seed = NAN;  // the compiled seed program, when measured
   double max_rel_diff = 0;
   double others = 0;  // cores used by other processes meanwhile
 };
 
 // Our GEMM on inputs of type T (converted from the same random floats as OpenBLAS's f32 inputs).
+// The seed program with its dtype annotation set to T's (it is written for float16).
+tilelang::Kernel seed_kernel(rt::DType dtype) {
+  std::ifstream in(std::string(TL_SOURCE_DIR) + "/examples/matmul.py");
+  std::stringstream src;
+  src << in.rdbuf();
+  std::string text = std::regex_replace(src.str(), std::regex("FP16"), dtype == rt::DType::F32 ? "FP32" : "FP16");
+  tilelang::CompileOptions copts;
+  copts.target = tilelang::Target::cpu();
+  return tilelang::Module::from_source(text, "examples/matmul.py").kernel("matmul", copts);
+}
+
 template <class T>
-Row bench_shape(int M, int N, int K, bool trans_b, const Options& o, const char* label) {
+Row bench_shape(int M, int N, int K, bool trans_b, const Options& o, const char* label, const tilelang::Kernel* seed = nullptr) {
   std::mt19937 rng(uint32_t(M * 7 + N * 13 + K * 17));
   const std::vector<float> A = random_matrix<float>(size_t(M) * K, rng);
   const std::vector<float> B = random_matrix<float>(size_t(K) * N, rng);
@@ -194,7 +211,15 @@ Row bench_shape(int M, int N, int K, bool trans_b, const Options& o, const char*
                 Bf.data(), ldb, 0.0f, C_blas.data(), N);
   };
 
-  std::vector<double> t_ours, t_blas;
+  // The seed program computes C = A * B on the same inputs (square problems only: its output has A's shape).
+  std::vector<T> C_seed(size_t(M) * N);
+  const rt::DType dt = std::is_same_v<T, float> ? rt::DType::F32 : rt::DType::F16;
+  rt::Tensor ta = rt::Tensor::wrap(At.data(), {M, K}, dt, rt::Device::cpu());
+  rt::Tensor tb = rt::Tensor::wrap(Bt.data(), {K, N}, dt, rt::Device::cpu());
+  rt::Tensor tc = rt::Tensor::wrap(C_seed.data(), {M, N}, dt, rt::Device::cpu());
+  auto run_seed = [&] { seed->launch({ta, tb, tc}); };
+
+  std::vector<double> t_ours, t_blas, t_seed;
   const CpuSample before = cpu_sample();
   for (int round = 0; round < o.rounds; ++round) {
     for (int w = 0; w < 2; ++w) ours();
@@ -203,6 +228,11 @@ Row bench_shape(int M, int N, int K, bool trans_b, const Options& o, const char*
     for (int w = 0; w < 2; ++w) blas();
     for (int r = 0; r < o.reps; ++r) t_blas.push_back(time_once(blas));
     pause_ms(300);
+    if (seed) {
+      for (int w = 0; w < 2; ++w) run_seed();
+      for (int r = 0; r < o.reps; ++r) t_seed.push_back(time_once(run_seed));
+      pause_ms(300);
+    }
   }
   const double flops = 2.0 * M * N * double(K);
   Row row;
@@ -216,6 +246,13 @@ Row bench_shape(int M, int N, int K, bool trans_b, const Options& o, const char*
     den = std::max(den, double(std::fabs(C_blas[i])));
   }
   row.max_rel_diff = std::isnan(num) ? NAN : num / den;
+  if (seed) {
+    row.seed = flops / median(t_seed) / 1e9;
+    double seed_diff = 0;
+    for (size_t i = 0; i < C_seed.size(); ++i) seed_diff = std::max(seed_diff, std::fabs(double(tl::to_float(C_seed[i])) - double(C_blas[i])));
+    // f32 output: float accumulation differences; f16 output: its rounding.
+    row.max_rel_diff = std::max(row.max_rel_diff, std::isnan(seed_diff) ? NAN : seed_diff / den);
+  }
   return row;
 }
 
@@ -239,25 +276,27 @@ int main(int argc, char** argv) {
   std::printf("load average before: %s\n", load_average().c_str());
 
   auto print_header = [] {
-    std::printf("| %-26s | %12s | %16s | %6s | %12s | %11s |\n", "shape (MxNxK)", "ours GFLOP/s",
-                "OpenBLAS GFLOP/s", "ratio", "max rel diff", "other load");
-    std::printf("|%s|%s|%s|%s|%s|%s|\n", std::string(28, '-').c_str(), std::string(14, '-').c_str(),
-                std::string(18, '-').c_str(), std::string(8, '-').c_str(), std::string(14, '-').c_str(),
-                std::string(13, '-').c_str());
+    std::printf("| %-26s | %12s | %12s | %16s | %6s | %10s | %12s | %11s |\n", "shape (MxNxK)", "ours GFLOP/s",
+                "seed GFLOP/s", "OpenBLAS GFLOP/s", "ratio", "seed ratio", "max rel diff", "other load");
+    std::printf("|%s|%s|%s|%s|%s|%s|%s|%s|\n", std::string(28, '-').c_str(), std::string(14, '-').c_str(),
+                std::string(14, '-').c_str(), std::string(18, '-').c_str(), std::string(8, '-').c_str(),
+                std::string(12, '-').c_str(), std::string(14, '-').c_str(), std::string(13, '-').c_str());
   };
   auto print_row = [](const Row& r) {
-    std::printf("| %-26s | %12.1f | %16.1f | %6.3f | %12.2e | %5.2f cores |\n", r.shape.c_str(), r.ours, r.blas,
-                r.ours / r.blas, r.max_rel_diff, r.others);
+    std::printf("| %-26s | %12.1f | %12.1f | %16.1f | %6.3f | %10.3f | %12.2e | %5.2f cores |\n", r.shape.c_str(), r.ours, r.seed,
+                r.blas, r.ours / r.blas, r.seed / r.blas, r.max_rel_diff, r.others);
     std::fflush(stdout);
   };
+  // "seed": examples/matmul.py compiled by the automatic path (first call compiles; warm-up excludes it).
+  const tilelang::Kernel seed_f32 = seed_kernel(rt::DType::F32), seed_f16 = seed_kernel(rt::DType::F16);
   print_header();
   for (int n : o.sizes) {
     const std::string label = std::to_string(n) + "^3 f32 NN";
-    print_row(bench_shape<float>(n, n, n, false, o, label.c_str()));
+    print_row(bench_shape<float>(n, n, n, false, o, label.c_str(), &seed_f32));
   }
   print_row(bench_shape<float>(1024, 1024, 1024, true, o, "1024^3 f32 NT"));
   // f16 inputs (converted while packing) against OpenBLAS f32 on the same values.
-  print_row(bench_shape<tl::half_t>(1024, 1024, 1024, false, o, "1024^3 f16 in (vs sgemm)"));
+  print_row(bench_shape<tl::half_t>(1024, 1024, 1024, false, o, "1024^3 f16 in (vs sgemm)", &seed_f16));
   print_row(bench_shape<tl::bfloat16_t>(1024, 1024, 1024, false, o, "1024^3 bf16 in (vs sgemm)"));
   std::printf("\nload average after: %s\n", load_average().c_str());
   std::printf("'other load': cores kept busy by other processes during the row. Above ~0.1 both sides are noisy,\n"

@@ -63,6 +63,28 @@ TEST(SeedMatmul, BecomesOneGemm) {
   EXPECT_EQ(lowered.find("for "), std::string::npos) << "no scalar loops should remain:\n" << lowered;
 }
 
+class NarrowInputs : public ::testing::TestWithParam<DType> {};
+
+TEST_P(NarrowInputs, MatmulIntoF32) {
+  DType dtype = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_f32_out_seed.py", "matmul_f32_out");
+  const int64_t m = 45, n = 77, kk = 130;
+  rt::Tensor a = random({m, kk}, dtype), b = random({kk, n}, dtype);
+  auto out = run(k, {a, b}, {{{m, n}, DType::F32}});
+  expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), std::string("matmul of ") + rt::name(dtype) + " into f32");
+}
+
+INSTANTIATE_TEST_SUITE_P(Dtypes, NarrowInputs, ::testing::Values(DType::BF16, DType::F8E4M3, DType::F8E5M2, DType::F16));
+
+TEST(IntegerInputs, Int8MatmulIsExact) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_int8_seed.py", "matmul_int8");
+  const int64_t m = 33, n = 20, kk = 300;
+  rt::Tensor a = random({m, kk}, DType::I8, -128, 128), b = random({kk, n}, DType::I8, -128, 128);
+  auto out = run(k, {a, b}, {{{m, n}, DType::I32}});
+  std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk);
+  EXPECT_EQ(f64(out[0]), ref);  // integer arithmetic: exact
+}
+
 class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t>> {};
 
 TEST_P(BlockedGemm, MatchesReference) {

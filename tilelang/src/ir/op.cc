@@ -35,10 +35,11 @@ int64_t floor_div_int(int64_t a, int64_t b) {
   return q;
 }
 
-// Both operands converted to their promoted type (bool arithmetic counts as i32).
+// Both operands converted to their promoted type; as in C, integers narrower than 32 bits (and
+// bools) compute in i32, so int8 products do not wrap.
 DType arith_type(const Expr& a, const Expr& b) {
   DType t = promote(a->dtype, b->dtype);
-  return t == DType::Bool ? DType::I32 : t;
+  return t == DType::Bool || t == DType::I8 || t == DType::U8 ? DType::I32 : t;
 }
 
 Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {

@@ -57,11 +57,6 @@ const Loop* loop_of(const Nest& n, const ir::VarNode* v) {
   return nullptr;
 }
 
-ir::DType accum_dtype_for(ir::DType a, ir::DType b) {
-  if (a == ir::DType::F64 || b == ir::DType::F64) return ir::DType::F64;
-  if (rt::is_float(a) || rt::is_float(b)) return ir::DType::F32;
-  return a == ir::DType::I64 || b == ir::DType::I64 ? ir::DType::I64 : ir::DType::I32;
-}
 
 struct GemmMatch {
   ir::Buffer a, b, c;
@@ -127,8 +122,11 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     if (m.a == m.c || m.b == m.c) return std::nullopt;
     m.trans_a = *ta;
     m.trans_b = !*tb;
-    m.accum = accum_dtype_for(m.a->dtype, m.b->dtype);
-    if (!rt::is_float(m.accum) && rt::is_float(m.c->dtype)) return std::nullopt;
+    // Float operands of at most 32 bits accumulate in f32 on every backend. Integer and f64
+    // products stay loops, where promote_reductions gives them an accumulator of their own type.
+    auto narrow_float = [](ir::DType t) { return rt::is_float(t) && t != ir::DType::F64; };
+    if (!narrow_float(m.a->dtype) || !narrow_float(m.b->dtype)) return std::nullopt;
+    m.accum = ir::DType::F32;
     return m;
   }
   return std::nullopt;

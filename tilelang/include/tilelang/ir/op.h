@@ -3,7 +3,8 @@
 // expressions through these so that typing rules live in one place.
 //
 // Promotion: bool < integers < floats; between integers the wider wins; between floats the wider
-// wins, and f16 with bf16 (or two different 8-bit floats) gives f32. Arithmetic on 16- and 8-bit
+// wins, and f16 with bf16 (or two different 8-bit floats) gives f32. Integer arithmetic happens in
+// at least i32, as in C. Arithmetic on 16- and 8-bit
 // floats is nominally in that type; backends compute it in f32 and round when storing.
 #pragma once
 
