@@ -80,9 +80,12 @@ CpuInfo probe_cpu_info() {
   RT_USER_CHECK(cores >= 1 && cores <= 65536, "environment variable TL_NUM_THREADS=", cores,
                 " must be between 1 and 65536");
   info.cores = static_cast<int>(cores);
-  info.l1d_bytes = cache_bytes(1, _SC_LEVEL1_DCACHE_SIZE, kDefaultL1d);
-  info.l2_bytes = cache_bytes(2, _SC_LEVEL2_CACHE_SIZE, kDefaultL2);
-  info.l3_bytes = cache_bytes(3, _SC_LEVEL3_CACHE_SIZE, kDefaultL3);
+  // TL_CPU_L1D_BYTES, TL_CPU_L2_BYTES, TL_CPU_L3_BYTES: pretend these cache sizes (the compiler's
+  // tiling follows them; golden tests pin them so their output does not depend on the host).
+  info.l1d_bytes = env_int("TL_CPU_L1D_BYTES", cache_bytes(1, _SC_LEVEL1_DCACHE_SIZE, kDefaultL1d));
+  info.l2_bytes = env_int("TL_CPU_L2_BYTES", cache_bytes(2, _SC_LEVEL2_CACHE_SIZE, kDefaultL2));
+  info.l3_bytes = env_int("TL_CPU_L3_BYTES", cache_bytes(3, _SC_LEVEL3_CACHE_SIZE, kDefaultL3));
+  RT_USER_CHECK(info.l1d_bytes > 0 && info.l2_bytes > 0 && info.l3_bytes >= 0, "TL_CPU_*_BYTES must be positive");
 #if defined(__x86_64__) || defined(__i386__)
   __builtin_cpu_init();
   info.has_fma = __builtin_cpu_supports("fma");

@@ -1,5 +1,6 @@
 #include "tilelang/diagnostics.h"
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -14,6 +15,8 @@ SourceFile::SourceFile(std::string name, std::string text) : name_(std::move(nam
 }
 
 std::shared_ptr<const SourceFile> SourceFile::load(const std::string& path) {
+  std::error_code ec;
+  RT_USER_CHECK(!std::filesystem::is_directory(path, ec), path, ": error: cannot read the file: it is a directory");
   std::ifstream in(path, std::ios::binary);
   RT_USER_CHECK(in.good(), path, ": error: cannot read the file (does it exist and is it readable?)");
   std::ostringstream buf;

@@ -1,11 +1,13 @@
 #include "tilelang/module.h"
 
 #include <mutex>
+#include <set>
 
 #include "rt/cpu_info.h"
 #include "rt/embedded_file.h"
 #include "rt/error.h"
 #include "rt/host_compiler.h"
+#include "tilelang/analysis/access.h"
 #include "tilelang/analysis/bounds.h"
 #include "tilelang/codegen/codegen_cpu.h"
 #include "tilelang/ir/op.h"
@@ -84,8 +86,9 @@ struct Kernel::State {
     return passes::lower(elaborate(specs), passes::PassOptions{options.target});
   }
 
-  std::shared_ptr<Compiled> compile(const std::vector<frontend::TensorSpec>& specs) const {
-    // @T.prim_func kernels do not depend on the inputs' shapes: one compilation serves all calls.
+  // The lowered kernel for these inputs, cached: @T.prim_func kernels do not depend on the inputs'
+  // shapes, so one entry serves all calls. The machine code is built on first use (build()).
+  std::shared_ptr<Compiled> prepare(const std::vector<frontend::TensorSpec>& specs) const {
     std::string key = info.kind == frontend::KernelInfo::Kind::TileKernel ? spec_key(specs) : "";
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
@@ -94,11 +97,16 @@ struct Kernel::State {
       rt::throw_user_error(rt::str("kernel '", info.name, "': the CUDA backend is not available in this build yet; use --target cpu"));
     auto c = std::make_shared<Compiled>();
     c->func = lowered(specs);
-    c->source = codegen::generate_cpu(c->func);
-    c->library = rt::compile_cxx(c->source.code, device_headers(), rt::HostCompileOptions{});
-    c->entry = reinterpret_cast<void (*)(void* const*, const int64_t*, int)>(c->library->symbol(c->source.entry));
     cache[key] = c;
     return c;
+  }
+
+  void build(Compiled& c) const {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (c.entry) return;
+    c.source = codegen::generate_cpu(c.func);
+    c.library = rt::compile_cxx(c.source.code, device_headers(), rt::HostCompileOptions{});
+    c.entry = reinterpret_cast<void (*)(void* const*, const int64_t*, int)>(c.library->symbol(c.source.entry));
   }
 };
 
@@ -107,37 +115,45 @@ const Target& Kernel::target() const { return state_->options.target; }
 
 namespace {
 
-// Checks tensors against the leading parameters (dtype, rank, sizes) and learns the symbolic sizes.
+// Checks tensors against the leading parameters (dtype, rank, sizes) and learns the symbolic
+// sizes; a mismatch is reported at the parameter's declaration.
 void bind(const std::string& kernel, const std::vector<ir::Param>& params, const std::vector<rt::Tensor>& tensors, const char* noun,
           analysis::VarRanges& known) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const ir::Buffer& b = params[i].buffer;
     const rt::Tensor& t = tensors[i];
-    std::string arg = rt::str("kernel '", kernel, "': ", noun, " ", i + 1, " ('", b->name, "')");
-    RT_USER_CHECK(t.defined(), arg, " is an undefined tensor");
-    RT_USER_CHECK(t.device().is_cpu(), arg, " is on ", t.device().to_string(), "; the cpu target needs host tensors");
-    RT_USER_CHECK(t.dtype() == b->dtype, arg, " has dtype ", rt::name(t.dtype()), " but the kernel expects ", rt::name(b->dtype));
-    RT_USER_CHECK(t.dim() == static_cast<int64_t>(b->shape.size()), arg, " has shape ", t.shape_string(), " but the kernel expects ",
-                  b->shape.size(), " dimensions ", ir::shape_string(b->shape));
+    std::string arg = rt::str(noun, " ", i + 1, " of kernel '", kernel, "' (parameter '", b->name, "')");
+    if (!t.defined()) error_at(b->loc, arg + " is an undefined tensor");
+    if (!t.device().is_cpu()) error_at(b->loc, rt::str(arg, " is on ", t.device().to_string(), "; the cpu target needs host tensors"));
+    if (t.dtype() != b->dtype)
+      error_at(b->loc, rt::str("parameter '", b->name, "' is declared with dtype ", rt::name(b->dtype), " but ", noun, " ", i + 1, " has dtype ",
+                               rt::name(t.dtype())));
+    auto shape_error = [&] {
+      error_at(b->loc, rt::str("parameter '", b->name, "' is declared with shape ", ir::shape_string(b->shape), " but ", noun, " ", i + 1,
+                               " has shape ", t.shape_string()));
+    };
+    if (t.dim() != static_cast<int64_t>(b->shape.size())) shape_error();
     for (size_t d = 0; d < b->shape.size(); ++d) {
       int64_t actual = t.size(static_cast<int64_t>(d));
       if (const auto* v = ir::as<ir::VarNode>(b->shape[d])) {
         auto [pos, fresh] = known.try_emplace(v, analysis::Interval::point(actual));
-        RT_USER_CHECK(fresh || *pos->second.lo == actual, arg, " has size ", actual, " in dimension ", d, " but '", v->name, "' is ",
-                      *pos->second.lo, " from an earlier tensor");
+        if (!fresh && *pos->second.lo != actual)
+          error_at(b->loc, rt::str(arg, " has size ", actual, " in dimension ", d, " but '", v->name, "' is ", *pos->second.lo,
+                                   " from an earlier tensor"));
         continue;
       }
       auto expected = ir::as_const_int(b->shape[d]);
-      RT_USER_CHECK(!expected || *expected == actual, arg, " has shape ", t.shape_string(), " but the kernel expects ", ir::shape_string(b->shape));
+      if (expected && *expected != actual) shape_error();
     }
     // Generated code indexes densely.
-    RT_USER_CHECK(t.is_contiguous(), arg, " is not contiguous; pass a contiguous tensor");
+    if (!t.is_contiguous()) error_at(b->loc, arg + " is not contiguous; pass a contiguous tensor");
   }
 }
 
 void run(const std::string& kernel, const Compiled& c, const std::vector<rt::Tensor>& all) {
   const std::vector<ir::Param>& params = c.func.params;
-  RT_USER_CHECK(all.size() == params.size(), "kernel '", kernel, "' has ", params.size(), " tensor parameters but ", all.size(), " tensors were given");
+  if (all.size() != params.size())
+    error_at(c.func.loc, rt::str("kernel '", kernel, "' has ", params.size(), " tensor parameters but ", all.size(), " tensors were given"));
   analysis::VarRanges known;
   bind(kernel, params, all, "tensor", known);
   std::vector<void*> buffers;
@@ -151,6 +167,12 @@ void run(const std::string& kernel, const Compiled& c, const std::vector<rt::Ten
   c.entry(buffers.data(), dims.data(), rt::cpu_info().cores);
 }
 
+std::string names_of(const std::vector<ir::Param>& params, size_t count) {
+  std::string s;
+  for (size_t i = 0; i < count; ++i) s += (i ? ", " : "") + params[i].buffer->name;
+  return s;
+}
+
 }  // namespace
 
 std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs) const {
@@ -160,17 +182,23 @@ std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs
     RT_USER_CHECK(t.defined(), "kernel '", s.info.name, "': an input tensor is undefined");
     specs.push_back(spec_of(t));
   }
-  std::shared_ptr<Compiled> c = s.compile(specs);
+  std::shared_ptr<Compiled> c = s.prepare(specs);
   const std::vector<ir::Param>& params = c->func.params;
-  size_t n_in = params.size();
-  if (s.info.kind == frontend::KernelInfo::Kind::TileKernel) {
-    n_in = 0;
-    for (const ir::Param& p : params) n_in += !p.is_output;
-  }
-  RT_USER_CHECK(inputs.size() <= n_in, "kernel '", s.info.name, "' takes ", n_in, " input tensors but ", inputs.size(), " were given");
+  // Parameters after the inputs are outputs, which the kernel must only write.
+  std::set<const ir::BufferNode*> read = analysis::accesses_of(c->func.body).read;
+  size_t n_in = 0;
+  while (n_in < params.size() && (!params[n_in].is_output && (s.info.kind == frontend::KernelInfo::Kind::TileKernel || read.count(params[n_in].buffer.get()))))
+    ++n_in;
+  if (inputs.size() > params.size() || (s.info.kind == frontend::KernelInfo::Kind::TileKernel && inputs.size() > n_in))
+    error_at(c->func.loc, rt::str("kernel '", s.info.name, "' takes ", n_in, " input tensor", n_in == 1 ? "" : "s", " (", names_of(params, n_in), ") but ",
+                                  inputs.size(), " were given"));
+  for (size_t i = inputs.size(); i < params.size(); ++i)
+    if (read.count(params[i].buffer.get()))
+      error_at(c->func.loc, rt::str("kernel '", s.info.name, "' takes ", n_in, " input tensor", n_in == 1 ? "" : "s", " (", names_of(params, n_in), ") but ",
+                                    inputs.size(), inputs.size() == 1 ? " was" : " were", " given: '", params[i].buffer->name,
+                                    "' is read by the kernel, so it cannot be an output"));
   analysis::VarRanges known;
   bind(s.info.name, params, inputs, "input", known);
-  // Parameters left over are outputs.
   std::vector<rt::Tensor> all(inputs.begin(), inputs.end()), outputs;
   for (size_t i = inputs.size(); i < params.size(); ++i) {
     const ir::Buffer& b = params[i].buffer;
@@ -179,6 +207,7 @@ std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs
     outputs.push_back(rt::Tensor::empty(shape, b->dtype));
     all.push_back(outputs.back());
   }
+  s.build(*c);
   run(s.info.name, *c, all);
   return outputs;
 }
@@ -192,7 +221,16 @@ void Kernel::launch(const std::vector<rt::Tensor>& all_params) const {
   }
   // A tile kernel is specialized by its inputs, which come first.
   if (s.info.kind == frontend::KernelInfo::Kind::TileKernel && specs.size() > s.info.params.size()) specs.resize(s.info.params.size());
-  run(s.info.name, *s.compile(specs), all_params);
+  std::shared_ptr<Compiled> c = s.prepare(specs);
+  s.build(*c);
+  run(s.info.name, *c, all_params);
+}
+
+size_t Kernel::output_count(const std::vector<rt::Tensor>& inputs) const {
+  std::vector<frontend::TensorSpec> specs;
+  for (const rt::Tensor& t : inputs) specs.push_back(spec_of(t));
+  size_t n = state_->prepare(specs)->func.params.size();
+  return n > inputs.size() ? n - inputs.size() : 0;
 }
 
 std::string Kernel::emit(Stage stage, const std::vector<frontend::TensorSpec>& inputs) const {

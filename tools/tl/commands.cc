@@ -30,9 +30,10 @@ int run_command(const Options& o) {
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<rt::Tensor> inputs;
   for (const std::string& path : o.inputs) inputs.push_back(rt::read_npy(path));
+  size_t n_out = kernel.output_count(inputs);
+  RT_USER_CHECK(o.outputs.size() <= n_out, "kernel '", kernel.name(), "' has ", n_out, " output", n_out == 1 ? "" : "s", " but ", o.outputs.size(),
+                " --out files were given");
   std::vector<rt::Tensor> outputs = kernel(inputs);
-  RT_USER_CHECK(o.outputs.size() <= outputs.size(), "kernel '", kernel.name(), "' has ", outputs.size(), " output", outputs.size() == 1 ? "" : "s",
-                " but ", o.outputs.size(), " --out files were given");
   if (o.repeat > 0) {
     std::vector<double> ms;
     for (int r = 0; r < o.repeat; ++r) {

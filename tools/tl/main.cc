@@ -94,7 +94,11 @@ int main(int argc, char** argv) {
     std::cerr << "tl: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const rt::Error& e) {
-    std::cerr << (e.kind() == rt::ErrorKind::User ? "" : "tl: ") << e.what() << "\n";
+    // Messages with a location read "file:line:col: error: ..."; the others get "tl: error: ".
+    std::string msg = e.what();
+    std::string first = msg.substr(0, msg.find('\n'));
+    bool located = first.find(": error: ") != std::string::npos;
+    std::cerr << (located ? "" : e.kind() == rt::ErrorKind::User ? "tl: error: " : "tl: ") << msg << "\n";
     return e.kind() == rt::ErrorKind::User ? 1 : 3;
   } catch (const std::exception& e) {
     std::cerr << "tl: internal error: " << e.what() << "\n";

@@ -36,6 +36,8 @@ class Kernel {
   std::vector<rt::Tensor> operator()(const std::vector<rt::Tensor>& inputs) const;
   // Runs with every parameter given (outputs written in place).
   void launch(const std::vector<rt::Tensor>& all_params) const;
+  // How many outputs a call with these inputs returns (compiles to the IR only, not to code).
+  size_t output_count(const std::vector<rt::Tensor>& inputs) const;
   // The text of a stage for inputs of these dtypes and shapes (needed by @tile_kernel functions,
   // whose shapes come from their inputs; @T.prim_func kernels ignore them).
   std::string emit(Stage stage, const std::vector<frontend::TensorSpec>& inputs = {}) const;

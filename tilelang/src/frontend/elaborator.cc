@@ -905,10 +905,16 @@ Value Elaborator::eval(const ast::Expr& e) {
           acc = eval(*b.values[i]);
           continue;
         }
-        ir::Expr lhs = acc.get<ExprV>().expr;
         Value next = eval(*b.values[i]);
-        ir::Expr rhs = to_expr(next, b.values[i]->loc, "an operand of 'and'/'or'");
-        acc = ExprV{is_and ? ir::logical_and(lhs, rhs, b.loc) : ir::logical_or(lhs, rhs, b.loc)};
+        auto [lhs, rhs] = operands(acc, next, b.loc, "operand of 'and'/'or'");
+        if (lhs->dtype == rt::DType::Bool && rhs->dtype == rt::DType::Bool) {
+          acc = ExprV{is_and ? ir::logical_and(lhs, rhs, b.loc) : ir::logical_or(lhs, rhs, b.loc)};
+        } else {
+          // Python's value semantics: `a or b` is a when a is true, else b; `a and b` the reverse.
+          // (Both sides are evaluated: kernel expressions have no side effects.)
+          ir::Expr test = ir::compare(ir::BinaryOp::NE, lhs, ir::cast(lhs->dtype, ir::make_int(0)), b.loc);
+          acc = ExprV{is_and ? ir::select(test, rhs, lhs, b.loc) : ir::select(test, lhs, rhs, b.loc)};
+        }
       }
       return acc;
     }

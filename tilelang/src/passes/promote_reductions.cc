@@ -3,21 +3,12 @@
 #include <optional>
 
 #include "tilelang/analysis/access.h"
-#include "tilelang/ir/equality.h"
+#include "tilelang/analysis/patterns.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/visitor.h"
 
 namespace tilelang::passes {
 namespace {
-
-ir::Expr strip_float_casts(const ir::Expr& e) {
-  ir::Expr cur = e;
-  while (const auto* c = ir::as<ir::CastNode>(cur)) {
-    if (!rt::is_float(c->dtype) || !rt::is_float(c->value->dtype)) break;
-    cur = c->value;
-  }
-  return cur;
-}
 
 ir::DType accumulator_dtype(ir::DType t) {
   if (rt::is_float(t)) return t == ir::DType::F64 ? t : ir::DType::F32;
@@ -94,15 +85,9 @@ class Promoter : public ir::IRMutator {
     for (const ir::ForNode* f : loops)
       for (const ir::Expr& i : store->indices)
         if (analysis::uses_var(i, f->var.get())) return std::nullopt;
-    const auto* op = ir::as<ir::BinaryNode>(strip_float_casts(store->value));
+    const auto* op = ir::as<ir::BinaryNode>(analysis::strip_float_casts(store->value));
     if (!op || (op->op != ir::BinaryOp::Add && op->op != ir::BinaryOp::Max && op->op != ir::BinaryOp::Min)) return std::nullopt;
-    auto is_self = [&](const ir::Expr& e) {
-      const auto* l = ir::as<ir::BufferLoadNode>(strip_float_casts(e));
-      if (!l || l->buffer != store->buffer) return false;
-      for (size_t d = 0; d < l->indices.size(); ++d)
-        if (!ir::structural_equal(l->indices[d], store->indices[d])) return false;
-      return true;
-    };
+    auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
     ir::Expr term = is_self(op->a) ? op->b : is_self(op->b) ? op->a : nullptr;
     if (!term || analysis::uses_buffer(term, store->buffer.get())) return std::nullopt;
     const ir::Buffer& b = store->buffer;

@@ -7,6 +7,7 @@
 
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
+#include "tilelang/analysis/patterns.h"
 #include "tilelang/ir/equality.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -14,6 +15,8 @@
 
 namespace tilelang::passes {
 namespace {
+
+using analysis::strip_float_casts;
 
 struct Loop {
   ir::Var var;
@@ -37,16 +40,6 @@ Nest nest_of(const ir::Stmt& s) {
   }
   n.body = cur;
   return n;
-}
-
-// Float-to-float casts do not change which tensor element an operand is.
-ir::Expr strip_float_casts(const ir::Expr& e) {
-  ir::Expr cur = e;
-  while (const auto* c = ir::as<ir::CastNode>(cur)) {
-    if (!rt::is_float(c->dtype) || !rt::is_float(c->value->dtype)) break;
-    cur = c->value;
-  }
-  return cur;
 }
 
 const ir::VarNode* as_var(const ir::Expr& e) { return e && e->kind == ir::NodeKind::Var ? static_cast<const ir::VarNode*>(e.get()) : nullptr; }
@@ -84,13 +77,7 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
   if (!store || store->atomic_add || store->indices.size() < 2 || store->buffer->scope != ir::Scope::Global) return std::nullopt;
   const auto* add = ir::as<ir::BinaryNode>(strip_float_casts(store->value));
   if (!add || add->op != ir::BinaryOp::Add) return std::nullopt;
-  auto is_self = [&](const ir::Expr& e) {
-    const auto* l = ir::as<ir::BufferLoadNode>(e);
-    if (!l || l->buffer != store->buffer) return false;
-    for (size_t d = 0; d < l->indices.size(); ++d)
-      if (!ir::structural_equal(l->indices[d], store->indices[d])) return false;
-    return true;
-  };
+  auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
   ir::Expr lhs = strip_float_casts(add->a), rhs = strip_float_casts(add->b);
   ir::Expr product = is_self(lhs) ? rhs : is_self(rhs) ? lhs : nullptr;
   const auto* mul = ir::as<ir::BinaryNode>(product);

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "rt/error.h"
+#include "tilelang/analysis/linear.h"
 #include "tilelang/ir/name_table.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/visitor.h"
@@ -107,7 +108,7 @@ class CpuCodegen : public ir::IRVisitor {
       case ir::NodeKind::IntImm: {
         int64_t v = ir::as<ir::IntImmNode>(e)->value;
         if (e->dtype == ir::DType::Bool) return v ? "true" : "false";
-        if (e->dtype == ir::DType::I64) return rt::str("INT64_C(", v, ")");
+        if (e->dtype == ir::DType::I64) return v >= INT32_MIN && v <= INT32_MAX ? std::to_string(v) : rt::str("INT64_C(", v, ")");
         if (e->dtype == ir::DType::I32) return v == INT32_MIN ? "INT32_MIN" : std::to_string(v);
         return rt::str(storage_type(e->dtype), "(", v, ")");
       }
@@ -155,7 +156,17 @@ class CpuCodegen : public ir::IRVisitor {
       return;
     }
     std::string ref = is_scalar_var(n.buffer) ? buffer(n.buffer) : rt::str(buffer(n.buffer), "[", flat(n.buffer, n.indices), "]");
-    if (converts(n.buffer->dtype)) v = rt::str("tl::from_float<", storage_type(n.buffer->dtype), ">(", v, ")");
+    if (converts(n.buffer->dtype)) {
+      // Storing rounds to the buffer's format: a cast to it before the store is redundant, and an
+      // element of the same format is copied as is.
+      ir::Expr value = n.value;
+      if (const auto* c = ir::as<ir::CastNode>(value); c && c->dtype == n.buffer->dtype) value = c->value;
+      const auto* l = ir::as<ir::BufferLoadNode>(value);
+      if (l && l->buffer->dtype == n.buffer->dtype && !is_scalar_var(l->buffer))
+        v = rt::str(buffer(l->buffer), "[", flat(l->buffer, l->indices), "]");
+      else
+        v = rt::str("tl::from_float<", storage_type(n.buffer->dtype), ">(", expr(value), ")");
+    }
     line(rt::str(ref, " = ", v, ";"));
   }
   void visit(const ir::LetStmtNode& n) override {
@@ -280,9 +291,9 @@ class CpuCodegen : public ir::IRVisitor {
     std::string k = expr(n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent);
     const char* ta = n.trans_a ? "true" : "false";
     const char* tb = n.trans_b ? "true" : "false";
-    if (n.accum_dtype != ir::DType::F32 && !(in_kernel_ && n.accum_dtype == ir::DType::F16))
-      if (!rt::is_float(n.accum_dtype) || n.accum_dtype == ir::DType::F64)
-        error_at(n.loc, rt::str("gemm accumulating in ", rt::name(n.accum_dtype), " is not supported on the cpu (it accumulates in float32)"));
+    // The CPU gemm accumulates in f32; narrower float accumulators (a float16 C tile) round once at the end.
+    if (!rt::is_float(n.accum_dtype) || n.accum_dtype == ir::DType::F64)
+      error_at(n.loc, rt::str("gemm accumulating in ", rt::name(n.accum_dtype), " is not supported on the cpu (it accumulates in float32)"));
     if (in_kernel_) {
       // A tile gemm inside a block: C += A * B into float accumulators.
       std::string c_acc = pc;
@@ -378,12 +389,13 @@ class CpuCodegen : public ir::IRVisitor {
     return rt::str("std::", f, "(", a[0], ")");
   }
 
-  // Row-major element offset, in 64-bit arithmetic.
+  // Row-major element offset, in 64-bit arithmetic, with constants folded.
   std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx) {
     if (idx.empty()) return "0";
-    std::string s = rt::str("static_cast<int64_t>(", expr(idx[0]), ")");
-    for (size_t d = 1; d < idx.size(); ++d) s = rt::str("(", s, " * static_cast<int64_t>(", expr(b->shape[d]), ") + ", expr(idx[d]), ")");
-    return s;
+    ir::Expr offset = ir::cast(ir::DType::I64, idx[0]);
+    for (size_t d = 1; d < idx.size(); ++d)
+      offset = ir::add(ir::mul(offset, ir::cast(ir::DType::I64, b->shape[d])), ir::cast(ir::DType::I64, idx[d]));
+    return expr(analysis::canonical(offset));
   }
   ir::Expr product(const ir::Buffer& b) {
     ir::Expr n = ir::make_int(1, ir::DType::I64);

@@ -1,0 +1,7 @@
+# Error test (cases.txt): a name that is defined nowhere.
+@tile_kernel
+def scale(x: Tensor[FP32]) -> Tensor[FP32]:
+    y = zeros_like(x)
+    for i in range(x.shape[0]):
+        y[i] = x[i] * factor
+    return y
