@@ -93,8 +93,16 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_addopen(&actions, 1, log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   posix_spawn_file_actions_adddup2(&actions, 1, 2);
+  // The compiler runs in the C locale, so its messages (which we quote to users) read the same everywhere.
+  std::vector<std::string> env_strings;
+  for (char** e = environ; *e; ++e)
+    if (std::strncmp(*e, "LC_ALL=", 7) != 0 && std::strncmp(*e, "LANG=", 5) != 0 && std::strncmp(*e, "LANGUAGE=", 9) != 0) env_strings.push_back(*e);
+  env_strings.push_back("LC_ALL=C");
+  std::vector<char*> envp;
+  for (std::string& e : env_strings) envp.push_back(e.data());
+  envp.push_back(nullptr);
   pid_t pid = 0;
-  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), environ);
+  const int rc = posix_spawn(&pid, args[0], &actions, nullptr, args.data(), envp.data());
   posix_spawn_file_actions_destroy(&actions);
   RT_USER_CHECK(rc == 0, "cannot run the C++ compiler ", argv[0], ": ", std::strerror(rc));
   int status = 0;

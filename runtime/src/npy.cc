@@ -1,6 +1,7 @@
 #include "rt/npy.h"
 
 #include <algorithm>
+#include <optional>
 #include <bit>
 #include <cerrno>
 #include <cstring>
@@ -173,18 +174,23 @@ struct Resolved {
   bool swap;  // big-endian in the file
 };
 
-Resolved resolve_descr(const std::string& descr, const std::string& path) {
+Resolved resolve_descr(const std::string& descr, const std::string& path, std::optional<DType> untyped_as) {
   for (const NpyType& t : kTypes)
     if (descr == t.descr) return {&t, false};
   // Numeric descrs: byte order ('<' little, '>' big, '=' native, '|' not applicable), kind, size.
   if (descr.size() >= 3 && std::string_view("<>=|").find(descr[0]) != std::string_view::npos) {
     const std::string body = descr.substr(1);
-    if (body[0] == 'V')
+    if (body[0] == 'V') {
+      // np.save writes ml_dtypes arrays as untyped records: the caller says what they hold.
+      if (untyped_as) {
+        for (const NpyType& t : kTypes)
+          if (t.dtype == *untyped_as && body == str("V", t.itemsize)) return {&t, false};
+        fail(path, str("elements of '", descr, "' cannot hold ", name(*untyped_as), " (", body.substr(1), " bytes each)"));
+      }
       fail(path, str("untyped element type '", descr,
-                     "': np.save writes ml_dtypes arrays (bfloat16, float8) this "
-                     "way and loses their type; save a.view(np.uint16) or a.view(np.uint8) instead (supported "
-                     "descrs: ",
-                     supported_descrs(), ")"));
+                     "': np.save writes ml_dtypes arrays (bfloat16, float8, float4) this way and loses their type; "
+                     "say which it is after the file name, e.g. --in ", path, ":bfloat16 (supported descrs: ", supported_descrs(), ")"));
+    }
     for (const NpyType& t : kTypes) {
       if (t.descr[0] != '<' && t.descr[0] != '|') continue;  // named descrs have no byte order
       if (body == t.descr + 1) return {&t, descr[0] == '>' && t.itemsize > 1};
@@ -237,7 +243,7 @@ const NpyType& npy_type_of(DType dtype) {
 
 }  // namespace
 
-Tensor read_npy(const std::string& path) {
+Tensor read_npy(const std::string& path, std::optional<DType> untyped_as) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail(path, str("cannot open for reading: ", std::strerror(errno)));
   if (std::filesystem::is_directory(path)) fail(path, "cannot read: it is a directory");
@@ -265,7 +271,7 @@ Tensor read_npy(const std::string& path) {
   read_exact(header_text.data(), header_len, "header");
 
   const Header header = HeaderParser(header_text, path).parse();
-  const auto [type, swap] = resolve_descr(header.descr, path);
+  const auto [type, swap] = resolve_descr(header.descr, path, untyped_as);
   int64_t numel = 1;
   for (int64_t d : header.shape)
     if (__builtin_mul_overflow(numel, d, &numel))

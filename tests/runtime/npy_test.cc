@@ -183,7 +183,14 @@ TEST(Npy, ErrorsNameTheFileAndTheReason) {
   const std::string void2 = dir.file("void.npy");
   write_bytes(void2, npy_file("{'descr': '<V2', 'fortran_order': False, 'shape': (1,), }", std::string(2, '\0')));
   expect_error([&] { rt::read_npy(void2); }, ErrorKind::User, void2 + ": error: untyped element type '<V2'",
-               "ml_dtypes");
+               "ml_dtypes", ":bfloat16");
+  // Told what the records hold, the same file reads as bfloat16 (0x3F80 is 1.0), but not as a 1-byte type.
+  write_bytes(void2, npy_file("{'descr': '<V2', 'fortran_order': False, 'shape': (2,), }", std::string("\x80\x3f\x00\xc0", 4)));
+  Tensor bf = rt::read_npy(void2, DType::BF16);
+  EXPECT_EQ(bf.dtype(), DType::BF16);
+  EXPECT_EQ(bf.data_as<uint16_t>()[0], 0x3F80);
+  EXPECT_EQ(bf.data_as<uint16_t>()[1], 0xC000);
+  expect_error([&] { rt::read_npy(void2, DType::F8E4M3); }, ErrorKind::User, void2 + ": error: elements of '<V2' cannot hold float8_e4m3");
 
   const std::string structured = dir.file("structured.npy");
   write_bytes(structured, npy_file("{'descr': [('a', '<f4')], 'fortran_order': False, 'shape': (1,), }", "xxxx"));

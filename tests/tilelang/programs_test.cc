@@ -5,6 +5,7 @@
 #include <regex>
 
 #include "program_util.h"
+#include "rt/error.h"
 
 namespace {
 
@@ -13,6 +14,8 @@ using tltest::expect_close;
 using tltest::f64;
 using tltest::random;
 using tltest::run;
+
+std::string dtype_name(const ::testing::TestParamInfo<DType>& p) { return rt::name(p.param); }
 
 std::vector<double> matmul_ref(const std::vector<double>& a, const std::vector<double>& b, int64_t m, int64_t n, int64_t k, bool b_transposed = false) {
   std::vector<double> c(static_cast<size_t>(m * n), 0.0);
@@ -43,7 +46,8 @@ TEST_P(SeedMatmul, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Sizes, SeedMatmul,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(1, 7, 64, 100, 129, 257)));
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(1, 7, 64, 100, 129, 257)),
+                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param)); });
 
 TEST(SeedMatmul, ReturnsNewTensorThroughCall) {
   tilelang::Kernel k = tltest::cpu_kernel(seed_module(DType::F16), "matmul");
@@ -74,7 +78,7 @@ TEST_P(NarrowInputs, MatmulIntoF32) {
   expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), std::string("matmul of ") + rt::name(dtype) + " into f32");
 }
 
-INSTANTIATE_TEST_SUITE_P(Dtypes, NarrowInputs, ::testing::Values(DType::BF16, DType::F8E4M3, DType::F8E5M2, DType::F16));
+INSTANTIATE_TEST_SUITE_P(Dtypes, NarrowInputs, ::testing::Values(DType::BF16, DType::F8E4M3, DType::F8E5M2, DType::F16), dtype_name);
 
 TEST(IntegerInputs, Int8MatmulIsExact) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_int8_seed.py", "matmul_int8");
@@ -99,10 +103,13 @@ TEST_P(BlockedGemm, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(64, 200), ::testing::Values(136),
-                                            ::testing::Values(72, 128)));
+                                            ::testing::Values(72, 128)),
+                         [](const auto& p) {
+                           return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param));
+                         });
 
 class Typed : public ::testing::TestWithParam<DType> {};
-INSTANTIATE_TEST_SUITE_P(Dtypes, Typed, ::testing::Values(DType::F32, DType::F16));
+INSTANTIATE_TEST_SUITE_P(Dtypes, Typed, ::testing::Values(DType::F32, DType::F16), dtype_name);
 
 TEST_P(Typed, BatchedMatmul) {
   DType dtype = GetParam();
@@ -263,6 +270,47 @@ TEST(Atomics, ColumnSums) {
   expect_close(s, ref, "atomic column sums");
 }
 
+TEST(Call, SeedKernelReadingItsOwnOutputs) {
+  // Outputs of a @tile_kernel are the tensors it returns, even when it reads them while computing.
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/row_reductions_seed.py", "row_stats");
+  rt::Tensor x = random({5, 40}, DType::F32);
+  std::vector<rt::Tensor> out = k({x});
+  ASSERT_EQ(out.size(), 3u);
+  std::vector<double> xv = f64(x), s(5, 0.0);
+  for (int64_t i = 0; i < 5 * 40; ++i) s[i / 40] += xv[i];
+  expect_close(out[0], s, "row sums through operator()");
+}
+
+TEST(Numerics, IntegerDivisionAndInt8Reductions) {
+  const int64_t n = 24;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/integer_ops_tile.py", "integer_ops", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n}, DType::I32, -1000, 1000);
+  auto out = run(k, {x}, {{{4, n}, DType::I32}, {{n}, DType::I8}, {{2}, DType::I8}});
+  std::vector<double> xv = f64(x), d(4 * n), r(n), q = {-128, -128};
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t v = static_cast<int64_t>(xv[i]);
+    int64_t fq = v / 3 - ((v % 3 != 0) && (v < 0));
+    d[i] = static_cast<double>(fq), d[n + i] = static_cast<double>(v - fq * 3);
+    d[2 * n + i] = static_cast<double>(v / 3), d[3 * n + i] = static_cast<double>(v % 3);
+    int64_t m100 = v - (v / 100 - ((v % 100 != 0) && (v < 0))) * 100;
+    int64_t m7 = v - (v / 7 - ((v % 7 != 0) && (v < 0))) * 7;
+    r[i] = static_cast<double>(m100 - 50);
+    q[0] = std::max(q[0], r[i]);
+    q[1] = std::max(q[1], static_cast<double>(-m7 - 1));
+  }
+  EXPECT_EQ(f64(out[0]), d);
+  EXPECT_EQ(f64(out[1]), r);
+  EXPECT_EQ(f64(out[2]), q);
+}
+
+TEST(Numerics, RoundingIntoFloat4) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
+  rt::Tensor x = rt::Tensor::empty({9}, DType::F32);
+  testutil::from_f64(x, {0.1, 0.6, 1.2, 2.6, 3.5, -5.0, 7.0, 100.0, -0.25});
+  std::vector<rt::Tensor> out = k({x});
+  EXPECT_EQ(f64(out[0]), (std::vector<double>{0.0, 0.5, 1.0, 3.0, 4.0, -4.0, 6.0, 6.0, -0.0}));
+}
+
 class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
@@ -300,6 +348,7 @@ TEST_P(FlashAttention, MatchesReference) {
   EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal;
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention, ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool()));
+INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention, ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool()),
+                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full"); });
 
 }  // namespace

@@ -47,8 +47,10 @@ std::string format_diagnostic(const SourceLoc& loc, const std::string& message, 
   return rt::str(loc.to_string(), ": ", severity, ": ", message, "\n    ", text, "\n    ", caret, "^");
 }
 
-void error_at(const SourceLoc& loc, const std::string& message) {
-  throw rt::Error(rt::ErrorKind::User, format_diagnostic(loc, message));
+void error_at(const SourceLoc& loc, const std::string& message, const std::string& details) {
+  std::string text = format_diagnostic(loc, message);
+  if (!details.empty()) text += "\n" + details;
+  throw rt::Error(rt::ErrorKind::User, text);
 }
 
 }  // namespace tilelang

@@ -1,6 +1,7 @@
 #include "tilelang/module.h"
 
 #include <mutex>
+#include <regex>
 #include <set>
 
 #include "rt/cpu_info.h"
@@ -105,7 +106,19 @@ struct Kernel::State {
     std::lock_guard<std::mutex> lock(mutex);
     if (c.entry) return;
     c.source = codegen::generate_cpu(c.func);
-    c.library = rt::compile_cxx(c.source.code, device_headers(), rt::HostCompileOptions{});
+    try {
+      c.library = rt::compile_cxx(c.source.code, device_headers(), rt::HostCompileOptions{});
+    } catch (const rt::Error& e) {
+      // Generated code compiles; when it carries the user's own C++, that is the likely culprit.
+      if (c.source.user_code.empty()) throw;
+      // Report the compiler's first complaint at the user's code; the log stays next to the source.
+      std::string log = e.what(), first = "(see the log)", kept;
+      std::smatch m;
+      if (std::regex_search(log, m, std::regex(R"(:\d+:\d+: error: ([^\n]*))"))) first = m[1].str();
+      if (std::regex_search(log, m, std::regex(R"(source kept at: ([^\n]*))"))) kept = m[1].str();
+      error_at(c.source.user_code.front(), rt::str("the C++ compiler rejected code written with T.call_extern or T.inline_code: ", first),
+               kept.empty() ? "" : rt::str("    (generated source: ", kept, ")"));
+    }
     c.entry = reinterpret_cast<void (*)(void* const*, const int64_t*, int)>(c.library->symbol(c.source.entry));
   }
 };
@@ -193,7 +206,7 @@ std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs
     error_at(c->func.loc, rt::str("kernel '", s.info.name, "' takes ", n_in, " input tensor", n_in == 1 ? "" : "s", " (", names_of(params, n_in), ") but ",
                                   inputs.size(), " were given"));
   for (size_t i = inputs.size(); i < params.size(); ++i)
-    if (read.count(params[i].buffer.get()))
+    if (!params[i].is_output && read.count(params[i].buffer.get()))
       error_at(c->func.loc, rt::str("kernel '", s.info.name, "' takes ", n_in, " input tensor", n_in == 1 ? "" : "s", " (", names_of(params, n_in), ") but ",
                                     inputs.size(), inputs.size() == 1 ? " was" : " were", " given: '", params[i].buffer->name,
                                     "' is read by the kernel, so it cannot be an output"));

@@ -19,6 +19,15 @@ tilelang::CompileOptions compile_options(const Options& o) {
 
 namespace {
 
+// "a.npy", or "a.npy:bfloat16" for files whose elements np.save left untyped (ml_dtypes arrays).
+rt::Tensor read_input(const std::string& arg) {
+  size_t colon = arg.rfind(':');
+  if (colon != std::string::npos) {
+    if (auto dtype = rt::parse_dtype(arg.substr(colon + 1))) return rt::read_npy(arg.substr(0, colon), *dtype);
+  }
+  return rt::read_npy(arg);
+}
+
 void need_file(const Options& o, const char* cmd) { RT_USER_CHECK(!o.file.empty(), "tl ", cmd, ": which file? (tl ", cmd, " FILE ...)"); }
 
 }  // namespace
@@ -29,7 +38,7 @@ int run_command(const Options& o) {
   tilelang::Module module = tilelang::Module::load(o.file);
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<rt::Tensor> inputs;
-  for (const std::string& path : o.inputs) inputs.push_back(rt::read_npy(path));
+  for (const std::string& arg : o.inputs) inputs.push_back(read_input(arg));
   size_t n_out = kernel.output_count(inputs);
   RT_USER_CHECK(o.outputs.size() <= n_out, "kernel '", kernel.name(), "' has ", n_out, " output", n_out == 1 ? "" : "s", " but ", o.outputs.size(),
                 " --out files were given");
@@ -66,7 +75,7 @@ int compile_command(const Options& o) {
   }
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<tilelang::frontend::TensorSpec> specs = o.shapes;
-  for (const std::string& path : o.inputs) specs.push_back(tilelang::spec_of(rt::read_npy(path)));
+  for (const std::string& arg : o.inputs) specs.push_back(tilelang::spec_of(read_input(arg)));
   std::cout << kernel.emit(stage, specs);
   return 0;
 }

@@ -6,16 +6,18 @@
 //   and, under the names ml_dtypes registers with numpy (np.load finds them once ml_dtypes is
 //   imported): 'bfloat16', 'float8_e4m3fn', 'float8_e5m2', 'float8_e8m0fnu' (ue8m0),
 //   'float4_e2m1fn' (one element a byte in the file, packed two a byte in the tensor).
-// Every error is a user error "<path>: error: <what>".
+// np.save writes arrays of ml_dtypes types as untyped records ('<V2', '|V1'); `untyped_as` says
+// which dtype such records hold. Every error is a user error "<path>: error: <what>".
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "rt/tensor.h"
 
 namespace rt {
 
-Tensor read_npy(const std::string& path);
+Tensor read_npy(const std::string& path, std::optional<DType> untyped_as = std::nullopt);
 
 // Writes version 1.0 (2.0 when the header needs it), C order, the elements in logical order (a
 // strided view is gathered), atomically (a temp file then rename). CPU tensors only.

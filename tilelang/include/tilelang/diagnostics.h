@@ -37,7 +37,8 @@ struct SourceLoc {
 // "file:line:col: error: message\n    source line\n    ^" (just the message when loc is unknown).
 std::string format_diagnostic(const SourceLoc& loc, const std::string& message, const char* severity = "error");
 
-// Throws an rt::Error of the user family with the formatted diagnostic.
-[[noreturn]] void error_at(const SourceLoc& loc, const std::string& message);
+// Throws an rt::Error of the user family with the formatted diagnostic; `details`, when given,
+// follows the source line and caret.
+[[noreturn]] void error_at(const SourceLoc& loc, const std::string& message, const std::string& details = "");
 
 }  // namespace tilelang

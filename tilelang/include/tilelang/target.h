@@ -14,7 +14,7 @@ struct Target {
   static Target cuda(std::string arch = "sm_90a") { return {Kind::CUDA, std::move(arch)}; }
   // "cpu", "cuda", "cuda:sm_80"; a user error for anything else.
   static Target parse(const std::string& text);
-  // The best device present: a CUDA GPU when its driver answers, else the CPU (TL_DEVICE overrides).
+  // The best target present. Until the CUDA backend lands this is the CPU on every machine.
   static Target best();
   std::string name() const;  // "cpu", "cuda:sm_90a"
 };

@@ -133,6 +133,13 @@ ir::Region widen_point(const ir::Region& point, const ir::Region& other, const S
 
 }  // namespace
 
+void bind_language_names(Env& env) {
+  for (const char* f : kTFunctions) env.set(f, BuiltinV{std::string("T.") + f});
+  for (const char* d : {"float16", "bfloat16", "float32", "float64", "float8_e4m3", "float8_e4m3fn", "float8_e5m2", "int8", "uint8", "int32",
+                        "int64", "bool"})
+    env.set(d, DTypeV{*rt::parse_dtype(d)});
+}
+
 std::optional<rt::DType> dtype_from_name(const std::string& name) {
   static const std::pair<const char*, rt::DType> kSeedNames[] = {
       {"FP16", rt::DType::F16},     {"FP32", rt::DType::F32},       {"FP64", rt::DType::F64},       {"BF16", rt::DType::BF16},
@@ -674,11 +681,15 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     r.done();
     if (name == "T.floordiv") return ExprV{ir::floor_div(a, b, loc)};
     if (name == "T.floormod") return ExprV{ir::floor_mod(a, b, loc)};
-    // Truncating forms equal the floor forms for non-negative operands, the only ones indices have.
-    return ExprV{name == "T.truncdiv" ? ir::floor_div(a, b, loc) : ir::floor_mod(a, b, loc)};
+    // C's truncating division; on integers only (floats have no remainder to truncate).
+    ir::DType t = ir::promote(a->dtype, b->dtype);
+    if (!rt::is_int(t)) error_at(loc, rt::str(name, " needs integers, not ", rt::name(t)));
+    if (t == rt::DType::I8 || t == rt::DType::U8) t = rt::DType::I32;
+    ir::Expr q = ir::make_binary(ir::BinaryOp::Div, t, ir::cast(t, a), ir::cast(t, b), loc);
+    return ExprV{name == "T.truncdiv" ? q : ir::sub(ir::cast(t, a), ir::mul(q, ir::cast(t, b)), loc)};
   }
   if (name == "T.use_swizzle") {
-    require_launch(loc, name);
+    require_inside_kernel_launch(loc, name);
     const Value* p = r.get(0, "panel_size");
     bool enable = r.flag(1, "enable", true, *this);
     r.ignore({"order"});
@@ -693,7 +704,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     return NoneV{};  // layouts are chosen by the compiler; the annotation is accepted for compatibility
   }
   if (name == "T.get_thread_binding" || name == "T.get_block_binding") {
-    require_launch(loc, name);
+    require_inside_kernel_launch(loc, name);
     const Value* d = r.get(0, "dim");
     r.done();
     int64_t dim = d ? to_int(*d, r.loc("dim"), "dim") : 0;
@@ -711,7 +722,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     return ExprV{t};
   }
   if (name == "T.sync_threads") {
-    require_launch(loc, name);
+    require_inside_kernel_launch(loc, name);
     r.done();
     emit(std::make_shared<const ir::BarrierNode>(loc));
     return NoneV{};

@@ -359,11 +359,21 @@ Elaborator::Flow Elaborator::exec(const ast::Stmt& s) {
       const auto& imp = s.as<ast::ImportFromStmt>();
       for (const ast::ImportAlias& a : imp.names) {
         std::string bound = a.asname.empty() ? a.name : a.asname;
-        if (a.name == "*") continue;  // `from tilelang.language import *`: our builtins are already visible
-        if (imp.module == "tilelang" && a.name == "language") {
-          frame().env->set(bound, ModuleV{"T"});
-        } else if (imp.module == "tilelang.language" || imp.module == "tilelang") {
-          frame().env->set(bound, eval_attribute(ast::AttributeExpr(a.loc, std::make_shared<ast::NameExpr>(a.loc, "T"), a.name)));
+        if (a.name == "*") {
+          // `from tilelang.language import *` brings T's members in unqualified (Kernel, copy, float16, ...).
+          if (imp.module == "tilelang.language") bind_language_names(*frame().env);
+          continue;
+        }
+        if (imp.module == "tilelang.language" || imp.module == "tilelang") {
+          // `from tilelang import jit` and `from tilelang.language import copy`: the member itself.
+          std::string ns = imp.module == "tilelang" ? "tilelang" : "T";
+          ast::AttributeExpr member(a.loc, std::make_shared<ast::NameExpr>(a.loc, ns), a.name);
+          Frame tmp;
+          tmp.env = globals_;
+          frames_.push_back(&tmp);
+          Value v = eval_attribute(member);
+          frames_.pop_back();
+          frame().env->set(bound, v);
         } else {
           frame().env->set(bound, ModuleV{imp.module + "." + a.name});
         }
@@ -1351,6 +1361,11 @@ LaunchScope* Elaborator::launch() {
 
 void Elaborator::require_staged(const SourceLoc& loc, const std::string& what) {
   if (!staged() || !kernel()) error_at(loc, rt::str(what, " is only possible inside a kernel (@tile_kernel or @T.prim_func)"));
+}
+
+void Elaborator::require_inside_kernel_launch(const SourceLoc& loc, const std::string& what) {
+  require_staged(loc, what);
+  if (!launch()) error_at(loc, rt::str(what, " must be inside 'with T.Kernel(...)': it is about the threads and blocks of a launch"));
 }
 
 void Elaborator::require_launch(const SourceLoc& loc, const std::string& what) {

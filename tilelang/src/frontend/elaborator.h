@@ -74,7 +74,8 @@ class Elaborator {
   KernelScope* kernel() { return kernels_.empty() ? nullptr : kernels_.back().get(); }
   LaunchScope* launch();
   void require_staged(const SourceLoc& loc, const std::string& what);
-  void require_launch(const SourceLoc& loc, const std::string& what);
+  void require_launch(const SourceLoc& loc, const std::string& what);  // in a launch, or anywhere in a @tile_kernel
+  void require_inside_kernel_launch(const SourceLoc& loc, const std::string& what);
   Value binary_op(ast::BinOpKind op, const Value& a, const Value& b, const SourceLoc& loc);
 
  private:
@@ -115,6 +116,9 @@ class Elaborator {
 
   Frame& frame() { return *frames_.back(); }
 };
+
+// Binds every member of `T.` by its bare name (for `from tilelang.language import *`).
+void bind_language_names(Env& env);
 
 // "rt::DType of a dtype spelling": the names users write for dtypes in both dialects (FP16, "float16", T.float16).
 std::optional<rt::DType> dtype_from_name(const std::string& name);

@@ -77,8 +77,9 @@ class Lowerer : public ir::IRMutator {
     for (const ir::Range& r : n.dst.ranges) dst_idx.push_back(ir::is_const_int(r.extent, 1) ? r.min : ir::add(r.min, vars.at(v++)));
     RT_ICHECK(v == vars.size(), "reduce regions of different shapes reached lowering");
 
+    // Accumulate in f32 (f64 for f64) or in i32 (i64 for i64), whatever the destination's width.
     ir::DType dt = n.dst.buffer->dtype;
-    ir::DType t = rt::is_float(dt) ? (dt == ir::DType::F64 ? dt : ir::DType::F32) : dt;
+    ir::DType t = rt::is_float(dt) ? (dt == ir::DType::F64 ? dt : ir::DType::F32) : (dt == ir::DType::I64 ? dt : ir::DType::I32);
     ir::Buffer acc = ir::make_buffer("red", t, {}, ir::Scope::Local, n.loc);
     ir::Expr x = ir::cast(t, ir::make_load(n.src.buffer, src_idx, n.loc));
     if (n.reduce_kind == ir::ReduceKind::AbsSum || n.reduce_kind == ir::ReduceKind::AbsMax) x = ir::call_math("abs", {x});
@@ -96,7 +97,7 @@ class Lowerer : public ir::IRMutator {
     ir::Expr init = n.clear ? identity : ir::cast(t, ir::make_load(n.dst.buffer, dst_idx));
     ir::Stmt body = ir::make_seq({ir::make_store(acc, {}, init, n.loc),
                                   ir::make_for(rvar, ir::make_int(0, rvar->dtype), n.src.ranges[n.dim].extent, ir::ForKind::Serial,
-                                               ir::make_store(acc, {}, combined, n.loc), n.loc),
+                                               ir::make_store(acc, {}, ir::cast(t, combined), n.loc), n.loc),
                                   ir::make_store(n.dst.buffer, dst_idx, ir::cast(dt, ir::make_load(acc, {})), n.loc)});
     return wrap(vars, extents, ir::make_allocate(acc, body, n.loc), n.loc);
   }

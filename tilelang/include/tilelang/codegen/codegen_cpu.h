@@ -13,6 +13,7 @@ struct CpuSource {
   std::string code;
   std::string entry;                 // the symbol to call
   std::vector<ir::Var> dim_vars;     // symbolic dimensions, in the order the entry takes them
+  std::vector<SourceLoc> user_code;  // where user-written code (T.inline_code, T.call_extern) went in
 };
 
 // The entry's signature:

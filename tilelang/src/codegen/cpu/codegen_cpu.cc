@@ -1,7 +1,9 @@
 #include "tilelang/codegen/codegen_cpu.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <regex>
 #include <set>
 #include <sstream>
 
@@ -43,6 +45,9 @@ const char* storage_type(ir::DType t) {
   }
   return "?";
 }
+
+// The numeric format type for conversions (float4 is stored packed, but converts as one value).
+const char* format_type(ir::DType t) { return t == ir::DType::F4E2M1 ? "tl::float4_e2m1_t" : storage_type(t); }
 
 // The C++ type arithmetic on a value of this dtype uses: narrow floats compute in float.
 const char* value_type(ir::DType t) {
@@ -99,6 +104,7 @@ class CpuCodegen : public ir::IRVisitor {
     indent_ = 1;
     visit_stmt(func_.body);
     out.code = head.str() + body_.str() + "}\n";
+    out.user_code = user_code_;
     return out;
   }
 
@@ -127,7 +133,7 @@ class CpuCodegen : public ir::IRVisitor {
       case ir::NodeKind::Cast: {
         const auto* c = ir::as<ir::CastNode>(e);
         std::string v = expr(c->value);
-        if (converts(e->dtype)) return rt::str("tl::cpu::round_to<", storage_type(e->dtype), ">(static_cast<float>(", v, "))");
+        if (converts(e->dtype)) return rt::str("tl::cpu::round_to<", format_type(e->dtype), ">(static_cast<float>(", v, "))");
         return rt::str("static_cast<", value_type(e->dtype), ">(", v, ")");
       }
       case ir::NodeKind::Call: return call(*ir::as<ir::CallNode>(e));
@@ -232,13 +238,21 @@ class CpuCodegen : public ir::IRVisitor {
   void visit(const ir::InlineCodeNode& n) override {
     if (!n.target.empty() && n.target != "cpu")
       error_at(n.loc, rt::str("this T.inline_code is for target '", n.target, "' and cannot run on the cpu"));
-    std::string code = n.code;
-    for (const auto& [key, value] : n.args) {
-      std::string pattern = "{" + key + "}", replacement = expr(value);
-      for (size_t pos = code.find(pattern); pos != std::string::npos; pos = code.find(pattern, pos + replacement.size()))
-        code.replace(pos, pattern.size(), replacement);
+    // Replace each {name} by its argument; a {name} without an argument is the user's mistake.
+    static const std::regex placeholder(R"(\{([A-Za-z_][A-Za-z0-9_]*)\})");
+    std::string code, rest = n.code;
+    std::smatch m;
+    while (std::regex_search(rest, m, placeholder)) {
+      auto arg = std::find_if(n.args.begin(), n.args.end(), [&](const auto& a) { return a.first == m[1].str(); });
+      if (arg == n.args.end()) error_at(n.loc, rt::str("T.inline_code has no argument named '", m[1].str(), "' for {", m[1].str(), "}"));
+      code += m.prefix().str() + expr(arg->second);
+      rest = m.suffix().str();
     }
-    line("{ " + code + " }");
+    code += rest;
+    user_code_.push_back(n.loc);
+    line(rt::str("{  // T.inline_code at ", n.loc.to_string()));
+    body_ << code << "\n";
+    line("}");
   }
   void visit(const ir::KernelLaunchNode& n) override {
     // One CPU thread runs one whole block; blocks are spread over the cores.
@@ -338,6 +352,7 @@ class CpuCodegen : public ir::IRVisitor {
         sub.visit_stmt(n.epilogue);
         inner = sub.body_.str();
         names_ = sub.names_;
+        user_code_.insert(user_code_.end(), sub.user_code_.begin(), sub.user_code_.end());
       }
       lambda << inner << std::string(2 * indent_, ' ') << "})";
       epi = lambda.str();
@@ -374,6 +389,7 @@ class CpuCodegen : public ir::IRVisitor {
     std::vector<std::string> a;
     for (const ir::Expr& x : c.args) a.push_back(expr(x));
     if (c.call_kind == ir::CallKind::Extern) {
+      user_code_.push_back(c.loc);
       std::string s = c.name + "(";
       for (size_t i = 0; i < a.size(); ++i) s += (i ? ", " : "") + a[i];
       return s + ")";
@@ -423,9 +439,11 @@ class CpuCodegen : public ir::IRVisitor {
   std::ostringstream body_;
   int indent_ = 0;
   int in_kernel_ = 0;
+  std::vector<SourceLoc> user_code_;  // T.inline_code and T.call_extern sites
 
  public:
-  CpuCodegen(const CpuCodegen& other) : ir::IRVisitor(other), func_(other.func_), names_(other.names_), indent_(other.indent_), in_kernel_(other.in_kernel_) {}
+  CpuCodegen(const CpuCodegen& other)
+      : ir::IRVisitor(other), func_(other.func_), names_(other.names_), indent_(other.indent_), in_kernel_(other.in_kernel_) {}
 };
 
 }  // namespace
