@@ -1,0 +1,398 @@
+// Persistent, warp-specialized GEMM for Hopper (sm_90a): C[M,N] = A[M,K] * B, FP32 accumulation.
+//
+//   A  [M, K] row-major (K-major), bfloat16_t or half_t, through a TMA descriptor
+//   B  either [N, K] row-major (K-major, "NT")      -> kBNMajor = false
+//      or     [K, N] row-major (N-major, the seed matmul c[i,j] += a[i,k] * b[k,j]) -> kBNMajor = true
+//   C  [M, N] with row stride ldc, in TC (the input type, or float), written either through shared
+//      memory + TMA stores (kTmaStore, the fast path) or with plain masked stores
+//
+// Design (why each piece is there):
+// - One CTA per SM (grid = min(#SMs, #tiles)), looping over output tiles in grouped order
+//   (tile_scheduler.h): no launch tail per tile, and the producer prefetches the next tile's first
+//   stages while the consumers run the epilogue of the current one.
+// - 3 warpgroups. Warpgroup 0 is the producer: one elected thread issues TMA loads of
+//   BLOCK_M x BLOCK_K (A) and BLOCK_N x BLOCK_K (B) tiles, 128-byte swizzled, into a kStages-deep
+//   ring guarded by full/empty mbarriers (mbarrier.h). Warpgroups 1 and 2 are consumers: each owns
+//   BLOCK_M/2 rows of the tile (one or two m64 wgmma rows) and all BLOCK_N columns, so both read the
+//   same B tile and the tensor cores run m64nBLOCK_Nk16, the widest shape.
+// - setmaxnreg moves registers from the producer (40) to the consumers (232): the accumulators of
+//   a 64 x 256 FP32 slice are 128 registers per thread.
+// - Consumers keep one wgmma-group in flight across k-blocks (wait_group<1>) and free a stage as
+//   soon as the group that read it has completed; one arrival per consumer warp.
+// - Epilogue (kTmaStore): each consumer converts its slice to TC and writes it, 64 x 64 box by box,
+//   into one of two 8 KB 128-byte-swizzled shared buffers (conflict-free 4-byte stores), and one
+//   thread per consumer hands each box to a TMA store. The stores drain asynchronously while the
+//   consumer moves on to the next box and the next tile's mainloop, so the tensor cores idle only
+//   for the register -> shared copy, not for the global writes. Without kTmaStore, every thread
+//   stores its fragment straight to global memory (masked; 2-output stores).
+// - Ragged edges: TMA zero-fills loads outside [M, K] / [N, K] (so the extra products are 0); TMA
+//   stores drop what falls outside [M, N]; the direct epilogue masks rows >= M and columns >= N.
+//
+// Requirements (TMA): A's and B's rows 16-byte aligned: K % 8 == 0, and for N-major B N % 8 == 0;
+// base pointers 16-byte aligned. kTmaStore: C 16-byte aligned and ldc % 8 == 0 (16-bit TC).
+// Without kTmaStore C needs no alignment (2-output stores where ldc and C allow, single otherwise).
+//
+// Host side: build the two tensor maps with cuTensorMapEncodeTiled, 2-D, 16-bit element type,
+// CU_TENSOR_MAP_SWIZZLE_128B, OOB fill NONE (zeros), interleave NONE, element strides 1:
+//   A: dims {K, M}, row stride K * 2 bytes, box {Cfg::kBoxAInner, Cfg::kBoxAOuter}
+//   B: K-major dims {K, N}, stride K * 2; N-major dims {N, K}, stride N * 2;
+//      box {Cfg::kBoxBInner, Cfg::kBoxBOuter}
+//   C (kTmaStore only; otherwise pass any descriptor, it is not read): dims {N, M}, stride
+//      ldc * sizeof(TC), box {Cfg::kBoxC, Cfg::kBoxC}
+// then raise the kernel's dynamic shared memory limit to Cfg::kSmemBytes and launch
+// Cfg::kThreads threads x min(#SMs, Cfg::num_tiles(M, N)) blocks with Cfg::kSmemBytes dynamic
+// shared memory. tests/device/cuda/gemm_sm90_test.cu does exactly this.
+//
+// Measured on the lent H200 (tests/device/cuda/gemm_sm90_test.cu, same run as cuBLAS): 128x256/4
+// stages, bf16, 4096^3 ~795 TFLOPS (cuBLAS ~800), 8192^3 745-777 (cuBLAS ~730); shapes with few
+// tiles (M = 128, or #tiles just above a multiple of #SMs) are well below cuBLAS until split-K /
+// stream-K exists.
+//
+// Hooks for later steps (not implemented yet):
+// - Split-K / stream-K scheduling for shapes with fewer tiles than SMs or a poor last wave.
+// - Cluster of 2 along M with TMA multicast of the B tile (tma_load_2d_multicast, and
+//   mbarrier_arrive_cluster in consumer_release so each stage is freed in both CTAs): the producer
+//   loop and the release call are the only places that change; the empty barrier count becomes
+//   cluster_size * consumer warps.
+// - Ping-pong consumers (each owning a whole tile, epilogue of one under the mainloop of the other)
+//   and stmatrix in the epilogue.
+// - FP8 with fine-grained scaling (DeepGEMM): same ring and scheduler, wgmma k32 e4m3, promotion of
+//   the accumulators into a second FP32 set per k-block.
+#pragma once
+
+#include "tl/device/cuda/arch.h"
+#include "tl/device/cuda/convert.h"
+#include "tl/device/cuda/mbarrier.h"
+#include "tl/device/cuda/tile_scheduler.h"
+#include "tl/device/cuda/tma.h"
+#include "tl/device/cuda/wgmma.h"
+
+namespace tl::cuda {
+
+// Compile-time shape of one kernel instance.
+template <class T_, class TC_, int kBlockM_, int kBlockN_, int kBlockK_, int kStages_, bool kBNMajor_,
+          bool kTmaStore_ = !is_same_v<TC_, float>>
+struct GemmSm90Config {
+  using T = T_;    // A and B element type: bfloat16_t or half_t
+  using TC = TC_;  // C element type: T or float
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kBlockK = kBlockK_;
+  static constexpr int kStages = kStages_;
+  static constexpr bool kBNMajor = kBNMajor_;
+  static constexpr bool kTmaStore = kTmaStore_;
+
+  static constexpr int kNumConsumers = 2;  // consumer warpgroups
+  static constexpr int kThreads = 128 * (1 + kNumConsumers);
+  static constexpr int kConsumerRows = kBlockM / kNumConsumers;  // rows of the tile per consumer
+  static constexpr int kMmaM = kConsumerRows / 64;               // m64 wgmma rows per consumer
+  static constexpr int kRowBytes = kBlockK * int(sizeof(T));     // one swizzled smem row
+
+  static constexpr int kStageBytesA = kBlockM * kBlockK * int(sizeof(T));
+  static constexpr int kStageBytesB = kBlockN * kBlockK * int(sizeof(T));
+  static constexpr int kStageBytes = kStageBytesA + kStageBytesB;
+  // Epilogue staging (kTmaStore): per consumer two buffers of one kBoxC x kBoxC box of TC.
+  static constexpr int kBoxC = 64;
+  static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
+  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  // + 1024: the dynamic shared memory base is aligned up to 1024 bytes inside the kernel.
+  static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + kBarrierBytes + 1024;
+
+  // TMA boxes, innermost dimension first.
+  static constexpr int kBoxAInner = kBlockK;
+  static constexpr int kBoxAOuter = kBlockM;
+  static constexpr int kBoxBInner = kBNMajor ? 64 : kBlockK;  // N-major: 64 N (128 bytes) per box
+  static constexpr int kBoxBOuter = kBNMajor ? kBlockK : kBlockN;
+  static constexpr int kBoxesB = kBNMajor ? kBlockN / 64 : 1;  // TMA loads of B per stage
+  static constexpr int kBoxBytesB = kBoxBInner * kBoxBOuter * int(sizeof(T));
+
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = 232;
+
+  static_assert(is_same_v<T, bfloat16_t> || is_same_v<T, half_t>, "inputs: bfloat16_t or half_t");
+  static_assert(is_same_v<TC, T> || is_same_v<TC, float>, "output: the input type or float");
+  static_assert(!kTmaStore || sizeof(TC) == 2, "the TMA-store epilogue writes 16-bit outputs (64 = one 128 B row)");
+  static_assert(kRowBytes == 128, "BLOCK_K must fill one 128-byte swizzle row (64 for 16-bit types)");
+  static_assert(kBlockM == 128 || kBlockM == 256, "BLOCK_M: 128 (one m64 per consumer) or 256 (two)");
+  static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "BLOCK_N: 64, 128, 192 or 256");
+  static_assert(kMmaM * kBlockN / 2 <= 128, "at most 128 accumulator registers per consumer thread");
+  static_assert(kStages >= 2, "at least two stages");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumers <= 65536, "register file");
+
+  TL_HOST_DEVICE static constexpr int ceil_div(int a, int b) { return (a + b - 1) / b; }
+  TL_HOST_DEVICE static constexpr int num_tiles(int m, int n) { return ceil_div(m, kBlockM) * ceil_div(n, kBlockN); }
+};
+
+namespace detail {
+
+// Writes one consumer's kMmaM x (64 x BLOCK_N) accumulator slice to C (row0/col0: this thread's
+// first element, see the fragment layout in wgmma.h), masking rows >= M and columns >= N.
+template <class Cfg>
+TL_DEVICE void gemm_sm90_store_direct(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], typename Cfg::TC* c, int M, int N,
+                                      int64_t ldc, int row0, int col0, bool full_tile, bool vec_ok) {
+  using TC = typename Cfg::TC;
+  if (full_tile && vec_ok) {
+#pragma unroll
+    for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        TC* p = c + int64_t(row0 + 64 * s + 8 * h) * ldc + col0;
+#pragma unroll
+        for (int j = 0; j < Cfg::kBlockN / 8; ++j) {
+          const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
+          if constexpr (is_same_v<TC, float>) {
+            *reinterpret_cast<uint64_t*>(p + 8 * j) =
+                (uint64_t(__float_as_uint(v1)) << 32) | uint64_t(__float_as_uint(v0));
+          } else {
+            *reinterpret_cast<uint32_t*>(p + 8 * j) = pack2<TC>(v0, v1);
+          }
+        }
+      }
+    }
+    return;
+  }
+#pragma unroll
+  for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const int row = row0 + 64 * s + 8 * h;
+      if (row >= M) continue;
+      TC* p = c + int64_t(row) * ldc;
+#pragma unroll
+      for (int j = 0; j < Cfg::kBlockN / 8; ++j) {
+        const int col = col0 + 8 * j;
+        const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
+        if (col + 1 < N && vec_ok) {
+          if constexpr (is_same_v<TC, float>) {
+            *reinterpret_cast<uint64_t*>(p + col) = (uint64_t(__float_as_uint(v1)) << 32) | uint64_t(__float_as_uint(v0));
+          } else {
+            *reinterpret_cast<uint32_t*>(p + col) = pack2<TC>(v0, v1);
+          }
+        } else {
+          if (col < N) p[col] = convert1<TC>(v0);
+          if (col + 1 < N) p[col + 1] = convert1<TC>(v1);
+        }
+      }
+    }
+  }
+}
+
+// TMA-store epilogue of one consumer: its kMmaM x (64 x BLOCK_N) slice goes out as 64 x 64 boxes,
+// each staged in one of the consumer's two 128-byte-swizzled shared buffers, alternating. `buf`: the
+// two buffers (2 x kBoxBytesC, 1024-byte aligned); (row0, col0): the slice's first element in C;
+// `boxes_done`: boxes this consumer has staged so far (kept across tiles: it picks the buffer).
+// The thread with thread_idx_in_warpgroup() == 0 issues and tracks the stores (bulk groups are per
+// thread), so it must be the same thread on every tile; it waits for them before the kernel ends.
+template <class Cfg>
+TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], const TmaDescriptor* tma_c,
+                                   uint8_t* buf, int consumer, int M, int N, int row0, int col0,
+                                   uint32_t& boxes_done) {
+  using TC = typename Cfg::TC;
+  constexpr int kBoxes = Cfg::kBlockN / Cfg::kBoxC;
+  const int warp = warp_idx_in_warpgroup();
+  const int lane = lane_idx();
+  const bool leader = thread_idx_in_warpgroup() == 0;
+  const int bar_id = 1 + consumer;  // named barrier of this consumer warpgroup (0 is __syncthreads)
+  // Row of this thread inside a box: 16 * warp + lane / 4 (+ 8). In the 128-byte swizzle the
+  // 16-byte chunk c of row r sits at chunk position c ^ (r % 8); r % 8 == lane / 4 here.
+  const uint32_t base = smem_addr(buf);
+  const uint32_t row_off = uint32_t(16 * warp + lane / 4) * 128u + uint32_t(lane % 4) * 4u;
+  const uint32_t xor_chunk = uint32_t(lane / 4);
+#pragma unroll
+  for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+    for (int b = 0; b < kBoxes; ++b) {
+      const uint32_t parity = boxes_done++ & 1u;
+      const uint32_t slot = base + parity * uint32_t(Cfg::kBoxBytesC);
+      // The buffer was last used two boxes ago: wait until its TMA store has read it.
+      if (leader) tma_store_wait_read<1>();
+      named_barrier_sync(bar_id, 128);
+#pragma unroll
+      for (int jj = 0; jj < Cfg::kBoxC / 8; ++jj) {
+        const int j = b * (Cfg::kBoxC / 8) + jj;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const uint32_t word = pack2<TC>(acc[s][4 * j + 2 * h], acc[s][4 * j + 2 * h + 1]);
+          const uint32_t addr = slot + row_off + uint32_t(h) * (8u * 128u) + ((uint32_t(jj) ^ xor_chunk) << 4);
+          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(word) : "memory");
+        }
+      }
+      fence_proxy_async_shared();  // make the generic-proxy writes visible to the TMA unit
+      named_barrier_sync(bar_id, 128);
+      // One bulk group per box, empty when the box lies wholly outside C: the wait above counts on
+      // "the group two commits back is the one that last read this buffer", on every tile.
+      const int box_row = row0 + 64 * s, box_col = col0 + Cfg::kBoxC * b;
+      if (leader) {
+        if (box_row < M && box_col < N) tma_store_2d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row);
+        tma_store_commit();
+      }
+    }
+  }
+}
+
+}  // namespace detail
+
+// The kernel. Launch: Cfg::kThreads threads, Cfg::kSmemBytes dynamic shared memory, any grid size
+// (one block per SM is the intent; blocks loop over tiles). raster_group: tile-columns per
+// rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with kTmaStore, c only without.
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
+                     const __grid_constant__ TmaDescriptor tma_c, typename Cfg::TC* __restrict__ c, int M, int N,
+                     int K, int64_t ldc, int raster_group) {
+#if defined(TL_CUDA_SM90A)
+  using T = typename Cfg::T;
+  constexpr int kStages = Cfg::kStages;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kBlockK = Cfg::kBlockK;
+
+  extern __shared__ __align__(1024) uint8_t tl_dynamic_smem[];
+  // Align to 1024 bytes: the 128-byte swizzle pattern repeats every 1024 bytes, and TMA and wgmma
+  // agree on it only when each tile starts on such a boundary (descriptor base offset 0).
+  const uint32_t raw = smem_addr(tl_dynamic_smem);
+  uint8_t* smem = tl_dynamic_smem + ((1024u - (raw & 1023u)) & 1023u);
+  T* smem_a = reinterpret_cast<T*>(smem);                                    // [kStages][BLOCK_M][BLOCK_K]
+  T* smem_b = reinterpret_cast<T*>(smem + kStages * Cfg::kStageBytesA);     // [kStages][BLOCK_N x BLOCK_K]
+  uint8_t* smem_c = smem + kStages * Cfg::kStageBytes;                         // [consumer][2][box]
+  auto* bars = reinterpret_cast<mbarrier_t*>(smem_c + Cfg::kEpilogueBytes);
+  const TmaPipeline<kStages> pipe{bars, bars + kStages};
+
+  const int wg = warpgroup_idx();
+  if (threadIdx.x == 0) {
+    pipe.init(Cfg::kNumConsumers * 4);  // one release per consumer warp
+    fence_barrier_init();
+  } else if (threadIdx.x == 32) {
+    tma_prefetch_descriptor(&tma_a);
+    tma_prefetch_descriptor(&tma_b);
+    if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_c);
+  }
+  __syncthreads();
+
+  const GroupedTileScheduler sched = GroupedTileScheduler::make(M, N, kBlockM, kBlockN, raster_group);
+  const int num_tiles = sched.num_tiles();
+  const int num_k_blocks = (K + kBlockK - 1) / kBlockK;
+
+  if (wg == 0) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    if (warp_idx_in_warpgroup() == 0 && elect_one_sync()) {
+      PipelineState<kStages> st;
+      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+        int m_block, n_block;
+        sched.get(tile, m_block, n_block);
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          pipe.producer_acquire(st);
+          mbarrier_t* full = pipe.full_barrier(st);
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytes));
+          T* sa = smem_a + st.index * (kBlockM * kBlockK);
+          T* sb = smem_b + st.index * (kBlockN * kBlockK);
+          tma_load_2d(sa, &tma_a, full, kb * kBlockK, m_block * kBlockM);
+          if constexpr (Cfg::kBNMajor) {
+#pragma unroll
+            for (int j = 0; j < Cfg::kBoxesB; ++j)
+              tma_load_2d(sb + j * (64 * kBlockK), &tma_b, full, n_block * kBlockN + 64 * j, kb * kBlockK);
+          } else {
+            tma_load_2d(sb, &tma_b, full, kb * kBlockK, n_block * kBlockN);
+          }
+          st.advance();
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const int consumer = wg - 1;
+    const int warp = warp_idx_in_warpgroup();
+    const int lane = lane_idx();
+
+    // Stage-0 descriptors of this consumer's A rows and of B; other stages and k-steps are constant
+    // byte offsets from them.
+    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * Cfg::kConsumerRows * kBlockK);
+    uint64_t desc_b0;
+    if constexpr (Cfg::kBNMajor)
+      desc_b0 = make_smem_desc_mnmajor_sw128(smem_b, uint32_t(Cfg::kBoxBytesB));
+    else
+      desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
+    // B's k16 step: 32 bytes along a K-major row, or 16 rows of 128 bytes in the N-major boxes.
+    constexpr uint32_t kStepB = Cfg::kBNMajor ? 16u * Cfg::kRowBytes : 32u;
+
+    // Two adjacent outputs in one store when every row start keeps the pair aligned.
+    const bool vec_ok = ldc % 2 == 0 && reinterpret_cast<uint64_t>(c) % (2 * sizeof(typename Cfg::TC)) == 0;
+
+    float acc[Cfg::kMmaM][kBlockN / 2];
+    PipelineState<kStages> st;
+    uint32_t boxes_done = 0;  // epilogue buffer rotation (kTmaStore)
+    for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+      int m_block, n_block;
+      sched.get(tile, m_block, n_block);
+
+#pragma unroll
+      for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) acc[s][i] = 0.0f;
+        fence_accumulators(acc[s]);
+      }
+
+      uint32_t prev_stage = 0;
+      for (int kb = 0; kb < num_k_blocks; ++kb) {
+        pipe.consumer_wait(st);
+        const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
+        const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
+        wgmma_fence();
+#pragma unroll
+        for (int k = 0; k < kBlockK / 16; ++k) {
+#pragma unroll
+          for (int s = 0; s < Cfg::kMmaM; ++s) {
+            wgmma_m64k16_ss<T, kBlockN, Cfg::kBNMajor>(smem_desc_add(da, uint32_t(s * 64 * Cfg::kRowBytes + k * 32)),
+                                                       smem_desc_add(db, uint32_t(k) * kStepB), acc[s]);
+          }
+        }
+        wgmma_commit_group();
+        // The group of the previous k-block has completed: its stage can be refilled.
+        wgmma_wait_group<1>();
+        if (kb > 0 && lane == 0) pipe.consumer_release(prev_stage);
+        prev_stage = st.index;
+        st.advance();
+      }
+      wgmma_wait_group<0>();
+#pragma unroll
+      for (int s = 0; s < Cfg::kMmaM; ++s) fence_accumulators(acc[s]);
+      if (num_k_blocks > 0 && lane == 0) pipe.consumer_release(prev_stage);
+
+      // Epilogue: this thread's first element is row 16 * warp + lane / 4, column 2 * (lane % 4) of
+      // its consumer's slice.
+      if constexpr (Cfg::kTmaStore) {
+        detail::gemm_sm90_store_tma<Cfg>(acc, &tma_c, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer, M, N,
+                                         m_block * kBlockM + consumer * Cfg::kConsumerRows, n_block * kBlockN,
+                                         boxes_done);
+      } else {
+        const int row0 = m_block * kBlockM + consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
+        const int col0 = n_block * kBlockN + 2 * (lane % 4);
+        const bool full_tile = (m_block + 1) * kBlockM <= M && (n_block + 1) * kBlockN <= N;
+        detail::gemm_sm90_store_direct<Cfg>(acc, c, M, N, ldc, row0, col0, full_tile, vec_ok);
+      }
+    }
+    // Shared memory must outlive the TMA stores that read it.
+    if constexpr (Cfg::kTmaStore) {
+      if (thread_idx_in_warpgroup() == 0) tma_store_wait<0>();
+    }
+  }
+#else
+  // Not sm_90a: the host pass sees an empty body; a device build for another target traps, loudly.
+#if defined(__CUDA_ARCH__)
+  __trap();
+#endif
+  (void)tma_a;
+  (void)tma_b;
+  (void)tma_c;
+  (void)c;
+  (void)M;
+  (void)N;
+  (void)K;
+  (void)ldc;
+  (void)raster_group;
+#endif
+}
+
+}  // namespace tl::cuda
