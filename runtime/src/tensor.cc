@@ -1,9 +1,12 @@
 #include "rt/tensor.h"
 
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <utility>
 
+#include "rt/cuda_driver.h"
+#include "rt/cuda_memory.h"
 #include "rt/error.h"
 
 namespace rt {
@@ -38,11 +41,17 @@ std::shared_ptr<void> allocate(int64_t bytes, Device device, const Shape& shape,
                     describe(shape));
       return std::shared_ptr<void>(p, std::free);
     }
-    case Device::Kind::CUDA:
-      // Hook for the CUDA runtime module (a later issue): cuMemAlloc through the dlopen'ed driver.
-      throw_user_error(str("Tensor::empty on ", device.to_string(),
-                           ": CUDA allocation comes with the CUDA runtime, which is not built yet; allocate with "
-                           "the framework that owns the GPU and pass the memory in with Tensor::wrap or from_dlpack"));
+    case Device::Kind::CUDA: {
+      RT_USER_CHECK(device.id >= 0, "Tensor::empty: negative CUDA device ordinal ", device.id);
+      const int id = device.id;
+      if (!cuda_driver_available())
+        throw_user_error(str("Tensor::empty on ", device.to_string(), ": ", cuda_driver_error()));
+      const CuDevicePtr p = cuda_malloc(id, static_cast<size_t>(bytes), str(name(dtype), describe(shape)));
+      // The deleter never throws (cuda_free swallows errors, e.g. a driver shut down at exit).
+      return std::shared_ptr<void>(reinterpret_cast<void*>(static_cast<uintptr_t>(p)), [id](void* q) {
+        cuda_free(id, static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(q)));
+      });
+    }
   }
   RT_UNREACHABLE("device kind ", static_cast<int>(device.kind));
 }
@@ -251,6 +260,40 @@ bool Tensor::is_contiguous() const {
 }
 
 int Tensor::element_size_bits() const { return bits(dtype()); }
+
+Tensor Tensor::to(Device target) const {
+  check_defined("to");
+  if (target == device_) return *this;
+  RT_USER_CHECK(is_contiguous(), "Tensor::to(", target.to_string(), "): the ", name(dtype_), describe(shape_),
+                " tensor on ", device_.to_string(), " has strides ", describe(strides_),
+                " and is not contiguous; only contiguous tensors are copied between devices (make it "
+                "contiguous first)");
+  Tensor out = empty(shape_, dtype_, target);
+  const size_t bytes = static_cast<size_t>(nbytes());
+  const auto dptr = [](const void* p) { return static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(p)); };
+  if (device_.is_cpu() && target.is_cuda()) {
+    cuda_copy_to_device(target.id, dptr(out.data_), data_, bytes);
+  } else if (device_.is_cuda() && target.is_cpu()) {
+    cuda_copy_to_host(device_.id, out.data_, dptr(data_), bytes);
+  } else if (device_.is_cuda() && target.is_cuda()) {
+    cuda_copy_device_to_device(target.id, dptr(out.data_), device_.id, dptr(data_), bytes);
+  } else {
+    RT_UNREACHABLE("Tensor::to from ", device_.to_string(), " to ", target.to_string());
+  }
+  return out;
+}
+
+void Tensor::zero_() const {
+  check_defined("zero_");
+  RT_USER_CHECK(is_contiguous(), "Tensor::zero_: the ", name(dtype_), describe(shape_), " tensor with strides ",
+                describe(strides_), " is not contiguous");
+  const size_t bytes = static_cast<size_t>(nbytes());
+  if (bytes == 0) return;
+  if (device_.is_cpu())
+    std::memset(data_, 0, bytes);
+  else
+    cuda_memset(device_.id, static_cast<CuDevicePtr>(reinterpret_cast<uintptr_t>(data_)), 0, bytes);
+}
 
 std::string Tensor::shape_string() const {
   check_defined("shape_string");

@@ -1,4 +1,4 @@
-// Which devices this process can use. CUDA is probed through the driver library loaded with dlopen,
+// Which devices this process can use. CUDA is probed through the driver (rt/cuda_device.h, dlopen),
 // so binaries run on machines with no GPU and no driver (DESIGN "Rules of the layering").
 #pragma once
 

@@ -35,7 +35,9 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: defined() is false and every accessor but defined() is an error
 
-  // Uninitialized storage (CPU: 64-byte aligned). Fill it before reading: see DESIGN on poisoning.
+  // Uninitialized storage (CPU: 64-byte aligned; CUDA: cuMemAlloc, 256-byte aligned, on the
+  // device's primary context). Fill it before reading: see DESIGN on poisoning. On CUDA, a missing
+  // driver or device, or too little memory, is a user error.
   static Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
   // A tensor over memory owned elsewhere; `keep_alive` (if any) is held as long as any handle is.
   // Empty `strides` means row-major contiguous.
@@ -68,6 +70,13 @@ class Tensor {
   bool is_contiguous() const;
   int element_size_bits() const;
   std::string shape_string() const;  // "[64, 32]", "[]" for a scalar
+  // A copy on `device` (this tensor itself when it is already there), row-major contiguous; host to
+  // device, device to host and between devices. The copy is complete when this returns. Only
+  // contiguous tensors: a strided view is a user error (make it contiguous first).
+  Tensor to(Device device) const;
+  // Sets every byte of a contiguous tensor to zero (memset, or cuMemsetD8 on CUDA; complete on return).
+  void zero_() const;
+
   // The owner of the memory (shared by every handle); for code that must keep the memory alive.
   const std::shared_ptr<void>& storage() const { return storage_; }
 
