@@ -5,6 +5,7 @@
 #include <set>
 
 #include "rt/cpu_info.h"
+#include "tl/device/cpu/gemm.h"
 #include "tilelang/analysis/dependence.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/visitor.h"
@@ -75,15 +76,10 @@ class Scheduler : public ir::IRMutator {
   }
 
   ir::Stmt visit(const ir::GemmNode& n, const ir::Stmt& self) override {
-    // Block sizes from the caches (the BLIS recipe): a kc x nr sliver of B and an mr x kc sliver of
-    // A stay in L1, an mc x kc block of A in L2, a kc x nc panel of B in L3 (or the L2s together).
-    ir::GemmTiling t;
-    int64_t elem = 4;  // operands are packed as f32
-    t.block_k = std::clamp<int64_t>(cpu_.l1d_bytes / (2 * 32 * elem) / 16 * 16, 128, 512);
-    t.block_m = std::clamp<int64_t>(cpu_.l2_bytes / (2 * t.block_k * elem) / 16 * 16, 48, 480);
-    int64_t l3 = cpu_.l3_bytes > 0 ? std::min<int64_t>(cpu_.l3_bytes, cpu_.l2_bytes * cpu_.cores * 4) : cpu_.l2_bytes * cpu_.cores;
-    t.block_n = std::clamp<int64_t>(l3 / (2 * t.block_k * elem) / 64 * 64, 256, 4096);
-    t.threads = in_parallel_ ? 1 : cpu_.cores;
+    // Cache blocks from the host's caches and the micro-tile its vector width gets (the recipe
+    // lives with the gemm itself, in tl/device/cpu/gemm.h).
+    tl::cpu::GemmBlocking b = tl::cpu::blocking_for(cpu_.l1d_bytes, cpu_.l2_bytes, tl::cpu::micro_tile_for(cpu_.simd_bits), cpu_.cores);
+    ir::GemmTiling t{b.mc, b.nc, b.kc, in_parallel_ ? 1 : cpu_.cores};
     return std::make_shared<const ir::GemmNode>(n.a, n.b, n.c, n.trans_a, n.trans_b, n.clear_accum, n.accum_dtype, n.epilogue, n.acc,
                                                 n.epilogue_indices, n.loc, t);
   }

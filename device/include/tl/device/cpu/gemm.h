@@ -89,6 +89,33 @@ struct GemmBlocking {
   int threads;
 };
 
+// The register micro-tile (rows x columns of floats) of the kernel built for a vector width:
+// 14x32 with AVX-512, 6x16 with AVX/AVX2, 6x8 with SSE2 (simd_bits 128).
+struct MicroTile {
+  int mr, nr;
+};
+constexpr MicroTile micro_tile_for(int simd_bits) {
+  return simd_bits >= 512 ? MicroTile{14, 32} : simd_bits >= 256 ? MicroTile{6, 16} : MicroTile{6, 8};
+}
+
+// Cache blocking from the cache sizes and the micro-tile (the BLIS recipe); the compiler's CPU
+// schedule calls this with the host's description, default_blocking() with this build's own.
+inline GemmBlocking blocking_for(int64_t l1_bytes, int64_t l2_bytes, MicroTile tile, int threads) {
+  GemmBlocking b;
+  // kc: an A micro-panel (mr x kc floats) takes about a third of L1 while the kernel streams B.
+  int64_t kc = l1_bytes / 3 / (tile.mr * int64_t(sizeof(float)));
+  kc = std::clamp<int64_t>(kc / 16 * 16, 64, 1024);
+  // nc: the packed B panel (kc x nc floats) takes about 5/8 of L2; a wide panel means A is packed
+  // fewer times.
+  int64_t nc = l2_bytes * 5 / 8 / (kc * int64_t(sizeof(float)));
+  nc = std::clamp<int64_t>(nc / tile.nr * tile.nr, tile.nr, 8192);
+  b.kc = int(kc);
+  b.nc = int(nc);
+  b.mc = 8 * tile.mr;  // rows of A packed per block (kc x mc floats, in L2)
+  b.threads = threads;
+  return b;
+}
+
 inline namespace TL_CPU_ISA_NS {
 namespace detail {
 
@@ -523,19 +550,7 @@ constexpr int kGemmNR = detail::kNR;
 
 inline GemmBlocking default_blocking() {
   const detail::CacheSizes cs = detail::cache_sizes();
-  GemmBlocking b;
-  // kc: an A micro-panel (kMR x kc floats) takes about a third of L1 while the kernel streams B.
-  int64_t kc = cs.l1 / 3 / (detail::kMR * int64_t(sizeof(float)));
-  kc = std::clamp<int64_t>(kc / 16 * 16, 64, 1024);
-  // nc: the packed B panel (kc x nc floats) takes about 5/8 of L2; a wide panel means A is packed
-  // fewer times.
-  int64_t nc = cs.l2 * 5 / 8 / (kc * int64_t(sizeof(float)));
-  nc = std::clamp<int64_t>(nc / detail::kNR * detail::kNR, detail::kNR, 8192);
-  b.kc = int(kc);
-  b.nc = int(nc);
-  b.mc = 8 * detail::kMR;  // rows of A packed per block (kc x mc floats, in L2)
-  b.threads = detail::max_threads();
-  return b;
+  return blocking_for(cs.l1, cs.l2, MicroTile{detail::kMR, detail::kNR}, detail::max_threads());
 }
 
 template <class TA, class TB, class Epilogue>
