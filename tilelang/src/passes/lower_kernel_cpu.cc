@@ -4,6 +4,7 @@
 
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
+#include "tilelang/analysis/thread_dependence.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
@@ -22,66 +23,9 @@ bool contains_barrier(const ir::Stmt& s) {
   return found;
 }
 
-// Which statements run per thread: those using the thread index, or local buffers that such
-// statements wrote (found to a fixed point).
-class ThreadDependence {
- public:
-  ThreadDependence(const ir::Stmt& body, const ir::VarNode* tx) : tx_(tx) {
-    for (bool changed = true; changed;) {
-      size_t before = per_thread_.size();
-      scan(body, false);
-      changed = per_thread_.size() != before;
-    }
-  }
-  bool dependent(const ir::Stmt& s) const {
-    analysis::Accesses a = analysis::accesses_of(s);
-    if (a.vars.count(tx_)) return true;
-    for (const ir::BufferNode* b : per_thread_)
-      if (a.read.count(b) || a.written.count(b)) return true;
-    return false;
-  }
-  bool dependent(const ir::Expr& e) const {
-    if (analysis::uses_var(e, tx_)) return true;
-    for (const ir::BufferNode* b : per_thread_)
-      if (analysis::uses_buffer(e, b)) return true;
-    return false;
-  }
-  const std::set<const ir::BufferNode*>& per_thread() const { return per_thread_; }
-
- private:
-  // Marks local buffers written under per-thread values or control.
-  void scan(const ir::Stmt& s, bool dep_ctx) {
-    if (!s) return;
-    if (const auto* st = ir::as<ir::BufferStoreNode>(s)) {
-      bool dep = dep_ctx || dependent(st->value);
-      for (const ir::Expr& i : st->indices) dep |= dependent(i);
-      if (dep && st->buffer->scope == ir::Scope::Local) per_thread_.insert(st->buffer.get());
-    } else if (const auto* seq = ir::as<ir::SeqNode>(s)) {
-      for (const ir::Stmt& x : seq->stmts) scan(x, dep_ctx);
-    } else if (const auto* f = ir::as<ir::ForNode>(s)) {
-      scan(f->body, dep_ctx || dependent(f->min) || dependent(f->extent));
-    } else if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
-      bool d = dep_ctx || dependent(i->cond);
-      scan(i->then_case, d);
-      scan(i->else_case, d);
-    } else if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
-      scan(l->body, dep_ctx || dependent(l->value));
-    } else if (const auto* a = ir::as<ir::AllocateNode>(s)) {
-      scan(a->body, dep_ctx);
-    } else if (dep_ctx) {
-      // Tile operations under per-thread control write per-thread data too.
-      analysis::Accesses acc = analysis::accesses_of(s);
-      for (const ir::BufferNode* b : acc.written)
-        if (b->scope == ir::Scope::Local) per_thread_.insert(b);
-    }
-  }
-  const ir::VarNode* tx_;
-  std::set<const ir::BufferNode*> per_thread_;
-};
-
 class ThreadLoops {
  public:
-  ThreadLoops(const ThreadDependence& dep, ir::Var tid, int64_t threads) : dep_(dep), tid_(std::move(tid)), threads_(threads) {}
+  ThreadLoops(const analysis::ThreadDependence& dep, ir::Var tid, int64_t threads) : dep_(dep), tid_(std::move(tid)), threads_(threads) {}
 
   ir::Stmt wrap(const ir::Stmt& s) {
     if (!contains_barrier(s)) return dep_.dependent(s) ? loop(s) : s;
@@ -128,7 +72,7 @@ class ThreadLoops {
   ir::Stmt loop(const ir::Stmt& s) {
     return ir::make_for(tid_, ir::make_int(0), ir::make_int(threads_), ir::ForKind::Serial, s, s->loc);
   }
-  const ThreadDependence& dep_;
+  const analysis::ThreadDependence& dep_;
   ir::Var tid_;
   int64_t threads_;
 };
@@ -185,7 +129,7 @@ class KernelLowerer : public ir::IRMutator {
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     ir::Var tid = ir::make_var("tid", ir::DType::I32, n.loc);
     ir::Stmt body = ir::substitute(n.body, {{n.thread_var.get(), tid}});
-    ThreadDependence dep(body, tid.get());
+    analysis::ThreadDependence dep(body, tid.get());
     body = ThreadLoops(dep, tid, n.threads).wrap(body);
     body = Privatize(dep.per_thread(), tid, n.threads).mutate(body);
     return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
