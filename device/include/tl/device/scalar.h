@@ -1,0 +1,46 @@
+// Scalar helpers shared by host (CPU backend) and device (CUDA backend) code that the code
+// generators emit: Python's floor division and modulo, rounding a float through a narrow format,
+// and element access of packed float4 arrays.
+#pragma once
+
+#if !defined(__CUDACC_RTC__)
+#include <cmath>
+#endif
+
+#include "tl/device/numeric.h"
+
+namespace tl {
+
+// Python's // and % on integers (round toward negative infinity).
+template <class T>
+TL_HOST_DEVICE inline T floordiv(T a, T b) {
+  T q = a / b;
+  return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
+}
+template <class T>
+TL_HOST_DEVICE inline T floormod(T a, T b) {
+  T r = a % b;
+  return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
+}
+TL_HOST_DEVICE inline float floordiv(float a, float b) { return floorf(a / b); }
+TL_HOST_DEVICE inline double floordiv(double a, double b) { return floor(a / b); }
+TL_HOST_DEVICE inline float floormod(float a, float b) { return a - floorf(a / b) * b; }
+TL_HOST_DEVICE inline double floormod(double a, double b) { return a - floor(a / b) * b; }
+
+// The value a float takes once stored as T (T is a narrow float format).
+template <class T>
+TL_HOST_DEVICE inline float round_to(float x) {
+  return tl::to_float(tl::from_float<T>(x));
+}
+
+// Element i of a packed float4 array (two values per byte, element 0 in the low nibble).
+TL_HOST_DEVICE inline float load_fp4(const uint8_t* base, int64_t i) {
+  return tl::float4_e2m1_t::from_bits(static_cast<uint8_t>((base[i >> 1] >> ((i & 1) * 4)) & 0xF)).to_float();
+}
+TL_HOST_DEVICE inline void store_fp4(uint8_t* base, int64_t i, float v) {
+  const uint8_t nibble = tl::float4_e2m1_t::from_float(v).bits & 0xF;
+  uint8_t& byte = base[i >> 1];
+  byte = (i & 1) ? static_cast<uint8_t>((byte & 0x0F) | (nibble << 4)) : static_cast<uint8_t>((byte & 0xF0) | nibble);
+}
+
+}  // namespace tl
