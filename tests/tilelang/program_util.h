@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -15,7 +16,12 @@
 
 namespace tltest {
 
-inline std::string source_path(const std::string& rel) { return std::string(TL_SOURCE_DIR) + "/" + rel; }
+// The repository, as built (TL_SOURCE_DIR) or where the tests run from when the binary travelled
+// (the TL_SOURCE_DIR environment variable, as scripts/gpu_check.sh sets it).
+inline std::string source_path(const std::string& rel) {
+  const char* env = std::getenv("TL_SOURCE_DIR");
+  return std::string(env && *env ? env : TL_SOURCE_DIR) + "/" + rel;
+}
 
 inline std::string read_source(const std::string& rel) {
   std::ifstream in(source_path(rel));
@@ -24,9 +30,17 @@ inline std::string read_source(const std::string& rel) {
   return ss.str();
 }
 
+// The target the program tests run on: the CPU, or TL_TEST_TARGET (e.g. "cuda" on a GPU machine;
+// scripts/gpu_check.sh runs the suite that way).
+inline tilelang::Target test_target() {
+  const char* t = std::getenv("TL_TEST_TARGET");
+  return t && *t ? tilelang::Target::parse(t) : tilelang::Target::cpu();
+}
+inline bool on_gpu() { return test_target().kind == tilelang::Target::Kind::CUDA; }
+
 inline tilelang::Kernel cpu_kernel(const tilelang::Module& m, const std::string& name, std::map<std::string, std::string> params = {}) {
   tilelang::CompileOptions o;
-  o.target = tilelang::Target::cpu();
+  o.target = test_target();
   o.params = std::move(params);
   return m.kernel(name, o);
 }
@@ -45,16 +59,26 @@ inline rt::Tensor poisoned(const std::vector<int64_t>& shape, rt::DType dtype) {
   return t;
 }
 
-// Runs with every parameter given: inputs, then outputs poisoned beforehand.
+// Runs with every parameter given (copied to the target's device and back): inputs, then outputs
+// poisoned beforehand. Returns the outputs on the host.
 inline std::vector<rt::Tensor> run(const tilelang::Kernel& k, const std::vector<rt::Tensor>& inputs,
                                    const std::vector<std::pair<std::vector<int64_t>, rt::DType>>& outputs) {
-  std::vector<rt::Tensor> all = inputs, outs;
-  for (const auto& [shape, dtype] : outputs) {
-    outs.push_back(poisoned(shape, dtype));
-    all.push_back(outs.back());
-  }
+  rt::Device device = on_gpu() ? rt::Device::cuda(0) : rt::Device::cpu();
+  std::vector<rt::Tensor> all, outs;
+  for (const rt::Tensor& t : inputs) all.push_back(t.to(device));
+  for (const auto& [shape, dtype] : outputs) all.push_back(poisoned(shape, dtype).to(device));
   k.launch(all);
+  for (size_t i = inputs.size(); i < all.size(); ++i) outs.push_back(all[i].to(rt::Device::cpu()));
   return outs;
+}
+
+// Runs with every parameter given and updated in place (atomics), copied to the device and back.
+inline void run_in_place(const tilelang::Kernel& k, std::vector<rt::Tensor>& tensors) {
+  rt::Device device = on_gpu() ? rt::Device::cuda(0) : rt::Device::cpu();
+  std::vector<rt::Tensor> all;
+  for (const rt::Tensor& t : tensors) all.push_back(t.to(device));
+  k.launch(all);
+  for (size_t i = 0; i < all.size(); ++i) tensors[i] = all[i].to(rt::Device::cpu());
 }
 
 // Relative error bound for results stored in `dtype` (output rounding dominates).
@@ -67,11 +91,12 @@ inline double tolerance(rt::DType dtype) {
   }
 }
 
+inline std::vector<double> f64(const rt::Tensor& t) { return testutil::to_f64(t.to(rt::Device::cpu())); }
+
 inline void expect_close(const rt::Tensor& out, const std::vector<double>& ref, const std::string& what) {
-  double err = testutil::rel_error(testutil::to_f64(out), ref);
+  double err = testutil::rel_error(f64(out), ref);
   EXPECT_LT(err, tolerance(out.dtype())) << what << " (" << rt::name(out.dtype()) << "): relative error " << err;
 }
 
-inline std::vector<double> f64(const rt::Tensor& t) { return testutil::to_f64(t); }
 
 }  // namespace tltest

@@ -1,38 +1,25 @@
 #include "tilelang/module.h"
 
 #include <mutex>
-#include <regex>
 #include <set>
 
-#include "rt/cpu_info.h"
-#include "rt/embedded_file.h"
 #include "rt/error.h"
-#include "rt/host_compiler.h"
 #include "tilelang/analysis/access.h"
 #include "tilelang/analysis/bounds.h"
+#include "backend/cuda_program.h"
+#include "backend/program.h"
 #include "tilelang/codegen/codegen_cpu.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 #include "tilelang/passes/pipeline.h"
 
-// The device headers compiled into this library (see cmake/EmbedFiles.cmake).
-const rt::EmbeddedFile* tilelang_embedded_files(std::size_t* count);
-
 namespace tilelang {
 namespace {
 
-std::vector<rt::EmbeddedFile> device_headers() {
-  size_t n = 0;
-  const rt::EmbeddedFile* files = tilelang_embedded_files(&n);
-  return std::vector<rt::EmbeddedFile>(files, files + n);
-}
-
-// One specialization, compiled and ready to run.
+// One specialization: its lowered IR, and its program once built.
 struct Compiled {
-  ir::PrimFunc func;  // lowered
-  codegen::CpuSource source;
-  std::shared_ptr<rt::SharedLibrary> library;
-  void (*entry)(void* const*, const int64_t*, int) = nullptr;
+  ir::PrimFunc func;
+  std::unique_ptr<backend::Program> program;
 };
 
 std::string spec_key(const std::vector<frontend::TensorSpec>& specs) {
@@ -94,8 +81,6 @@ struct Kernel::State {
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
-    if (options.target.kind != Target::Kind::CPU)
-      rt::throw_user_error(rt::str("kernel '", info.name, "': the CUDA backend is not available in this build yet; use --target cpu"));
     auto c = std::make_shared<Compiled>();
     c->func = lowered(specs);
     cache[key] = c;
@@ -104,22 +89,7 @@ struct Kernel::State {
 
   void build(Compiled& c) const {
     std::lock_guard<std::mutex> lock(mutex);
-    if (c.entry) return;
-    c.source = codegen::generate_cpu(c.func);
-    try {
-      c.library = rt::compile_cxx(c.source.code, device_headers(), rt::HostCompileOptions{});
-    } catch (const rt::Error& e) {
-      // Generated code compiles; when it carries the user's own C++, that is the likely culprit.
-      if (c.source.user_code.empty()) throw;
-      // Report the compiler's first complaint at the user's code; the log stays next to the source.
-      std::string log = e.what(), first = "(see the log)", kept;
-      std::smatch m;
-      if (std::regex_search(log, m, std::regex(R"(:\d+:\d+: error: ([^\n]*))"))) first = m[1].str();
-      if (std::regex_search(log, m, std::regex(R"(source kept at: ([^\n]*))"))) kept = m[1].str();
-      error_at(c.source.user_code.front(), rt::str("the C++ compiler rejected code written with T.call_extern or T.inline_code: ", first),
-               kept.empty() ? "" : rt::str("    (generated source: ", kept, ")"));
-    }
-    c.entry = reinterpret_cast<void (*)(void* const*, const int64_t*, int)>(c.library->symbol(c.source.entry));
+    if (!c.program) c.program = backend::build_program(c.func, options.target);
   }
 };
 
@@ -130,14 +100,15 @@ namespace {
 
 // Checks tensors against the leading parameters (dtype, rank, sizes) and learns the symbolic
 // sizes; a mismatch is reported at the parameter's declaration.
-void bind(const std::string& kernel, const std::vector<ir::Param>& params, const std::vector<rt::Tensor>& tensors, const char* noun,
-          analysis::VarRanges& known) {
+void bind(const std::string& kernel, const Target& target, const std::vector<ir::Param>& params, const std::vector<rt::Tensor>& tensors,
+          const char* noun, analysis::VarRanges& known) {
   for (size_t i = 0; i < tensors.size(); ++i) {
     const ir::Buffer& b = params[i].buffer;
     const rt::Tensor& t = tensors[i];
     std::string arg = rt::str(noun, " ", i + 1, " of kernel '", kernel, "' (parameter '", b->name, "')");
     if (!t.defined()) error_at(b->loc, arg + " is an undefined tensor");
-    if (!t.device().is_cpu()) error_at(b->loc, rt::str(arg, " is on ", t.device().to_string(), "; the cpu target needs host tensors"));
+    bool on_target = target.kind == Target::Kind::CPU ? t.device().is_cpu() : t.device().is_cuda();
+    if (!on_target) error_at(b->loc, rt::str(arg, " is on ", t.device().to_string(), " but the kernel runs on ", target.name()));
     if (t.dtype() != b->dtype)
       error_at(b->loc, rt::str("parameter '", b->name, "' is declared with dtype ", rt::name(b->dtype), " but ", noun, " ", i + 1, " has dtype ",
                                rt::name(t.dtype())));
@@ -163,21 +134,19 @@ void bind(const std::string& kernel, const std::vector<ir::Param>& params, const
   }
 }
 
-void run(const std::string& kernel, const Compiled& c, const std::vector<rt::Tensor>& all) {
+void run(const std::string& kernel, const Target& target, const Compiled& c, const std::vector<rt::Tensor>& all) {
   const std::vector<ir::Param>& params = c.func.params;
   if (all.size() != params.size())
     error_at(c.func.loc, rt::str("kernel '", kernel, "' has ", params.size(), " tensor parameters but ", all.size(), " tensors were given"));
   analysis::VarRanges known;
-  bind(kernel, params, all, "tensor", known);
-  std::vector<void*> buffers;
-  for (const rt::Tensor& t : all) buffers.push_back(t.data());
+  bind(kernel, target, params, all, "tensor", known);
   std::vector<int64_t> dims;
-  for (const ir::Var& v : c.source.dim_vars) {
+  for (const ir::Var& v : c.program->dim_vars()) {
     auto it = known.find(v.get());
     RT_ICHECK(it != known.end(), "symbolic dimension ", v->name, " not bound by any tensor");
     dims.push_back(*it->second.lo);
   }
-  c.entry(buffers.data(), dims.data(), rt::cpu_info().cores);
+  c.program->run(all, dims);
 }
 
 std::string names_of(const std::vector<ir::Param>& params, size_t count) {
@@ -188,12 +157,16 @@ std::string names_of(const std::vector<ir::Param>& params, size_t count) {
 
 }  // namespace
 
-std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs) const {
+std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& given) const {
   const State& s = *state_;
   std::vector<frontend::TensorSpec> specs;
-  for (const rt::Tensor& t : inputs) {
+  std::vector<rt::Tensor> inputs;
+  // Inputs move to the target's device (host tensors are copied to the GPU for a CUDA target).
+  rt::Device device = s.options.target.kind == Target::Kind::CPU ? rt::Device::cpu() : rt::Device::cuda(0);
+  for (const rt::Tensor& t : given) {
     RT_USER_CHECK(t.defined(), "kernel '", s.info.name, "': an input tensor is undefined");
     specs.push_back(spec_of(t));
+    inputs.push_back(t.device() == device || !t.is_contiguous() ? t : t.to(device));
   }
   std::shared_ptr<Compiled> c = s.prepare(specs);
   const std::vector<ir::Param>& params = c->func.params;
@@ -211,17 +184,17 @@ std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& inputs
                                     inputs.size(), inputs.size() == 1 ? " was" : " were", " given: '", params[i].buffer->name,
                                     "' is read by the kernel, so it cannot be an output"));
   analysis::VarRanges known;
-  bind(s.info.name, params, inputs, "input", known);
+  bind(s.info.name, s.options.target, params, inputs, "input", known);
   std::vector<rt::Tensor> all(inputs.begin(), inputs.end()), outputs;
   for (size_t i = inputs.size(); i < params.size(); ++i) {
     const ir::Buffer& b = params[i].buffer;
     std::vector<int64_t> shape;
     for (const ir::Expr& d : b->shape) shape.push_back(evaluate_dim(d, known, rt::str("output '", b->name, "'")));
-    outputs.push_back(rt::Tensor::empty(shape, b->dtype));
+    outputs.push_back(rt::Tensor::empty(shape, b->dtype, device));
     all.push_back(outputs.back());
   }
   s.build(*c);
-  run(s.info.name, *c, all);
+  run(s.info.name, s.options.target, *c, all);
   return outputs;
 }
 
@@ -236,7 +209,7 @@ void Kernel::launch(const std::vector<rt::Tensor>& all_params) const {
   if (s.info.kind == frontend::KernelInfo::Kind::TileKernel && specs.size() > s.info.params.size()) specs.resize(s.info.params.size());
   std::shared_ptr<Compiled> c = s.prepare(specs);
   s.build(*c);
-  run(s.info.name, *c, all_params);
+  run(s.info.name, s.options.target, *c, all_params);
 }
 
 size_t Kernel::output_count(const std::vector<rt::Tensor>& inputs) const {
@@ -255,8 +228,12 @@ std::string Kernel::emit(Stage stage, const std::vector<frontend::TensorSpec>& i
     case Stage::Cpp:  // the CPU backend's output, whatever the default target
       return codegen::generate_cpu(passes::lower(s.elaborate(inputs), passes::PassOptions{Target::cpu()})).code;
     case Stage::Cuda:
-    case Stage::Ptx:
-      rt::throw_user_error("--emit=cuda and --emit=ptx need the CUDA backend, which this build does not have yet");
+    case Stage::Ptx: {
+      // The CUDA backend's output for the kernel's CUDA target, or sm_90a.
+      Target cuda = s.options.target.kind == Target::Kind::CUDA ? s.options.target : Target::cuda();
+      ir::PrimFunc lowered = passes::lower(s.elaborate(inputs), passes::PassOptions{cuda});
+      return stage == Stage::Cuda ? backend::cuda_source(lowered, cuda) : backend::cuda_ptx(lowered, cuda);
+    }
   }
   RT_UNREACHABLE("stage");
 }

@@ -55,8 +55,9 @@ bool converts(ir::DType t) { return rt::is_float(t) && t != ir::DType::F32 && t 
 
 std::string float_literal(double v, ir::DType t) {
   bool f64 = t == ir::DType::F64;
-  if (std::isinf(v)) return v > 0 ? (f64 ? "HUGE_VAL" : "HUGE_VALF") : (f64 ? "(-HUGE_VAL)" : "(-HUGE_VALF)");
-  if (std::isnan(v)) return f64 ? "double(NAN)" : "NAN";
+  // Through tl/device/scalar.h: the <cmath> macros do not exist under NVRTC.
+  if (std::isinf(v)) return rt::str("(", v > 0 ? "" : "-", f64 ? "double(tl::float_inf())" : "tl::float_inf()", ")");
+  if (std::isnan(v)) return f64 ? "double(tl::float_nan())" : "tl::float_nan()";
   char buf[64];
   std::snprintf(buf, sizeof buf, f64 ? "%.17g" : "%.9g", v);
   std::string s = buf;

@@ -5,7 +5,9 @@
 #include "rt/env.h"
 #include "tilelang/ir/printer.h"
 #include "tilelang/passes/check_bounds.h"
+#include "tilelang/passes/lower_host_cuda.h"
 #include "tilelang/passes/lower_kernel_cpu.h"
+#include "tilelang/passes/lower_kernel_cuda.h"
 #include "tilelang/passes/lower_tile_ops.h"
 #include "tilelang/passes/promote_reductions.h"
 #include "tilelang/passes/recognize_tile_ops.h"
@@ -36,6 +38,8 @@ constexpr PassEntry kPasses[] = {
     {"sink_allocations", sink_allocations, true, true},
     {"schedule_cpu", schedule_cpu, true, false},
     {"lower_kernel_cpu", lower_kernel_cpu, true, false},
+    {"lower_host_cuda", lower_host_cuda, false, true},
+    {"lower_kernel_cuda", lower_kernel_cuda, false, true},
     {"simplify", simplify, true, true},
     {"verify", verify, true, true},
 };

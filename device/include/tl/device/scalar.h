@@ -11,6 +11,10 @@
 
 namespace tl {
 
+// Infinity and a quiet NaN without <cmath> macros (NVRTC has none).
+TL_HOST_DEVICE inline float float_inf() { return detail::bits_to_float(0x7f800000u); }
+TL_HOST_DEVICE inline float float_nan() { return detail::bits_to_float(0x7fc00000u); }
+
 // Python's // and % on integers (round toward negative infinity).
 template <class T>
 TL_HOST_DEVICE inline T floordiv(T a, T b) {

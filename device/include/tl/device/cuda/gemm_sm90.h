@@ -234,14 +234,14 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
 
 }  // namespace detail
 
-// The kernel. Launch: Cfg::kThreads threads, Cfg::kSmemBytes dynamic shared memory, any grid size
-// (one block per SM is the intent; blocks loop over tiles). raster_group: tile-columns per
-// rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with kTmaStore, c only without.
+// The kernel's body, for kernels of their own: generated code wraps it in an extern "C" kernel
+// whose TMA descriptors are __grid_constant__ parameters passed here by reference. raster_group:
+// tile-columns per rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with
+// kTmaStore, c only without.
 template <class Cfg>
-__global__ void __launch_bounds__(Cfg::kThreads, 1)
-    gemm_sm90_kernel(const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
-                     const __grid_constant__ TmaDescriptor tma_c, typename Cfg::TC* __restrict__ c, int M, int N,
-                     int K, int64_t ldc, int raster_group) {
+__device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const TmaDescriptor& tma_b, const TmaDescriptor& tma_c,
+                                               typename Cfg::TC* __restrict__ c, int M, int N, int K, int64_t ldc,
+                                               int raster_group) {
 #if defined(TL_CUDA_SM90A)
   using T = typename Cfg::T;
   constexpr int kStages = Cfg::kStages;
@@ -393,6 +393,16 @@ __global__ void __launch_bounds__(Cfg::kThreads, 1)
   (void)ldc;
   (void)raster_group;
 #endif
+}
+
+// The kernel. Launch: Cfg::kThreads threads, Cfg::kSmemBytes dynamic shared memory, any grid size
+// (one block per SM is the intent; blocks loop over tiles).
+template <class Cfg>
+__global__ void __launch_bounds__(Cfg::kThreads, 1)
+    gemm_sm90_kernel(const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
+                     const __grid_constant__ TmaDescriptor tma_c, typename Cfg::TC* __restrict__ c, int M, int N,
+                     int K, int64_t ldc, int raster_group) {
+  gemm_sm90_body<Cfg>(tma_a, tma_b, tma_c, c, M, N, K, ldc, raster_group);
 }
 
 }  // namespace tl::cuda

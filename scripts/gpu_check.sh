@@ -1,0 +1,65 @@
+#!/usr/bin/env bash
+# The GPU check: builds, checks and times everything that needs a GPU, in one device call.
+#
+#   scripts/gpu_check.sh bundle   (here, without a GPU) builds the test and benchmark binaries into
+#                                 gpu-bundle/ (the device machine has no GoogleTest to build them)
+#   scripts/gpu_check.sh run      (on the GPU machine, from the repository root) runs them; logs go
+#                                 to $OUT (or gpu-logs/), a summary table is printed last
+#
+# With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"].
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-}
+
+if [ "$mode" = bundle ]; then
+  set -e
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null
+  cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests bench_gpu_matmul
+  rm -rf gpu-bundle && mkdir -p gpu-bundle
+  cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/bench/bench_gpu_matmul gpu-bundle/
+  strip gpu-bundle/* 2>/dev/null || true
+  du -sh gpu-bundle
+  exit 0
+fi
+[ "$mode" = run ] || { echo "usage: $0 bundle|run" >&2; exit 2; }
+
+out=${OUT:-gpu-logs}
+mkdir -p "$out"
+export TL_SOURCE_DIR=$PWD TL_CACHE_DIR=/tmp/tl-cache TL_TEST_TARGET=cuda
+summary=()
+step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail and time
+  local name=$1; shift
+  local t0=$SECONDS
+  "$@" >"$out/$name.log" 2>&1
+  local rc=$?
+  summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc -eq 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))")
+  tail -3 "$out/$name.log"
+  return 0
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$out/gpu.txt" 2>&1
+step runtime_tests gpu-bundle/runtime_tests
+# The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
+# shards at once: most of the time is NVRTC compiling kernels.
+programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*'
+shards() {
+  local pids=() rc=0
+  for i in 0 1 2 3 4 5 6 7; do
+    GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i gpu-bundle/tilelang_tests --gtest_filter="$programs" --gtest_brief=1 >"$out/programs.$i.log" 2>&1 &
+    pids+=($!)
+  done
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  cat "$out"/programs.*.log
+  return $rc
+}
+step program_tests_cuda shards
+step gemm_sm90_build bash tests/device/cuda/build.sh /tmp/gemm_sm90
+step gemm_sm90_test /tmp/gemm_sm90/gemm_sm90_test --quick
+step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/float16_200x136x72'
+step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal'
+step bench_gpu_matmul gpu-bundle/bench_gpu_matmul
+
+echo
+cat "$out/bench_gpu_matmul.log" | grep -E '^\||match' || true
+echo
+printf '%s\n' "${summary[@]}"

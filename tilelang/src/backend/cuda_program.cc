@@ -1,0 +1,125 @@
+#include "backend/cuda_program.h"
+
+#include <algorithm>
+
+#include "rt/cuda_device.h"
+#include "rt/cuda_module.h"
+#include "rt/error.h"
+#include "rt/nvrtc.h"
+#include "rt/tensor_map.h"
+#include "tilelang/analysis/bounds.h"
+#include "tilelang/codegen/codegen_cuda.h"
+#include "tilelang/ir/printer.h"
+
+namespace tilelang::backend {
+namespace {
+
+constexpr int kRasterGroup = 8;  // tile-columns per band of the Hopper GEMM's tile order
+
+rt::NvrtcResult compile(const codegen::CudaSource& source, const std::string& name, const Target& target) {
+  rt::NvrtcOptions options;
+  options.arch = target.arch;
+  try {
+    return rt::compile_cuda(source.code, name + ".cu", device_headers(), options);
+  } catch (const rt::Error& e) {
+    if (source.user_code.empty() || e.kind() == rt::ErrorKind::User) throw;
+    report_user_code_failure(source.user_code, e.what(), "CUDA compiler (NVRTC)");
+  }
+}
+
+int64_t value_of(const ir::Expr& e, const analysis::VarRanges& dims, const SourceLoc& loc) {
+  analysis::Interval i = analysis::bound_of(e, dims);
+  if (!i.known() || *i.lo != *i.hi) error_at(loc, rt::str("cannot evaluate ", ir::print(e), " for a launch"));
+  return *i.lo;
+}
+
+class CudaProgram : public Program {
+ public:
+  CudaProgram(const ir::PrimFunc& lowered, const Target& target) : source_(codegen::generate_cuda(lowered, target)) {
+    rt::NvrtcResult compiled = compile(source_, lowered.name, target);
+    module_ = rt::CudaModule::load(compiled, lowered.name);
+    for (const codegen::CudaLaunch& l : source_.launches) {
+      kernels_.push_back(module_.function(l.kernel));
+      if (l.smem_bytes > 48 * 1024) kernels_.back().set_max_dynamic_smem(l.smem_bytes);
+    }
+  }
+
+  const std::vector<ir::Var>& dim_vars() const override { return source_.dim_vars; }
+
+  void run(const std::vector<rt::Tensor>& params, const std::vector<int64_t>& dims) const override {
+    analysis::VarRanges known;
+    for (size_t i = 0; i < dims.size(); ++i) known[source_.dim_vars[i].get()] = analysis::Interval::point(dims[i]);
+    // Every kernel takes all buffers: the parameters, then the temporaries (allocated per run).
+    std::vector<rt::Tensor> buffers = params;
+    for (size_t i = source_.num_params; i < source_.buffers.size(); ++i) {
+      const ir::Buffer& b = source_.buffers[i];
+      std::vector<int64_t> shape;
+      for (const ir::Expr& d : b->shape) shape.push_back(value_of(d, known, b->loc));
+      buffers.push_back(rt::Tensor::empty(shape, b->dtype, params.empty() ? rt::Device::cuda(0) : params[0].device()));
+    }
+    std::vector<void*> pointers;
+    std::vector<long long> dim_values(dims.begin(), dims.end());
+    for (const rt::Tensor& t : buffers) pointers.push_back(t.data());
+    for (size_t i = 0; i < source_.launches.size(); ++i) {
+      const codegen::CudaLaunch& l = source_.launches[i];
+      if (l.kind == codegen::CudaLaunch::Kind::HopperGemm) {
+        launch_gemm(l, kernels_[i], buffers, known);
+        continue;
+      }
+      std::vector<void*> args;
+      for (void*& p : pointers) args.push_back(&p);
+      for (long long& d : dim_values) args.push_back(&d);
+      rt::Dim3 grid;
+      unsigned* g[] = {&grid.x, &grid.y, &grid.z};
+      bool empty = false;
+      for (size_t d = 0; d < l.grid.size(); ++d) {
+        int64_t v = value_of(l.grid[d], known, l.loc);
+        empty |= v <= 0;
+        *g[d] = static_cast<unsigned>(std::max<int64_t>(v, 0));
+      }
+      if (empty) continue;  // nothing to do for an empty grid
+      kernels_[i].launch(grid, rt::Dim3{static_cast<unsigned>(l.threads), 1, 1}, static_cast<size_t>(l.smem_bytes), nullptr, args.data());
+    }
+  }
+
+ private:
+  void launch_gemm(const codegen::CudaLaunch& l, const rt::CudaKernel& kernel, const std::vector<rt::Tensor>& buffers,
+                   const analysis::VarRanges& known) const {
+    int m = static_cast<int>(value_of(l.m, known, l.loc)), n = static_cast<int>(value_of(l.n, known, l.loc));
+    int k = static_cast<int>(value_of(l.k, known, l.loc));
+    if (m <= 0 || n <= 0) return;
+    const rt::Tensor &a = buffers[l.a], &b = buffers[l.b], &c = buffers[l.c];
+    int64_t elem = 2;
+    rt::CuTensorMap ma = rt::encode_tensor_map(rt::tensor_map_spec_2d("A", a.dtype(), a.data(), k, m, k * elem, l.box_a[0], l.box_a[1], rt::TmaSwizzle::B128));
+    rt::CuTensorMap mb = l.b_n_major ? rt::encode_tensor_map(rt::tensor_map_spec_2d("B", b.dtype(), b.data(), n, k, n * elem, l.box_b[0], l.box_b[1], rt::TmaSwizzle::B128))
+                                     : rt::encode_tensor_map(rt::tensor_map_spec_2d("B", b.dtype(), b.data(), k, n, k * elem, l.box_b[0], l.box_b[1], rt::TmaSwizzle::B128));
+    rt::CuTensorMap mc{};
+    if (l.tma_store) mc = rt::encode_tensor_map(rt::tensor_map_spec_2d("C", c.dtype(), c.data(), n, m, n * elem, l.box_c[0], l.box_c[1], rt::TmaSwizzle::B128));
+    void* cp = c.data();
+    int64_t ldc = n;
+    int raster = kRasterGroup;
+    int tiles = ((m + l.block_m - 1) / l.block_m) * ((n + l.block_n - 1) / l.block_n);
+    unsigned grid = static_cast<unsigned>(std::min(tiles, rt::cuda_device(c.device().id).sm_count));
+    void* args[] = {&ma, &mb, &mc, &cp, &m, &n, &k, &ldc, &raster};
+    kernel.launch(rt::Dim3{grid, 1, 1}, rt::Dim3{static_cast<unsigned>(l.threads), 1, 1}, static_cast<size_t>(l.smem_bytes), nullptr, args);
+  }
+
+  codegen::CudaSource source_;
+  rt::CudaModule module_;
+  std::vector<rt::CudaKernel> kernels_;
+};
+
+}  // namespace
+
+std::unique_ptr<Program> build_cuda_program(const ir::PrimFunc& lowered, const Target& target) {
+  return std::make_unique<CudaProgram>(lowered, target);
+}
+
+std::string cuda_source(const ir::PrimFunc& lowered, const Target& target) { return codegen::generate_cuda(lowered, target).code; }
+
+std::string cuda_ptx(const ir::PrimFunc& lowered, const Target& target) {
+  codegen::CudaSource source = codegen::generate_cuda(lowered, target);
+  return compile(source, lowered.name, target).ptx;
+}
+
+}  // namespace tilelang::backend
