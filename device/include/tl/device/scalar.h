@@ -41,10 +41,23 @@ TL_HOST_DEVICE inline float round_to(float x) {
 TL_HOST_DEVICE inline float load_fp4(const uint8_t* base, int64_t i) {
   return tl::float4_e2m1_t::from_bits(static_cast<uint8_t>((base[i >> 1] >> ((i & 1) * 4)) & 0xF)).to_float();
 }
+// Two elements share a byte and may be written by different threads: the nibble is replaced
+// atomically (clear, then set: no other thread touches the same nibble).
 TL_HOST_DEVICE inline void store_fp4(uint8_t* base, int64_t i, float v) {
-  const uint8_t nibble = tl::float4_e2m1_t::from_float(v).bits & 0xF;
-  uint8_t& byte = base[i >> 1];
-  byte = (i & 1) ? static_cast<uint8_t>((byte & 0x0F) | (nibble << 4)) : static_cast<uint8_t>((byte & 0xF0) | nibble);
+  const unsigned nibble = tl::float4_e2m1_t::from_float(v).bits & 0xFu;
+#if defined(__CUDA_ARCH__)
+  // 32-bit atomics on the word holding the byte.
+  uint8_t* byte = base + (i >> 1);
+  auto* word = reinterpret_cast<unsigned int*>(reinterpret_cast<size_t>(byte) & ~size_t(3));
+  const unsigned shift = unsigned(reinterpret_cast<size_t>(byte) & 3) * 8u + unsigned(i & 1) * 4u;
+  atomicAnd(word, ~(0xFu << shift));
+  atomicOr(word, nibble << shift);
+#else
+  uint8_t* byte = base + (i >> 1);
+  const unsigned shift = unsigned(i & 1) * 4u;
+  __atomic_fetch_and(byte, static_cast<uint8_t>(~(0xFu << shift)), __ATOMIC_RELAXED);
+  __atomic_fetch_or(byte, static_cast<uint8_t>(nibble << shift), __ATOMIC_RELAXED);
+#endif
 }
 
 }  // namespace tl
