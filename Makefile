@@ -6,20 +6,19 @@ BUILD_TYPE ?= Release
 GENERATOR := $(shell command -v ninja >/dev/null 2>&1 && echo Ninja || echo "Unix Makefiles")
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 
-.PHONY: demo test build setup clean
+.PHONY: demo test clean
 
-demo: build
+demo:
+	./scripts/setup demo
+	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
+	cmake --build $(BUILD) -j $(JOBS) --target tl
 	$(BUILD)/tools/tl/tl demo
 
-test: build
-	ctest --test-dir $(BUILD) --output-on-failure -j $(JOBS)
-
-build: setup
+test:
+	./scripts/setup test
 	cmake -S . -B $(BUILD) -G "$(GENERATOR)" -DCMAKE_BUILD_TYPE=$(BUILD_TYPE)
 	cmake --build $(BUILD) -j $(JOBS)
-
-setup:
-	./scripts/setup
+	ctest --test-dir $(BUILD) --output-on-failure --no-tests=error -j $(JOBS)
 
 clean:
 	rm -rf $(BUILD)

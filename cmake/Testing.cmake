@@ -1,5 +1,4 @@
 # tl_add_gtest(<name> SOURCES <files...> LIBS <targets...>): one gtest binary registered with CTest.
-find_package(GTest REQUIRED)
 include(GoogleTest)
 function(tl_add_gtest name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LIBS" ${ARGN})

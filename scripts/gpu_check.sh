@@ -57,9 +57,12 @@ step gemm_sm90_build bash tests/device/cuda/build.sh /tmp/gemm_sm90
 step gemm_sm90_test /tmp/gemm_sm90/gemm_sm90_test --quick
 step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/float16_200x136x72'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal'
-step bench_gpu_matmul gpu-bundle/bench_gpu_matmul
+[ -n "${TL_SKIP_BENCH:-}" ] || step bench_gpu_matmul gpu-bundle/bench_gpu_matmul  # TL_SKIP_BENCH=1: checks only
+# The README's demo command on the GPU machine, from source (it builds tl there).
+step make_demo make demo BUILD=build-demo
 
 echo
-cat "$out/bench_gpu_matmul.log" | grep -E '^\||match' || true
+grep -hE '^\||match' "$out/bench_gpu_matmul.log" 2>/dev/null || true
+tail -8 "$out/make_demo.log"
 echo
 printf '%s\n' "${summary[@]}"

@@ -1,5 +1,7 @@
 #include "tilelang/target.h"
 
+#include "rt/cuda_device.h"
+#include "rt/device.h"
 #include "rt/error.h"
 
 namespace tilelang {
@@ -15,8 +17,10 @@ Target Target::parse(const std::string& text) {
   rt::throw_user_error(rt::str("unknown target '", text, "' (use cpu, cuda or cuda:sm_80)"));
 }
 
-// The CUDA backend is not built yet: the best target present is the CPU, whatever the machine has.
-Target Target::best() { return cpu(); }
+Target Target::best() {
+  rt::Device d = rt::best_device();
+  return d.is_cuda() ? cuda(rt::cuda_device(d.id).arch_name()) : cpu();
+}
 
 std::string Target::name() const { return kind == Kind::CPU ? "cpu" : "cuda:" + arch; }
 

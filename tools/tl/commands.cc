@@ -55,7 +55,7 @@ int run_command(const Options& o) {
   }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i < o.outputs.size()) {
-      rt::write_npy(o.outputs[i], outputs[i]);
+      rt::write_npy(o.outputs[i], outputs[i].to(rt::Device::cpu()));
       std::printf("output %zu: %s %s -> %s\n", i + 1, rt::name(outputs[i].dtype()), outputs[i].shape_string().c_str(), o.outputs[i].c_str());
     } else {
       std::printf("output %zu: %s %s (not written: no --out for it)\n", i + 1, rt::name(outputs[i].dtype()), outputs[i].shape_string().c_str());

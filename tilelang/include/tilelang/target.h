@@ -14,7 +14,8 @@ struct Target {
   static Target cuda(std::string arch = "sm_90a") { return {Kind::CUDA, std::move(arch)}; }
   // "cpu", "cuda", "cuda:sm_80"; a user error for anything else.
   static Target parse(const std::string& text);
-  // The best target present. Until the CUDA backend lands this is the CPU on every machine.
+  // The best target present: the first GPU when the CUDA driver reports one (for its architecture),
+  // else the CPU; TL_DEVICE=cpu|cuda|cuda:N overrides.
   static Target best();
   std::string name() const;  // "cpu", "cuda:sm_90a"
 };
