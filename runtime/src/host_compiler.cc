@@ -110,15 +110,6 @@ int run_process(const std::vector<std::string>& argv, const std::string& log_pat
   return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
 }
 
-std::string first_lines(const std::string& text, int max_lines) {
-  size_t pos = 0;
-  for (int i = 0; i < max_lines; ++i) {
-    pos = text.find('\n', pos);
-    if (pos == std::string::npos) return text;
-    ++pos;
-  }
-  return text.substr(0, pos) + "[... compiler output truncated ...]\n";
-}
 
 // The compiler's `--version`, once per compiler per process (it is part of every cache key).
 const std::string& compiler_version(const std::string& cxx) {
@@ -178,7 +169,7 @@ void compile(const std::string& cxx, const std::vector<std::string>& flags, cons
     throw_internal_error(__FILE__, __LINE__,
                          str("the host C++ compiler failed (exit code ", status,
                              ") on generated code.\n  command: ", shell_command(argv),
-                             "\n  source kept at: ", source_path, "\n", first_lines(output, kMaxErrorLines)));
+                             "\n  source kept at: ", source_path, "\n", first_lines(output, kMaxErrorLines, "[... compiler output truncated ...]")));
   }
   // Atomic: another process loading or writing the same entry sees a complete library.
   if (std::rename(temp_so.c_str(), so_path.c_str()) != 0) {

@@ -168,15 +168,6 @@ std::string join(const std::vector<std::string>& words) {
   return out;
 }
 
-std::string first_lines(const std::string& text, int max_lines) {
-  size_t pos = 0;
-  for (int i = 0; i < max_lines; ++i) {
-    pos = text.find('\n', pos);
-    if (pos == std::string::npos) return text;
-    ++pos;
-  }
-  return text.substr(0, pos) + "[... NVRTC log truncated ...]\n";
-}
 
 // "sm_90a" -> 90 and "a"; a user error for anything else or an arch this NVRTC cannot target.
 std::pair<int, std::string> parse_arch(const NvrtcApi& api, const std::string& arch) {
@@ -319,7 +310,7 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& name, con
     throw_internal_error(__FILE__, __LINE__,
                          str("NVRTC ", api.major, ".", api.minor, " failed to compile ", name, " for ", options.arch,
                              " (", api.nvrtcGetErrorString(status), ") on generated code.\n  options: ", join(flags),
-                             "\n  source kept at: ", source_path, "\n", first_lines(result.log, kMaxLogLines)));
+                             "\n  source kept at: ", source_path, "\n", first_lines(result.log, kMaxLogLines, "[... NVRTC log truncated ...]")));
   result.ptx = fetch(prog.get(), api.nvrtcGetPTXSize, api.nvrtcGetPTX);
   RT_ICHECK(!result.ptx.empty(), "NVRTC produced no PTX for ", name, " (", join(flags), ")");
   if (options.want_cubin) {

@@ -29,6 +29,9 @@ std::string str(const Args&... args) {
   return os.str();
 }
 
+// The first max_lines lines of a tool's output for an error message, with a note when cut.
+std::string first_lines(const std::string& text, int max_lines, const std::string& cut_note);
+
 [[noreturn]] void throw_user_error(const std::string& message);
 [[noreturn]] void throw_internal_error(const char* file, int line, const std::string& message);
 
