@@ -57,12 +57,15 @@ step gemm_sm90_build bash tests/device/cuda/build.sh /tmp/gemm_sm90
 step gemm_sm90_test /tmp/gemm_sm90/gemm_sm90_test --quick
 step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/float16_200x136x72'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal'
-[ -n "${TL_SKIP_BENCH:-}" ] || step bench_gpu_matmul gpu-bundle/bench_gpu_matmul  # TL_SKIP_BENCH=1: checks only
+if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only
+  step bench_gpu_matmul gpu-bundle/bench_gpu_matmul
+  step bench_triton_torch python3 bench/triton_matmul.py --all
+fi
 # The README's demo command on the GPU machine, from source (it builds tl there).
 step make_demo make demo BUILD=build-demo
 
 echo
-grep -hE '^\||match' "$out/bench_gpu_matmul.log" 2>/dev/null || true
+grep -hE '^\||match' "$out/bench_gpu_matmul.log" "$out/bench_triton_torch.log" 2>/dev/null || true
 tail -8 "$out/make_demo.log"
 echo
 printf '%s\n' "${summary[@]}"

@@ -4,6 +4,7 @@
 #include <map>
 
 #include "codegen/codegen_c.h"
+#include "rt/cuda_device.h"
 #include "rt/error.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
@@ -15,7 +16,11 @@ constexpr int64_t kSmemAlign = 128;
 
 class CudaCodegen : public CodegenC {
  public:
-  CudaCodegen(const ir::PrimFunc& func, const Target& target) : func_(func), target_(target) {}
+  CudaCodegen(const ir::PrimFunc& func, const Target& target) : func_(func), target_(target) {
+    // Streaming multiprocessors of the GPU the code is for: the first GPU's when one is present
+    // (and of this architecture), else an H200's 132.
+    if (rt::cuda_device_count() > 0 && rt::cuda_device(0).arch_name() == target.arch) sm_count_ = rt::cuda_device(0).sm_count;
+  }
 
   CudaSource run() {
     out_.dim_vars = dim_vars_of(func_);
@@ -202,9 +207,13 @@ class CudaCodegen : public CodegenC {
     l.k = g.a.ranges[1].extent;
     l.b_n_major = !g.trans_b;
     // 128 x 256 tiles, 64 deep, 4 stages: the configuration measured fastest on large problems.
-    constexpr int kStages = 4;
+    // When that leaves SMs idle (fewer tiles than SMs, e.g. M = 128), 128 x 128 tiles with 6
+    // stages double the tiles.
+    auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n);
+    bool few_tiles = m_const && n_const && ((*m_const + 127) / 128) * ((*n_const + 255) / 256) < sm_count_;
+    const int kStages = few_tiles ? 6 : 4;
     l.block_m = 128;
-    l.block_n = 256;
+    l.block_n = few_tiles ? 128 : 256;
     l.block_k = 64;
     l.loc = g.loc;
     l.threads = 384;  // a producer and two consumer warpgroups
@@ -239,6 +248,7 @@ class CudaCodegen : public CodegenC {
   int in_kernel_ = 0;
   bool uses_hopper_gemm_ = false;
   int64_t smem_top_ = 0, smem_peak_ = 0;
+  int sm_count_ = 132;
 };
 
 }  // namespace
