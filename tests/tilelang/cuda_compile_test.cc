@@ -1,10 +1,13 @@
 // The CUDA backend without a GPU: every example and test program goes through CUDA code generation
 // and NVRTC for sm_90a and sm_80 without error, and the seed matmul's PTX holds the tensor-core
-// instructions. (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
+// instructions, as does the blocked GEMM tile program's. (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
 #include <gtest/gtest.h>
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
+#include "tilelang/codegen/codegen_cuda.h"
+#include "tilelang/frontend/elaborate.h"
+#include "tilelang/passes/pipeline.h"
 
 namespace {
 
@@ -77,6 +80,34 @@ TEST(CudaCompile, SeedMatmulUsesTensorCoresOnHopper) {
     EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos) << rt::name(dtype);
     EXPECT_NE(ptx.find("cp.async.bulk.tensor"), std::string::npos) << rt::name(dtype);
   }
+}
+
+TEST(CudaCompile, BlockedGemmUsesMmaSyncAndVectorCopies) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  for (const char* dtype : {"float16", "bfloat16"})
+    for (const char* arch : {"sm_80", "sm_90a"}) {
+      Case c{"blocked_gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "512"}, {"K", "256"}, {"dtype", dtype}}, {}};
+      std::string ptx = ptx_for(c, arch);
+      EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << dtype << " " << arch;
+      bool vector_loads = ptx.find("ld.global.v4") != std::string::npos || ptx.find("ld.global.nc.v4") != std::string::npos;
+      EXPECT_TRUE(vector_loads) << dtype << " " << arch << ": T.copy should move 16 bytes a thread";
+    }
+}
+
+// Tensors at unaligned addresses (offset views) get a specialization without 16-byte accesses or TMA.
+TEST(CudaCompile, UnalignedTensorsGetScalarAccesses) {
+  auto source = [](const char* file, const char* kernel, std::map<std::string, std::string> params, std::vector<TensorSpec> inputs, bool aligned) {
+    auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>(file, tltest::read_source(file)));
+    tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {kernel, std::move(params), std::move(inputs)});
+    tilelang::Target target = tilelang::Target::cuda("sm_90a");
+    return tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, aligned}), target).code;
+  };
+  std::map<std::string, std::string> gemm{{"M", "256"}, {"N", "256"}, {"K", "256"}};
+  EXPECT_NE(source("examples/gemm.py", "matmul", gemm, {}, true).find("uint4"), std::string::npos);
+  EXPECT_EQ(source("examples/gemm.py", "matmul", gemm, {}, false).find("uint4"), std::string::npos);
+  std::vector<TensorSpec> seed{{DType::F16, {256, 256}}, {DType::F16, {256, 256}}};
+  EXPECT_NE(source("examples/matmul.py", "matmul", {}, seed, true).find("gemm_sm90"), std::string::npos);
+  EXPECT_EQ(source("examples/matmul.py", "matmul", {}, seed, false).find("gemm_sm90"), std::string::npos);
 }
 
 }  // namespace

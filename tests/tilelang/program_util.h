@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <map>
 #include <sstream>
@@ -67,6 +68,28 @@ inline std::vector<rt::Tensor> run(const tilelang::Kernel& k, const std::vector<
   std::vector<rt::Tensor> all, outs;
   for (const rt::Tensor& t : inputs) all.push_back(t.to(device));
   for (const auto& [shape, dtype] : outputs) all.push_back(poisoned(shape, dtype).to(device));
+  k.launch(all);
+  for (size_t i = inputs.size(); i < all.size(); ++i) outs.push_back(all[i].to(rt::Device::cpu()));
+  return outs;
+}
+
+// A copy of `t` on `device` whose data starts one element past an aligned address, as an offset view
+// (x[1:]) of a larger tensor does.
+inline rt::Tensor unaligned_copy(const rt::Tensor& t, rt::Device device) {
+  const int64_t elem = t.element_size_bits() / 8;
+  rt::Tensor host = rt::Tensor::empty({t.numel() + 1}, t.dtype());
+  std::memcpy(static_cast<char*>(host.data()) + elem, t.data(), static_cast<size_t>(t.nbytes()));
+  rt::Tensor moved = host.to(device);
+  return rt::Tensor::wrap(static_cast<char*>(moved.data()) + elem, t.shape(), t.dtype(), device, {}, moved.storage());
+}
+
+// Like run(), with every tensor at an unaligned address.
+inline std::vector<rt::Tensor> run_unaligned(const tilelang::Kernel& k, const std::vector<rt::Tensor>& inputs,
+                                             const std::vector<std::pair<std::vector<int64_t>, rt::DType>>& outputs) {
+  rt::Device device = on_gpu() ? rt::Device::cuda(0) : rt::Device::cpu();
+  std::vector<rt::Tensor> all, outs;
+  for (const rt::Tensor& t : inputs) all.push_back(unaligned_copy(t, device));
+  for (const auto& [shape, dtype] : outputs) all.push_back(unaligned_copy(poisoned(shape, dtype), device));
   k.launch(all);
   for (size_t i = inputs.size(); i < all.size(); ++i) outs.push_back(all[i].to(rt::Device::cpu()));
   return outs;

@@ -103,11 +103,22 @@ TEST_P(BlockedGemm, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::F16), ::testing::Values(64, 200), ::testing::Values(136),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(64, 200), ::testing::Values(136),
                                             ::testing::Values(72, 128)),
                          [](const auto& p) {
                            return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param));
                          });
+
+// Offset views: the CUDA backend must not use 16-byte accesses or TMA on them.
+TEST(UnalignedTensors, GemmsMatchReference) {
+  const int64_t n = 128;
+  rt::Tensor a = random({n, n}, DType::F16), b = random({n, n}, DType::F16);
+  std::vector<double> ref = matmul_ref(f64(a), f64(b), n, n, n);
+  tilelang::Kernel seed = tltest::cpu_kernel(seed_module(DType::F16), "matmul");
+  expect_close(tltest::run_unaligned(seed, {a, b}, {{{n, n}, DType::F16}})[0], ref, "seed matmul on offset views");
+  tilelang::Kernel blocked = tltest::load("examples/gemm.py", "matmul", {{"M", "128"}, {"N", "128"}, {"K", "128"}, {"block_M", "64"}, {"block_N", "64"}});
+  expect_close(tltest::run_unaligned(blocked, {a, b}, {{{n, n}, DType::F16}})[0], ref, "blocked gemm on offset views");
+}
 
 class Typed : public ::testing::TestWithParam<DType> {};
 INSTANTIATE_TEST_SUITE_P(Dtypes, Typed, ::testing::Values(DType::F32, DType::F16), dtype_name);

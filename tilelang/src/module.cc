@@ -1,5 +1,6 @@
 #include "tilelang/module.h"
 
+#include <cstdint>
 #include <mutex>
 #include <set>
 
@@ -57,6 +58,17 @@ frontend::TensorSpec spec_of(const rt::Tensor& t) {
   return s;
 }
 
+namespace {
+
+// Whether every tensor's data is 16-byte aligned (see PassOptions::tensors_aligned).
+bool aligned(const std::vector<rt::Tensor>& tensors) {
+  for (const rt::Tensor& t : tensors)
+    if (reinterpret_cast<uintptr_t>(t.data()) % 16 != 0) return false;
+  return true;
+}
+
+}  // namespace
+
 struct Kernel::State {
   std::shared_ptr<const ast::Module> ast;
   frontend::KernelInfo info;
@@ -70,19 +82,21 @@ struct Kernel::State {
     return frontend::elaborate(ast, request);
   }
 
-  ir::PrimFunc lowered(const std::vector<frontend::TensorSpec>& specs) const {
-    return passes::lower(elaborate(specs), passes::PassOptions{options.target});
+  ir::PrimFunc lowered(const std::vector<frontend::TensorSpec>& specs, bool tensors_aligned = true) const {
+    return passes::lower(elaborate(specs), passes::PassOptions{options.target, tensors_aligned});
   }
 
   // The lowered kernel for these inputs, cached: @T.prim_func kernels do not depend on the inputs'
-  // shapes, so one entry serves all calls. The machine code is built on first use (build()).
-  std::shared_ptr<Compiled> prepare(const std::vector<frontend::TensorSpec>& specs) const {
+  // shapes, so one entry serves all calls; tensors at unaligned addresses get their own entry. The
+  // machine code is built on first use (build()).
+  std::shared_ptr<Compiled> prepare(const std::vector<frontend::TensorSpec>& specs, bool tensors_aligned = true) const {
     std::string key = info.kind == frontend::KernelInfo::Kind::TileKernel ? spec_key(specs) : "";
+    if (!tensors_aligned) key += "|unaligned";
     std::lock_guard<std::mutex> lock(mutex);
     auto it = cache.find(key);
     if (it != cache.end()) return it->second;
     auto c = std::make_shared<Compiled>();
-    c->func = lowered(specs);
+    c->func = lowered(specs, tensors_aligned);
     cache[key] = c;
     return c;
   }
@@ -168,7 +182,7 @@ std::vector<rt::Tensor> Kernel::operator()(const std::vector<rt::Tensor>& given)
     specs.push_back(spec_of(t));
     inputs.push_back(t.device() == device || !t.is_contiguous() ? t : t.to(device));
   }
-  std::shared_ptr<Compiled> c = s.prepare(specs);
+  std::shared_ptr<Compiled> c = s.prepare(specs, aligned(inputs));  // outputs are fresh allocations
   const std::vector<ir::Param>& params = c->func.params;
   // Parameters after the inputs are outputs, which the kernel must only write.
   std::set<const ir::BufferNode*> read = analysis::accesses_of(c->func.body).read;
@@ -207,7 +221,7 @@ void Kernel::launch(const std::vector<rt::Tensor>& all_params) const {
   }
   // A tile kernel is specialized by its inputs, which come first.
   if (s.info.kind == frontend::KernelInfo::Kind::TileKernel && specs.size() > s.info.params.size()) specs.resize(s.info.params.size());
-  std::shared_ptr<Compiled> c = s.prepare(specs);
+  std::shared_ptr<Compiled> c = s.prepare(specs, aligned(all_params));
   s.build(*c);
   run(s.info.name, s.options.target, *c, all_params);
 }

@@ -36,8 +36,9 @@ class SerializeLoops : public ir::IRMutator {
 };
 ir::Stmt serial(const ir::Stmt& s) { return SerializeLoops().mutate(s); }
 
-bool hopper_gemm_fits(const ir::GemmNode& g, const Target& target) {
-  if (target.arch != "sm_90a") return false;
+bool hopper_gemm_fits(const ir::GemmNode& g, const PassOptions& options) {
+  // TMA needs 16-byte aligned tensor bases.
+  if (options.target.arch != "sm_90a" || !options.tensors_aligned) return false;
   ir::DType t = g.a.buffer->dtype;
   if ((t != ir::DType::BF16 && t != ir::DType::F16) || g.b.buffer->dtype != t) return false;
   if (g.trans_a || g.a.ranges.size() != 2 || g.b.ranges.size() != 2 || g.c.ranges.size() != 2) return false;
@@ -136,15 +137,15 @@ ir::Stmt hopper_gemm(const ir::GemmNode& g, std::vector<ir::Buffer>& temps, cons
 }
 
 // One whole-tensor statement as launches.
-ir::Stmt to_launches(const ir::Stmt& s, const Target& target, std::vector<ir::Buffer>& temps) {
+ir::Stmt to_launches(const ir::Stmt& s, const PassOptions& options, std::vector<ir::Buffer>& temps) {
   if (ir::as<ir::KernelLaunchNode>(s) || ir::is_no_op(s)) return s;
   if (const auto* seq = ir::as<ir::SeqNode>(s)) {
     std::vector<ir::Stmt> out;
-    for (const ir::Stmt& x : seq->stmts) out.push_back(to_launches(x, target, temps));
+    for (const ir::Stmt& x : seq->stmts) out.push_back(to_launches(x, options, temps));
     return ir::make_seq(std::move(out), seq->loc);
   }
   if (const auto* a = ir::as<ir::AllocateNode>(s); a && a->buffer->scope == ir::Scope::Global)
-    return ir::make_allocate(a->buffer, to_launches(a->body, target, temps), a->loc);
+    return ir::make_allocate(a->buffer, to_launches(a->body, options, temps), a->loc);
   // A gemm, possibly inside batch loops.
   std::vector<const ir::ForNode*> batch;
   ir::Stmt cur = s;
@@ -153,7 +154,7 @@ ir::Stmt to_launches(const ir::Stmt& s, const Target& target, std::vector<ir::Bu
     cur = f->body;
   }
   if (const auto* g = ir::as<ir::GemmNode>(cur)) {
-    if (batch.empty() && hopper_gemm_fits(*g, target)) return hopper_gemm(*g, temps, g->loc);
+    if (batch.empty() && hopper_gemm_fits(*g, options)) return hopper_gemm(*g, temps, g->loc);
     return generic_gemm(*g, batch, g->loc);
   }
   // Independent loop nests: one thread per iteration of the nest's independent loops.
@@ -196,7 +197,7 @@ ir::PrimFunc lower_host_cuda(const ir::PrimFunc& func, const PassOptions& option
   if (options.target.kind != Target::Kind::CUDA) return func;
   std::vector<ir::Buffer> temps;
   ir::PrimFunc out = func;
-  out.body = to_launches(func.body, options.target, temps);
+  out.body = to_launches(func.body, options, temps);
   // Temporaries made here (gemm results feeding an epilogue) are allocated around the whole body.
   for (const ir::Buffer& t : temps) out.body = ir::make_allocate(t, out.body, t->loc);
   return out;

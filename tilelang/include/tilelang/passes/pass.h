@@ -9,6 +9,10 @@ namespace tilelang::passes {
 
 struct PassOptions {
   Target target;
+  // Every tensor parameter's data is 16-byte aligned (as fresh allocations are), so CUDA code may
+  // move 16 bytes per access and use TMA. Kernels are specialized on it: an offset view gets code
+  // built without the assumption.
+  bool tensors_aligned = true;
 };
 
 }  // namespace tilelang::passes
