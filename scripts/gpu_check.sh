@@ -14,9 +14,9 @@ mode=${1:-}
 if [ "$mode" = bundle ]; then
   set -e
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null
-  cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests bench_gpu_matmul
+  cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests bench_gpu_matmul bench_gpu_attention
   rm -rf gpu-bundle && mkdir -p gpu-bundle
-  cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/bench/bench_gpu_matmul gpu-bundle/
+  cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention gpu-bundle/
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
@@ -41,7 +41,7 @@ nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --for
 step runtime_tests gpu-bundle/runtime_tests
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
 # shards at once: most of the time is NVRTC compiling kernels.
-programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*'
+programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*'
 shards() {
   local pids=() rc=0
   for i in 0 1 2 3 4 5 6 7; do
@@ -55,17 +55,19 @@ shards() {
 step program_tests_cuda shards
 step gemm_sm90_build bash tests/device/cuda/build.sh /tmp/gemm_sm90
 step gemm_sm90_test /tmp/gemm_sm90/gemm_sm90_test --quick
-step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/*16_200x136x72:UnalignedTensors.*'
+step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/*16_200x136x72:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal'
 if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only
   step bench_gpu_matmul gpu-bundle/bench_gpu_matmul
   step bench_triton_torch python3 bench/triton_matmul.py --all
+  step bench_gpu_attention gpu-bundle/bench_gpu_attention
+  step bench_torch_attention python3 bench/torch_attention.py
 fi
 # The README's demo command on the GPU machine, from source (it builds tl there). TL_SKIP_DEMO=1: not.
 [ -z "${TL_SKIP_DEMO:-}" ] && step make_demo make demo BUILD=build-demo
 
 echo
-grep -hE '^\||match' "$out/bench_gpu_matmul.log" "$out/bench_triton_torch.log" 2>/dev/null || true
+grep -hE '^\||match' "$out"/bench_*.log 2>/dev/null || true
 tail -8 "$out/make_demo.log"
 echo
 printf '%s\n' "${summary[@]}"

@@ -32,6 +32,7 @@ std::vector<Case> cases() {
       {"elementwise_tile", "tests/tilelang/programs/elementwise_tile.py", "chain", {{"M", "45"}, {"N", "150"}}, {}},
       {"block_reduce_threads", "tests/tilelang/programs/block_reduce_threads.py", "row_sum", {{"M", "9"}, {"N", "1000"}}, {}},
       {"extern_and_inline", "tests/tilelang/programs/extern_and_inline.py", "hatches", {{"N", "150"}, {"target", "cuda"}, {"hypot", "hypotf"}}, {}},
+      {"gemm_transposed_tile", "tests/tilelang/programs/gemm_transposed_tile.py", "gemm_t", {{"M", "96"}, {"N", "136"}, {"K", "80"}, {"trans_a", "True"}, {"trans_b", "True"}}, {}},
       {"column_sum_atomic", "tests/tilelang/programs/column_sum_atomic.py", "column_sum", {{"M", "100"}, {"N", "70"}}, {}},
       {"integer_ops", "tests/tilelang/programs/integer_ops_tile.py", "integer_ops", {{"N", "24"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
@@ -89,6 +90,7 @@ TEST(CudaCompile, BlockedGemmUsesMmaSyncAndVectorCopies) {
       Case c{"blocked_gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "512"}, {"K", "256"}, {"dtype", dtype}}, {}};
       std::string ptx = ptx_for(c, arch);
       EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << dtype << " " << arch;
+      EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos) << dtype << " " << arch;  // C in registers
       bool vector_loads = ptx.find("ld.global.v4") != std::string::npos || ptx.find("ld.global.nc.v4") != std::string::npos;
       EXPECT_TRUE(vector_loads) << dtype << " " << arch << ": T.copy should move 16 bytes a thread";
     }

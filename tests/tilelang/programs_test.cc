@@ -109,6 +109,34 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
                            return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param));
                          });
 
+// T.gemm with each operand stored either way, then an epilogue on the accumulator (on the GPU: the
+// four ldmatrix forms of the tensor-core path, with the accumulator in registers).
+class TransposedGemm : public ::testing::TestWithParam<std::tuple<DType, bool, bool>> {};
+
+TEST_P(TransposedGemm, MatchesReference) {
+  auto [dtype, ta, tb] = GetParam();
+  const int64_t m = 96, n = 136, kk = 80;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_transposed_tile.py", "gemm_t",
+                                    {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"trans_a", ta ? "True" : "False"},
+                                     {"trans_b", tb ? "True" : "False"}, {"dtype", rt::name(dtype)}});
+  rt::Tensor a = random(ta ? std::vector<int64_t>{kk, m} : std::vector<int64_t>{m, kk}, dtype);
+  rt::Tensor b = random(tb ? std::vector<int64_t>{n, kk} : std::vector<int64_t>{kk, n}, dtype);
+  std::vector<double> x = f64(a), y = f64(b), ref(static_cast<size_t>(m * n));
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      double s = 0;
+      for (int64_t p = 0; p < kk; ++p) s += (ta ? x[p * m + i] : x[i * kk + p]) * (tb ? y[j * kk + p] : y[p * n + j]);
+      ref[i * n + j] = s * 0.5 + 1.0;
+    }
+  auto out = run(k, {a, b}, {{{m, n}, dtype}});
+  expect_close(out[0], ref, rt::str("gemm trans_a=", ta, " trans_b=", tb));
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, TransposedGemm, ::testing::Combine(::testing::Values(DType::F16, DType::BF16), ::testing::Bool(), ::testing::Bool()),
+                         [](const auto& p) {
+                           return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_At" : "_A", std::get<2>(p.param) ? "_Bt" : "_B");
+                         });
+
 // Offset views: the CUDA backend must not use 16-byte accesses or TMA on them.
 TEST(UnalignedTensors, GemmsMatchReference) {
   const int64_t n = 128;

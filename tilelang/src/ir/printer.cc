@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "rt/error.h"
+#include "tilelang/ir/fragment_layout.h"
 #include "tilelang/ir/name_table.h"
 #include "tilelang/ir/visitor.h"
 
@@ -98,7 +99,7 @@ class Printer : public IRVisitor {
   }
 
   std::string buffer_decl(const Buffer& b) {
-    return rt::str(buffer(b), ": ", scope_name(b->scope), " ", rt::name(b->dtype), shape(b->shape));
+    return rt::str(buffer(b), ": ", scope_name(b->scope), " ", rt::name(b->dtype), shape(b->shape), b->layout ? " registers of " + b->layout->to_string() : "");
   }
 
   std::string shape(const std::vector<Expr>& dims) { return "[" + list(dims) + "]"; }

@@ -1,10 +1,13 @@
 #include "tilelang/passes/lower_kernel_cuda.h"
 
+#include <cmath>
+#include <map>
 #include <set>
 
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
 #include "tilelang/analysis/linear.h"
+#include "tilelang/analysis/register_fragments.h"
 #include "tilelang/analysis/thread_dependence.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -13,19 +16,22 @@
 namespace tilelang::passes {
 namespace {
 
-bool shared_between_threads(const ir::BufferNode* b) { return b->scope != ir::Scope::Local; }
+// Fragments kept in registers: the fragment, and each thread's registers (a local buffer with the
+// layout) that replace it.
+using Registers = std::map<const ir::BufferNode*, ir::Buffer>;
 
 // Memory other threads can see, that a statement writes and reads.
 struct SharedAccess {
   std::set<const ir::BufferNode*> read, written;
 };
-SharedAccess shared_access(const ir::Stmt& s) {
+SharedAccess shared_access(const ir::Stmt& s, const Registers& registers) {
+  auto shared = [&](const ir::BufferNode* b) { return b->scope != ir::Scope::Local && !registers.count(b); };
   analysis::Accesses a = analysis::accesses_of(s);
   SharedAccess out;
   for (const ir::BufferNode* b : a.read)
-    if (shared_between_threads(b)) out.read.insert(b);
+    if (shared(b)) out.read.insert(b);
   for (const ir::BufferNode* b : a.written)
-    if (shared_between_threads(b)) out.written.insert(b);
+    if (shared(b)) out.written.insert(b);
   return out;
 }
 bool conflicts(const SharedAccess& first, const SharedAccess& later) {
@@ -49,17 +55,57 @@ class SerializeParallel : public ir::IRMutator {
   }
 };
 
+// A constant whose bits are all zero in any dtype (0 or +0.0, possibly cast).
+bool is_positive_zero(const ir::Expr& e) {
+  if (const auto* c = ir::as<ir::CastNode>(e)) return is_positive_zero(c->value);
+  auto v = ir::as_const_float(e);
+  return v && *v == 0.0 && !std::signbit(*v);
+}
+
+// In a tile nest distributed by a register layout: element [i, j] of a register fragment is the
+// thread's register r.
+class RegisterElements : public ir::IRMutator {
+ public:
+  RegisterElements(const Registers& registers, ir::Var r) : registers_(registers), r_(std::move(r)) {}
+
+ protected:
+  ir::Expr visit(const ir::BufferLoadNode& n, const ir::Expr& self) override {
+    auto it = registers_.find(n.buffer.get());
+    if (it == registers_.end()) return ir::IRMutator::visit(n, self);
+    return std::make_shared<const ir::BufferLoadNode>(it->second, std::vector<ir::Expr>{r_}, n.loc);
+  }
+  ir::Stmt visit(const ir::BufferStoreNode& n, const ir::Stmt& self) override {
+    auto it = registers_.find(n.buffer.get());
+    if (it == registers_.end()) return ir::IRMutator::visit(n, self);
+    return std::make_shared<const ir::BufferStoreNode>(it->second, std::vector<ir::Expr>{r_}, mutate(n.value), n.atomic_add, n.loc);
+  }
+
+ private:
+  const Registers& registers_;
+  ir::Var r_;
+};
+
 class BlockLowering {
  public:
-  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned)
-      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned) {}
+  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers)
+      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned), registers_(registers) {}
 
   // A statement at block level: every thread of the block reaches it.
   ir::Stmt lower(const ir::Stmt& s) {
     // Containers are walked; a statement that uses the thread index (or per-thread values) in its
     // own expressions is per-thread code and stays as written.
     if (const auto* seq = ir::as<ir::SeqNode>(s)) return lower_seq(seq->stmts, seq->loc);
-    if (const auto* a = ir::as<ir::AllocateNode>(s)) return ir::make_allocate(a->buffer, lower(a->body), a->loc);
+    if (const auto* a = ir::as<ir::AllocateNode>(s)) {
+      auto reg = registers_.find(a->buffer.get());
+      return ir::make_allocate(reg == registers_.end() ? a->buffer : reg->second, lower(a->body), a->loc);
+    }
+    if (const auto* g = ir::as<ir::GemmNode>(s)) {
+      // A cooperative call of all threads; a register accumulator is each thread's own registers.
+      auto reg = registers_.find(g->c.buffer.get());
+      if (reg == registers_.end()) return s;
+      return std::make_shared<const ir::GemmNode>(g->a, g->b, ir::full_region(reg->second, g->c.loc), g->trans_a, g->trans_b, g->clear_accum,
+                                                  g->accum_dtype, g->epilogue, g->acc, g->epilogue_indices, g->loc, g->tiling);
+    }
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) return dep_.dependent(l->value) ? s : ir::make_let(l->var, l->value, lower(l->body), l->loc);
     if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
       if (dep_.dependent(i->cond)) return s;
@@ -70,40 +116,51 @@ class BlockLowering {
       if (f->for_kind == ir::ForKind::Parallel) return distribute(s);
       ir::Stmt body = lower(f->body);
       // Loop-carried dependences through shared memory: the next iteration waits for this one.
-      SharedAccess acc = shared_access(f->body);
+      SharedAccess acc = shared_access(f->body, registers_);
       if (conflicts(acc, acc)) body = ir::make_seq({body, barrier(f->loc)});
       return ir::make_for(f->var, f->min, f->extent, f->for_kind, body, f->loc, f->num_stages);
     }
     if (dep_.dependent(s)) return s;
     if (const auto* st = ir::as<ir::BufferStoreNode>(s)) {
       // The same store in every thread: one thread does it (locals are every thread's own).
-      if (!shared_between_threads(st->buffer.get())) return s;
+      if (st->buffer->scope == ir::Scope::Local) return s;
       return ir::make_if(ir::compare(ir::BinaryOp::EQ, tx_, ir::make_int(0)), s, nullptr, st->loc);
     }
-    return s;  // gemm (cooperative), barriers, extern calls, inline code
+    return s;  // barriers, extern calls, inline code
   }
 
  private:
+  // A barrier goes just before the first statement that conflicts with shared memory touched since
+  // the last barrier (the user's barriers count), so independent copies share one.
   ir::Stmt lower_seq(const std::vector<ir::Stmt>& stmts, const SourceLoc& loc) {
-    std::vector<SharedAccess> acc;
-    for (const ir::Stmt& x : stmts) acc.push_back(shared_access(x));
     std::vector<ir::Stmt> out;
-    for (size_t i = 0; i < stmts.size(); ++i) {
-      out.push_back(lower(stmts[i]));
-      if (ir::as<ir::BarrierNode>(stmts[i])) continue;
-      for (size_t j = i + 1; j < stmts.size(); ++j) {
-        if (ir::as<ir::BarrierNode>(stmts[j])) break;  // the user's barrier orders them already
-        if (conflicts(acc[i], acc[j])) {
-          out.push_back(barrier(stmts[i]->loc));
-          break;
+    SharedAccess pending;
+    for (const ir::Stmt& s : stmts) {
+      if (ir::as<ir::BarrierNode>(s)) {
+        pending = {};
+      } else {
+        SharedAccess acc = shared_access(s, registers_);
+        if (conflicts(pending, acc)) {
+          out.push_back(barrier(s->loc));
+          pending = {};
         }
+        pending.read.insert(acc.read.begin(), acc.read.end());
+        pending.written.insert(acc.written.begin(), acc.written.end());
       }
+      out.push_back(lower(s));
     }
     return ir::make_seq(std::move(out), loc);
   }
 
-  // for i, j in T.Parallel(M, N): body  ->  each thread takes iterations tx, tx + threads, ...
+  // for i, j in T.Parallel(M, N): body  ->  each thread takes the elements of a register fragment
+  // the body touches, or else iterations tx, tx + threads, ...
   ir::Stmt distribute(const ir::Stmt& s) {
+    if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
+      for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).read)
+        if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
+      for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).written)
+        if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
+    }
     std::vector<const ir::ForNode*> nest;
     ir::Stmt cur = s;
     while (const auto* f = ir::as<ir::ForNode>(cur)) {
@@ -142,19 +199,38 @@ class BlockLowering {
     return ir::make_for(round, ir::make_int(0), rounds, ir::ForKind::Unrolled, body, loc);
   }
 
+  // for i, j in a tile nest over register fragments -> for r in registers: i, j = layout(tx, r).
+  // (register_fragments admitted only nests over the whole tile, and all fragments of one shape
+  // share a layout.)
+  ir::Stmt distribute_by_layout(const analysis::TileNest& t, const ir::FragmentLayout& layout, const SourceLoc& loc) {
+    ir::Var r = ir::make_var("r", ir::DType::I32, loc);
+    ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, r).mutate(t.cols->body));
+    ir::VarMap bind{{t.rows->var.get(), ir::cast(t.rows->var->dtype, layout.row(tx_, r))}, {t.cols->var.get(), ir::cast(t.cols->var->dtype, layout.col(tx_, r))}};
+    return ir::make_for(r, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, ir::substitute(body, bind), loc);
+  }
+
+  // The load a vectorizable store copies: its value, or a bounds guard `select(cond, load, 0)` whose
+  // condition is the same for the whole vector (does not use the innermost loop variable).
+  static const ir::BufferLoadNode* vector_source(const ir::BufferStoreNode& st, const ir::VarNode* inner) {
+    if (const auto* ld = ir::as<ir::BufferLoadNode>(st.value)) return ld;
+    const auto* sel = ir::as<ir::SelectNode>(st.value);
+    if (!sel || analysis::uses_var(sel->cond, inner) || !is_positive_zero(sel->f)) return nullptr;
+    return ir::as<ir::BufferLoadNode>(sel->t);
+  }
+
   // Elements per 16-byte vector when the nest's body copies a tensor element of one dtype to another
   // tensor, both contiguous and 16-byte aligned along the innermost loop (offsets proven multiples
   // of the vector, global tensors' bases aligned); 1 otherwise.
   int64_t vector_width(const std::vector<const ir::ForNode*>& nest, const ir::Stmt& body) const {
     const auto* st = ir::as<ir::BufferStoreNode>(body);
     if (!st || st->atomic_add || nest.empty()) return 1;
-    const auto* ld = ir::as<ir::BufferLoadNode>(st->value);
+    const ir::ForNode* inner = nest.back();
+    const auto* ld = vector_source(*st, inner->var.get());
     if (!ld || ld->buffer->dtype != st->buffer->dtype) return 1;
     if (!tensors_aligned_ && (st->buffer->scope == ir::Scope::Global || ld->buffer->scope == ir::Scope::Global)) return 1;
     int bits = rt::bits(st->buffer->dtype);
     if (bits != 16 && bits != 32) return 1;
     const int64_t vec = 128 / bits;
-    const ir::ForNode* inner = nest.back();
     auto ext = ir::as_const_int(inner->extent);
     if (!ext || *ext % vec != 0 || !ir::is_const_int(inner->min, 0)) return 1;
     auto aligned = [&](const ir::Buffer& b, const std::vector<ir::Expr>& idx) {
@@ -177,6 +253,7 @@ class BlockLowering {
   ir::Var tx_;
   int64_t threads_;
   bool tensors_aligned_;
+  const Registers& registers_;
 };
 
 class KernelLowering : public ir::IRMutator {
@@ -186,7 +263,15 @@ class KernelLowering : public ir::IRMutator {
  protected:
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     analysis::ThreadDependence dep(n.body, n.thread_var.get());
-    ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_).lower(n.body);
+    Registers registers;
+    for (const auto& [fragment, layout] : analysis::register_fragments(n, dep)) {
+      auto regs = std::make_shared<ir::BufferNode>(*fragment);
+      regs->scope = ir::Scope::Local;
+      regs->shape = {ir::make_int(layout.per_thread())};
+      regs->layout = std::make_shared<const ir::FragmentLayout>(layout);
+      registers.emplace(fragment, std::move(regs));
+    }
+    ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers).lower(n.body);
     return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
   }
 

@@ -51,12 +51,17 @@ const T* as(const std::shared_ptr<const N>& node) {
 enum class Scope { Global, Shared, Fragment, Local };
 const char* scope_name(Scope scope);
 
+struct FragmentLayout;  // ir/fragment_layout.h
+
 struct BufferNode {
   std::string name;
   DType dtype;
   std::vector<Expr> shape;  // extents; strides are row-major over this shape
   Scope scope;
   SourceLoc loc;
+  // A tile spread over the registers of a GPU block's threads (set by lower_kernel_cuda): the buffer
+  // is then each thread's own registers, shape [registers per thread]; null for every other buffer.
+  std::shared_ptr<const FragmentLayout> layout;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer make_buffer(std::string name, DType dtype, std::vector<Expr> shape, Scope scope, SourceLoc loc = {});

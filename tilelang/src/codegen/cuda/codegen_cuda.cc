@@ -6,6 +6,7 @@
 #include "codegen/codegen_c.h"
 #include "rt/cuda_device.h"
 #include "rt/error.h"
+#include "tilelang/analysis/register_fragments.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 #include "tilelang/ir/substitute.h"
@@ -82,17 +83,20 @@ class CudaCodegen : public CodegenC {
   }
 
   void visit(const ir::ForNode& n) override {
-    // A vector the kernel lowering made (one 16-byte copy): a single load and store.
+    // A vector the kernel lowering made (one 16-byte copy, perhaps under a bounds guard that holds
+    // for the whole vector): a single load and store.
     const auto* st = ir::as<ir::BufferStoreNode>(n.body);
-    const auto* ld = st ? ir::as<ir::BufferLoadNode>(st->value) : nullptr;
+    const auto* guard = st ? ir::as<ir::SelectNode>(st->value) : nullptr;
+    const auto* ld = st ? ir::as<ir::BufferLoadNode>(guard ? guard->t : st->value) : nullptr;
     auto lanes = ir::as_const_int(n.extent);
     if (n.for_kind == ir::ForKind::Vectorized && ld && lanes && *lanes * rt::bits(st->buffer->dtype) == 128 && ir::is_const_int(n.min, 0)) {
       ir::VarMap first{{n.var.get(), ir::make_int(0, n.var->dtype)}};
       std::vector<ir::Expr> di, si;
       for (const ir::Expr& i : st->indices) di.push_back(ir::substitute(i, first));
       for (const ir::Expr& i : ld->indices) si.push_back(ir::substitute(i, first));
-      line(rt::str("*reinterpret_cast<uint4*>(", buffer(st->buffer), " + ", flat(st->buffer, di), ") = *reinterpret_cast<const uint4*>(",
-                   buffer(ld->buffer), " + ", flat(ld->buffer, si), ");"));
+      std::string value = rt::str("*reinterpret_cast<const uint4*>(", buffer(ld->buffer), " + ", flat(ld->buffer, si), ")");
+      if (guard) value = rt::str("(", expr(guard->cond), ") ? ", value, " : make_uint4(0u, 0u, 0u, 0u)");
+      line(rt::str("*reinterpret_cast<uint4*>(", buffer(st->buffer), " + ", flat(st->buffer, di), ") = ", value, ";"));
       return;
     }
     CodegenC::visit(n);
@@ -146,17 +150,24 @@ class CudaCodegen : public CodegenC {
     };
     auto [pa, lda] = view(n.a, "A");
     auto [pb, ldb] = view(n.b, "B");
+    size_t ra = n.a.ranges.size();
+    ir::Expr k = n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent;
+    if (const ir::FragmentLayout* l = n.c.buffer->layout.get()) {
+      // The accumulator in registers (lower_kernel_cuda checked the operands for ldmatrix).
+      line(rt::str("tl::cuda::tile_gemm_mma_regs<", storage_type(n.a.buffer->dtype), ", ", n.trans_a ? "true" : "false", ", ", n.trans_b ? "true" : "false",
+                   ", ", l->warps_n, ", ", l->atoms_m(), ", ", l->atoms_n(), ">(", expr(k), ", ", pa, ", ", lda, ", ", pb, ", ", ldb, ", ",
+                   buffer(n.c.buffer), ", ", n.clear_accum ? "true" : "false", ");"));
+      return;
+    }
     auto [pc, ldc] = view(n.c, "C");
-    size_t rc = n.c.ranges.size(), ra = n.a.ranges.size();
-    ir::Expr m = n.c.ranges[rc - 2].extent, nn = n.c.ranges[rc - 1].extent, k = n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent;
-    // Tensor cores (mma.sync) for 16-bit operands into a float tile of whole 32 x 32 warp tiles.
+    size_t rc = n.c.ranges.size();
+    ir::Expr m = n.c.ranges[rc - 2].extent, nn = n.c.ranges[rc - 1].extent;
+    // Tensor cores (mma.sync) for a float tile in shared memory of whole 32 x 32 warp tiles.
     auto multiple = [](const ir::Expr& e, int64_t q) {
       auto v = ir::as_const_int(e);
       return v && *v % q == 0;
     };
-    ir::DType ta = n.a.buffer->dtype;
-    bool mma = (ta == ir::DType::F16 || ta == ir::DType::BF16) && n.b.buffer->dtype == ta && n.c.buffer->dtype == ir::DType::F32 &&
-               n.c.buffer->scope != ir::Scope::Global && launch_threads_ % 32 == 0 && multiple(m, 32) && multiple(nn, 32) && multiple(k, 16);
+    bool mma = analysis::tensor_core_gemm(n, launch_threads_) && multiple(m, 32) && multiple(nn, 32);
     line(rt::str(mma ? "tl::cuda::tile_gemm_mma(" : "tl::cuda::tile_gemm(", expr(m), ", ", expr(nn), ", ", expr(k), ", ", pa, ", ", lda, ", ",
                  n.trans_a ? "true" : "false", ", ", pb, ", ", ldb, ", ", n.trans_b ? "true" : "false", ", ", pc, ", ", ldc, ", ",
                  n.clear_accum ? "true" : "false", ");"));

@@ -1,9 +1,7 @@
-// Warp-level tensor-core matrix multiply (mma.sync.m16n8k16, sm_80 and later) on tiles held in
-// shared memory, for T.gemm: C (float, shared) (=|+=) op(A) * op(B) with A and B in bf16 or f16.
-//
-// Why here: it is the portable tensor-core path (Ampere, Ada, Hopper) of T.gemm while the
-// Hopper-only wgmma lowering with register fragments is built; each call reads C into registers,
-// accumulates the whole K extent, and writes C back, so fragments can stay in shared memory.
+// Warp-level tensor-core matrix multiply (mma.sync.m16n8k16, sm_80 and later) for T.gemm:
+// C (float) (=|+=) op(A) * op(B) with A and B in bf16 or f16 in shared memory, and C either in
+// the threads' registers (tile_gemm_mma_regs, the layout of tilelang/ir/fragment_layout.h) or in
+// shared memory (tile_gemm_mma: each call reads C into registers and writes it back).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16 inputs; g = lane / 4, t = lane % 4):
 //   A (16 x 16): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
@@ -95,6 +93,72 @@ __device__ __forceinline__ void tile_gemm_mma(int M, int N, int K, const T* A, i
         C[int64_t(r) * ldc + c + 1] = acc[mi][ni][1];
         C[int64_t(r + 8) * ldc + c] = acc[mi][ni][2];
         C[int64_t(r + 8) * ldc + c + 1] = acc[mi][ni][3];
+      }
+  }
+}
+
+// Four 8 x 8 matrices of 16-bit elements from shared memory into one register each: lane l gives the
+// address of row l % 8 of matrix l / 8; with kTrans each matrix arrives transposed.
+template <bool kTrans>
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kTrans)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(smem_addr(row)));
+#else
+  __trap();
+#endif
+}
+
+// acc (=|+=) opA(A) * opB(B) over K (a multiple of 16) for the block's accumulator tile in registers:
+// warp w owns the warp tile at row block w / kWarpsN, column block w % kWarpsN, of kAtomsM x kAtomsN
+// atoms of 16 x 8 (kAtomsN even); register 4 * (am * kAtomsN + an) + c of a lane holds atom (am, an)
+// at row lane / 4 + 8 * (c / 2), column 2 * (lane % 4) + c % 2. A is M x K (K x M when kTransA), B
+// is K x N (N x K when kTransB), in shared memory with rows 16-byte aligned. All threads of the block
+// call it; it does not synchronize.
+template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN>
+__device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, int64_t lda, const T* B, int64_t ldb, float* acc, bool clear) {
+  static_assert(kAtomsN % 2 == 0, "ldmatrix.x4 loads B for two atoms of 8 columns at once");
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
+  const int row0 = (warp / kWarpsN) * kAtomsM * 16, col0 = (warp % kWarpsN) * kAtomsN * 8;
+  if (clear)
+#pragma unroll
+    for (int i = 0; i < kAtomsM * kAtomsN * 4; ++i) acc[i] = 0.0f;
+  // The row each lane addresses for ldmatrix.x4, and which 8-element half of the 16 it starts at.
+  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = (lane >> 4) * 8;
+  for (int k0 = 0; k0 < K; k0 += 16) {
+    uint32_t a[kAtomsM][4], b[kAtomsN][2];
+#pragma unroll
+    for (int am = 0; am < kAtomsM; ++am) {
+      const int m = row0 + am * 16;
+      // Matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
+      if constexpr (kTransA)  // A stored K x M: rows of the stored matrix run along k
+        ldmatrix_x4<true>(a[am], A + int64_t(k0 + (lane & 7) + (lane >> 4) * 8) * lda + m + ((lane >> 3) & 1) * 8);
+      else
+        ldmatrix_x4<false>(a[am], A + int64_t(m + lrow) * lda + k0 + lhalf);
+    }
+#pragma unroll
+    for (int an = 0; an < kAtomsN; an += 2) {
+      const int n = col0 + an * 8;
+      uint32_t r[4];
+      // Matrices: b0 and b1 of column atom an, then b0 and b1 of atom an + 1.
+      if constexpr (kTransB)  // B stored N x K: rows run along n
+        ldmatrix_x4<false>(r, B + int64_t(n + (lane & 7) + (lane >> 4) * 8) * ldb + k0 + ((lane >> 3) & 1) * 8);
+      else
+        ldmatrix_x4<true>(r, B + int64_t(k0 + lrow) * ldb + n + lhalf);
+      b[an][0] = r[0], b[an][1] = r[1], b[an + 1][0] = r[2], b[an + 1][1] = r[3];
+    }
+#pragma unroll
+    for (int am = 0; am < kAtomsM; ++am)
+#pragma unroll
+      for (int an = 0; an < kAtomsN; ++an) {
+        float(&c)[4] = *reinterpret_cast<float(*)[4]>(acc + 4 * (am * kAtomsN + an));
+        mma_m16n8k16<T>(c, a[am], b[an]);
       }
   }
 }

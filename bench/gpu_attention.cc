@@ -1,0 +1,113 @@
+// bench_gpu_attention: the FlashAttention-style tile program (examples/flash_attention.py) on the
+// GPU, BF16, head dim 128, causal and not, at the shapes bench/torch_attention.py times torch's
+// SDPA backends on (the peers, in the same scripts/gpu_check.sh run); and the JIT compile time of
+// the kernel, cold (empty cache) and from the disk cache.
+//
+//   bench_gpu_attention [--quick]
+//
+// Device events, warm-up, median. Sampled query rows are checked against a float64 reference.
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "rt/cuda_device.h"
+#include "rt/cuda_stream.h"
+#include "rt/error.h"
+#include "testutil/tensors.h"
+#include "tilelang/module.h"
+
+namespace {
+
+constexpr int64_t kDim = 128;
+
+std::string source_dir() {
+  const char* env = std::getenv("TL_SOURCE_DIR");
+  return env && *env ? env : TL_SOURCE_DIR;
+}
+
+tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, const std::string& arch) {
+  tilelang::CompileOptions opts;
+  opts.target = tilelang::Target::cuda(arch);
+  opts.params = {{"batch", std::to_string(b)}, {"heads", std::to_string(h)}, {"seq_len", std::to_string(s)},
+                 {"dim", std::to_string(kDim)}, {"is_causal", causal ? "True" : "False"}, {"dtype", "bfloat16"}};
+  return tilelang::Module::load(source_dir() + "/examples/flash_attention.py").kernel("flash_attention", opts);
+}
+
+// Relative error of a few query rows of (batch 0, head 0) against float64 softmax(QK^T/sqrt(d))V.
+double sampled_error(const rt::Tensor& q, const rt::Tensor& k, const rt::Tensor& v, const rt::Tensor& o, int64_t h, int64_t s, bool causal) {
+  std::vector<double> qv = testutil::to_f64(q), kv = testutil::to_f64(k), vv = testutil::to_f64(v), ov = testutil::to_f64(o);
+  auto at = [&](int64_t t, int64_t x) { return (t * h) * kDim + x; };  // batch 0, head 0 of [b, s, h, d]
+  std::vector<double> got, want;
+  for (int64_t i : {int64_t{0}, s / 3, s / 2 + 1, s - 1}) {
+    int64_t keys = causal ? i + 1 : s;
+    std::vector<double> p(static_cast<size_t>(keys));
+    double mx = -INFINITY, sum = 0;
+    for (int64_t j = 0; j < keys; ++j) {
+      double dot = 0;
+      for (int64_t x = 0; x < kDim; ++x) dot += qv[at(i, x)] * kv[at(j, x)];
+      p[j] = dot / std::sqrt(double(kDim));
+      mx = std::max(mx, p[j]);
+    }
+    for (double& x : p) sum += (x = std::exp(x - mx));
+    for (int64_t x = 0; x < kDim; ++x) {
+      double acc = 0;
+      for (int64_t j = 0; j < keys; ++j) acc += p[j] * vv[at(j, x)];
+      want.push_back(acc / sum);
+      got.push_back(ov[at(i, x)]);
+    }
+  }
+  return testutil::rel_error(got, want);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
+    std::printf("device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch_name().c_str(), dev.sm_count);
+    rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{2, quick ? 3 : 10, false});
+    struct Shape {
+      int64_t b, h, s;
+    };
+    std::vector<Shape> shapes = {{8, 16, 4096}, {4, 16, 8192}, {2, 16, 16384}};
+    if (quick) shapes.resize(1);
+    bool ok = true;
+    std::printf("\n| batch x heads x seq | causal | ours TFLOPS | JIT cold s | JIT cached s | sampled rel. error |\n|---|---|---|---|---|---|\n");
+    for (const Shape& sh : shapes)
+      for (bool causal : {false, true}) {
+        rt::Device gpu = rt::Device::cuda(0);
+        rt::Tensor q = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+        rt::Tensor k = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+        rt::Tensor v = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+        rt::Tensor qd = q.to(gpu), kd = k.to(gpu), vd = v.to(gpu), od = rt::Tensor::empty(q.shape(), rt::DType::BF16, gpu);
+        // The first launch compiles (NVRTC; the disk cache is empty on a fresh machine); a new
+        // kernel object for the same program then loads the cached binary.
+        auto seconds = [](auto&& f) {
+          auto t0 = std::chrono::steady_clock::now();
+          f();
+          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        };
+        tilelang::Kernel kern = attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name());
+        double cold = seconds([&] { kern.launch({qd, kd, vd, od}); });
+        double cached = seconds([&] { attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name()).launch({qd, kd, vd, od}); });
+        double err = sampled_error(q, k, v, od.to(rt::Device::cpu()), sh.h, sh.s, causal);
+        double ms = timer.median_ms([&](rt::CuStream) { kern.launch({qd, kd, vd, od}); });
+        double flops = 4.0 * double(sh.b * sh.h) * double(sh.s) * double(sh.s) * double(kDim) / (causal ? 2 : 1);
+        bool good = err < 2e-2;
+        ok &= good;
+        std::printf("| %lld x %lld x %lld | %s | %.1f | %.2f | %.2f | %.2e%s |\n", (long long)sh.b, (long long)sh.h, (long long)sh.s, causal ? "True" : "False",
+                    flops / (ms * 1e-3) / 1e12, cold, cached, err, good ? "" : " FAIL");
+        std::fflush(stdout);
+      }
+    std::printf("\n%s\n", ok ? "all sampled rows match the reference" : "MISMATCH against the reference");
+    return ok ? 0 : 1;
+  } catch (const rt::Error& e) {
+    std::fprintf(stderr, "bench_gpu_attention: %s\n", e.what());
+    return 1;
+  }
+}

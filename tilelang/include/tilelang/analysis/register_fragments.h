@@ -1,0 +1,35 @@
+// Which fragments of a GPU kernel live in registers rather than shared memory, and in what layout
+// (lower_kernel_cuda acts on it); and the rule for running a tile gemm on the tensor cores.
+#pragma once
+
+#include <map>
+#include <optional>
+
+#include "tilelang/analysis/thread_dependence.h"
+#include "tilelang/ir/fragment_layout.h"
+
+namespace tilelang::analysis {
+
+// Whether a gemm in a block of `threads` threads runs on the tensor cores (mma.sync m16n8k16):
+// 16-bit A and B of one dtype, a float C inside the block, K in whole 16-element steps.
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads);
+
+// A full 2-D T.Parallel nest over a tile: `for i in T.Parallel(rows): for j in T.Parallel(cols): body`
+// with both loops from 0 and constant extents; none for any other loop.
+struct TileNest {
+  const ir::ForNode* rows;
+  const ir::ForNode* cols;
+  int64_t extent_rows, extent_cols;
+};
+std::optional<TileNest> tile_nest(const ir::ForNode& outer);
+
+// The fragments of a kernel launch to keep in registers, with their layouts: a 2-D float fragment
+// that tensor-core gemms accumulate into (the whole tile, A and B from shared memory in rows that
+// ldmatrix can address) and that is otherwise only accessed element-wise in tile nests over its
+// whole shape, as F[i, j] with i and j the nest's variables (T.clear, T.fill, T.copy in and out,
+// and element-wise T.Parallel code all lower to such nests). Each thread then touches only the
+// elements its registers hold; so a fragment touched under per-thread control (an if or loop on the
+// thread index) stays in shared memory, as do all other fragments.
+std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep);
+
+}  // namespace tilelang::analysis

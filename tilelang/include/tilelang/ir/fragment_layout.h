@@ -1,0 +1,42 @@
+// How a fragment tile lives in registers across the threads of a GPU block: the accumulator layout
+// of the tensor cores' mma.sync.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16").
+//
+// The rows x cols tile is cut into warps_m x warps_n warp tiles (warp w takes row block
+// w / warps_n and column block w % warps_n); a warp tile into 16 x 8 atoms, numbered row-major
+// (atom = am * atoms_n + an); in an atom, lane l holds rows l/4 and l/4 + 8 at columns 2(l%4) and
+// 2(l%4) + 1. A thread's register r = 4 * atom + c holds the element of its atom at row
+// l/4 + 8 * (c / 2), column 2(l%4) + c % 2. device/cuda/mma_sync.h's tile_gemm_mma_regs uses the
+// same numbering.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "tilelang/ir/ir.h"
+
+namespace tilelang::ir {
+
+struct FragmentLayout {
+  int64_t rows, cols;        // the tile
+  int64_t warps_m, warps_n;  // the warp grid over it
+
+  int64_t warp_rows() const { return rows / warps_m; }
+  int64_t warp_cols() const { return cols / warps_n; }
+  int64_t atoms_m() const { return warp_rows() / 16; }
+  int64_t atoms_n() const { return warp_cols() / 8; }
+  int64_t per_thread() const { return atoms_m() * atoms_n() * 4; }
+
+  // The tile coordinates register `r` of thread `tx` holds (int32 expressions).
+  Expr row(const Expr& tx, const Expr& r) const;
+  Expr col(const Expr& tx, const Expr& r) const;
+  std::string to_string() const;  // "mma 128x128 over 2x2 warps"
+  bool operator==(const FragmentLayout&) const = default;
+
+  // The layout of a rows x cols accumulator over `warps` warps: warp tiles as square as the
+  // tile allows (each loads the fewest operand bytes per multiply), in whole 16 x 16 steps so that
+  // operands load with ldmatrix.x4; none when the tile does not split so, or would take more than
+  // `max_per_thread` registers of each thread.
+  static std::optional<FragmentLayout> accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread = 128);
+};
+
+}  // namespace tilelang::ir

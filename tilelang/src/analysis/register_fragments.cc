@@ -1,0 +1,171 @@
+#include "tilelang/analysis/register_fragments.h"
+
+#include <set>
+
+#include "tilelang/ir/equality.h"
+#include "tilelang/ir/op.h"
+#include "tilelang/ir/visitor.h"
+
+namespace tilelang::analysis {
+namespace {
+
+bool is_16bit_float(ir::DType t) { return t == ir::DType::F16 || t == ir::DType::BF16; }
+
+// Whether ldmatrix can read a gemm operand: a tile of shared memory whose rows start 16 bytes apart
+// in multiples (row length and offset in whole 8-element groups).
+bool ldmatrix_operand(const ir::Region& r) {
+  const ir::Buffer& b = r.buffer;
+  if (b->scope == ir::Scope::Global || b->scope == ir::Scope::Local || r.ranges.size() != 2 || b->shape.size() != 2) return false;
+  auto ld = ir::as_const_int(b->shape[1]);
+  auto m0 = ir::as_const_int(r.ranges[0].min), m1 = ir::as_const_int(r.ranges[1].min);
+  return ld && m0 && m1 && *ld % 8 == 0 && (*m0 * *ld + *m1) % 8 == 0;
+}
+
+bool whole(const ir::Region& r) {
+  for (size_t d = 0; d < r.ranges.size(); ++d)
+    if (!ir::is_const_int(r.ranges[d].min, 0) || !ir::structural_equal(r.ranges[d].extent, r.buffer->shape[d])) return false;
+  return true;
+}
+
+// The 2-D float fragments a kernel allocates, with the accumulator layout each would take.
+class Candidates : public ir::IRVisitor {
+ public:
+  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads) : out_(out), threads_(threads) {}
+
+ protected:
+  using ir::IRVisitor::visit;
+  void visit(const ir::AllocateNode& n) override {
+    const ir::Buffer& b = n.buffer;
+    if (b->scope == ir::Scope::Fragment && b->dtype == ir::DType::F32 && b->shape.size() == 2 && threads_ % 32 == 0) {
+      auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
+      if (rows && cols)
+        if (auto l = ir::FragmentLayout::accumulator(*rows, *cols, threads_ / 32)) out_.emplace(b.get(), *l);
+    }
+    ir::IRVisitor::visit(n);
+  }
+
+ private:
+  std::map<const ir::BufferNode*, ir::FragmentLayout>& out_;
+  int64_t threads_;
+};
+
+// Walks a kernel body and strikes out the candidates some access rules out.
+class Screen : public ir::IRVisitor {
+ public:
+  Screen(std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates, int64_t threads, const ThreadDependence& dep)
+      : candidates_(candidates), threads_(threads), dep_(dep) {}
+
+  std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
+
+ protected:
+  using ir::IRVisitor::visit;
+
+  void visit(const ir::ForNode& n) override {
+    if (nest_ == nullptr && !per_thread_) {
+      if (auto t = tile_nest(n)) {
+        nest_ = &*t;
+        visit_stmt(t->cols->body);
+        nest_ = nullptr;
+        return;
+      }
+    }
+    per_thread(dep_.dependent(n.min) || dep_.dependent(n.extent), [&] { ir::IRVisitor::visit(n); });
+  }
+  void visit(const ir::IfThenElseNode& n) override {
+    per_thread(dep_.dependent(n.cond), [&] { ir::IRVisitor::visit(n); });
+  }
+  void visit(const ir::LetStmtNode& n) override {
+    per_thread(dep_.dependent(n.value), [&] { ir::IRVisitor::visit(n); });
+  }
+  void visit(const ir::BufferLoadNode& n) override {
+    element(n.buffer.get(), n.indices);
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::BufferStoreNode& n) override {
+    element(n.buffer.get(), n.indices);
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::GemmNode& n) override {
+    strike(n.a.buffer.get());
+    strike(n.b.buffer.get());
+    auto it = candidates_.find(n.c.buffer.get());
+    if (it != candidates_.end()) {
+      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c) && ldmatrix_operand(n.a) && ldmatrix_operand(n.b);
+      if (ok) accumulated.insert(it->first);
+      else strike(it->first);
+    }
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CopyNode& n) override {
+    strike(n.src.buffer.get());
+    strike(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::FillNode& n) override {
+    strike(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::ReduceNode& n) override {
+    strike(n.src.buffer.get());
+    strike(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+
+ private:
+  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+    auto it = candidates_.find(b);
+    if (it == candidates_.end()) return;
+    const ir::FragmentLayout& l = it->second;
+    bool ok = nest_ && !per_thread_ && idx.size() == 2 && nest_->extent_rows == l.rows && nest_->extent_cols == l.cols && ir::as<ir::VarNode>(idx[0]) == nest_->rows->var.get() &&
+              ir::as<ir::VarNode>(idx[1]) == nest_->cols->var.get();
+    if (!ok) strike(b);
+  }
+  void strike(const ir::BufferNode* b) { candidates_.erase(b); }
+  template <class F>
+  void per_thread(bool dependent, F walk) {
+    bool saved = per_thread_;
+    per_thread_ |= dependent;
+    walk();
+    per_thread_ = saved;
+  }
+
+  std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates_;
+  int64_t threads_;
+  const ThreadDependence& dep_;
+  const TileNest* nest_ = nullptr;
+  bool per_thread_ = false;  // under an if, loop or let on the thread index
+};
+
+}  // namespace
+
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads) {
+  ir::DType ta = g.a.buffer->dtype;
+  if (!is_16bit_float(ta) || g.b.buffer->dtype != ta || g.c.buffer->dtype != ir::DType::F32) return false;
+  if (g.c.buffer->scope == ir::Scope::Global || threads % 32 != 0) return false;
+  const ir::Range& k = g.trans_a ? g.a.ranges[g.a.ranges.size() - 2] : g.a.ranges.back();
+  auto kk = ir::as_const_int(k.extent);
+  return kk && *kk % 16 == 0;
+}
+
+std::optional<TileNest> tile_nest(const ir::ForNode& n) {
+  const ir::ForNode* outer = &n;
+  if (outer->for_kind != ir::ForKind::Parallel) return std::nullopt;
+  const auto* inner = ir::as<ir::ForNode>(outer->body);
+  if (!inner || inner->for_kind != ir::ForKind::Parallel) return std::nullopt;
+  if (const auto* deeper = ir::as<ir::ForNode>(inner->body); deeper && deeper->for_kind == ir::ForKind::Parallel) return std::nullopt;
+  auto rows = ir::as_const_int(outer->extent), cols = ir::as_const_int(inner->extent);
+  if (!rows || !cols || !ir::is_const_int(outer->min, 0) || !ir::is_const_int(inner->min, 0)) return std::nullopt;
+  return TileNest{outer, inner, *rows, *cols};
+}
+
+std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep) {
+  std::map<const ir::BufferNode*, ir::FragmentLayout> candidates;
+  Candidates(candidates, kernel.threads).visit_stmt(kernel.body);
+  Screen screen(candidates, kernel.threads, dep);
+  screen.visit_stmt(kernel.body);
+  for (auto it = candidates.begin(); it != candidates.end();)
+    it = screen.accumulated.count(it->first) ? std::next(it) : candidates.erase(it);
+  return candidates;
+}
+
+}  // namespace tilelang::analysis

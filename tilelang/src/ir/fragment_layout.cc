@@ -1,0 +1,46 @@
+#include "tilelang/ir/fragment_layout.h"
+
+#include <cstdlib>
+
+#include "rt/error.h"
+#include "tilelang/ir/op.h"
+
+namespace tilelang::ir {
+namespace {
+
+Expr i32(int64_t v) { return make_int(v, DType::I32); }
+
+}  // namespace
+
+Expr FragmentLayout::row(const Expr& tx, const Expr& r) const {
+  // warp_row_block * warp_rows + atom_row * 16 + lane / 4 + 8 * (c / 2)
+  Expr warp = floor_div(tx, i32(32)), lane = floor_mod(tx, i32(32));
+  Expr atom = floor_div(r, i32(4)), c = floor_mod(r, i32(4));
+  Expr base = add(mul(floor_div(warp, i32(warps_n)), i32(warp_rows())), mul(floor_div(atom, i32(atoms_n())), i32(16)));
+  return add(add(base, floor_div(lane, i32(4))), mul(floor_div(c, i32(2)), i32(8)));
+}
+
+Expr FragmentLayout::col(const Expr& tx, const Expr& r) const {
+  // warp_col_block * warp_cols + atom_col * 8 + 2 * (lane % 4) + c % 2
+  Expr warp = floor_div(tx, i32(32)), lane = floor_mod(tx, i32(32));
+  Expr atom = floor_div(r, i32(4)), c = floor_mod(r, i32(4));
+  Expr base = add(mul(floor_mod(warp, i32(warps_n)), i32(warp_cols())), mul(floor_mod(atom, i32(atoms_n())), i32(8)));
+  return add(add(base, mul(floor_mod(lane, i32(4)), i32(2))), floor_mod(c, i32(2)));
+}
+
+std::string FragmentLayout::to_string() const { return rt::str("mma ", rows, "x", cols, " over ", warps_m, "x", warps_n, " warps"); }
+
+std::optional<FragmentLayout> FragmentLayout::accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread) {
+  if (warps <= 0 || rows * cols % (32 * warps) != 0 || rows * cols / (32 * warps) > max_per_thread) return std::nullopt;
+  std::optional<FragmentLayout> best;
+  for (int64_t wm = warps; wm >= 1; --wm) {  // ties go to more warps along the rows
+    if (warps % wm != 0) continue;
+    FragmentLayout l{rows, cols, wm, warps / wm};
+    if (rows % (16 * l.warps_m) != 0 || cols % (16 * l.warps_n) != 0) continue;
+    auto skew = [](const FragmentLayout& x) { return std::llabs(x.warp_rows() - x.warp_cols()); };
+    if (!best || skew(l) < skew(*best)) best = l;
+  }
+  return best;
+}
+
+}  // namespace tilelang::ir
