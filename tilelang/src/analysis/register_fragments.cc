@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "tilelang/analysis/access.h"
 #include "tilelang/ir/equality.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/visitor.h"
@@ -62,6 +63,10 @@ class Screen : public ir::IRVisitor {
 
   void visit(const ir::ForNode& n) override {
     if (nest_ == nullptr && !per_thread_) {
+      if (auto red = row_reduction(n); red && candidates_.count(red->source)) {
+        reduced(*red);
+        return;
+      }
       if (auto t = tile_nest(n)) {
         nest_ = &*t;
         visit_stmt(t->cols->body);
@@ -121,6 +126,17 @@ class Screen : public ir::IRVisitor {
     if (!ok) strike(b);
   }
   void strike(const ir::BufferNode* b) { candidates_.erase(b); }
+
+  // A row reduction of a candidate: the whole tile, and whole rows per warp.
+  void reduced(const RowReduction& red) {
+    ir::FragmentLayout& l = candidates_.at(red.source);
+    auto rows = ir::as_const_int(red.rows->extent), cols = ir::as_const_int(red.cols->extent);
+    auto whole_rows = ir::FragmentLayout::accumulator(l.rows, l.cols, l.warps_m * l.warps_n, true);
+    if (!rows || !cols || *rows != l.rows || *cols != l.cols || !whole_rows) return strike(red.source);
+    l = *whole_rows;
+    visit_expr(red.init);
+    visit_stmt(red.store);
+  }
   template <class F>
   void per_thread(bool dependent, F walk) {
     bool saved = per_thread_;
@@ -136,7 +152,50 @@ class Screen : public ir::IRVisitor {
   bool per_thread_ = false;  // under an if, loop or let on the thread index
 };
 
+// `e` without conversions to its own dtype.
+const ir::Expr& strip_same_cast(const ir::Expr& e) {
+  const auto* c = ir::as<ir::CastNode>(e);
+  return c && c->value->dtype == c->dtype ? c->value : e;
+}
+
+bool is_load_of(const ir::Expr& e, const ir::BufferNode* b) {
+  const auto* l = ir::as<ir::BufferLoadNode>(strip_same_cast(e));
+  return l && l->buffer.get() == b && l->indices.empty();
+}
+
 }  // namespace
+
+std::optional<RowReduction> row_reduction(const ir::ForNode& outer) {
+  if (outer.for_kind != ir::ForKind::Parallel || !ir::is_const_int(outer.min, 0)) return std::nullopt;
+  const auto* alloc = ir::as<ir::AllocateNode>(outer.body);
+  const auto* seq = alloc ? ir::as<ir::SeqNode>(alloc->body) : nullptr;
+  if (!seq || seq->stmts.size() != 3 || !alloc->buffer->shape.empty()) return std::nullopt;
+  const ir::BufferNode* red = alloc->buffer.get();
+  const auto* init = ir::as<ir::BufferStoreNode>(seq->stmts[0]);
+  const auto* loop = ir::as<ir::ForNode>(seq->stmts[1]);
+  const auto* step = loop ? ir::as<ir::BufferStoreNode>(loop->body) : nullptr;
+  if (!init || init->buffer.get() != red || !step || step->buffer.get() != red || loop->for_kind != ir::ForKind::Serial ||
+      !ir::is_const_int(loop->min, 0))
+    return std::nullopt;
+  // red = combine(red, element), either operand order.
+  const auto* comb = ir::as<ir::BinaryNode>(strip_same_cast(step->value));
+  if (!comb || (comb->op != ir::BinaryOp::Add && comb->op != ir::BinaryOp::Max && comb->op != ir::BinaryOp::Min)) return std::nullopt;
+  ir::Expr element = is_load_of(comb->a, red) ? comb->b : is_load_of(comb->b, red) ? comb->a : nullptr;
+  if (!element || analysis::uses_buffer(element, red)) return std::nullopt;
+  // The element reads one 2-D buffer, at [i, r] only.
+  const ir::BufferNode* source = nullptr;
+  bool ok = true;
+  ir::for_each_expr(element, [&](const ir::Expr& e) {
+    const auto* l = ir::as<ir::BufferLoadNode>(e);
+    if (!l) return;
+    bool at_ir = l->indices.size() == 2 && ir::as<ir::VarNode>(l->indices[0]) == outer.var.get() && ir::as<ir::VarNode>(l->indices[1]) == loop->var.get();
+    ok &= at_ir && (!source || source == l->buffer.get());
+    source = l->buffer.get();
+  });
+  const ir::Stmt& store = seq->stmts[2];
+  if (!ok || !source || analysis::uses_var(init->value, loop->var.get()) || analysis::uses_var(store, loop->var.get())) return std::nullopt;
+  return RowReduction{&outer, loop, alloc->buffer, init->value, comb->op, element, store, source};
+}
 
 bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads) {
   ir::DType ta = g.a.buffer->dtype;

@@ -30,11 +30,11 @@ Expr FragmentLayout::col(const Expr& tx, const Expr& r) const {
 
 std::string FragmentLayout::to_string() const { return rt::str("mma ", rows, "x", cols, " over ", warps_m, "x", warps_n, " warps"); }
 
-std::optional<FragmentLayout> FragmentLayout::accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread) {
+std::optional<FragmentLayout> FragmentLayout::accumulator(int64_t rows, int64_t cols, int64_t warps, bool whole_rows, int64_t max_per_thread) {
   if (warps <= 0 || rows * cols % (32 * warps) != 0 || rows * cols / (32 * warps) > max_per_thread) return std::nullopt;
   std::optional<FragmentLayout> best;
   for (int64_t wm = warps; wm >= 1; --wm) {  // ties go to more warps along the rows
-    if (warps % wm != 0) continue;
+    if (warps % wm != 0 || (whole_rows && wm != warps)) continue;
     FragmentLayout l{rows, cols, wm, warps / wm};
     if (rows % (16 * l.warps_m) != 0 || cols % (16 * l.warps_n) != 0) continue;
     auto skew = [](const FragmentLayout& x) { return std::llabs(x.warp_rows() - x.warp_cols()); };

@@ -155,6 +155,7 @@ class BlockLowering {
   // for i, j in T.Parallel(M, N): body  ->  each thread takes the elements of a register fragment
   // the body touches, or else iterations tx, tx + threads, ...
   ir::Stmt distribute(const ir::Stmt& s) {
+    if (auto red = analysis::row_reduction(*ir::as<ir::ForNode>(s)); red && registers_.count(red->source)) return distribute_reduction(*red, s->loc);
     if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
       for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).read)
         if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
@@ -216,6 +217,46 @@ class BlockLowering {
     const auto* sel = ir::as<ir::SelectNode>(st.value);
     if (!sel || analysis::uses_var(sel->cond, inner) || !is_positive_zero(sel->f)) return nullptr;
     return ir::as<ir::BufferLoadNode>(sel->t);
+  }
+
+  // A row reduction of a register fragment (whole rows per warp): each thread combines the
+  // elements of its rows it holds, the four lanes sharing a row combine theirs with shuffles, and
+  // one of them finishes the reduction (init, store) for the row.
+  ir::Stmt distribute_reduction(const analysis::RowReduction& red, const SourceLoc& loc) {
+    const ir::Buffer& regs = registers_.at(red.source);
+    const ir::FragmentLayout& l = *regs->layout;
+    RT_ICHECK(l.warps_n == 1, "row reduction of a fragment split across warps");
+    auto combine = [&](const ir::Expr& a, const ir::Expr& b) {
+      return std::make_shared<const ir::BinaryNode>(a->dtype, red.combine, a, b, loc);
+    };
+    // Row slot s of a thread: atom row s / 2, upper or lower 8 rows (s % 2); its first register.
+    ir::Var slot = ir::make_var("s", ir::DType::I32, loc);
+    ir::Expr first = ir::add(ir::mul(ir::floor_div(slot, ir::make_int(2)), ir::make_int(4 * l.atoms_n())), ir::mul(ir::floor_mod(slot, ir::make_int(2)), ir::make_int(2)));
+    ir::Expr row = l.row(tx_, first);
+    // element(register r): the element expression with the source read from register r.
+    auto element = [&](const ir::Expr& r) {
+      ir::Var rv = ir::make_var("r", ir::DType::I32, loc);
+      ir::Expr e = RegisterElements(registers_, rv).mutate(red.element);
+      return ir::substitute(e, {{rv.get(), r}, {red.rows->var.get(), ir::cast(red.rows->var->dtype, row)}});
+    };
+    ir::Buffer part = ir::make_buffer(red.red->name + "_part", red.red->dtype, {}, ir::Scope::Local, loc);
+    ir::Expr part_v = ir::make_load(part, {}, loc);
+    std::vector<ir::Stmt> body{ir::make_store(part, {}, element(first), loc)};
+    // The other registers of the row: columns c % 2 of every atom of the row (register 4 * atom + 2 * half + c).
+    for (int64_t e = 1; e < 2 * l.atoms_n(); ++e)
+      body.push_back(ir::make_store(part, {}, combine(part_v, element(ir::add(first, ir::make_int((e / 2) * 4 + e % 2)))), loc));
+    for (int64_t lanes : {1, 2}) {
+      auto shfl = std::make_shared<const ir::CallNode>(part->dtype, ir::CallKind::Intrinsic, "warp_shfl_xor", std::vector<ir::Expr>{part_v, ir::make_int(lanes)}, loc);
+      body.push_back(ir::make_store(part, {}, combine(part_v, shfl), loc));
+    }
+    ir::Expr red_v = ir::make_load(red.red, {}, loc);
+    ir::VarMap at_row{{red.rows->var.get(), ir::cast(red.rows->var->dtype, row)}};
+    ir::Stmt finish = ir::make_seq({ir::make_store(red.red, {}, ir::substitute(red.init, at_row), loc),
+                                    ir::make_store(red.red, {}, combine(red_v, part_v), loc), ir::substitute(red.store, at_row)});
+    ir::Expr leader = ir::compare(ir::BinaryOp::EQ, ir::floor_mod(tx_, ir::make_int(4)), ir::make_int(0));
+    body.push_back(ir::make_allocate(red.red, ir::make_if(leader, finish, nullptr, loc), loc));
+    ir::Stmt per_slot = ir::make_allocate(part, ir::make_seq(std::move(body)), loc);
+    return ir::make_for(slot, ir::make_int(0), ir::make_int(2 * l.atoms_m()), ir::ForKind::Unrolled, per_slot, loc);
   }
 
   // Elements per 16-byte vector when the nest's body copies a tensor element of one dtype to another

@@ -23,12 +23,30 @@ struct TileNest {
 };
 std::optional<TileNest> tile_nest(const ir::ForNode& outer);
 
+// A reduction along the rows of a 2-D tile, as lower_tile_ops writes T.reduce_* over the last
+// dimension:
+//   for i in T.Parallel(rows): alloc red; red = init; for r in serial(cols): red = combine(red, element); store
+// where `element` reads the source only at [i, r], `combine` is +, max or min, and `store` writes
+// red out (neither init nor store uses r). None for any other loop.
+struct RowReduction {
+  const ir::ForNode* rows;
+  const ir::ForNode* cols;
+  ir::Buffer red;
+  ir::Expr init;
+  ir::BinaryOp combine;
+  ir::Expr element;
+  ir::Stmt store;
+  const ir::BufferNode* source;
+};
+std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
+
 // The fragments of a kernel launch to keep in registers, with their layouts: a 2-D float fragment
 // that tensor-core gemms accumulate into (the whole tile, A and B from shared memory in rows that
 // ldmatrix can address) and that is otherwise only accessed element-wise in tile nests over its
 // whole shape, as F[i, j] with i and j the nest's variables (T.clear, T.fill, T.copy in and out,
-// and element-wise T.Parallel code all lower to such nests). Each thread then touches only the
-// elements its registers hold; so a fragment touched under per-thread control (an if or loop on the
+// and element-wise T.Parallel code all lower to such nests), or in row reductions of the whole
+// tile (the fragment then takes whole rows per warp). Each thread then touches only the elements
+// its registers hold; so a fragment touched under per-thread control (an if or loop on the
 // thread index) stays in shared memory, as do all other fragments.
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep);
 

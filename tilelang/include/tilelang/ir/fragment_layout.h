@@ -33,10 +33,11 @@ struct FragmentLayout {
   bool operator==(const FragmentLayout&) const = default;
 
   // The layout of a rows x cols accumulator over `warps` warps: warp tiles as square as the
-  // tile allows (each loads the fewest operand bytes per multiply), in whole 16 x 16 steps so that
-  // operands load with ldmatrix.x4; none when the tile does not split so, or would take more than
-  // `max_per_thread` registers of each thread.
-  static std::optional<FragmentLayout> accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread = 128);
+  // tile allows (each loads the fewest operand bytes per multiply), or whole rows per warp when
+  // `whole_rows` (a row then lives in one warp: its reductions are shuffles within the warp); in
+  // whole 16 x 16 steps so that operands load with ldmatrix.x4. None when the tile does not split
+  // so, or would take more than `max_per_thread` registers of each thread.
+  static std::optional<FragmentLayout> accumulator(int64_t rows, int64_t cols, int64_t warps, bool whole_rows = false, int64_t max_per_thread = 128);
 };
 
 }  // namespace tilelang::ir

@@ -53,6 +53,8 @@ class CudaCodegen : public CodegenC {
   const char* target_name() const override { return "cuda"; }
 
   std::string math(const std::string& f, const std::vector<std::string>& a, ir::DType t) override {
+    // lower_kernel_cuda's exchange within a warp (register-fragment row reductions).
+    if (f == "warp_shfl_xor") return rt::str("__shfl_xor_sync(0xffffffffu, ", a[0], ", ", a[1], ")");
     bool f64 = t == ir::DType::F64;
     if (!rt::is_float(t)) {
       if (f == "abs") return rt::str("abs(", a[0], ")");
