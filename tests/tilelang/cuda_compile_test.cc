@@ -83,7 +83,7 @@ TEST(CudaCompile, SeedMatmulUsesTensorCoresOnHopper) {
   }
 }
 
-TEST(CudaCompile, BlockedGemmUsesMmaSyncAndVectorCopies) {
+TEST(CudaCompile, BlockedGemmUsesMmaSyncAndPipelinedCopies) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   for (const char* dtype : {"float16", "bfloat16"})
     for (const char* arch : {"sm_80", "sm_90a"}) {
@@ -91,9 +91,19 @@ TEST(CudaCompile, BlockedGemmUsesMmaSyncAndVectorCopies) {
       std::string ptx = ptx_for(c, arch);
       EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << dtype << " " << arch;
       EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos) << dtype << " " << arch;  // C in registers
-      bool vector_loads = ptx.find("ld.global.v4") != std::string::npos || ptx.find("ld.global.nc.v4") != std::string::npos;
-      EXPECT_TRUE(vector_loads) << dtype << " " << arch << ": T.copy should move 16 bytes a thread";
+      // T.Pipelined: the tile copies run ahead with cp.async, 16 bytes a thread.
+      EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos) << dtype << " " << arch;
+      EXPECT_NE(ptx.find("cp.async.wait_group 2"), std::string::npos) << dtype << " " << arch;
     }
+}
+
+TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "64"}}, {}};
+  std::string ptx = ptx_for(c, "sm_90a");
+  bool vector_loads = ptx.find("ld.global.v4") != std::string::npos || ptx.find("ld.global.nc.v4") != std::string::npos;
+  EXPECT_TRUE(vector_loads) << "the copy of Q should move 16 bytes a thread";
+  EXPECT_NE(ptx.find("shfl.sync.bfly"), std::string::npos) << "row reductions of the scores in registers";
 }
 
 // Tensors at unaligned addresses (offset views) get a specialization without 16-byte accesses or TMA.
@@ -105,8 +115,10 @@ TEST(CudaCompile, UnalignedTensorsGetScalarAccesses) {
     return tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, aligned}), target).code;
   };
   std::map<std::string, std::string> gemm{{"M", "256"}, {"N", "256"}, {"K", "256"}};
-  EXPECT_NE(source("examples/gemm.py", "matmul", gemm, {}, true).find("uint4"), std::string::npos);
-  EXPECT_EQ(source("examples/gemm.py", "matmul", gemm, {}, false).find("uint4"), std::string::npos);
+  std::string aligned = source("examples/gemm.py", "matmul", gemm, {}, true), unaligned = source("examples/gemm.py", "matmul", gemm, {}, false);
+  EXPECT_NE(aligned.find("cp_async_16"), std::string::npos);
+  EXPECT_EQ(unaligned.find("cp_async_16"), std::string::npos);
+  EXPECT_EQ(unaligned.find("uint4"), std::string::npos);
   std::vector<TensorSpec> seed{{DType::F16, {256, 256}}, {DType::F16, {256, 256}}};
   EXPECT_NE(source("examples/matmul.py", "matmul", {}, seed, true).find("gemm_sm90"), std::string::npos);
   EXPECT_EQ(source("examples/matmul.py", "matmul", {}, seed, false).find("gemm_sm90"), std::string::npos);

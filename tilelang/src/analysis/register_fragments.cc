@@ -12,13 +12,18 @@ namespace {
 
 bool is_16bit_float(ir::DType t) { return t == ir::DType::F16 || t == ir::DType::BF16; }
 
-// Whether ldmatrix can read a gemm operand: a tile of shared memory whose rows start 16 bytes apart
-// in multiples (row length and offset in whole 8-element groups).
+// Whether ldmatrix can read a gemm operand: a 2-D tile of shared memory (leading dimensions of
+// extent 1, as in a pipeline stage) whose rows start at multiples of 16 bytes: the row length and
+// the tile's offset within its 2-D slice in whole 8-element groups (the leading dimensions' strides
+// are multiples of the row length).
 bool ldmatrix_operand(const ir::Region& r) {
   const ir::Buffer& b = r.buffer;
-  if (b->scope == ir::Scope::Global || b->scope == ir::Scope::Local || r.ranges.size() != 2 || b->shape.size() != 2) return false;
-  auto ld = ir::as_const_int(b->shape[1]);
-  auto m0 = ir::as_const_int(r.ranges[0].min), m1 = ir::as_const_int(r.ranges[1].min);
+  size_t rank = r.ranges.size();
+  if (b->scope == ir::Scope::Global || b->scope == ir::Scope::Local || rank < 2) return false;
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (!ir::is_const_int(r.ranges[d].extent, 1)) return false;
+  auto ld = ir::as_const_int(b->shape[rank - 1]);
+  auto m0 = ir::as_const_int(r.ranges[rank - 2].min), m1 = ir::as_const_int(r.ranges[rank - 1].min);
   return ld && m0 && m1 && *ld % 8 == 0 && (*m0 * *ld + *m1) % 8 == 0;
 }
 

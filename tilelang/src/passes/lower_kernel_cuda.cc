@@ -1,13 +1,12 @@
 #include "tilelang/passes/lower_kernel_cuda.h"
 
-#include <cmath>
 #include <map>
 #include <set>
 
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
-#include "tilelang/analysis/linear.h"
 #include "tilelang/analysis/register_fragments.h"
+#include "tilelang/analysis/vector_copy.h"
 #include "tilelang/analysis/thread_dependence.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -54,13 +53,6 @@ class SerializeParallel : public ir::IRMutator {
                         n.num_stages);
   }
 };
-
-// A constant whose bits are all zero in any dtype (0 or +0.0, possibly cast).
-bool is_positive_zero(const ir::Expr& e) {
-  if (const auto* c = ir::as<ir::CastNode>(e)) return is_positive_zero(c->value);
-  auto v = ir::as_const_float(e);
-  return v && *v == 0.0 && !std::signbit(*v);
-}
 
 // In a tile nest distributed by a register layout: element [i, j] of a register fragment is the
 // thread's register r.
@@ -172,7 +164,7 @@ class BlockLowering {
     const SourceLoc& loc = s->loc;
     // A plain copy along contiguous, aligned memory moves 16 bytes per thread at a time: the
     // innermost loop is split into vectors the code generator emits as single accesses.
-    const int64_t vec = vector_width(nest, cur);
+    const int64_t vec = analysis::vector_width(nest, cur, tensors_aligned_);
     ir::Expr total = ir::make_int(1);
     for (const ir::ForNode* f : nest) total = ir::mul(total, ir::cast(ir::DType::I32, f->extent));
     if (vec > 1) total = ir::floor_div(total, ir::make_int(vec));
@@ -210,15 +202,6 @@ class BlockLowering {
     return ir::make_for(r, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, ir::substitute(body, bind), loc);
   }
 
-  // The load a vectorizable store copies: its value, or a bounds guard `select(cond, load, 0)` whose
-  // condition is the same for the whole vector (does not use the innermost loop variable).
-  static const ir::BufferLoadNode* vector_source(const ir::BufferStoreNode& st, const ir::VarNode* inner) {
-    if (const auto* ld = ir::as<ir::BufferLoadNode>(st.value)) return ld;
-    const auto* sel = ir::as<ir::SelectNode>(st.value);
-    if (!sel || analysis::uses_var(sel->cond, inner) || !is_positive_zero(sel->f)) return nullptr;
-    return ir::as<ir::BufferLoadNode>(sel->t);
-  }
-
   // A row reduction of a register fragment (whole rows per warp): each thread combines the
   // elements of its rows it holds, the four lanes sharing a row combine theirs with shuffles, and
   // one of them finishes the reduction (init, store) for the row.
@@ -246,7 +229,7 @@ class BlockLowering {
     for (int64_t e = 1; e < 2 * l.atoms_n(); ++e)
       body.push_back(ir::make_store(part, {}, combine(part_v, element(ir::add(first, ir::make_int((e / 2) * 4 + e % 2)))), loc));
     for (int64_t lanes : {1, 2}) {
-      auto shfl = std::make_shared<const ir::CallNode>(part->dtype, ir::CallKind::Intrinsic, "warp_shfl_xor", std::vector<ir::Expr>{part_v, ir::make_int(lanes)}, loc);
+      auto shfl = std::make_shared<const ir::CallNode>(part->dtype, ir::CallKind::Intrinsic, ir::kWarpShflXor, std::vector<ir::Expr>{part_v, ir::make_int(lanes)}, loc);
       body.push_back(ir::make_store(part, {}, combine(part_v, shfl), loc));
     }
     ir::Expr red_v = ir::make_load(red.red, {}, loc);
@@ -257,37 +240,6 @@ class BlockLowering {
     body.push_back(ir::make_allocate(red.red, ir::make_if(leader, finish, nullptr, loc), loc));
     ir::Stmt per_slot = ir::make_allocate(part, ir::make_seq(std::move(body)), loc);
     return ir::make_for(slot, ir::make_int(0), ir::make_int(2 * l.atoms_m()), ir::ForKind::Unrolled, per_slot, loc);
-  }
-
-  // Elements per 16-byte vector when the nest's body copies a tensor element of one dtype to another
-  // tensor, both contiguous and 16-byte aligned along the innermost loop (offsets proven multiples
-  // of the vector, global tensors' bases aligned); 1 otherwise.
-  int64_t vector_width(const std::vector<const ir::ForNode*>& nest, const ir::Stmt& body) const {
-    const auto* st = ir::as<ir::BufferStoreNode>(body);
-    if (!st || st->atomic_add || nest.empty()) return 1;
-    const ir::ForNode* inner = nest.back();
-    const auto* ld = vector_source(*st, inner->var.get());
-    if (!ld || ld->buffer->dtype != st->buffer->dtype) return 1;
-    if (!tensors_aligned_ && (st->buffer->scope == ir::Scope::Global || ld->buffer->scope == ir::Scope::Global)) return 1;
-    int bits = rt::bits(st->buffer->dtype);
-    if (bits != 16 && bits != 32) return 1;
-    const int64_t vec = 128 / bits;
-    auto ext = ir::as_const_int(inner->extent);
-    if (!ext || *ext % vec != 0 || !ir::is_const_int(inner->min, 0)) return 1;
-    auto aligned = [&](const ir::Buffer& b, const std::vector<ir::Expr>& idx) {
-      // Flat offset: the innermost variable with coefficient 1 in the last index only; every other
-      // term and the constant multiples of the vector.
-      ir::Expr flat = ir::cast(ir::DType::I64, idx[0]);
-      for (size_t d = 1; d < idx.size(); ++d) flat = ir::add(ir::mul(flat, ir::cast(ir::DType::I64, b->shape[d])), ir::cast(ir::DType::I64, idx[d]));
-      for (size_t d = 0; d + 1 < idx.size(); ++d)
-        if (analysis::uses_var(idx[d], inner->var.get())) return false;
-      auto lin = analysis::as_linear(flat);
-      if (!lin || lin->constant % vec != 0 || lin->coefficient(inner->var.get()) != 1) return false;
-      for (const auto& [v, c] : lin->terms)
-        if (v.get() != inner->var.get() && c % vec != 0) return false;
-      return true;
-    };
-    return aligned(st->buffer, st->indices) && aligned(ld->buffer, ld->indices) ? vec : 1;
   }
 
   const analysis::ThreadDependence& dep_;

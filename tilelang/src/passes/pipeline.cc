@@ -9,6 +9,7 @@
 #include "tilelang/passes/lower_kernel_cpu.h"
 #include "tilelang/passes/lower_kernel_cuda.h"
 #include "tilelang/passes/lower_tile_ops.h"
+#include "tilelang/passes/pipeline_loads_cuda.h"
 #include "tilelang/passes/promote_reductions.h"
 #include "tilelang/passes/recognize_tile_ops.h"
 #include "tilelang/passes/schedule_cpu.h"
@@ -39,6 +40,7 @@ constexpr PassEntry kPasses[] = {
     {"schedule_cpu", schedule_cpu, true, false},
     {"lower_kernel_cpu", lower_kernel_cpu, true, false},
     {"lower_host_cuda", lower_host_cuda, false, true},
+    {"pipeline_loads_cuda", pipeline_loads_cuda, false, true},
     {"lower_kernel_cuda", lower_kernel_cuda, false, true},
     {"simplify", simplify, true, true},
     {"verify", verify, true, true},

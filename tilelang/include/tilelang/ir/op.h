@@ -40,6 +40,12 @@ Expr cast(DType dtype, Expr value, SourceLoc loc = {});  // folds constants
 // Math intrinsics known to every backend: exp exp2 log log2 log10 sqrt rsqrt abs sin cos tan tanh
 // sigmoid floor ceil round trunc erf pow fma. Integer arguments of float functions become f32.
 bool is_math_intrinsic(const std::string& name);
+
+// Intrinsics the CUDA lowering makes and only the CUDA code generator emits:
+inline constexpr const char* kWarpShflXor = "warp_shfl_xor";      // (value, lane mask): __shfl_xor_sync over the warp
+inline constexpr const char* kAsyncCopy = "async_copy";           // (value) stored by cp.async, complete after a wait
+inline constexpr const char* kAsyncCommit = "async_copy_commit";  // (): closes the thread's group of cp.async copies
+inline constexpr const char* kAsyncWait = "async_copy_wait";      // (n): waits until at most n groups are in flight
 Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
 
 std::optional<int64_t> as_const_int(const Expr& e);
