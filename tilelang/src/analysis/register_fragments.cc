@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "rt/dtype.h"
 #include "tilelang/analysis/access.h"
 #include "tilelang/ir/equality.h"
 #include "tilelang/ir/op.h"
@@ -230,6 +231,62 @@ std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir:
   for (auto it = candidates.begin(); it != candidates.end();)
     it = screen.accumulated.count(it->first) ? std::next(it) : candidates.erase(it);
   return candidates;
+}
+
+namespace {
+
+// Whether a register-accumulator gemm operand can be swizzled (see swizzled_tiles).
+bool swizzlable(const ir::Region& r) {
+  const ir::Buffer& b = r.buffer;
+  size_t rank = r.ranges.size();
+  auto ld = ir::as_const_int(b->shape[rank - 1]);
+  auto row0 = ir::as_const_int(r.ranges[rank - 2].min);
+  int64_t chunks = ld ? *ld * rt::bits(b->dtype) / 128 : 0;
+  if (chunks < 2 || (chunks & (chunks - 1)) != 0 || !row0 || *row0 % 8 != 0 || !ir::is_const_int(r.ranges[rank - 1].min, 0)) return false;
+  if (rank > 2) {  // leading dimensions (pipeline stages) start at multiples of 8 rows
+    auto rows = ir::as_const_int(b->shape[rank - 2]);
+    if (!rows || *rows % 8 != 0) return false;
+  }
+  return true;
+}
+
+class SwizzleScreen : public ir::IRVisitor {
+ public:
+  explicit SwizzleScreen(const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) : registers_(registers) {}
+  std::set<const ir::BufferNode*> wanted, ruled_out;
+
+ protected:
+  using ir::IRVisitor::visit;
+  void visit(const ir::GemmNode& n) override {
+    if (registers_.count(n.c.buffer.get())) {
+      for (const ir::Region* r : {&n.a, &n.b}) (swizzlable(*r) ? wanted : ruled_out).insert(r->buffer.get());
+    } else {
+      for (const ir::Region* r : {&n.a, &n.b, &n.c}) ruled_out.insert(r->buffer.get());
+    }
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CallNode& n) override {
+    if (n.name == "address_of")
+      if (const auto* l = ir::as<ir::BufferLoadNode>(n.args.at(0))) ruled_out.insert(l->buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CopyNode& n) override { ruled_out.insert({n.src.buffer.get(), n.dst.buffer.get()}); }
+  void visit(const ir::FillNode& n) override { ruled_out.insert(n.dst.buffer.get()); }
+  void visit(const ir::ReduceNode& n) override { ruled_out.insert({n.src.buffer.get(), n.dst.buffer.get()}); }
+
+ private:
+  const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers_;
+};
+
+}  // namespace
+
+std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kernel, const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
+  SwizzleScreen screen(registers);
+  screen.visit_stmt(kernel.body);
+  std::set<const ir::BufferNode*> out;
+  for (const ir::BufferNode* b : screen.wanted)
+    if (!screen.ruled_out.count(b)) out.insert(b);
+  return out;
 }
 
 }  // namespace tilelang::analysis

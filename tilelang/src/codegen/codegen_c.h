@@ -45,7 +45,7 @@ class CodegenC : public ir::IRVisitor {
   void visit(const ir::ReduceNode& n) override;
 
   // ---- helpers
-  std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx);  // row-major offset, 64-bit
+  virtual std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx);  // row-major offset, 64-bit
   ir::Expr element_count(const ir::Buffer& b);
   std::string var(const ir::VarNode* v) { return names_.name(v, v->name); }
   std::string buffer(const ir::Buffer& b) { return names_.name(b.get(), b->name); }

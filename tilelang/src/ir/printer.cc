@@ -99,7 +99,8 @@ class Printer : public IRVisitor {
   }
 
   std::string buffer_decl(const Buffer& b) {
-    return rt::str(buffer(b), ": ", scope_name(b->scope), " ", rt::name(b->dtype), shape(b->shape), b->layout ? " registers of " + b->layout->to_string() : "");
+    return rt::str(buffer(b), ": ", scope_name(b->scope), " ", rt::name(b->dtype), shape(b->shape), b->layout ? " registers of " + b->layout->to_string() : "",
+                   b->swizzled ? " swizzled" : "");
   }
 
   std::string shape(const std::vector<Expr>& dims) { return "[" + list(dims) + "]"; }

@@ -257,7 +257,8 @@ class KernelLowering : public ir::IRMutator {
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     analysis::ThreadDependence dep(n.body, n.thread_var.get());
     Registers registers;
-    for (const auto& [fragment, layout] : analysis::register_fragments(n, dep)) {
+    auto layouts = analysis::register_fragments(n, dep);
+    for (const auto& [fragment, layout] : layouts) {
       auto regs = std::make_shared<ir::BufferNode>(*fragment);
       regs->scope = ir::Scope::Local;
       regs->shape = {ir::make_int(layout.per_thread())};
@@ -265,6 +266,14 @@ class KernelLowering : public ir::IRMutator {
       registers.emplace(fragment, std::move(regs));
     }
     ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers).lower(n.body);
+    // Tensor-core operand tiles in the bank-conflict-free layout.
+    std::map<const ir::BufferNode*, ir::Buffer> swizzled;
+    for (const ir::BufferNode* tile : analysis::swizzled_tiles(n, layouts)) {
+      auto s = std::make_shared<ir::BufferNode>(*tile);
+      s->swizzled = true;
+      swizzled.emplace(tile, std::move(s));
+    }
+    if (!swizzled.empty()) body = ir::replace_buffers(body, swizzled);
     return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
   }
 

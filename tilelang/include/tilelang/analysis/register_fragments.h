@@ -4,6 +4,7 @@
 
 #include <map>
 #include <optional>
+#include <set>
 
 #include "tilelang/analysis/thread_dependence.h"
 #include "tilelang/ir/fragment_layout.h"
@@ -49,5 +50,11 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
 // its registers hold; so a fragment touched under per-thread control (an if or loop on the
 // thread index) stays in shared memory, as do all other fragments.
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep);
+
+// The shared tiles of a kernel to swizzle (device/cuda/swizzle.h), given its register fragments:
+// operands of gemms that accumulate in registers, with rows of a power of two (at least two) of
+// 16-byte chunks, read from column 0 and a row that is a multiple of 8 of their 2-D slice, and
+// otherwise used only through element loads and stores (not by other gemms, not by address).
+std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kernel, const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers);
 
 }  // namespace tilelang::analysis

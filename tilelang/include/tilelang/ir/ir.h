@@ -62,6 +62,9 @@ struct BufferNode {
   // A tile spread over the registers of a GPU block's threads (set by lower_kernel_cuda): the buffer
   // is then each thread's own registers, shape [registers per thread]; null for every other buffer.
   std::shared_ptr<const FragmentLayout> layout;
+  // A GPU shared tile whose rows' 16-byte chunks are permuted (device/cuda/swizzle.h; set by
+  // lower_kernel_cuda for tensor-core operands): its elements are addressed through that layout.
+  bool swizzled = false;
 };
 using Buffer = std::shared_ptr<const BufferNode>;
 Buffer make_buffer(std::string name, DType dtype, std::vector<Expr> shape, Scope scope, SourceLoc loc = {});

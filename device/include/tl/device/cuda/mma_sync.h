@@ -10,6 +10,7 @@
 #pragma once
 
 #include "tl/device/cuda/arch.h"
+#include "tl/device/cuda/swizzle.h"
 #include "tl/device/numeric.h"
 
 namespace tl::cuda {
@@ -115,14 +116,23 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #endif
 }
 
+// The address of 16-bit element (row, col) of an operand tile with rows of kLd elements (col a
+// multiple of 8, so the 16-byte chunk it starts is whole).
+template <int kLd, bool kSwizzled, class T>
+__device__ __forceinline__ const T* operand_at(const T* base, int row, int col) {
+  if constexpr (kSwizzled) return base + int64_t(row) * kLd + swizzle_chunk<kLd / 8>(row, col / 8) * 8;
+  else return base + int64_t(row) * kLd + col;
+}
+
 // acc (=|+=) opA(A) * opB(B) over K (a multiple of 16) for the block's accumulator tile in registers:
 // warp w owns the warp tile at row block w / kWarpsN, column block w % kWarpsN, of kAtomsM x kAtomsN
 // atoms of 16 x 8 (kAtomsN even); register 4 * (am * kAtomsN + an) + c of a lane holds atom (am, an)
 // at row lane / 4 + 8 * (c / 2), column 2 * (lane % 4) + c % 2. A is M x K (K x M when kTransA), B
-// is K x N (N x K when kTransB), in shared memory with rows 16-byte aligned. All threads of the block
-// call it; it does not synchronize.
-template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN>
-__device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, int64_t lda, const T* B, int64_t ldb, float* acc, bool clear) {
+// is K x N (N x K when kTransB), in shared memory with rows 16-byte aligned; kSwizzleA / kSwizzleB:
+// the operand is a swizzled tile (swizzle.h) of rows of lda / ldb elements starting at a row that
+// is a multiple of 8. All threads of the block call it; it does not synchronize.
+template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN, bool kSwizzleA, bool kSwizzleB, int kLda, int kLdb>
+__device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B, float* acc, bool clear) {
   static_assert(kAtomsN % 2 == 0, "ldmatrix.x4 loads B for two atoms of 8 columns at once");
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int row0 = (warp / kWarpsN) * kAtomsM * 16, col0 = (warp % kWarpsN) * kAtomsN * 8;
@@ -138,9 +148,9 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, int64_t ld
       const int m = row0 + am * 16;
       // Matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
       if constexpr (kTransA)  // A stored K x M: rows of the stored matrix run along k
-        ldmatrix_x4<true>(a[am], A + int64_t(k0 + (lane & 7) + (lane >> 4) * 8) * lda + m + ((lane >> 3) & 1) * 8);
+        ldmatrix_x4<true>(a[am], operand_at<kLda, kSwizzleA>(A, k0 + (lane & 7) + (lane >> 4) * 8, m + ((lane >> 3) & 1) * 8));
       else
-        ldmatrix_x4<false>(a[am], A + int64_t(m + lrow) * lda + k0 + lhalf);
+        ldmatrix_x4<false>(a[am], operand_at<kLda, kSwizzleA>(A, m + lrow, k0 + lhalf));
     }
 #pragma unroll
     for (int an = 0; an < kAtomsN; an += 2) {
@@ -148,9 +158,9 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, int64_t ld
       uint32_t r[4];
       // Matrices: b0 and b1 of column atom an, then b0 and b1 of atom an + 1.
       if constexpr (kTransB)  // B stored N x K: rows run along n
-        ldmatrix_x4<false>(r, B + int64_t(n + (lane & 7) + (lane >> 4) * 8) * ldb + k0 + ((lane >> 3) & 1) * 8);
+        ldmatrix_x4<false>(r, operand_at<kLdb, kSwizzleB>(B, n + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
       else
-        ldmatrix_x4<true>(r, B + int64_t(k0 + lrow) * ldb + n + lhalf);
+        ldmatrix_x4<true>(r, operand_at<kLdb, kSwizzleB>(B, k0 + lrow, n + lhalf));
       b[an][0] = r[0], b[an][1] = r[1], b[an + 1][0] = r[2], b[an + 1][1] = r[3];
     }
 #pragma unroll
