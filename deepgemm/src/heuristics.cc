@@ -1,0 +1,78 @@
+#include "heuristics.h"
+
+#include <algorithm>
+
+#include "rt/cpu_info.h"
+
+namespace deepgemm::detail {
+namespace {
+
+int64_t round_up(int64_t x, int64_t m) { return (x + m - 1) / m * m; }
+int64_t ceil_div(int64_t x, int64_t m) { return (x + m - 1) / m; }
+
+int64_t count_tiles(const std::vector<cpu::SubGemm>& gemms, int64_t bm, int64_t bn) {
+  int64_t n = 0;
+  for (const cpu::SubGemm& g : gemms) n += ceil_div(g.m, bm) * ceil_div(g.n, bn);
+  return n;
+}
+
+}  // namespace
+
+cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr, int nr, int promotion_k,
+                                  int threads) {
+  cpu::Blocking b;
+  b.promotion_k = promotion_k;
+  // block_k: 256 of K per pass (2 promotions of 128, 8 of 32): the packed A chunk (8 MR rows) stays
+  // in L2 and one A micro-panel (MR x 256 floats, 14 KiB with AVX-512) in L1.
+  b.block_k = std::max<int64_t>(256 / promotion_k, 1) * promotion_k;
+  // block_n: the packed B panel (block_k x block_n floats) takes about half of L2.
+  int64_t l2 = rt::cpu_info().l2_bytes;
+  if (l2 < 256 * 1024 || l2 > 64 * 1024 * 1024) l2 = 1024 * 1024;
+  const int64_t nc_cache = std::max<int64_t>(nr, l2 / 2 / (b.block_k * int64_t(sizeof(float))) / nr * nr);
+  int64_t max_m = 0, max_n = 0;
+  double flops = 0;
+  for (const cpu::SubGemm& g : gemms) {
+    max_m = std::max(max_m, g.m);
+    max_n = std::max(max_n, g.n);
+    flops += 2.0 * double(g.m) * double(g.n) * double(g.k);
+  }
+  // Tiles: at most nc_cache columns and 72 micro-rows (about 1000 rows: each packed B panel serves
+  // that many rows); then more, evenly sized tiles until every thread has about two (down to 8
+  // micro-rows and 4 micro-columns), and a multiple of the thread count when the tiles are few.
+  threads = std::max(1, std::min<int>(threads, int(std::max(1.0, flops / 4.0e6))));
+  max_m = std::max<int64_t>(max_m, 1);
+  max_n = std::max<int64_t>(max_n, 1);
+  int64_t tm = ceil_div(max_m, 72 * int64_t(mr)), tn = ceil_div(max_n, nc_cache);
+  auto sizes = [&] {
+    b.block_m = round_up(ceil_div(max_m, tm), mr);
+    b.block_n = round_up(ceil_div(max_n, tn), nr);
+  };
+  // One more tile along the longer side of the current tiles (each tile packs its own A and B
+  // panels: the packing work is proportional to rows + columns per tile).
+  auto split = [&] {
+    const int64_t rows = ceil_div(max_m, tm), cols = ceil_div(max_n, tn);
+    const bool can_m = rows > 8 * int64_t(mr), can_n = cols > 4 * int64_t(nr);
+    if (can_m && (!can_n || rows >= cols)) {
+      ++tm;
+    } else if (can_n) {
+      ++tn;
+    } else {
+      return false;
+    }
+    sizes();
+    return true;
+  };
+  sizes();
+  while (count_tiles(gemms, b.block_m, b.block_n) < 2 * int64_t(threads) && split()) {
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t tiles = count_tiles(gemms, b.block_m, b.block_n);
+    if (tiles % threads == 0 || tiles >= 8 * int64_t(threads) || !split()) break;
+  }
+  b.threads = int(std::max<int64_t>(1, std::min<int64_t>(threads, count_tiles(gemms, b.block_m, b.block_n))));
+  return b;
+}
+
+int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
+
+}  // namespace deepgemm::detail

@@ -1,0 +1,562 @@
+#include "validate.h"
+
+#include <algorithm>
+#include <initializer_list>
+#include <utility>
+
+#include "rt/error.h"
+
+namespace deepgemm::detail {
+namespace {
+
+constexpr int64_t kBlockK = 128;          // the scale block along K (and the contiguous layout's M block)
+constexpr int64_t kTmaAlignBytes = 16;    // TMA: global addresses and strides
+
+std::string shape_str(const rt::Shape& s) {
+  std::string out = "[";
+  for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
+  return out + "]";
+}
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Whether `elements` elements of `dtype` span a multiple of 16 bytes.
+bool stride_aligned(int64_t elements, rt::DType dtype) {
+  return (elements * rt::bits(dtype)) % (kTmaAlignBytes * 8) == 0;
+}
+
+class Checker {
+ public:
+  explicit Checker(const std::string& function) : fn_(function) {}
+
+  template <class... Args>
+  [[noreturn]] void fail(const Args&... args) const {
+    rt::throw_user_error(rt::str("deepgemm::", fn_, ": ", args...));
+  }
+  template <class... Args>
+  void check(bool ok, const Args&... args) const {
+    if (!ok) fail(args...);
+  }
+
+  void defined(const rt::Tensor& t, const char* name) const {
+    check(t.defined(), name, " is an undefined tensor (a tensor is required)");
+  }
+  void same_device(const rt::Tensor& t, const char* name, const rt::Tensor& ref, const char* ref_name) const {
+    check(t.device() == ref.device(), name, " is on ", t.device().to_string(), " but ", ref_name, " is on ",
+          ref.device().to_string(), "; all tensors of a call must be on one device");
+  }
+  void dtype(const rt::Tensor& t, const char* name, std::initializer_list<rt::DType> allowed) const {
+    for (rt::DType d : allowed)
+      if (t.dtype() == d) return;
+    std::string list;
+    size_t i = 0;
+    for (rt::DType d : allowed) {
+      if (i) list += i + 1 == allowed.size() ? " or " : ", ";
+      list += rt::name(d);
+      ++i;
+    }
+    fail(name, " must be ", list, " (got ", rt::name(t.dtype()), ")");
+  }
+  void dims(const rt::Tensor& t, const char* name, int64_t nd, const std::string& doc) const {
+    check(t.dim() == nd, name, " must be a ", nd, "-d tensor ", doc, " (got shape ", t.shape_string(), ")");
+  }
+  void shape(const rt::Tensor& t, const char* name, const rt::Shape& want, const std::string& doc) const {
+    check(t.shape() == want, name, " must have shape ", doc, " = ", shape_str(want), " (got ", t.shape_string(), ")");
+  }
+  void no_negative_strides(const rt::Tensor& t, const char* name) const {
+    for (int64_t s : t.strides())
+      check(s >= 0, name, " has a negative stride (strides ", shape_str(t.strides()), "); not supported");
+  }
+  void aligned(const rt::Tensor& t, const char* name) const {
+    check(reinterpret_cast<uintptr_t>(t.data()) % kTmaAlignBytes == 0, name, "'s data pointer ", t.data(),
+          " is not 16-byte aligned (TMA needs 16-byte aligned addresses)");
+  }
+  // The group stride of a 3-d tensor: past one group's matrix, and 16-byte aligned when required.
+  void group_stride(const rt::Tensor& t, const char* name, bool require_aligned) const {
+    if (t.dim() != 3 || t.size(0) <= 1 || t.size(1) == 0 || t.size(2) == 0) return;
+    const int64_t span = (t.size(1) - 1) * t.stride(1) + (t.size(2) - 1) * t.stride(2) + 1;
+    check(t.stride(0) >= span, name, "'s groups overlap: stride ", t.stride(0), " of dimension 0 is below the ",
+          span, " elements one group spans (strides ", shape_str(t.strides()), ")");
+    check(!require_aligned || stride_aligned(t.stride(0), t.dtype()), name, "'s group stride (", t.stride(0),
+          " elements) is not a multiple of 16 bytes (TMA); strides ", shape_str(t.strides()));
+  }
+
+  // An operand or output as given: last dimension contiguous, the one before it a 16-byte multiple
+  // (and past the last one), 16-byte aligned data.
+  void operand(const rt::Tensor& t, const char* name) const {
+    no_negative_strides(t, name);
+    aligned(t, name);
+    const int64_t nd = t.dim();
+    const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
+    check(cols <= 1 || t.stride(nd - 1) == 1, name, " must be contiguous in its last dimension (stride 1); got shape ",
+          t.shape_string(), " with strides ", shape_str(t.strides()));
+    if (rows > 1) {
+      const int64_t ld = t.stride(nd - 2);
+      check(ld >= cols, name, "'s rows overlap: stride ", ld, " of dimension ", nd - 2, " is below its ", cols,
+            " columns (strides ", shape_str(t.strides()), ")");
+      check(stride_aligned(ld, t.dtype()), name, "'s row stride (", ld, " elements of ", rt::name(t.dtype()),
+            ") is not a multiple of 16 bytes, which TMA needs; shape ", t.shape_string(), ", strides ",
+            shape_str(t.strides()), " (pad the rows)");
+    }
+    group_stride(t, name, true);
+  }
+
+  // A scale tensor, logical view v ([rows, cols] = [operand rows / gran_r, K / gran_c]): either K-major
+  // (stride 1 along cols) or MN-major. Per-row scales (gran_r == 1: A's, FP4 B's, the K-grouped
+  // GEMM's) are what the GPU kernels load with TMA, in the MN-major layout: that form needs a 16-byte
+  // aligned leading stride (get_mn_major_tma_aligned_tensor's layout); the K-major form is
+  // transposed by the GPU path itself. Block scales (gran_r == 128) are small and read directly.
+  void scales(const ScaleArg& v, const char* name) const {
+    const rt::Tensor& t = v.tensor;
+    no_negative_strides(t, name);
+    aligned(t, name);
+    const bool k_major = (v.cols <= 1 || v.s_c == 1) && (v.rows <= 1 || v.s_r >= v.cols);
+    const bool mn_major = (v.rows <= 1 || v.s_r == 1) && (v.cols <= 1 || v.s_c >= v.rows);
+    check(k_major || mn_major, name, " must be stored K-major (stride 1 along K) or MN-major (stride 1 along M/N, ",
+          "get_mn_major_tma_aligned_tensor()); got shape ", t.shape_string(), " with strides ",
+          shape_str(t.strides()));
+    const bool tma = !k_major && v.gran_r == 1;
+    if (tma) {
+      check(v.cols <= 1 || stride_aligned(v.s_c, t.dtype()), name, " is MN-major with a leading stride of ", v.s_c,
+            " elements, not a multiple of 16 bytes (TMA); use get_mn_major_tma_aligned_tensor() or the K-major "
+            "form (shape ",
+            t.shape_string(), ", strides ", shape_str(t.strides()), ")");
+    }
+    group_stride(t, name, tma);
+  }
+
+  const std::string& function() const { return fn_; }
+
+ private:
+  std::string fn_;
+};
+
+// The logical [rows, cols] view of the last two dimensions of t, transposed when the tensor is given
+// MN-major ([K, MN]).
+template <class Arg>
+Arg view(const rt::Tensor& t, bool transposed) {
+  Arg v;
+  v.tensor = t;
+  const int64_t nd = t.dim();
+  v.rows = t.size(nd - 2);
+  v.cols = t.size(nd - 1);
+  v.s_r = t.stride(nd - 2);
+  v.s_c = t.stride(nd - 1);
+  if (transposed) {
+    std::swap(v.rows, v.cols);
+    std::swap(v.s_r, v.s_c);
+  }
+  v.s_g = nd == 3 ? t.stride(0) : 0;
+  return v;
+}
+
+bool overlaps(const rt::Tensor& x, const rt::Tensor& y) {
+  uintptr_t xl, xh, yl, yh;
+  byte_range(x, &xl, &xh);
+  byte_range(y, &yl, &yh);
+  return xl < yh && yl < xh;
+}
+
+// d must not overlap an input; c may be d itself (same memory, same layout), nothing else.
+void check_output_overlaps(const Checker& ck, const Problem& p) {
+  const rt::Tensor& d = p.d.tensor;
+  const std::pair<const rt::Tensor*, const char*> inputs[] = {
+      {&p.a.tensor, "a"},           {&p.b.tensor, "b"},        {&p.sfa.tensor, "a_scales"},
+      {&p.sfb.tensor, "b_scales"}, {&p.m_indices, "m_indices"}, {&p.masked_m, "masked_m"}};
+  for (const auto& [t, name] : inputs)
+    if (t->defined()) ck.check(!overlaps(d, *t), "d overlaps ", name, " in memory; the output must not alias an input");
+  if (p.c.present()) {
+    const rt::Tensor& c = p.c.tensor;
+    if (c.data() == d.data())
+      ck.check(c.strides() == d.strides(), "c and d share memory with different strides (",
+               shape_str(c.strides()), " vs ", shape_str(d.strides()), "); c may be d itself, nothing else");
+    else
+      ck.check(!overlaps(d, c), "d overlaps c in memory without being c; c may be d itself, nothing else");
+  }
+}
+
+// Which K granularity an FP4 B's scales use, from their last dimension: K/32 or K/128.
+int fp4_scale_granularity(const Checker& ck, const rt::Tensor& sfb, int64_t k, const std::string& doc) {
+  const int64_t last = sfb.size(-1);
+  if (last == k / 32 && k > 0) return 32;
+  if (last == k / kBlockK) return 128;
+  ck.fail("b_scales must have shape ", doc, " with K/32 = ", k / 32, " or K/128 = ", k / kBlockK,
+          " in the last dimension (per-32 or per-128 scales along K); got ", sfb.shape_string());
+}
+
+void check_k_multiple(const Checker& ck, int64_t k) {
+  ck.check(k % kBlockK == 0, "K = ", k, " must be a multiple of 128 (the scale block along K)");
+}
+
+// The contents of m_indices (CPU only): every index in [-1, G), and each 128-row block holds rows of
+// at most one group, then padding.
+void check_m_indices(const Checker& ck, const rt::Tensor& m_indices, int64_t num_groups) {
+  const int32_t* idx = static_cast<const int32_t*>(m_indices.data());
+  const int64_t m = m_indices.size(0);
+  for (int64_t r = 0; r < m; ++r)
+    ck.check(idx[r] >= -1 && idx[r] < num_groups, "m_indices[", r, "] = ", idx[r], " is out of range for ",
+             num_groups, " groups (valid: 0..", num_groups - 1, ", or -1 for a padding row)");
+  for (int64_t b0 = 0; b0 < m; b0 += kBlockK) {
+    const int64_t b1 = std::min(m, b0 + kBlockK);
+    int32_t group = -1;
+    bool padding_seen = false;
+    for (int64_t r = b0; r < b1; ++r) {
+      if (idx[r] < 0) {
+        padding_seen = true;
+        continue;
+      }
+      if (group < 0) group = idx[r];
+      ck.check(idx[r] == group, "m_indices: rows ", b0, "..", b1 - 1, " (one 128-row block) hold rows of groups ",
+               group, " and ", idx[r], "; each group's segment must start at a multiple of 128 rows ",
+               "(get_mk_alignment_for_contiguous_layout())");
+      ck.check(!padding_seen, "m_indices[", r, "] = ", idx[r], " follows a padding row (-1) in the same 128-row block (rows ",
+               b0, "..", b1 - 1, "); padding rows must come at the end of a group's segment");
+    }
+  }
+}
+
+Problem base(const std::string& function, Kind kind, Grouping grouping, const rt::Tensor& a) {
+  Problem p;
+  p.function = function;
+  p.kind = kind;
+  p.grouping = grouping;
+  p.device = a.device();
+  return p;
+}
+
+// Common checks of D (and C): dtype, shape, layout.
+void check_output(const Checker& ck, Problem& p, const rt::Tensor& d, const rt::Tensor& c, const rt::Shape& shape,
+                  const std::string& doc, bool f32_only) {
+  if (f32_only)
+    ck.dtype(d, "d", {rt::DType::F32});
+  else
+    ck.dtype(d, "d", {rt::DType::BF16, rt::DType::F32});
+  ck.dims(d, "d", int64_t(shape.size()), doc);
+  ck.shape(d, "d", shape, doc);
+  ck.operand(d, "d");
+  p.d = view<MatrixArg>(d, false);
+  if (c.defined()) {
+    ck.dtype(c, "c", {rt::DType::F32});
+    ck.check(d.dtype() == rt::DType::F32, "with c (accumulation), d must be float32 (got ", rt::name(d.dtype()), ")");
+    ck.dims(c, "c", int64_t(shape.size()), doc);
+    ck.shape(c, "c", shape, doc);
+    ck.operand(c, "c");
+    p.c = view<MatrixArg>(c, false);
+  }
+}
+
+const char* major_doc(Major m, bool is_a) {
+  if (is_a) return m == Major::K ? "[M, K]" : "[K, M]";
+  return m == Major::K ? "[N, K]" : "[K, N]";
+}
+
+}  // namespace
+
+void byte_range(const rt::Tensor& t, uintptr_t* lo, uintptr_t* hi) {
+  const uintptr_t base = reinterpret_cast<uintptr_t>(t.data());
+  *lo = *hi = base;
+  if (t.numel() == 0) return;
+  int64_t last = 0;  // element offset of the last element
+  for (int64_t i = 0; i < t.dim(); ++i) last += (t.size(i) - 1) * t.stride(i);
+  *hi = base + uintptr_t(((last + 1) * rt::bits(t.dtype()) + 7) / 8);
+}
+
+Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a, const rt::Tensor& sfa,
+                      const rt::Tensor& b, const rt::Tensor& sfb, const rt::Tensor& d, const rt::Tensor& c,
+                      Major major_a, Major major_b) {
+  const Checker ck(function);
+  ck.defined(a, "a");
+  ck.defined(sfa, "a_scales");
+  ck.defined(b, "b");
+  ck.defined(sfb, "b_scales");
+  ck.defined(d, "d");
+  ck.same_device(sfa, "a_scales", a, "a");
+  ck.same_device(b, "b", a, "a");
+  ck.same_device(sfb, "b_scales", a, "a");
+  ck.same_device(d, "d", a, "a");
+  if (c.defined()) ck.same_device(c, "c", a, "a");
+  Problem p = base(function, fp4 ? Kind::Fp8Fp4 : Kind::Fp8, Grouping::None, a);
+
+  ck.dtype(a, "a", {rt::DType::F8E4M3});
+  if (fp4)
+    ck.dtype(b, "b", {rt::DType::F4E2M1});
+  else
+    ck.dtype(b, "b", {rt::DType::F8E4M3});
+  ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
+  ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
+  ck.dims(a, "a", 2, major_doc(major_a, true));
+  ck.dims(b, "b", 2, major_doc(major_b, false));
+  p.a = view<MatrixArg>(a, major_a == Major::MN);
+  p.b = view<MatrixArg>(b, major_b == Major::MN);
+  p.m = p.a.rows;
+  p.k = p.a.cols;
+  p.n = p.b.rows;
+  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
+           " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
+  check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
+  check_k_multiple(ck, p.k);
+  ck.operand(a, "a");
+  ck.operand(b, "b");
+
+  // Scales.
+  const int64_t kb = p.k / kBlockK;
+  ck.dims(sfa, "a_scales", 2, major_a == Major::K ? "[M, K/128]" : "[K/128, M]");
+  if (major_a == Major::K)
+    ck.shape(sfa, "a_scales", {p.m, kb}, "[M, K/128]");
+  else
+    ck.shape(sfa, "a_scales", {kb, p.m}, "[K/128, M]");
+  p.sfa = view<ScaleArg>(sfa, major_a == Major::MN);
+  p.sfa.gran_r = 1;
+  p.sfa.gran_c = kBlockK;
+  ck.scales(p.sfa, "a_scales");
+
+  if (fp4) {
+    ck.dims(sfb, "b_scales", 2, "[N, K/32] or [N, K/128]");
+    const int gran = fp4_scale_granularity(ck, sfb, p.k, "[N, K/32] or [N, K/128]");
+    ck.shape(sfb, "b_scales", {p.n, p.k / gran}, gran == 32 ? "[N, K/32]" : "[N, K/128]");
+    p.sfb = view<ScaleArg>(sfb, false);
+    p.sfb.gran_r = 1;
+    p.sfb.gran_c = gran;
+  } else {
+    const int64_t nb = ceil_div(p.n, kBlockK);
+    ck.dims(sfb, "b_scales", 2, major_b == Major::K ? "[ceil(N/128), K/128]" : "[K/128, ceil(N/128)]");
+    if (major_b == Major::K)
+      ck.shape(sfb, "b_scales", {nb, kb}, "[ceil(N/128), K/128]");
+    else
+      ck.shape(sfb, "b_scales", {kb, nb}, "[K/128, ceil(N/128)]");
+    p.sfb = view<ScaleArg>(sfb, major_b == Major::MN);
+    p.sfb.gran_r = kBlockK;
+    p.sfb.gran_c = kBlockK;
+  }
+  ck.scales(p.sfb, "b_scales");
+  check_output_overlaps(ck, p);
+  return p;
+}
+
+Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const rt::Tensor& b, const rt::Tensor& d,
+                       const rt::Tensor& c, Major major_a, Major major_b) {
+  const Checker ck(function);
+  ck.defined(a, "a");
+  ck.defined(b, "b");
+  ck.defined(d, "d");
+  ck.same_device(b, "b", a, "a");
+  ck.same_device(d, "d", a, "a");
+  if (c.defined()) ck.same_device(c, "c", a, "a");
+  Problem p = base(function, Kind::Bf16, Grouping::None, a);
+  ck.dtype(a, "a", {rt::DType::BF16});
+  ck.dtype(b, "b", {rt::DType::BF16});
+  ck.dims(a, "a", 2, major_doc(major_a, true));
+  ck.dims(b, "b", 2, major_doc(major_b, false));
+  p.a = view<MatrixArg>(a, major_a == Major::MN);
+  p.b = view<MatrixArg>(b, major_b == Major::MN);
+  p.m = p.a.rows;
+  p.k = p.a.cols;
+  p.n = p.b.rows;
+  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
+           " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
+  check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
+  ck.operand(a, "a");
+  ck.operand(b, "b");
+  check_output_overlaps(ck, p);
+  return p;
+}
+
+namespace {
+
+// The scales of an M-grouped GEMM's B: [G, ceil(N/128), K/128] (FP8) or [G, N, K/32|K/128] (FP4).
+void grouped_b_scales(const Checker& ck, Problem& p, const rt::Tensor& sfb) {
+  const int64_t g = p.num_groups;
+  if (p.kind == Kind::Fp8Fp4) {
+    const std::string doc = "[G, N, K/32] or [G, N, K/128]";
+    ck.dims(sfb, "b_scales", 3, doc);
+    const int gran = fp4_scale_granularity(ck, sfb, p.k, doc);
+    ck.shape(sfb, "b_scales", {g, p.n, p.k / gran}, gran == 32 ? "[G, N, K/32]" : "[G, N, K/128]");
+    p.sfb = view<ScaleArg>(sfb, false);
+    p.sfb.gran_r = 1;
+    p.sfb.gran_c = gran;
+  } else {
+    const std::string doc = "[G, ceil(N/128), K/128]";
+    ck.dims(sfb, "b_scales", 3, doc);
+    ck.shape(sfb, "b_scales", {g, ceil_div(p.n, kBlockK), p.k / kBlockK}, doc);
+    p.sfb = view<ScaleArg>(sfb, false);
+    p.sfb.gran_r = kBlockK;
+    p.sfb.gran_c = kBlockK;
+  }
+  ck.scales(p.sfb, "b_scales");
+}
+
+// Devices and dtypes shared by the M-grouped GEMMs.
+void m_grouped_common(const Checker& ck, Kind kind, const rt::Tensor& a, const rt::Tensor& sfa, const rt::Tensor& b,
+                      const rt::Tensor& sfb, const rt::Tensor& d, const rt::Tensor& index, const char* index_name) {
+  const bool scaled = kind != Kind::Bf16;
+  ck.defined(a, "a");
+  if (scaled) ck.defined(sfa, "a_scales");
+  ck.defined(b, "b");
+  if (scaled) ck.defined(sfb, "b_scales");
+  ck.defined(d, "d");
+  ck.defined(index, index_name);
+  if (scaled) ck.same_device(sfa, "a_scales", a, "a");
+  ck.same_device(b, "b", a, "a");
+  if (scaled) ck.same_device(sfb, "b_scales", a, "a");
+  ck.same_device(d, "d", a, "a");
+  ck.same_device(index, index_name, a, "a");
+  if (scaled) {
+    ck.dtype(a, "a", {rt::DType::F8E4M3});
+    if (kind == Kind::Fp8Fp4)
+      ck.dtype(b, "b", {rt::DType::F4E2M1});
+    else
+      ck.dtype(b, "b", {rt::DType::F8E4M3});
+    ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
+    ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
+  } else {
+    ck.dtype(a, "a", {rt::DType::BF16});
+    ck.dtype(b, "b", {rt::DType::BF16});
+  }
+  ck.dtype(index, index_name, {rt::DType::I32});
+}
+
+}  // namespace
+
+Problem make_m_grouped_contiguous(const std::string& function, Kind kind, const rt::Tensor& a, const rt::Tensor& sfa,
+                                  const rt::Tensor& b, const rt::Tensor& sfb, const rt::Tensor& d,
+                                  const rt::Tensor& m_indices) {
+  const Checker ck(function);
+  m_grouped_common(ck, kind, a, sfa, b, sfb, d, m_indices, "m_indices");
+  Problem p = base(function, kind, Grouping::MContiguous, a);
+  ck.dims(a, "a", 2, "[M, K]");
+  ck.dims(b, "b", 3, "[G, N, K]");
+  p.a = view<MatrixArg>(a, false);
+  p.b = view<MatrixArg>(b, false);
+  p.m = p.a.rows;
+  p.k = p.a.cols;
+  p.n = p.b.rows;
+  p.num_groups = b.size(0);
+  ck.check(p.num_groups >= 1, "b [G, N, K] = ", b.shape_string(), " has no groups");
+  ck.check(p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols, " but a [M, K] = ",
+           a.shape_string(), " has K = ", p.k);
+  check_output(ck, p, d, {}, {p.m, p.n}, "[M, N]", false);
+  ck.dims(m_indices, "m_indices", 1, "[M]");
+  ck.shape(m_indices, "m_indices", {p.m}, "[M]");
+  ck.check(p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
+  if (kind != Kind::Bf16) check_k_multiple(ck, p.k);
+  ck.operand(a, "a");
+  ck.operand(b, "b");
+  if (kind != Kind::Bf16) {
+    ck.dims(sfa, "a_scales", 2, "[M, K/128]");
+    ck.shape(sfa, "a_scales", {p.m, p.k / kBlockK}, "[M, K/128]");
+    p.sfa = view<ScaleArg>(sfa, false);
+    p.sfa.gran_r = 1;
+    p.sfa.gran_c = kBlockK;
+    ck.scales(p.sfa, "a_scales");
+    grouped_b_scales(ck, p, sfb);
+  }
+  p.m_indices = m_indices;
+  check_output_overlaps(ck, p);
+  if (m_indices.device().is_cpu()) check_m_indices(ck, m_indices, p.num_groups);
+  return p;
+}
+
+Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::Tensor& a, const rt::Tensor& sfa,
+                              const rt::Tensor& b, const rt::Tensor& sfb, const rt::Tensor& d,
+                              const rt::Tensor& masked_m, int64_t expected_m) {
+  const Checker ck(function);
+  m_grouped_common(ck, kind, a, sfa, b, sfb, d, masked_m, "masked_m");
+  Problem p = base(function, kind, Grouping::MMasked, a);
+  ck.dims(a, "a", 3, "[G, max_M, K]");
+  ck.dims(b, "b", 3, "[G, N, K]");
+  p.a = view<MatrixArg>(a, false);
+  p.b = view<MatrixArg>(b, false);
+  p.num_groups = a.size(0);
+  p.m = p.a.rows;
+  p.k = p.a.cols;
+  p.n = p.b.rows;
+  ck.check(p.num_groups >= 1, "a [G, max_M, K] = ", a.shape_string(), " has no groups");
+  ck.check(b.size(0) == p.num_groups, "b [G, N, K] = ", b.shape_string(), " has ", b.size(0),
+           " groups but a [G, max_M, K] = ", a.shape_string(), " has ", p.num_groups);
+  ck.check(p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols, " but a [G, max_M, K] = ",
+           a.shape_string(), " has K = ", p.k);
+  check_output(ck, p, d, {}, {p.num_groups, p.m, p.n}, "[G, max_M, N]", false);
+  ck.dims(masked_m, "masked_m", 1, "[G]");
+  ck.shape(masked_m, "masked_m", {p.num_groups}, "[G]");
+  ck.check(p.num_groups <= 1 || masked_m.stride(0) == 1, "masked_m must be contiguous (stride ", masked_m.stride(0), ")");
+  ck.check(expected_m > 0, "expected_m = ", expected_m, " must be positive (the typical number of valid rows per group)");
+  if (kind != Kind::Bf16) check_k_multiple(ck, p.k);
+  ck.operand(a, "a");
+  ck.operand(b, "b");
+  if (kind != Kind::Bf16) {
+    ck.dims(sfa, "a_scales", 3, "[G, max_M, K/128]");
+    ck.shape(sfa, "a_scales", {p.num_groups, p.m, p.k / kBlockK}, "[G, max_M, K/128]");
+    p.sfa = view<ScaleArg>(sfa, false);
+    p.sfa.gran_r = 1;
+    p.sfa.gran_c = kBlockK;
+    ck.scales(p.sfa, "a_scales");
+    grouped_b_scales(ck, p, sfb);
+  }
+  p.masked_m = masked_m;
+  p.expected_m = expected_m;
+  check_output_overlaps(ck, p);
+  if (masked_m.device().is_cpu()) {
+    const int32_t* mm = static_cast<const int32_t*>(masked_m.data());
+    for (int64_t g = 0; g < p.num_groups; ++g)
+      ck.check(mm[g] >= 0 && mm[g] <= p.m, "masked_m[", g, "] = ", mm[g], " is out of range [0, max_M = ", p.m, "]");
+  }
+  return p;
+}
+
+Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const rt::Tensor& sfa, const rt::Tensor& b,
+                       const rt::Tensor& sfb, const rt::Tensor& d, const std::vector<int64_t>& ks,
+                       const rt::Tensor& c) {
+  const Checker ck(function);
+  ck.defined(a, "a");
+  ck.defined(sfa, "a_scales");
+  ck.defined(b, "b");
+  ck.defined(sfb, "b_scales");
+  ck.defined(d, "d");
+  ck.same_device(sfa, "a_scales", a, "a");
+  ck.same_device(b, "b", a, "a");
+  ck.same_device(sfb, "b_scales", a, "a");
+  ck.same_device(d, "d", a, "a");
+  if (c.defined()) ck.same_device(c, "c", a, "a");
+  Problem p = base(function, Kind::Fp8, Grouping::KContiguous, a);
+  ck.dtype(a, "a", {rt::DType::F8E4M3});
+  ck.dtype(b, "b", {rt::DType::F8E4M3});
+  ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
+  ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
+  ck.check(!ks.empty(), "ks is empty (one K per group, at least one group)");
+  p.num_groups = int64_t(ks.size());
+  int64_t sum = 0;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    ck.check(ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
+             " must be a non-negative multiple of 128 (the scale block along K)");
+    sum += ks[g];
+  }
+  ck.dims(a, "a", 2, "[sum(ks), M]");
+  ck.dims(b, "b", 2, "[sum(ks), N]");
+  p.a = view<MatrixArg>(a, true);
+  p.b = view<MatrixArg>(b, true);
+  p.m = p.a.rows;
+  p.n = p.b.rows;
+  p.k = p.a.cols;
+  ck.check(p.k == sum, "a [sum(ks), M] = ", a.shape_string(), " has ", p.k, " rows but sum(ks) = ", sum);
+  ck.check(p.b.cols == sum, "b [sum(ks), N] = ", b.shape_string(), " has ", p.b.cols, " rows but sum(ks) = ", sum);
+  check_output(ck, p, d, c, {p.num_groups, p.m, p.n}, "[G, M, N]", true);
+  ck.operand(a, "a");
+  ck.operand(b, "b");
+  ck.dims(sfa, "a_scales", 2, "[sum(ks)/128, M]");
+  ck.shape(sfa, "a_scales", {sum / kBlockK, p.m}, "[sum(ks)/128, M]");
+  ck.dims(sfb, "b_scales", 2, "[sum(ks)/128, N]");
+  ck.shape(sfb, "b_scales", {sum / kBlockK, p.n}, "[sum(ks)/128, N]");
+  p.sfa = view<ScaleArg>(sfa, true);
+  p.sfa.gran_r = 1;
+  p.sfa.gran_c = kBlockK;
+  p.sfb = view<ScaleArg>(sfb, true);
+  p.sfb.gran_r = 1;
+  p.sfb.gran_c = kBlockK;
+  ck.scales(p.sfa, "a_scales");
+  ck.scales(p.sfb, "b_scales");
+  p.ks = ks;
+  check_output_overlaps(ck, p);
+  return p;
+}
+
+}  // namespace deepgemm::detail
