@@ -1,0 +1,382 @@
+// bench_cpu_deepep: deepep on the CPU over the shm transport, several processes on this machine.
+//
+//   bench_cpu_deepep [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
+//                    [--ll-tokens 128] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--skip memcpy,dispatch,ll,allreduce]
+//
+// Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
+// DEEPEP_RENDEZVOUS are set, runs as that one rank under any launcher). Measures, in the same run:
+//   memcpy    single-thread memcpy bandwidth, and the aggregate of --ranks concurrent copies
+//             (the figure the "50% of memcpy" target compares with), 256 MiB buffers;
+//   dispatch  normal mode at DeepEP's settings: FP8 e4m3 rows with per-128-channel scales, top-k of
+//   combine   the experts, then a BF16 combine; bandwidth as DeepEP reports it (bytes received by a
+//             rank in dispatch, bytes it sends in combine, divided by the time) and the aggregate of
+//             all ranks; time = the slowest rank's, median over --iters after one warm-up;
+//   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
+//   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring; algbw = bytes / time and
+//             busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "deepep/deepep.h"
+#include "rt/error.h"
+#include "tl/device/numeric.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  int ranks = 4;
+  int tokens = 4096;
+  int hidden = 7168;
+  int topk = 8;
+  int experts = 256;
+  int ll_tokens = 128;
+  int iters = 5;
+  int64_t ar_min = 1 << 10;
+  int64_t ar_max = int64_t(1) << 30;
+  std::string skip;
+};
+
+int64_t parse_size(const std::string& s) {
+  char* end = nullptr;
+  double v = std::strtod(s.c_str(), &end);
+  const std::string unit = end ? end : "";
+  if (unit == "K" || unit == "k") v *= 1024;
+  if (unit == "M" || unit == "m") v *= 1024 * 1024;
+  if (unit == "G" || unit == "g") v *= 1024.0 * 1024 * 1024;
+  return int64_t(v);
+}
+
+bool skipped(const Options& o, const std::string& what) {
+  return ("," + o.skip + ",").find("," + what + ",") != std::string::npos;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+
+std::string human(double bytes) {
+  const char* units[] = {"B", "KiB", "MiB", "GiB"};
+  int u = 0;
+  while (bytes >= 1024 && u < 3) bytes /= 1024, ++u;
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.0f %s", bytes, units[u]);
+  return buf;
+}
+
+// memcpy bandwidth (bytes copied per second; each byte is read once and written once).
+double memcpy_bandwidth(int threads, size_t bytes) {
+  std::vector<std::vector<char>> src(size_t(threads), std::vector<char>(bytes, 1)), dst(size_t(threads), std::vector<char>(bytes, 2));
+  std::vector<double> best(size_t(threads), 0);
+  auto work = [&](int t) {
+    for (int rep = 0; rep < 6; ++rep) {
+      const auto s = Clock::now();
+      std::memcpy(dst[size_t(t)].data(), src[size_t(t)].data(), bytes);
+      const double sec = std::chrono::duration<double>(Clock::now() - s).count();
+      if (rep > 0) best[size_t(t)] = std::max(best[size_t(t)], double(bytes) / sec);
+    }
+  };
+  if (threads == 1) {
+    work(0);
+    return best[0];
+  }
+  // Concurrent copies, timed together.
+  std::vector<std::thread> pool;
+  std::vector<double> rates;
+  for (int rep = 0; rep < 5; ++rep) {
+    const auto s = Clock::now();
+    for (int t = 0; t < threads; ++t)
+      pool.emplace_back([&, t] { std::memcpy(dst[size_t(t)].data(), src[size_t(t)].data(), bytes); });
+    for (auto& th : pool) th.join();
+    pool.clear();
+    const double sec = std::chrono::duration<double>(Clock::now() - s).count();
+    if (rep > 0) rates.push_back(double(bytes) * threads / sec);
+  }
+  return *std::max_element(rates.begin(), rates.end());
+}
+
+uint64_t mix(uint64_t a, uint64_t b) {
+  uint64_t z = a * 0x9E3779B97F4A7C15ull + b + 0x632BE59BD9B4E019ull;
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+// Top-k distinct random experts per token.
+rt::Tensor random_topk(int rank, int tokens, int topk, int experts) {
+  rt::Tensor t = rt::Tensor::empty({tokens, topk}, rt::DType::I64);
+  std::mt19937_64 g(uint64_t(rank) * 7919 + 17);
+  std::vector<int> pool(static_cast<size_t>(experts));
+  for (int i = 0; i < experts; ++i) pool[size_t(i)] = i;
+  for (int i = 0; i < tokens; ++i) {
+    for (int k = 0; k < topk; ++k) std::swap(pool[size_t(k)], pool[size_t(k) + g() % size_t(experts - k)]);
+    for (int k = 0; k < topk; ++k) t.data_as<int64_t>()[i * topk + k] = pool[size_t(k)];
+  }
+  return t;
+}
+
+rt::Tensor random_fill(rt::Shape shape, rt::DType dt, uint64_t seed) {
+  rt::Tensor t = rt::Tensor::empty(shape, dt);
+  uint8_t* p = static_cast<uint8_t*>(t.data());
+  const int64_t n = t.nbytes();
+  if (dt == rt::DType::BF16) {
+    auto* b = t.data_as<tl::bfloat16_t>();
+    for (int64_t i = 0; i < t.numel(); ++i) b[i] = tl::bfloat16_t::from_float(float(int64_t(mix(seed, uint64_t(i)) % 2001) - 1000) * 1e-3f);
+  } else if (dt == rt::DType::F32) {
+    float* f = t.data_as<float>();
+    for (int64_t i = 0; i < t.numel(); ++i) f[i] = float(int64_t(mix(seed, uint64_t(i)) % 2001) - 1000) * 1e-3f;
+  } else {
+    for (int64_t i = 0; i < n; ++i) p[i] = uint8_t(mix(seed, uint64_t(i)) & 0x77);  // finite e4m3
+  }
+  return t;
+}
+
+// Max over ranks of each rank's samples (collective over the group's control plane).
+std::vector<double> slowest(deepep::Group& g, const std::vector<double>& mine) {
+  std::string bytes(reinterpret_cast<const char*>(mine.data()), mine.size() * sizeof(double));
+  const auto all = g.allgather(bytes, "bench timings");
+  std::vector<double> out(mine.size(), 0);
+  for (const std::string& s : all)
+    for (size_t i = 0; i < mine.size(); ++i) out[i] = std::max(out[i], reinterpret_cast<const double*>(s.data())[i]);
+  return out;
+}
+
+template <class F>
+double timed(deepep::Comm& comm, F&& f) {
+  deepep::barrier(comm);
+  const auto s = Clock::now();
+  f();
+  return std::chrono::duration<double>(Clock::now() - s).count();
+}
+
+void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double memcpy_bw) {
+  const int R = g->size(), me = g->rank();
+  const bool lead = me == 0;
+  auto want = [&](const char* what) { return !skipped(o, what); };
+
+  if (want("dispatch")) {
+    deepep::CommOptions co;
+    co.log_reroutes = false;
+    deepep::Buffer buf(g, int64_t(R - 1) * (2 << 20), 0, false, co);
+    const int64_t T = o.tokens, H = o.hidden, S = H / 128;
+    deepep::DispatchArgs a;
+    a.x = random_fill({T, H}, rt::DType::F8E4M3, uint64_t(me) + 1);
+    a.x_scales = random_fill({T, S}, rt::DType::F32, uint64_t(me) + 100);
+    a.topk_idx = random_topk(me, o.tokens, o.topk, o.experts);
+    a.topk_weights = random_fill({T, o.topk}, rt::DType::F32, uint64_t(me) + 200);
+    a.num_experts = o.experts;
+    const deepep::DispatchLayout layout = buf.get_dispatch_layout(a.topk_idx, o.experts);
+    a.layout = &layout;
+    std::vector<double> td, tc;
+    int64_t recv_rows = 0;
+    rt::Tensor y;
+    for (int it = 0; it <= o.iters; ++it) {
+      deepep::DispatchResult d;
+      const double t1 = timed(buf.comm(), [&] { d = buf.dispatch(a); });
+      if (!y.defined()) y = random_fill({d.recv_x.size(0), H}, rt::DType::BF16, uint64_t(me) + 300);
+      const double t2 = timed(buf.comm(), [&] { buf.combine(y, *d.handle, d.recv_topk_weights); });
+      recv_rows = d.recv_x.size(0);
+      if (it > 0) td.push_back(t1), tc.push_back(t2);
+    }
+    td = slowest(*g, td);
+    tc = slowest(*g, tc);
+    const auto rows = g->allgather(std::to_string(recv_rows), "rows");
+    int64_t total_rows = 0;
+    for (const auto& r : rows) total_rows += std::stoll(r);
+    if (lead) {
+      const double dbytes = double(total_rows) * double(H + S * 4), cbytes = double(total_rows) * double(H * 2);
+      const double md = median(td), mc = median(tc);
+      std::printf("\n== dispatch (FP8 e4m3 + scales) and combine (BF16): %d ranks, %d tokens/rank, hidden %d, top-%d of %d experts\n",
+                  R, o.tokens, o.hidden, o.topk, o.experts);
+      std::printf("   received rows: %.0f per rank (each token to %.2f ranks on average)\n", double(total_rows) / R,
+                  double(total_rows) / (double(R) * o.tokens));
+      std::printf("   dispatch: %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", md * 1e3, dbytes / R / md * 1e-9,
+                  dbytes / md * 1e-9);
+      std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
+                  cbytes / mc * 1e-9);
+      const double agg = (dbytes + cbytes) / (md + mc);
+      std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
+                  agg * 1e-9, 100 * agg / memcpy_bw, R, memcpy_bw * 1e-9);
+      std::fflush(stdout);
+    }
+  }
+
+  if (want("ll")) {
+    const int64_t bytes = deepep::Buffer::low_latency_size_hint(o.ll_tokens, o.hidden, R, o.experts);
+    deepep::CommOptions co;
+    co.log_reroutes = false;
+    deepep::Buffer buf(g, 0, bytes, true, co);
+    const int64_t T = o.ll_tokens, H = o.hidden;
+    const rt::Tensor x = random_fill({T, H}, rt::DType::BF16, uint64_t(me) + 7);
+    const rt::Tensor idx = random_topk(me + 1000, o.ll_tokens, o.topk, o.experts);
+    const rt::Tensor w = random_fill({T, o.topk}, rt::DType::F32, uint64_t(me) + 9);
+    std::vector<double> td, tc;
+    rt::Tensor y;
+    for (int it = 0; it <= o.iters; ++it) {
+      deepep::LowLatencyDispatchResult d;
+      const double t1 = timed(buf.comm(), [&] { d = buf.low_latency_dispatch(x, idx, o.ll_tokens, o.experts, true, false); });
+      if (!y.defined()) y = random_fill(d.recv_x.shape(), rt::DType::BF16, uint64_t(me) + 11);
+      const double t2 = timed(buf.comm(), [&] { buf.low_latency_combine(y, idx, w, *d.handle); });
+      if (it > 0) td.push_back(t1), tc.push_back(t2);
+    }
+    td = slowest(*g, td);
+    tc = slowest(*g, tc);
+    if (lead) {
+      const double msgs = double(T) * o.topk * R;  // (token, expert) pairs in the group
+      const double dbytes = msgs * double(H + H / 128 * 4), cbytes = msgs * double(H * 2);
+      std::printf("\n== low-latency dispatch (FP8) and combine (BF16): %d ranks, %d tokens/rank, hidden %d, top-%d of %d; rings %s per rank\n",
+                  R, o.ll_tokens, o.hidden, o.topk, o.experts, human(double(bytes)).c_str());
+      std::printf("   dispatch: %8.3f ms   aggregate %6.2f GB/s\n", median(td) * 1e3, dbytes / median(td) * 1e-9);
+      std::printf("   combine:  %8.3f ms   aggregate %6.2f GB/s\n", median(tc) * 1e3, cbytes / median(tc) * 1e-9);
+      std::fflush(stdout);
+    }
+  }
+
+  if (want("allreduce")) {
+    deepep::CommOptions co;
+    co.log_reroutes = false;
+    co.inbound_bytes = int64_t(R - 1) * (8 << 20);
+    deepep::Comm comm(g, co);
+    if (lead) {
+      std::printf("\n== all_reduce f32 sum, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n", R);
+      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s\n", "size", "direct us", "algbw", "busbw", "ring us", "algbw", "busbw");
+    }
+    for (int64_t bytes = o.ar_min; bytes <= o.ar_max; bytes *= 4) {
+      const int64_t n = bytes / 4;
+      rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me));
+      double res[2];
+      int k = 0;
+      for (deepep::Algorithm algo : {deepep::Algorithm::Direct, deepep::Algorithm::Ring}) {
+        // Enough repetitions for ~0.3 s, at least 3, after one warm-up.
+        std::vector<double> ts;
+        deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo);
+        const double first = timed(comm, [&] { deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo); });
+        const int reps = int(std::clamp(0.3 / std::max(first, 1e-6), 3.0, 200.0));
+        const auto agreed = g->allgather(std::to_string(reps), "reps");
+        int r_all = 0;
+        for (const auto& s : agreed) r_all = std::max(r_all, std::stoi(s));
+        for (int i = 0; i < r_all; ++i) ts.push_back(timed(comm, [&] { deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo); }));
+        res[k++] = median(slowest(*g, ts));
+      }
+      if (lead) {
+        const double f = 2.0 * (R - 1) / R;
+        std::printf("   %10s  %12.1f %8.2fG %8.2fG  %12.1f %8.2fG %8.2fG\n", human(double(bytes)).c_str(), res[0] * 1e6,
+                    double(bytes) / res[0] * 1e-9, double(bytes) / res[0] * f * 1e-9, res[1] * 1e6,
+                    double(bytes) / res[1] * 1e-9, double(bytes) / res[1] * f * 1e-9);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "%s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--ranks") o.ranks = std::stoi(next());
+    else if (a == "--tokens") o.tokens = std::stoi(next());
+    else if (a == "--hidden") o.hidden = std::stoi(next());
+    else if (a == "--topk") o.topk = std::stoi(next());
+    else if (a == "--experts") o.experts = std::stoi(next());
+    else if (a == "--ll-tokens") o.ll_tokens = std::stoi(next());
+    else if (a == "--iters") o.iters = std::stoi(next());
+    else if (a == "--ar-min") o.ar_min = parse_size(next());
+    else if (a == "--ar-max") o.ar_max = parse_size(next());
+    else if (a == "--skip") o.skip = next();
+    else {
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/cpu_deepep.cc)\n", a.c_str());
+      return 2;
+    }
+  }
+  try {
+    if (std::getenv("DEEPEP_RANK")) {  // one rank under an external launcher
+      auto g = deepep::Group::create(deepep::TcpRendezvous::from_env());
+      const double bw = memcpy_bandwidth(1, 256 << 20) * std::min<int>(g->size(), int(std::thread::hardware_concurrency()));
+      run_rank(g, o, bw);
+      return 0;
+    }
+    const bool skip_memcpy = skipped(o, "memcpy");
+    const double bw1 = skip_memcpy ? 0 : memcpy_bandwidth(1, 256 << 20);
+    const double bwn = skip_memcpy ? 1 : memcpy_bandwidth(o.ranks, 256 << 20);
+    if (skip_memcpy)
+      std::printf("deepep CPU benchmark: %u cores; memcpy not measured (ratios below are meaningless)\n",
+                  std::thread::hardware_concurrency());
+    else
+      std::printf("deepep CPU benchmark: %u cores; memcpy %.2f GB/s (1 thread), %.2f GB/s (%d concurrent copies)\n",
+                  std::thread::hardware_concurrency(), bw1 * 1e-9, bwn * 1e-9, o.ranks);
+    std::fflush(stdout);
+    // The rendezvous socket is made here and inherited by rank 0.
+    int port = 0;
+    int lfd = -1;
+    {
+      lfd = socket(AF_INET, SOCK_STREAM, 0);
+      sockaddr_in addr{};
+      addr.sin_family = AF_INET;
+      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+      if (bind(lfd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 || listen(lfd, 64) != 0) {
+        std::perror("listen");
+        return 1;
+      }
+      socklen_t len = sizeof(addr);
+      getsockname(lfd, reinterpret_cast<sockaddr*>(&addr), &len);
+      port = ntohs(addr.sin_port);
+    }
+    std::vector<pid_t> pids;
+    for (int r = 0; r < o.ranks; ++r) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        int rc = 0;
+        try {
+          deepep::TcpRendezvous rv;
+          rv.port = port;
+          rv.rank = r;
+          rv.size = o.ranks;
+          if (r == 0) rv.listen_fd = lfd; else close(lfd);
+          run_rank(deepep::Group::create(rv), o, bwn);
+        } catch (const std::exception& e) {
+          std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+          rc = 1;
+        }
+        std::fflush(stdout);
+        _exit(rc);
+      }
+      pids.push_back(pid);
+    }
+    close(lfd);
+    int failed = 0;
+    for (pid_t p : pids) {
+      int st = 0;
+      waitpid(p, &st, 0);
+      failed += !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    }
+    return failed ? 1 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_cpu_deepep: %s\n", e.what());
+    return 1;
+  }
+}

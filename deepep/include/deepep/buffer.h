@@ -1,0 +1,178 @@
+// Buffer: expert-parallel dispatch and combine with DeepEP's semantics, on CPU tensors.
+//
+// Normal mode (training, prefill):
+//   layout = buffer.get_dispatch_layout(topk_idx, num_experts);              // local
+//   auto d = buffer.dispatch({.x = x, .topk_idx = topk_idx, .topk_weights = w, .num_experts = E, .layout = &layout});
+//   ... experts on d.recv_x (rows grouped by source rank, each source's tokens in order) ...
+//   auto c = buffer.combine(y, *d.handle, d.recv_topk_weights);              // back at the source
+// A token goes at most once to each rank that holds one of its experts (expert e lives on rank
+// e / (num_experts / size)). Received top-k indices are the rank's local expert numbers, -1 where the
+// expert is elsewhere (its weight is 0 there). combine returns to each source token the sum, over
+// the ranks it was sent to, of the rows those ranks pass in (accumulated in f32 in rank order), and
+// the sum of the weights passed in (which restores the original top-k weights): applying the experts
+// and their weights before combine gives the top-k-weighted sum of the expert outputs.
+//
+// Low-latency mode (decoding): low_latency_dispatch sends each token once per selected expert into a
+// fixed [local_experts, size * max_tokens, hidden] layout, rows of each expert packed from 0 in
+// (source rank, token) order, with per-expert counts; low_latency_combine returns the top-k-weighted
+// sum. With return_recv_hook the call issues all its sends at once (the rings hold them; see
+// low_latency_size_hint) and returns; the hook completes this rank's receive without waiting for the
+// other ranks' hooks. The rank's own sends are acknowledged inside its next call on the Buffer.
+//
+// FP8: e4m3 data with one f32 scale per 128 channels ([tokens, hidden / 128], dequantized value =
+// e4m3 * scale). Normal dispatch moves FP8 given by the caller; low_latency_dispatch with use_fp8
+// quantizes BF16 input: scale = max(amax, 1e-4) / 448 per 128-channel block.
+//
+// Every call is synchronous on the CPU (the returned Event is complete); one low-latency receive
+// may be pending (hook not called yet) per Buffer: any other call on the Buffer completes it first.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepep/comm.h"
+#include "rt/tensor.h"
+
+namespace deepep {
+
+class Group;
+
+// CPU operations complete before they return; the event exists for the API's shape.
+struct Event {
+  bool query() const { return true; }
+  void wait() const {}
+};
+
+struct DispatchLayout {
+  rt::Tensor num_tokens_per_rank;       // [size] int32: tokens with at least one expert on the rank
+  rt::Tensor num_tokens_per_rdma_rank;  // [num_nodes] int32: the same per node
+  rt::Tensor num_tokens_per_expert;     // [num_experts] int32
+  rt::Tensor is_token_in_rank;          // [tokens, size] bool
+};
+
+// What combine (and a cached dispatch) needs from a dispatch. Immutable; reusable any number of times.
+struct DispatchHandle {
+  uint64_t id = 0;            // same on every rank for the same dispatch
+  int num_ranks = 0;
+  int64_t num_tokens = 0;     // tokens this rank sent from
+  int64_t num_recv_tokens = 0;
+  int64_t hidden = 0;
+  int num_topk = 0;
+  rt::Tensor is_token_in_rank;    // [num_tokens, size] bool
+  rt::Tensor rank_prefix_matrix;  // [size, size] int32: [i][j] = tokens ranks 0..i sent to rank j
+  rt::Tensor recv_src_idx;        // [num_recv_tokens] int32: index of each received token at its source
+  std::vector<int64_t> recv_counts;            // tokens received from each rank
+  std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
+  std::vector<int64_t> token_offset;  // per token: first staging row in combine (size num_tokens + 1)
+};
+
+struct DispatchArgs {
+  rt::Tensor x;             // [tokens, hidden]: bf16 (also f16, f32), or f8e4m3 with x_scales
+  rt::Tensor x_scales;      // [tokens, hidden / 128] f32, required with f8e4m3 x
+  rt::Tensor topk_idx;      // [tokens, k] int64 (or int32); -1: no expert
+  rt::Tensor topk_weights;  // [tokens, k] f32; optional
+  int num_experts = 0;
+  const DispatchLayout* layout = nullptr;  // from get_dispatch_layout; computed from topk_idx when null
+  // Cached mode: reuse a previous dispatch's routing (same tokens); only x (and x_scales) move and
+  // topk_idx / topk_weights / layout must be left empty.
+  std::shared_ptr<const DispatchHandle> handle;
+  int expert_alignment = 1;  // num_recv_tokens_per_expert is rounded up to a multiple of it
+};
+
+struct DispatchResult {
+  rt::Tensor recv_x;             // [recv, hidden], x's dtype
+  rt::Tensor recv_x_scales;      // [recv, hidden / 128] f32 (FP8 only)
+  rt::Tensor recv_topk_idx;      // [recv, k] int64, local expert or -1 (not in cached mode)
+  rt::Tensor recv_topk_weights;  // [recv, k] f32, 0 where the index is -1 (when weights were given)
+  std::vector<int> num_recv_tokens_per_expert;  // per local expert (not in cached mode)
+  std::shared_ptr<const DispatchHandle> handle;
+  Event event;
+};
+
+struct CombineResult {
+  rt::Tensor combined_x;             // [tokens, hidden], x's dtype
+  rt::Tensor combined_topk_weights;  // [tokens, k] f32 when topk_weights were given
+  Event event;
+};
+
+struct LowLatencyHandle {
+  uint64_t id = 0;
+  int num_ranks = 0;
+  int num_experts = 0;
+  int max_tokens_per_rank = 0;
+  int64_t hidden = 0;
+  int64_t num_tokens = 0;  // tokens this rank sent
+  int num_topk = 0;
+  rt::Tensor recv_src_info;     // [local_experts, size * max_tokens] int32: source token index of each row
+  rt::Tensor recv_layout_range; // [local_experts, size] int64: (begin << 32) | count per source rank
+  std::vector<int32_t> counts;  // [size][num_experts]: tokens rank r sends to expert e
+  rt::Tensor topk_idx;          // this rank's [num_tokens, k] int64 routing (a copy)
+};
+
+struct LowLatencyDispatchResult {
+  rt::Tensor recv_x;         // [local_experts, size * max_tokens, hidden] bf16, or f8e4m3 with scales
+  rt::Tensor recv_x_scales;  // [local_experts, size * max_tokens, hidden / 128] f32 (use_fp8)
+  rt::Tensor recv_count;     // [local_experts] int32
+  std::shared_ptr<const LowLatencyHandle> handle;
+  Event event;
+  std::function<void()> hook;  // with return_recv_hook: completes the receive (idempotent)
+};
+
+struct LowLatencyCombineResult {
+  rt::Tensor combined_x;  // [tokens, hidden] bf16
+  Event event;
+  std::function<void()> hook;
+};
+
+class Buffer {
+ public:
+  // Collective over the group. On one host the shm transport carries all traffic: its rings get
+  // num_nvl_bytes + num_rdma_bytes per rank (DeepEP's LL users size num_rdma_bytes with
+  // low_latency_size_hint). Ranks must agree on the sizes and the mode (checked).
+  Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_rdma_bytes = 0, bool low_latency_mode = false,
+         CommOptions options = {});
+  ~Buffer();
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+
+  int rank() const;
+  int size() const;
+  bool low_latency_mode() const { return low_latency_mode_; }
+  Comm& comm() const { return *comm_; }
+  std::vector<LinkStats> link_stats() const;
+
+  // Bytes per rank the rings need so low_latency_dispatch / combine never wait for the receiver
+  // (a Buffer smaller than this is an error in low-latency calls).
+  static int64_t low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts);
+
+  // Local (no communication). topk_idx [tokens, k] int64 or int32, -1 = none; a user error on this
+  // rank for bad shapes or out-of-range indices (dispatch reports the same on every rank).
+  DispatchLayout get_dispatch_layout(const rt::Tensor& topk_idx, int num_experts) const;
+
+  DispatchResult dispatch(const DispatchArgs& args);
+  // x: [handle.num_recv_tokens, hidden] bf16 (or f16, f32); topk_weights: [recv, k] f32, optional.
+  CombineResult combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights = {});
+
+  // x: [tokens <= max_tokens_per_rank, hidden] bf16; topk_idx [tokens, k] int64/int32.
+  LowLatencyDispatchResult low_latency_dispatch(const rt::Tensor& x, const rt::Tensor& topk_idx, int max_tokens_per_rank,
+                                                int num_experts, bool use_fp8 = true, bool return_recv_hook = false);
+  // x: [local_experts, size * max_tokens, hidden] bf16 (rows as low_latency_dispatch placed them);
+  // topk_idx / topk_weights: this rank's routing given to the dispatch, [tokens, k].
+  LowLatencyCombineResult low_latency_combine(const rt::Tensor& x, const rt::Tensor& topk_idx,
+                                              const rt::Tensor& topk_weights, const LowLatencyHandle& handle,
+                                              bool return_recv_hook = false);
+
+ private:
+  std::shared_ptr<Group> group_;
+  std::unique_ptr<Comm> comm_;
+  int64_t num_nvl_bytes_ = 0;
+  int64_t num_rdma_bytes_ = 0;
+  bool low_latency_mode_ = false;
+  uint64_t next_id_ = 1;
+  std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // hooks check the Buffer still exists
+};
+
+}  // namespace deepep

@@ -1,0 +1,51 @@
+// Collectives on a communicator, on CPU tensors (contiguous). Every rank calls the same collective
+// with tensors of the same dtype and size (checked: a disagreement is an error on every rank).
+//
+// dtypes: f32, f16, bf16, i32 (and i64, f64) for reductions; any dtype for data movement.
+// Reductions of f16/bf16 accumulate in f32 and round once per step.
+//
+// Algorithms for all_reduce and reduce_scatter:
+//   Direct: one exchange of every rank's part to its owner, reduced there in rank order, then one
+//           exchange of the reduced parts (all-gather); 2 steps, each rank sends (n-1)/n of the data
+//           twice. Deterministic: the result does not depend on timing. Big tensors go in blocks of
+//           64 MiB, which bound the temporaries.
+//   Ring:   reduce-scatter then all-gather around the ring, 2(n-1) steps of 1/n of the data each.
+//   Auto:   Direct below 4 MiB per rank (fewest steps), Ring from 4 MiB on more than 2 ranks (it
+//           reduces on receive, with no temporaries: faster for big tensors on one host).
+//           Topology-based choices come with the multi-host transports.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "rt/tensor.h"
+
+namespace deepep {
+
+class Comm;
+
+enum class ReduceOp { Sum, Max, Min };
+enum class Algorithm { Auto, Ring, Direct };
+
+const char* name(ReduceOp op);
+const char* name(Algorithm algorithm);
+
+// In place: every rank's `tensor` becomes the reduction over ranks.
+void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);
+// input: n * size elements; output: n elements, rank r's = reduction of every rank's r-th part.
+void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& input, ReduceOp op = ReduceOp::Sum,
+                    Algorithm algorithm = Algorithm::Auto);
+// input: n elements; output: size * n elements, rank r's input at part r.
+void all_gather(Comm& comm, const rt::Tensor& output, const rt::Tensor& input);
+// input and output: size * n elements; part j of rank i's input becomes part i of rank j's output.
+void all_to_all(Comm& comm, const rt::Tensor& output, const rt::Tensor& input);
+// Counts in elements, one per rank: rank i's send_counts[j] elements for rank j (taken in order
+// from input) land at rank j's part i (parts in rank order in output). Every rank's recv_counts[i]
+// must equal rank i's send_counts for it (checked).
+void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t>& recv_counts, const rt::Tensor& input,
+                 const std::vector<int64_t>& send_counts);
+// In place: every rank's `tensor` becomes root's.
+void broadcast(Comm& comm, const rt::Tensor& tensor, int root);
+void barrier(Comm& comm);
+
+}  // namespace deepep

@@ -1,0 +1,70 @@
+// A communicator: a group of ranks with a transport and the reliable protocol engine on top of it.
+// Every communication operation (collectives, Buffer's dispatch/combine) is collective over the
+// communicator: all ranks call the same operations in the same order. Each operation starts with an
+// agreement step (every rank checks that all ranks called the same operation with compatible
+// arguments; local input errors are shared there), so bad input gives the same clear error on
+// every rank and leaves the communicator usable. A failure while data moves (a rank died, a timeout)
+// breaks the communicator: the other ranks get a CommError within the bound, and every later
+// operation fails with the first error.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "deepep/health.h"
+
+namespace deepep {
+
+class Group;
+class Engine;
+
+struct CommOptions {
+  // Ring memory each rank receives into, split among its inbound links (at least two frames of
+  // 4 KiB per link). Larger rings let more data be in flight (low-latency sends complete without
+  // the receiver when everything fits).
+  int64_t inbound_bytes = 16 << 20;
+  std::string transport;  // "" picks the first transport able to serve the group (shm on one host)
+  // Bound on every wait for other ranks; 0: DEEPEP_TIMEOUT_MS, else 60 s.
+  std::chrono::milliseconds timeout{0};
+  // How often a waiting rank checks that its peers are alive (a dead rank is reported within about
+  // this long); 0: DEEPEP_LIVENESS_MS, else 50 ms.
+  std::chrono::milliseconds liveness_interval{0};
+  FaultConfig faults;  // DEEPEP_FAULTS overrides it when set
+  double reroute_threshold = 0.10;
+  int health_window = 64;
+  bool log_reroutes = true;  // one line on stderr when a route changes
+};
+
+class Comm {
+ public:
+  // Collective over the group. Ranks must agree on the options (checked).
+  Comm(std::shared_ptr<Group> group, const CommOptions& options = {});
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  int rank() const;
+  int size() const;
+  Group& group() const { return *group_; }
+  const CommOptions& options() const { return options_; }
+  const char* transport_name() const;
+
+  // Statistics of every link of the group (any rank can read all of them).
+  std::vector<LinkStats> link_stats() const;
+  LinkStats link_stats(int src, int dst) const;
+
+  // Collective: returns when every rank has called it.
+  void barrier();
+
+  Engine& engine() const { return *engine_; }
+
+ private:
+  std::shared_ptr<Group> group_;
+  CommOptions options_;
+  std::unique_ptr<Engine> engine_;
+};
+
+}  // namespace deepep

@@ -1,0 +1,109 @@
+#include "deepep/buffer.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/wire.h"
+#include "buffer/checks.h"
+#include "deepep/error.h"
+#include "deepep/group.h"
+#include "engine/engine.h"
+#include "rt/error.h"
+
+namespace deepep {
+
+Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_rdma_bytes, bool low_latency_mode,
+               CommOptions options)
+    : group_(std::move(group)),
+      num_nvl_bytes_(num_nvl_bytes),
+      num_rdma_bytes_(num_rdma_bytes),
+      low_latency_mode_(low_latency_mode) {
+  RT_USER_CHECK(group_ != nullptr, "deepep Buffer: null group");
+  std::string err;
+  if (num_nvl_bytes < 0 || num_rdma_bytes < 0)
+    err = rt::str("negative sizes (num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes, ")");
+  else if (num_nvl_bytes + num_rdma_bytes <= 0)
+    err = "num_nvl_bytes + num_rdma_bytes must be positive";
+  wire::Writer w;
+  w.put_str(err).put_str(rt::str("Buffer(num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes,
+                                 ", low_latency_mode=", low_latency_mode, ")"));
+  const auto all = group_->allgather(w.str(), "Buffer creation");
+  std::string desc0;
+  for (int r = 0; r < group_->size(); ++r) {
+    wire::Reader rd(all[size_t(r)]);
+    const std::string e = rd.get_str(), d = rd.get_str();
+    if (!e.empty()) rt::throw_user_error(rt::str("deepep Buffer: rank ", r, ": ", e));
+    if (r == 0) desc0 = d;
+    if (d != desc0)
+      rt::throw_user_error(rt::str("deepep Buffer: the ranks disagree: rank 0 created ", desc0, " but rank ", r,
+                                   " created ", d));
+  }
+  // One host: shm carries everything, so its rings get both budgets.
+  options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
+  comm_ = std::make_unique<Comm>(group_, options);
+}
+
+Buffer::~Buffer() { *alive_ = false; }
+
+int Buffer::rank() const { return group_->rank(); }
+int Buffer::size() const { return group_->size(); }
+std::vector<LinkStats> Buffer::link_stats() const { return comm_->link_stats(); }
+
+int64_t Buffer::low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts) {
+  RT_USER_CHECK(max_tokens_per_rank > 0 && hidden > 0 && num_ranks > 0 && num_experts > 0 &&
+                    num_experts % num_ranks == 0,
+                "deepep low_latency_size_hint: bad arguments (max_tokens_per_rank=", max_tokens_per_rank, ", hidden=",
+                hidden, ", num_ranks=", num_ranks, ", num_experts=", num_experts, ")");
+  // Worst case per inbound link: every token to every local expert of the receiver, as BF16 rows
+  // (the larger of the dispatch and combine records), at most half a frame lost to rounding, plus
+  // slack for frames still in flight.
+  const int64_t local = num_experts / num_ranks;
+  const int64_t record = hidden * 2 + 8;
+  const int64_t per_link = 2 * int64_t(max_tokens_per_rank) * local * record + 4 * (256 << 10);
+  return std::max<int64_t>(1, num_ranks - 1) * per_link;
+}
+
+DispatchLayout Buffer::get_dispatch_layout(const rt::Tensor& topk_idx, int num_experts) const {
+  const int R = size();
+  std::string err = detail::check_experts(num_experts, R);
+  if (err.empty()) err = detail::check_topk(topk_idx, -1, num_experts, false);
+  RT_USER_CHECK(err.empty(), "deepep get_dispatch_layout (rank ", rank(), "): ", err);
+  const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
+  const int per_rank = num_experts / R;
+  const int nodes = group_->num_nodes();
+  DispatchLayout l;
+  l.num_tokens_per_rank = rt::Tensor::empty({R}, rt::DType::I32);
+  l.num_tokens_per_rdma_rank = rt::Tensor::empty({nodes}, rt::DType::I32);
+  l.num_tokens_per_expert = rt::Tensor::empty({num_experts}, rt::DType::I32);
+  l.is_token_in_rank = rt::Tensor::empty({T, R}, rt::DType::Bool);
+  for (const rt::Tensor* t : {&l.num_tokens_per_rank, &l.num_tokens_per_rdma_rank, &l.num_tokens_per_expert,
+                              &l.is_token_in_rank})
+    t->zero_();
+  int32_t* per_rank_count = l.num_tokens_per_rank.data_as<int32_t>();
+  int32_t* per_node = l.num_tokens_per_rdma_rank.data_as<int32_t>();
+  int32_t* per_expert = l.num_tokens_per_expert.data_as<int32_t>();
+  uint8_t* in_rank = static_cast<uint8_t*>(l.is_token_in_rank.data());
+  std::vector<uint8_t> node_hit(static_cast<size_t>(nodes));
+  for (int64_t t = 0; t < T; ++t) {
+    std::fill(node_hit.begin(), node_hit.end(), 0);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t e = detail::topk_at(topk_idx, t * K + k);
+      if (e < 0) continue;
+      ++per_expert[e];
+      const int r = int(e / per_rank);
+      uint8_t& hit = in_rank[t * R + r];
+      if (!hit) {
+        hit = 1;
+        ++per_rank_count[r];
+      }
+      uint8_t& nh = node_hit[size_t(group_->peer(r).node)];
+      if (!nh) {
+        nh = 1;
+        ++per_node[group_->peer(r).node];
+      }
+    }
+  }
+  return l;
+}
+
+}  // namespace deepep

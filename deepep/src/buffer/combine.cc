@@ -1,0 +1,189 @@
+// Normal-mode combine: the reverse of a dispatch. Rank r returns to each source s the rows it
+// received from s (in the same order), with their top-k weights; the source stages every returned
+// row (one per (token, rank) pair) and reduces each token's rows in rank order, in f32.
+#include <algorithm>
+#include <bit>
+#include <type_traits>
+#include <cstring>
+
+#include "buffer/checks.h"
+#include "deepep/buffer.h"
+#include "engine/engine.h"
+#include "rt/error.h"
+#include "tl/device/numeric.h"
+
+namespace deepep {
+namespace {
+
+size_t align8(size_t v) { return (v + 7) / 8 * 8; }
+
+// acc[c] += row[c] for one staged row (vectorizes: bf16 and f16 widen to f32).
+template <class T>
+void accumulate(float* acc, const uint8_t* row, size_t n) {
+  const T* r = reinterpret_cast<const T*>(row);
+  for (size_t c = 0; c < n; ++c) {
+    if constexpr (std::is_same_v<T, float>)
+      acc[c] += r[c];
+    else if constexpr (std::is_same_v<T, tl::bfloat16_t>)
+      acc[c] += std::bit_cast<float>(uint32_t(r[c].bits) << 16);
+    else
+      acc[c] += r[c].to_float();
+  }
+}
+
+template <class T>
+void store(uint8_t* out, const float* acc, size_t n) {
+  T* o = reinterpret_cast<T*>(out);
+  for (size_t c = 0; c < n; ++c) {
+    if constexpr (std::is_same_v<T, float>)
+      o[c] = acc[c];
+    else
+      o[c] = T::from_float(acc[c]);
+  }
+}
+
+// The BF16 case, the one that matters (DeepEP combines BF16), with an AVX-512 clone.
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+__attribute__((target_clones("avx512f", "default")))
+#endif
+void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token_offset, int64_t T_, int64_t H,
+                        float* acc) {
+  const size_t n = size_t(H);
+  for (int64_t t = 0; t < T_; ++t) {
+    const int64_t s0 = token_offset[t], s1 = token_offset[t + 1];
+    uint16_t* o = reinterpret_cast<uint16_t*>(out) + size_t(t) * n;
+    if (s1 == s0) {
+      std::memset(o, 0, n * 2);
+      continue;
+    }
+    const uint16_t* r0 = reinterpret_cast<const uint16_t*>(stage) + size_t(s0) * n;
+    for (size_t c = 0; c < n; ++c) acc[c] = std::bit_cast<float>(uint32_t(r0[c]) << 16);
+    for (int64_t s = s0 + 1; s < s1; ++s) {
+      const uint16_t* r = reinterpret_cast<const uint16_t*>(stage) + size_t(s) * n;
+      for (size_t c = 0; c < n; ++c) acc[c] += std::bit_cast<float>(uint32_t(r[c]) << 16);
+    }
+    for (size_t c = 0; c < n; ++c) {  // round to nearest even (NaN kept quiet), as tl::bfloat16_t does
+      const uint32_t u = std::bit_cast<uint32_t>(acc[c]);
+      const uint16_t rounded = uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+      o[c] = (u & 0x7fffffffu) > 0x7f800000u ? uint16_t((u >> 16) | 0x40u) : rounded;
+    }
+  }
+}
+
+// out[t] = sum of the token's staged rows (rank order), in f32.
+template <class T>
+void reduce_tokens(uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t T_, int64_t H) {
+  const size_t row_bytes = size_t(H) * sizeof(T);
+  std::vector<float> acc(static_cast<size_t>(H));
+  for (int64_t t = 0; t < T_; ++t) {
+    std::fill(acc.begin(), acc.end(), 0.0f);
+    for (int64_t s = token_offset[size_t(t)]; s < token_offset[size_t(t) + 1]; ++s)
+      accumulate<T>(acc.data(), stage + size_t(s) * row_bytes, size_t(H));
+    store<T>(out + size_t(t) * row_bytes, acc.data(), size_t(H));
+  }
+}
+
+}  // namespace
+
+CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights) {
+  Engine& e = comm_->engine();
+  const std::string what = "combine";
+  e.begin_op(what);
+  const int R = size();
+  using rt::DType;
+  std::string err;
+  if (handle.num_ranks != R)
+    err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
+  if (err.empty())
+    err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens);
+  const bool weights = topk_weights.defined();
+  int64_t K = 0;
+  if (err.empty() && weights) {
+    err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, handle.num_recv_tokens);
+    if (err.empty()) K = topk_weights.size(1);
+  }
+  const int64_t H = err.empty() ? x.size(1) : 0;
+  e.agree(what,
+          rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
+                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), ")"),
+          err);
+  const DType dt = x.dtype();
+  const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
+  const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);
+  const int64_t T = handle.num_tokens;
+  const int64_t slots = handle.token_offset.back();
+  // Staging: one row per (token, rank it went to), in rank order within a token.
+  const rt::Tensor stage_t = e.pool().empty({int64_t(size_t(slots) * row_bytes)}, DType::U8);
+  const rt::Tensor stage_w_t = e.pool().empty({slots * K}, DType::F32);
+  uint8_t* const stage = static_cast<uint8_t*>(stage_t.data());
+  float* const stage_w = stage_w_t.data_as<float>();
+  const uint8_t* in_rank = static_cast<const uint8_t*>(handle.is_token_in_rank.data());
+  std::vector<std::vector<int64_t>> slot_of(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) {
+    const auto& list = handle.send_lists[size_t(r)];
+    slot_of[size_t(r)].resize(list.size());
+    for (size_t i = 0; i < list.size(); ++i) {
+      const int64_t t = list[i];
+      int64_t before = 0;
+      for (int q = 0; q < r; ++q) before += in_rank[size_t(t * R + q)];
+      slot_of[size_t(r)][i] = handle.token_offset[size_t(t)] + before;
+    }
+  }
+  const uint8_t* xp = static_cast<const uint8_t*>(x.data());
+  const float* wp = weights ? topk_weights.data_as<float>() : nullptr;
+  const int32_t* prefix = handle.rank_prefix_matrix.data_as<int32_t>();
+  const int me = rank();
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int s = 0; s < R; ++s) {
+    // Rows this rank received from s start after those of ranks 0..s-1.
+    const int64_t base = s ? prefix[(s - 1) * R + me] : 0;
+    auto read = [=](size_t first, size_t n, uint8_t* dst) {
+      for (size_t i = 0; i < n; ++i, dst += rec) {
+        const int64_t row = base + int64_t(first + i);
+        std::memcpy(dst, xp + size_t(row) * row_bytes, row_bytes);
+        if (w_bytes) std::memcpy(dst + off_w, wp + row * K, w_bytes);
+      }
+    };
+    sends.push_back({s, rec, size_t(handle.recv_counts[size_t(s)]), read});
+    const std::vector<int64_t>* slot = &slot_of[size_t(s)];
+    uint8_t* st = stage;
+    float* sw = stage_w;
+    auto write = [=](size_t first, size_t n, const uint8_t* src) {
+      for (size_t i = 0; i < n; ++i, src += rec) {
+        const int64_t at = (*slot)[first + i];
+        std::memcpy(st + size_t(at) * row_bytes, src, row_bytes);
+        if (w_bytes) std::memcpy(sw + size_t(at) * size_t(K), src + off_w, w_bytes);
+      }
+    };
+    recvs.push_back({s, rec, handle.send_lists[size_t(s)].size(), write});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+
+  CombineResult out;
+  out.combined_x = e.pool().empty({T, H}, dt);
+  uint8_t* ox = static_cast<uint8_t*>(out.combined_x.data());
+  switch (dt) {
+    case DType::BF16: {
+      std::vector<float> acc(static_cast<size_t>(H));
+      reduce_tokens_bf16(ox, stage, handle.token_offset.data(), T, H, acc.data());
+      break;
+    }
+    case DType::F16: reduce_tokens<tl::half_t>(ox, stage, handle.token_offset, T, H); break;
+    default: reduce_tokens<float>(ox, stage, handle.token_offset, T, H); break;
+  }
+  if (weights) {
+    out.combined_topk_weights = e.pool().empty({T, K}, DType::F32);
+    float* ow = out.combined_topk_weights.data_as<float>();
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) {
+        float sum = 0;
+        for (int64_t sidx = handle.token_offset[size_t(t)]; sidx < handle.token_offset[size_t(t) + 1]; ++sidx)
+          sum += stage_w[size_t(sidx) * size_t(K) + size_t(k)];
+        ow[t * K + k] = sum;
+      }
+  }
+  return out;
+}
+
+}  // namespace deepep

@@ -1,0 +1,217 @@
+// Normal-mode dispatch: each token goes once to every rank holding one of its experts.
+//
+// Protocol: the agreement step carries every rank's per-destination token counts, so each rank
+// knows how many tokens it receives from each source; then one exchange moves one record per
+// (token, destination rank): the row (and its FP8 scales), the global top-k indices, the weights
+// and the source index. Receivers place source s's tokens at rows [prefix(s), prefix(s) + count),
+// in the source's token order, remapping indices to local experts.
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/wire.h"
+#include "buffer/checks.h"
+#include "deepep/buffer.h"
+#include "deepep/group.h"
+#include "engine/engine.h"
+#include "rt/error.h"
+
+namespace deepep {
+namespace {
+
+size_t align8(size_t v) { return (v + 7) / 8 * 8; }
+
+}  // namespace
+
+DispatchResult Buffer::dispatch(const DispatchArgs& a) {
+  Engine& e = comm_->engine();
+  const std::string what = "dispatch";
+  e.begin_op(what);
+  const int R = size(), me = rank();
+  const bool cached = a.handle != nullptr;
+  using rt::DType;
+  std::string err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3});
+  const bool fp8 = err.empty() && a.x.dtype() == DType::F8E4M3;
+  const int64_t T = err.empty() ? a.x.size(0) : 0, H = err.empty() ? a.x.size(1) : 0;
+  int64_t S = 0, K = 0;
+  if (err.empty() && fp8) {
+    if (H % 128 != 0) err = rt::str("FP8 x has hidden size ", H, "; it must be a multiple of 128");
+    if (err.empty()) err = detail::check_matrix(a.x_scales, "x_scales (FP8 x needs them)", {DType::F32}, T, H / 128);
+    S = H / 128;
+  } else if (err.empty() && a.x_scales.defined()) {
+    err = rt::str("x_scales were given for ", rt::name(a.x.dtype()), " x; scales go with f8e4m3 x only");
+  }
+  if (err.empty() && a.expert_alignment < 1) err = rt::str("expert_alignment=", a.expert_alignment, " must be >= 1");
+  const DispatchHandle* h = a.handle.get();
+  if (err.empty() && cached) {
+    if (a.topk_idx.defined() || a.topk_weights.defined() || a.layout)
+      err = "a cached dispatch (with a handle) takes no topk_idx, topk_weights or layout";
+    else if (h->num_ranks != R)
+      err = rt::str("the handle is from a group of ", h->num_ranks, " ranks, this one has ", R);
+    else if (h->num_tokens != T)
+      err = rt::str("x has ", T, " tokens but the handle's dispatch had ", h->num_tokens);
+  }
+  if (err.empty() && !cached) {
+    err = detail::check_experts(a.num_experts, R);
+    if (err.empty()) err = detail::check_topk(a.topk_idx, T, a.num_experts, false);
+    if (err.empty()) K = a.topk_idx.size(1);
+    if (err.empty() && a.topk_weights.defined())
+      err = detail::check_matrix(a.topk_weights, "topk_weights", {DType::F32}, T, K);
+  }
+  // Routing: tokens per destination, in token order.
+  std::vector<std::vector<int32_t>> send_lists(static_cast<size_t>(R));
+  std::vector<uint8_t> in_rank;
+  if (err.empty() && !cached) {
+    const int per_rank = a.num_experts / R;
+    in_rank.assign(size_t(T * R), 0);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t k = 0; k < K; ++k) {
+        const int64_t ex = detail::topk_at(a.topk_idx, t * K + k);
+        if (ex >= 0) in_rank[size_t(t * R + ex / per_rank)] = 1;
+      }
+    for (int64_t t = 0; err.empty() && t < T; ++t)
+      for (int r = 0; r < R; ++r)
+        if (in_rank[size_t(t * R + r)]) send_lists[size_t(r)].push_back(int32_t(t));
+    if (err.empty() && a.layout) {
+      const rt::Tensor& m = a.layout->is_token_in_rank;
+      const rt::Tensor& n = a.layout->num_tokens_per_rank;
+      err = detail::check_matrix(m, "layout.is_token_in_rank", {DType::Bool}, T, R);
+      if (err.empty() && T > 0 && std::memcmp(m.data(), in_rank.data(), in_rank.size()) != 0)
+        err = "layout.is_token_in_rank does not match topk_idx (a layout of other tokens?)";
+      if (err.empty() && (!n.defined() || !n.device().is_cpu() || n.dtype() != DType::I32 || n.dim() != 1 ||
+                          n.size(0) != R || !n.is_contiguous()))
+        err = rt::str("layout.num_tokens_per_rank must be a CPU int32 tensor of ", R, " elements (the group size)",
+                      n.defined() ? rt::str(", not ", rt::name(n.dtype()), n.shape_string()) : std::string());
+      for (int r = 0; err.empty() && r < R; ++r)
+        if (n.data_as<int32_t>()[r] != int32_t(send_lists[size_t(r)].size()))
+          err = rt::str("layout.num_tokens_per_rank[", r, "] = ", n.data_as<int32_t>()[r], " but topk_idx sends ",
+                        send_lists[size_t(r)].size(), " tokens there");
+    }
+  }
+  if (err.empty() && cached) send_lists = h->send_lists;
+  std::vector<int64_t> counts(size_t(R), 0);
+  for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
+  const bool weights = !cached && a.topk_weights.defined();
+  const std::string desc =
+      rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
+              cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
+              ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, ")");
+  wire::Writer w;
+  w.put_vec(counts);
+  const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
+  std::vector<int64_t> recv_counts(static_cast<size_t>(R)), prefix(size_t(R) + 1, 0);
+  std::vector<int32_t> rank_prefix(size_t(R * R), 0);
+  for (int s = 0; s < R; ++s) {
+    wire::Reader rd(all[size_t(s)]);
+    const std::vector<int64_t> c = rd.get_vec<int64_t>();
+    RT_ICHECK(c.size() == size_t(R), "counts from rank ", s);
+    recv_counts[size_t(s)] = c[size_t(me)];
+    prefix[size_t(s) + 1] = prefix[size_t(s)] + c[size_t(me)];
+    for (int j = 0; j < R; ++j) rank_prefix[size_t(s * R + j)] = int32_t((s ? rank_prefix[size_t((s - 1) * R + j)] : 0) + c[size_t(j)]);
+  }
+  const int64_t N = prefix[size_t(R)];
+  const uint64_t id = next_id_++;
+
+  // Record layout.
+  const size_t es = size_t(rt::bits(a.x.dtype()) / 8);
+  const size_t x_bytes = size_t(H) * es, s_bytes = size_t(S) * 4;
+  const size_t off_idx = align8(x_bytes + s_bytes), off_w = off_idx + size_t(K) * 8;
+  const size_t off_src = off_w + (weights ? size_t(K) * 4 : 0);
+  const size_t rec = cached ? align8(x_bytes + s_bytes) : align8(off_src + 4);
+
+  DispatchResult out;
+  out.recv_x = e.pool().empty({N, H}, a.x.dtype());
+  if (fp8) out.recv_x_scales = e.pool().empty({N, S}, DType::F32);
+  rt::Tensor recv_src = e.pool().empty({N}, DType::I32);
+  if (!cached) {
+    out.recv_topk_idx = e.pool().empty({N, K}, DType::I64);
+    if (weights) out.recv_topk_weights = e.pool().empty({N, K}, DType::F32);
+  }
+  const int per_rank = cached ? 0 : a.num_experts / R;
+  const int64_t lo = int64_t(me) * per_rank, hi = lo + per_rank;
+  const uint8_t* x = static_cast<const uint8_t*>(a.x.data());
+  const uint8_t* xs = fp8 ? static_cast<const uint8_t*>(a.x_scales.data()) : nullptr;
+  const float* wsrc = weights ? a.topk_weights.data_as<float>() : nullptr;
+  uint8_t* rx = static_cast<uint8_t*>(out.recv_x.data());
+  uint8_t* rxs = fp8 ? static_cast<uint8_t*>(out.recv_x_scales.data()) : nullptr;
+  int64_t* ridx = cached ? nullptr : out.recv_topk_idx.data_as<int64_t>();
+  float* rw = weights ? out.recv_topk_weights.data_as<float>() : nullptr;
+  int32_t* rsrc = recv_src.data_as<int32_t>();
+  // Raw top-k pointers: the per-record loops must not go through Tensor accessors.
+  const int64_t* topk64 = !cached && a.topk_idx.dtype() == DType::I64 ? a.topk_idx.data_as<int64_t>() : nullptr;
+  const int32_t* topk32 = !cached && a.topk_idx.dtype() == DType::I32 ? a.topk_idx.data_as<int32_t>() : nullptr;
+
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int d = 0; d < R; ++d) {
+    const std::vector<int32_t>* list = &send_lists[size_t(d)];
+    auto read = [=](size_t first, size_t n, uint8_t* dst) {
+      const std::vector<int32_t>& l = *list;
+      for (size_t i = 0; i < n; ++i, dst += rec) {
+        const int64_t t = l[first + i];
+        std::memcpy(dst, x + size_t(t) * x_bytes, x_bytes);
+        if (s_bytes) std::memcpy(dst + x_bytes, xs + size_t(t) * s_bytes, s_bytes);
+        if (cached) continue;
+        int64_t* idx = reinterpret_cast<int64_t*>(dst + off_idx);
+        for (int64_t k = 0; k < K; ++k) idx[k] = topk64 ? topk64[t * K + k] : topk32[t * K + k];
+        if (weights) std::memcpy(dst + off_w, wsrc + t * K, size_t(K) * 4);
+        std::memcpy(dst + off_src, &t, 4);  // little-endian: the low 32 bits
+      }
+    };
+    sends.push_back({d, rec, size_t(counts[size_t(d)]), read});
+    const int64_t base = prefix[size_t(d)];
+    auto write = [=](size_t first, size_t n, const uint8_t* src) {
+      for (size_t i = 0; i < n; ++i, src += rec) {
+        const int64_t row = base + int64_t(first + i);
+        std::memcpy(rx + size_t(row) * x_bytes, src, x_bytes);
+        if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, src + x_bytes, s_bytes);
+        if (cached) continue;
+        const int64_t* idx = reinterpret_cast<const int64_t*>(src + off_idx);
+        const float* wt = reinterpret_cast<const float*>(src + off_w);
+        for (int64_t k = 0; k < K; ++k) {
+          const int64_t v = idx[k];
+          const bool local = v >= lo && v < hi;
+          ridx[row * K + k] = local ? v - lo : -1;
+          if (weights) rw[row * K + k] = local ? wt[k] : 0.0f;
+        }
+        std::memcpy(rsrc + row, src + off_src, 4);
+      }
+    };
+    recvs.push_back({d, rec, size_t(recv_counts[size_t(d)]), write});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+
+  if (cached) {
+    // Positions are those of the cached dispatch: the source indices come from the handle.
+    out.handle = a.handle;
+    return out;
+  }
+  out.num_recv_tokens_per_expert.assign(size_t(per_rank), 0);
+  for (int64_t i = 0; i < N * K; ++i)
+    if (ridx[i] >= 0) ++out.num_recv_tokens_per_expert[size_t(ridx[i])];
+  for (int& c : out.num_recv_tokens_per_expert) c = (c + a.expert_alignment - 1) / a.expert_alignment * a.expert_alignment;
+
+  auto handle = std::make_shared<DispatchHandle>();
+  handle->id = id;
+  handle->num_ranks = R;
+  handle->num_tokens = T;
+  handle->num_recv_tokens = N;
+  handle->hidden = H;
+  handle->num_topk = int(K);
+  handle->is_token_in_rank = e.pool().empty({T, R}, DType::Bool);
+  if (T) std::memcpy(handle->is_token_in_rank.data(), in_rank.data(), in_rank.size());
+  handle->rank_prefix_matrix = e.pool().empty({R, R}, DType::I32);
+  std::memcpy(handle->rank_prefix_matrix.data(), rank_prefix.data(), rank_prefix.size() * 4);
+  handle->recv_src_idx = recv_src;
+  handle->recv_counts = recv_counts;
+  handle->send_lists = std::move(send_lists);
+  handle->token_offset.assign(size_t(T) + 1, 0);
+  for (int64_t t = 0; t < T; ++t) {
+    int64_t n = 0;
+    for (int r = 0; r < R; ++r) n += in_rank[size_t(t * R + r)];
+    handle->token_offset[size_t(t) + 1] = handle->token_offset[size_t(t)] + n;
+  }
+  out.handle = handle;
+  return out;
+}
+
+}  // namespace deepep

@@ -1,0 +1,348 @@
+#include <algorithm>
+#include <cstring>
+
+#include "bootstrap/wire.h"
+#include "collectives/reduce.h"
+#include "deepep/collectives.h"
+#include "deepep/comm.h"
+#include "engine/engine.h"
+#include "rt/error.h"
+
+namespace deepep {
+namespace {
+
+// Reduce-scatter temporaries are bounded by processing big tensors in blocks of this many bytes.
+constexpr size_t kBlockBytes = 64u << 20;
+
+std::string check_tensor(const rt::Tensor& t, const char* role) {
+  if (!t.defined()) return rt::str(role, " is undefined");
+  if (!t.device().is_cpu()) return rt::str(role, " is on ", t.device().to_string(), "; this transport moves CPU tensors");
+  if (!t.is_contiguous()) return rt::str(role, " ", t.shape_string(), " is not contiguous");
+  if (rt::bits(t.dtype()) % 8 != 0) return rt::str(role, " has packed dtype ", rt::name(t.dtype()), "; not supported");
+  return "";
+}
+
+std::string describe(const rt::Tensor& t) {
+  return t.defined() ? rt::str(rt::name(t.dtype()), "[", t.numel(), "]") : std::string("undefined");
+}
+
+struct Parts {
+  std::vector<size_t> off, len;
+};
+Parts split(size_t n, int parts) {
+  Parts p;
+  size_t at = 0;
+  for (int r = 0; r < parts; ++r) {
+    const size_t len = n / size_t(parts) + (size_t(r) < n % size_t(parts) ? 1 : 0);
+    p.off.push_back(at);
+    p.len.push_back(len);
+    at += len;
+  }
+  return p;
+}
+
+ReadFn reader(const uint8_t* base, size_t es) {
+  return [base, es](size_t first, size_t n, uint8_t* dst) { std::memcpy(dst, base + first * es, n * es); };
+}
+WriteFn writer(uint8_t* base, size_t es) {
+  return [base, es](size_t first, size_t n, const uint8_t* src) { std::memcpy(base + first * es, src, n * es); };
+}
+
+// Auto: direct (2 steps) for small messages, where latency dominates; ring above 4 MiB, where it
+// is faster here because it reduces on receive with no temporaries (bench_cpu_deepep, docs/deepep.md).
+constexpr int64_t kRingFromBytes = 4 << 20;
+Algorithm resolve(Algorithm a, int64_t bytes, int ranks) {
+  if (a != Algorithm::Auto) return a;
+  return bytes >= kRingFromBytes && ranks > 2 ? Algorithm::Ring : Algorithm::Direct;
+}
+
+// Reduce-scatter of `parts` (rank r's part j at in + (off[j] + block offset)); rank me's reduced
+// part goes to out. Direct: every rank sends part j to rank j, which reduces in rank order.
+void direct_reduce_scatter(Engine& e, uint8_t* out, const uint8_t* in, const Parts& p, size_t es, rt::DType dtype,
+                           ReduceOp op, const std::string& what) {
+  const int R = e.size(), me = e.rank();
+  const size_t max_len = *std::max_element(p.len.begin(), p.len.end());
+  const size_t block = std::max<size_t>(1, kBlockBytes / es / size_t(R));
+  const size_t stride = std::min(block, max_len);
+  const rt::Tensor temp_t = e.pool().empty({int64_t(size_t(R) * stride * es)}, rt::DType::U8);
+  uint8_t* const temp = static_cast<uint8_t*>(temp_t.data());
+  for (size_t b0 = 0; b0 < max_len; b0 += block) {
+    auto piece = [&](int r) { return p.len[size_t(r)] > b0 ? std::min(block, p.len[size_t(r)] - b0) : size_t(0); };
+    std::vector<SendSpec> sends;
+    std::vector<RecvSpec> recvs;
+    const size_t mine = piece(me);
+    for (int j = 0; j < R; ++j) {
+      if (j == me) continue;
+      sends.push_back({j, es, piece(j), reader(in + (p.off[size_t(j)] + b0) * es, es)});
+      recvs.push_back({j, es, mine, writer(temp + size_t(j) * stride * es, es)});
+    }
+    e.exchange(std::move(sends), std::move(recvs), what);
+    if (mine == 0) continue;
+    std::vector<const void*> parts(static_cast<size_t>(R));
+    for (int r = 0; r < R; ++r)
+      parts[size_t(r)] = r == me ? static_cast<const void*>(in + (p.off[size_t(me)] + b0) * es)
+                                 : static_cast<const void*>(temp + size_t(r) * stride * es);
+    reduce_ordered(out + b0 * es, parts, mine, dtype, op);
+  }
+}
+
+// Ring reduce-scatter in place on `data` (parts p): after it, part `me` holds the reduction.
+void ring_reduce_scatter(Engine& e, uint8_t* data, const Parts& p, size_t es, rt::DType dtype, ReduceOp op,
+                         const std::string& what) {
+  const int R = e.size(), me = e.rank();
+  const int next = (me + 1) % R, prev = (me + R - 1) % R;
+  for (int s = 0; s < R - 1; ++s) {
+    const int sseg = ((me - s - 1) % R + R) % R, rseg = ((me - s - 2) % R + R) % R;
+    uint8_t* rbase = data + p.off[size_t(rseg)] * es;
+    std::vector<SendSpec> sends{{next, es, p.len[size_t(sseg)], reader(data + p.off[size_t(sseg)] * es, es)}};
+    std::vector<RecvSpec> recvs{{prev, es, p.len[size_t(rseg)],
+                                 [rbase, es, dtype, op](size_t first, size_t n, const uint8_t* src) {
+                                   reduce_into(rbase + first * es, src, n, dtype, op);
+                                 }}};
+    e.exchange(std::move(sends), std::move(recvs), what);
+  }
+}
+
+// Ring all-gather in place: part `me` is known; afterwards every part is.
+void ring_all_gather(Engine& e, uint8_t* data, const Parts& p, size_t es, const std::string& what) {
+  const int R = e.size(), me = e.rank();
+  const int next = (me + 1) % R, prev = (me + R - 1) % R;
+  for (int s = 0; s < R - 1; ++s) {
+    const int sseg = ((me - s) % R + R) % R, rseg = ((me - s - 1) % R + R) % R;
+    std::vector<SendSpec> sends{{next, es, p.len[size_t(sseg)], reader(data + p.off[size_t(sseg)] * es, es)}};
+    std::vector<RecvSpec> recvs{{prev, es, p.len[size_t(rseg)], writer(data + p.off[size_t(rseg)] * es, es)}};
+    e.exchange(std::move(sends), std::move(recvs), what);
+  }
+}
+
+// Direct all-gather in place: every rank sends its part to every other rank.
+void direct_all_gather(Engine& e, uint8_t* data, const Parts& p, size_t es, const std::string& what) {
+  const int R = e.size(), me = e.rank();
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int j = 0; j < R; ++j) {
+    if (j == me) continue;
+    sends.push_back({j, es, p.len[size_t(me)], reader(data + p.off[size_t(me)] * es, es)});
+    recvs.push_back({j, es, p.len[size_t(j)], writer(data + p.off[size_t(j)] * es, es)});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+}  // namespace
+
+const char* name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::Sum: return "sum";
+    case ReduceOp::Max: return "max";
+    case ReduceOp::Min: return "min";
+  }
+  return "?";
+}
+
+const char* name(Algorithm a) {
+  switch (a) {
+    case Algorithm::Auto: return "auto";
+    case Algorithm::Ring: return "ring";
+    case Algorithm::Direct: return "direct";
+  }
+  return "?";
+}
+
+void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm algorithm) {
+  Engine& e = comm.engine();
+  const std::string what = "all_reduce";
+  e.begin_op(what);
+  std::string err = check_tensor(tensor, "the tensor");
+  if (err.empty() && !reducible(tensor.dtype()))
+    err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
+  const Algorithm a = resolve(algorithm, err.empty() ? tensor.nbytes() : 0, comm.size());
+  e.agree(what, rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", name(a), ")"), err);
+  const size_t n = size_t(tensor.numel());
+  if (comm.size() == 1 || n == 0) return;
+  const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
+  uint8_t* data = static_cast<uint8_t*>(tensor.data());
+  if (a == Algorithm::Direct) {
+    // Blocks keep the temporaries of the reduce-scatter bounded.
+    const size_t block = std::max<size_t>(size_t(comm.size()), kBlockBytes / es);
+    for (size_t b0 = 0; b0 < n; b0 += block) {
+      const size_t nb = std::min(block, n - b0);
+      const Parts p = split(nb, comm.size());
+      uint8_t* blk = data + b0 * es;
+      // Reduce-scatter: part j of every rank goes to rank j (input parts at blk + off[j]).
+      direct_reduce_scatter(e, blk + p.off[size_t(e.rank())] * es, blk, p, es, tensor.dtype(), op, what);
+      direct_all_gather(e, blk, p, es, what);
+    }
+  } else {
+    const Parts p = split(n, comm.size());
+    ring_reduce_scatter(e, data, p, es, tensor.dtype(), op, what);
+    ring_all_gather(e, data, p, es, what);
+  }
+}
+
+void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& input, ReduceOp op, Algorithm algorithm) {
+  Engine& e = comm.engine();
+  const std::string what = "reduce_scatter";
+  e.begin_op(what);
+  std::string err = check_tensor(input, "the input");
+  if (err.empty()) err = check_tensor(output, "the output");
+  if (err.empty() && !reducible(input.dtype()))
+    err = rt::str("cannot reduce ", rt::name(input.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
+  if (err.empty() && output.dtype() != input.dtype())
+    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  if (err.empty() && input.numel() != output.numel() * comm.size())
+    err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
+                  ")");
+  const Algorithm a = resolve(algorithm, err.empty() ? input.nbytes() : 0, comm.size());
+  e.agree(what, rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ", name(a), ")"),
+          err);
+  const size_t n = size_t(output.numel());
+  const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  const Parts p = split(n * size_t(comm.size()), comm.size());
+  const uint8_t* in = static_cast<const uint8_t*>(input.data());
+  uint8_t* out = static_cast<uint8_t*>(output.data());
+  if (comm.size() == 1 || n == 0) {
+    if (n) std::memcpy(out, in, n * es);
+    return;
+  }
+  if (a == Algorithm::Direct) {
+    direct_reduce_scatter(e, out, in, p, es, input.dtype(), op, what);
+  } else {
+    const rt::Tensor work_t = e.pool().empty({int64_t(n * size_t(comm.size()) * es)}, rt::DType::U8);
+    uint8_t* const work = static_cast<uint8_t*>(work_t.data());
+    std::memcpy(work, in, n * size_t(comm.size()) * es);
+    ring_reduce_scatter(e, work, p, es, input.dtype(), op, what);
+    std::memcpy(out, work + p.off[size_t(e.rank())] * es, n * es);
+  }
+}
+
+void all_gather(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
+  Engine& e = comm.engine();
+  const std::string what = "all_gather";
+  e.begin_op(what);
+  std::string err = check_tensor(input, "the input");
+  if (err.empty()) err = check_tensor(output, "the output");
+  if (err.empty() && output.dtype() != input.dtype())
+    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  if (err.empty() && output.numel() != input.numel() * comm.size())
+    err = rt::str("output has ", output.numel(), " elements; it needs size (", comm.size(), ") x input (",
+                  input.numel(), ")");
+  e.agree(what, rt::str("all_gather(", describe(input), " -> ", describe(output), ")"), err);
+  const size_t n = size_t(input.numel());
+  const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  uint8_t* out = static_cast<uint8_t*>(output.data());
+  const uint8_t* in = static_cast<const uint8_t*>(input.data());
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int j = 0; j < comm.size(); ++j) {
+    sends.push_back({j, es, n, reader(in, es)});
+    recvs.push_back({j, es, n, writer(out + size_t(j) * n * es, es)});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+void all_to_all(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
+  Engine& e = comm.engine();
+  const std::string what = "all_to_all";
+  e.begin_op(what);
+  std::string err = check_tensor(input, "the input");
+  if (err.empty()) err = check_tensor(output, "the output");
+  if (err.empty() && output.dtype() != input.dtype())
+    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  if (err.empty() && (output.numel() != input.numel() || input.numel() % comm.size() != 0))
+    err = rt::str("input (", input.numel(), " elements) and output (", output.numel(),
+                  " elements) must be equal and divisible by the group size ", comm.size());
+  e.agree(what, rt::str("all_to_all(", describe(input), " -> ", describe(output), ")"), err);
+  const size_t n = size_t(input.numel()) / size_t(comm.size());
+  const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  uint8_t* out = static_cast<uint8_t*>(output.data());
+  const uint8_t* in = static_cast<const uint8_t*>(input.data());
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int j = 0; j < comm.size(); ++j) {
+    sends.push_back({j, es, n, reader(in + size_t(j) * n * es, es)});
+    recvs.push_back({j, es, n, writer(out + size_t(j) * n * es, es)});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t>& recv_counts, const rt::Tensor& input,
+                 const std::vector<int64_t>& send_counts) {
+  Engine& e = comm.engine();
+  const std::string what = "all_to_allv";
+  e.begin_op(what);
+  const int R = comm.size();
+  std::string err = check_tensor(input, "the input");
+  if (err.empty()) err = check_tensor(output, "the output");
+  if (err.empty() && output.dtype() != input.dtype())
+    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  if (err.empty() && (send_counts.size() != size_t(R) || recv_counts.size() != size_t(R)))
+    err = rt::str("send_counts (", send_counts.size(), ") and recv_counts (", recv_counts.size(),
+                  ") need one count per rank (", R, ")");
+  int64_t total_send = 0, total_recv = 0;
+  if (err.empty()) {
+    for (int r = 0; r < R; ++r) {
+      if (send_counts[size_t(r)] < 0 || recv_counts[size_t(r)] < 0) err = "negative count";
+      total_send += send_counts[size_t(r)];
+      total_recv += recv_counts[size_t(r)];
+    }
+    if (err.empty() && total_send > input.numel())
+      err = rt::str("send_counts add up to ", total_send, " elements but the input has ", input.numel());
+    if (err.empty() && total_recv > output.numel())
+      err = rt::str("recv_counts add up to ", total_recv, " elements but the output has ", output.numel());
+  }
+  wire::Writer w;
+  w.put_vec(send_counts).put_vec(recv_counts);
+  const auto all = e.agree(what, rt::str("all_to_allv(", input.defined() ? rt::name(input.dtype()) : "undefined", ")"),
+                           err, err.empty() ? w.str() : std::string());
+  // Every rank checks every pair, so a mismatch is the same error everywhere.
+  std::vector<std::vector<int64_t>> sc(static_cast<size_t>(R)), rc(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) {
+    wire::Reader rd(all[size_t(r)]);
+    sc[size_t(r)] = rd.get_vec<int64_t>();
+    rc[size_t(r)] = rd.get_vec<int64_t>();
+  }
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j)
+      RT_USER_CHECK(sc[size_t(i)][size_t(j)] == rc[size_t(j)][size_t(i)], "deepep all_to_allv: rank ", i, " sends ",
+                    sc[size_t(i)][size_t(j)], " elements to rank ", j, " but rank ", j, " expects ",
+                    rc[size_t(j)][size_t(i)]);
+  const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  uint8_t* out = static_cast<uint8_t*>(output.data());
+  const uint8_t* in = static_cast<const uint8_t*>(input.data());
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  size_t soff = 0, roff = 0;
+  for (int j = 0; j < R; ++j) {
+    sends.push_back({j, es, size_t(send_counts[size_t(j)]), reader(in + soff * es, es)});
+    recvs.push_back({j, es, size_t(recv_counts[size_t(j)]), writer(out + roff * es, es)});
+    soff += size_t(send_counts[size_t(j)]);
+    roff += size_t(recv_counts[size_t(j)]);
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+void broadcast(Comm& comm, const rt::Tensor& tensor, int root) {
+  Engine& e = comm.engine();
+  const std::string what = "broadcast";
+  e.begin_op(what);
+  std::string err = check_tensor(tensor, "the tensor");
+  if (err.empty() && (root < 0 || root >= comm.size()))
+    err = rt::str("root ", root, " is out of range for a group of ", comm.size());
+  e.agree(what, rt::str("broadcast(", describe(tensor), ", root ", root, ")"), err);
+  const size_t n = size_t(tensor.numel());
+  const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
+  uint8_t* data = static_cast<uint8_t*>(tensor.data());
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  if (comm.rank() == root) {
+    for (int j = 0; j < comm.size(); ++j)
+      if (j != root) sends.push_back({j, es, n, reader(data, es)});
+  } else {
+    recvs.push_back({root, es, n, writer(data, es)});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+void barrier(Comm& comm) { comm.barrier(); }
+
+}  // namespace deepep

@@ -1,0 +1,68 @@
+#include "deepep/comm.h"
+
+#include "bootstrap/wire.h"
+#include "deepep/error.h"
+#include "deepep/group.h"
+#include "deepep/transport.h"
+#include "engine/engine.h"
+#include "rt/env.h"
+#include "rt/error.h"
+
+namespace deepep {
+
+Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(std::move(group)), options_(options) {
+  RT_USER_CHECK(group_ != nullptr, "deepep Comm: null group");
+  if (options_.timeout.count() <= 0)
+    options_.timeout = std::chrono::milliseconds(rt::env_int("DEEPEP_TIMEOUT_MS", 60000));
+  if (options_.liveness_interval.count() <= 0)
+    options_.liveness_interval = std::chrono::milliseconds(rt::env_int("DEEPEP_LIVENESS_MS", 50));
+  options_.faults = FaultConfig::from_env(options_.faults);
+  std::string error;
+  if (options_.inbound_bytes <= 0) error = rt::str("inbound bytes must be positive, not ", options_.inbound_bytes);
+  if (options_.timeout.count() <= 0) error = "the timeout must be positive";
+  if (!(options_.reroute_threshold > 0 && options_.reroute_threshold < 1))
+    error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
+  if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
+  // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
+  wire::Writer w;
+  w.put_str(error).put_str(rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'"));
+  const std::vector<std::string> all = group_->allgather(w.str(), "communicator creation");
+  std::string first_desc;
+  for (int r = 0; r < group_->size(); ++r) {
+    wire::Reader rd(all[size_t(r)]);
+    const std::string err = rd.get_str(), desc = rd.get_str();
+    if (!err.empty()) rt::throw_user_error(rt::str("deepep Comm: rank ", r, ": ", err));
+    if (r == 0) first_desc = desc;
+    if (desc != first_desc)
+      rt::throw_user_error(rt::str("deepep Comm: the ranks disagree: rank 0 has ", first_desc, " but rank ", r, " has ",
+                                   desc));
+  }
+  const TransportEntry& entry = find_transport(options_.transport, *group_);
+  TransportConfig tc;
+  tc.inbound_bytes = options_.inbound_bytes;
+  tc.faults = options_.faults;
+  tc.timeout = options_.timeout;
+  EngineOptions eo;
+  eo.timeout = options_.timeout;
+  eo.liveness = options_.liveness_interval;
+  eo.reroute_threshold = options_.reroute_threshold;
+  eo.health_window = options_.health_window;
+  eo.log_reroutes = options_.log_reroutes;
+  eo.faults = options_.faults;
+  engine_ = std::make_unique<Engine>(entry.create(*group_, tc), eo);
+}
+
+Comm::~Comm() = default;
+
+int Comm::rank() const { return group_->rank(); }
+int Comm::size() const { return group_->size(); }
+const char* Comm::transport_name() const { return engine_->transport().name(); }
+std::vector<LinkStats> Comm::link_stats() const { return engine_->link_stats(); }
+LinkStats Comm::link_stats(int src, int dst) const { return engine_->link_stats(src, dst); }
+
+void Comm::barrier() {
+  engine_->begin_op("barrier");
+  engine_->barrier("barrier");
+}
+
+}  // namespace deepep

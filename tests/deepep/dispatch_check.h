@@ -1,0 +1,135 @@
+// The normal-mode dispatch/combine check shared by the dispatch and self-healing tests.
+#pragma once
+
+#include "moe_ref.h"
+#include "testutil/tensors.h"
+
+namespace deepep_test {
+
+// Dispatches c's inputs on this rank and checks everything against the reference; then runs the
+// test's experts on the received tokens, combines, and checks the result exactly (and against the
+// top-k-weighted sum). With fp8, x is e4m3 with scales. Returns the handle for reuse.
+inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::Buffer& buf, const MoeCase& c, bool fp8,
+                                                                 bool with_layout, int alignment = 1) {
+  const int me = buf.rank(), R = c.ranks, T = c.tokens(me), H = c.hidden, K = c.topk;
+  const int per_rank = c.experts / R;
+  deepep::DispatchArgs a;
+  a.x = fp8 ? c.x_fp8(me) : c.x_bf16(me);
+  if (fp8) a.x_scales = c.x_scales(me);
+  a.topk_idx = c.topk_tensor(me);
+  a.topk_weights = c.weights_tensor(me);
+  a.num_experts = c.experts;
+  a.expert_alignment = alignment;
+  deepep::DispatchLayout layout;
+  if (with_layout) {
+    layout = buf.get_dispatch_layout(a.topk_idx, c.experts);
+    a.layout = &layout;
+    // The layout against its definition.
+    const auto idx = c.topk_idx(me);
+    for (int r = 0; r < R; ++r) {
+      int n = 0;
+      for (int t = 0; t < T; ++t) {
+        bool hit = false;
+        for (int k = 0; k < K; ++k) hit |= idx[size_t(t * K + k)] >= 0 && c.owner(idx[size_t(t * K + k)]) == r;
+        EP_CHECK(static_cast<const uint8_t*>(layout.is_token_in_rank.data())[t * R + r] == hit);
+        n += hit;
+      }
+      EP_CHECK(layout.num_tokens_per_rank.data_as<int32_t>()[r] == n, "num_tokens_per_rank[", r, "]");
+    }
+    for (int e = 0; e < c.experts; ++e) {
+      int n = 0;
+      for (int64_t v : idx) n += v == e;
+      EP_CHECK(layout.num_tokens_per_expert.data_as<int32_t>()[e] == n, "num_tokens_per_expert[", e, "]");
+    }
+    EP_CHECK(layout.num_tokens_per_rdma_rank.numel() == 1);
+  }
+  const deepep::DispatchResult d = buf.dispatch(a);
+  const auto expect = deepep_test::expected_received(c, me);
+  const int64_t N = int64_t(expect.size());
+  EP_CHECK(d.recv_x.size(0) == N && d.recv_x.size(1) == H, "recv_x ", d.recv_x.shape_string(), " expected ", N, " rows");
+  EP_CHECK(d.handle->num_recv_tokens == N);
+  std::vector<int> per_expert(static_cast<size_t>(per_rank), 0);
+  for (int64_t i = 0; i < N; ++i) {
+    const auto [s, t] = expect[size_t(i)];
+    EP_CHECK(d.handle->recv_src_idx.data_as<int32_t>()[i] == t, "recv_src_idx[", i, "]");
+    for (int h = 0; h < H; ++h) {
+      if (fp8)
+        EP_CHECK(static_cast<const uint8_t*>(d.recv_x.data())[i * H + h] == c.fp8_bits(s, t, h), "fp8 row ", i);
+      else
+        EP_CHECK(d.recv_x.data_as<tl::bfloat16_t>()[i * H + h].bits == c.bf16_bits(s, t, h), "row ", i, " from rank ",
+                 s, " token ", t, " channel ", h);
+    }
+    if (fp8)
+      for (int b = 0; b < H / 128; ++b) EP_CHECK(d.recv_x_scales.data_as<float>()[i * (H / 128) + b] == c.scale(s, t, b));
+    const auto src_idx = c.topk_idx(s);
+    for (int k = 0; k < K; ++k) {
+      const int64_t e = src_idx[size_t(t * K + k)];
+      const bool local = e >= 0 && c.owner(e) == me;
+      EP_CHECK(d.recv_topk_idx.data_as<int64_t>()[i * K + k] == (local ? e - me * per_rank : -1), "recv_topk_idx");
+      EP_CHECK(d.recv_topk_weights.data_as<float>()[i * K + k] == (local ? c.weight(s, t, k) : 0.0f), "weights");
+      if (local) ++per_expert[size_t(e - me * per_rank)];
+    }
+  }
+  for (int le = 0; le < per_rank; ++le)
+    EP_CHECK(d.num_recv_tokens_per_expert[size_t(le)] == (per_expert[size_t(le)] + alignment - 1) / alignment * alignment,
+             "num_recv_tokens_per_expert[", le, "] = ", d.num_recv_tokens_per_expert[size_t(le)]);
+  // rank_prefix_matrix[i][me] = tokens ranks 0..i sent here
+  int64_t cum = 0;
+  for (int s = 0; s < R; ++s) {
+    for (const auto& p : expect) cum += p.first == s;
+    EP_CHECK(d.handle->rank_prefix_matrix.data_as<int32_t>()[s * R + me] == cum);
+  }
+
+  // Experts (BF16 only: dequantized FP8 would need its own reference) and combine.
+  if (!fp8) {
+    rt::Tensor y = rt::Tensor::empty({N, H}, rt::DType::BF16);
+    testutil::poison(y);
+    for (int64_t i = 0; i < N; ++i) {
+      const auto [s, t] = expect[size_t(i)];
+      const auto src_idx = c.topk_idx(s);
+      std::vector<int64_t> row(src_idx.begin() + t * K, src_idx.begin() + (t + 1) * K);
+      std::vector<float> w(static_cast<size_t>(K));
+      for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(s, t, k);
+      for (int h = 0; h < H; ++h)
+        y.data_as<tl::bfloat16_t>()[i * H + h] = tl::bfloat16_t::from_float(
+            deepep_test::expert_output(c, me, row, w.data(), tl::bfloat16_t::from_bits(c.bf16_bits(s, t, h)).to_float()));
+    }
+    for (int round = 0; round < 2; ++round) {  // the handle serves any number of combines
+      const deepep::CombineResult cr = buf.combine(y, *d.handle, d.recv_topk_weights);
+      EP_CHECK(cr.combined_x.size(0) == T && cr.combined_x.size(1) == H);
+      const auto idx = c.topk_idx(me);
+      std::vector<double> got, want;
+      for (int t = 0; t < T; ++t) {
+        std::vector<int64_t> row(idx.begin() + t * K, idx.begin() + (t + 1) * K);
+        std::vector<float> w(static_cast<size_t>(K));
+        for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(me, t, k);
+        for (int h = 0; h < H; ++h) {
+          const float x = tl::bfloat16_t::from_bits(c.bf16_bits(me, t, h)).to_float();
+          float acc = 0;  // the sum over ranks the token went to, in rank order
+          double exact = 0;
+          for (int r = 0; r < R; ++r) {
+            bool went = false;
+            for (int64_t e : row) went |= e >= 0 && c.owner(e) == r;
+            if (went) acc += deepep_test::expert_output(c, r, row, w.data(), x);
+          }
+          for (int k = 0; k < K; ++k)
+            if (row[size_t(k)] >= 0) exact += double(w[size_t(k)]) * double(x) * deepep_test::expert_factor(row[size_t(k)]);
+          const uint16_t want_bits = tl::bfloat16_t::from_float(acc).bits;
+          const uint16_t got_bits = cr.combined_x.data_as<tl::bfloat16_t>()[t * H + h].bits;
+          EP_CHECK(got_bits == want_bits, "combined token ", t, " channel ", h, ": got ",
+                   tl::bfloat16_t::from_bits(got_bits).to_float(), " want ", acc);
+          got.push_back(tl::bfloat16_t::from_bits(got_bits).to_float());
+          want.push_back(exact);
+        }
+        for (int k = 0; k < K; ++k)
+          EP_CHECK(cr.combined_topk_weights.data_as<float>()[t * K + k] == (row[size_t(k)] >= 0 ? w[size_t(k)] : 0.0f),
+                   "combined_topk_weights");
+      }
+      // combine(dispatch(x)) is the top-k-weighted sum of the experts' outputs (up to bf16 rounding).
+      if (!want.empty()) EP_CHECK(testutil::rel_error(got, want) < 1e-2, "rel error ", testutil::rel_error(got, want));
+    }
+  }
+  return d.handle;
+}
+
+}  // namespace deepep_test

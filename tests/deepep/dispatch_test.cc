@@ -1,0 +1,101 @@
+// Normal-mode dispatch and combine against references computed from every rank's inputs.
+#include "dispatch_check.h"
+
+namespace {
+
+using deepep_test::dispatch_and_check;
+using deepep_test::expect_all_failed_with;
+using deepep_test::expect_all_ok;
+using deepep_test::MoeCase;
+using deepep_test::Routing;
+using deepep_test::run_ranks;
+using deepep_test::test_seed;
+
+deepep::CommOptions options() {
+  deepep::CommOptions o;
+  o.timeout = std::chrono::milliseconds(30000);
+  return o;
+}
+
+void run_case(const MoeCase& c, bool fp8, bool with_layout, int alignment = 1) {
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 4 << 20, 0, false, options());
+    dispatch_and_check(buf, c, fp8, with_layout, alignment);
+  }));
+}
+
+MoeCase make(int ranks, int experts, int topk, Routing routing) {
+  MoeCase c;
+  c.seed = test_seed() ^ uint64_t(ranks * 1000 + experts);
+  c.ranks = ranks;
+  c.experts = experts;
+  c.topk = topk;
+  c.routing = routing;
+  return c;
+}
+
+TEST(DeepEPDispatch, Bf16TwoRanks) { run_case(make(2, 8, 4, Routing::Uniform), false, true); }
+TEST(DeepEPDispatch, Bf16FourRanksWithoutLayout) { run_case(make(4, 16, 4, Routing::Uniform), false, false); }
+TEST(DeepEPDispatch, Bf16EightRanks) { run_case(make(8, 32, 8, Routing::Uniform), false, true); }
+TEST(DeepEPDispatch, Fp8WithScales) {
+  MoeCase c = make(4, 16, 4, Routing::Uniform);
+  c.hidden = 384;
+  run_case(c, true, true);
+}
+TEST(DeepEPDispatch, UnevenRoutingAndExpertAlignment) { run_case(make(4, 16, 3, Routing::Uneven), false, true, 4); }
+TEST(DeepEPDispatch, RanksAndExpertsReceivingNothingAndARankSendingNothing) {
+  MoeCase c = make(4, 16, 4, Routing::Sparse);
+  c.zero_tokens_rank = true;
+  run_case(c, false, true);
+}
+
+TEST(DeepEPDispatch, HandleReuseCachedDispatch) {
+  MoeCase c = make(4, 16, 4, Routing::Uniform);
+  expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 4 << 20, 0, false, options());
+    const auto handle = dispatch_and_check(buf, c, false, false);
+    // Cached: new data (another seed) along the same routing.
+    MoeCase c2 = c;
+    c2.data_seed = c.seed + 1;
+    for (bool fp8 : {false, true}) {
+      deepep::DispatchArgs a;
+      a.x = fp8 ? c2.x_fp8(buf.rank()) : c2.x_bf16(buf.rank());
+      if (fp8) a.x_scales = c2.x_scales(buf.rank());
+      a.handle = handle;
+      const auto d = buf.dispatch(a);
+      const auto expect = deepep_test::expected_received(c, buf.rank());
+      EP_CHECK(d.recv_x.size(0) == int64_t(expect.size()));
+      EP_CHECK(!d.recv_topk_idx.defined());
+      for (size_t i = 0; i < expect.size(); ++i)
+        for (int h = 0; h < c.hidden; ++h) {
+          const auto [s, t] = expect[i];
+          if (fp8)
+            EP_CHECK(static_cast<const uint8_t*>(d.recv_x.data())[i * size_t(c.hidden) + size_t(h)] == c2.fp8_bits(s, t, h));
+          else
+            EP_CHECK(d.recv_x.data_as<tl::bfloat16_t>()[i * size_t(c.hidden) + size_t(h)].bits == c2.bf16_bits(s, t, h));
+        }
+    }
+  }));
+}
+
+TEST(DeepEPDispatch, TokensLargerThanOneFrame) {
+  // 4 KiB frames: a 7168-wide bf16 row (14 KiB) cannot be sent; the error says the buffer is too small.
+  MoeCase c = make(2, 4, 2, Routing::Uniform);
+  c.hidden = 7168;
+  c.max_tokens = 24;
+  expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 2 * 8320, 0, false, options());
+    deepep::DispatchArgs a;
+    a.x = c.x_bf16(buf.rank());
+    a.topk_idx = c.topk_tensor(buf.rank());
+    a.num_experts = c.experts;
+    buf.dispatch(a);
+  }), {"buffer too small"});
+  // A large enough buffer moves them.
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 1 << 20, 0, false, options());
+    dispatch_and_check(buf, c, false, true);
+  }));
+}
+
+}  // namespace

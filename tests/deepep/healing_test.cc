@@ -1,0 +1,234 @@
+// Self-healing: injected loss, corruption and delay leave results identical; a bad link is
+// rerouted; a dead or absent rank gives every other rank a clear error within the bound.
+#include <signal.h>
+
+#include <chrono>
+#include <thread>
+
+#include "dispatch_check.h"
+
+namespace {
+
+using deepep_test::dispatch_and_check;
+using deepep_test::expect_all_ok;
+using deepep_test::MoeCase;
+using deepep_test::mix;
+using deepep_test::note;
+using deepep_test::Routing;
+using deepep_test::run_ranks;
+using deepep_test::RunOptions;
+using deepep_test::test_seed;
+using Clock = std::chrono::steady_clock;
+
+deepep::CommOptions faulty(double drop, double corrupt, int64_t delay_us = 0) {
+  deepep::CommOptions o;
+  o.timeout = std::chrono::milliseconds(30000);
+  o.faults.drop = drop;
+  o.faults.corrupt = corrupt;
+  o.faults.delay_us = delay_us;
+  o.faults.seed = test_seed();
+  o.log_reroutes = false;
+  return o;
+}
+
+// Dispatch + combine, low-latency dispatch + combine and an all-reduce under the given faults; all
+// exact. Checks that faults happened and were repaired.
+void run_under_faults(int ranks, const deepep::CommOptions& opts) {
+  MoeCase c;
+  c.seed = test_seed() ^ 0xFA17;
+  c.ranks = ranks;
+  c.experts = 4 * ranks;
+  c.topk = 4;
+  c.hidden = 512;
+  expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    // Small rings (4 KiB frames): many frames, so many faults.
+    deepep::Buffer buf(g, (ranks - 1) * (20 << 10), 0, false, opts);
+    for (int round = 0; round < 2; ++round) dispatch_and_check(buf, c, round == 1, true);
+    const int64_t n = 50001;
+    rt::Tensor t = rt::Tensor::empty({n}, rt::DType::I32);
+    for (int64_t i = 0; i < n; ++i) t.data_as<int32_t>()[i] = int32_t(mix(c.seed, uint64_t(g->rank()), uint64_t(i)) % 1000);
+    for (deepep::Algorithm a : {deepep::Algorithm::Direct, deepep::Algorithm::Ring}) {
+      rt::Tensor u = rt::Tensor::empty({n}, rt::DType::I32);
+      std::copy_n(t.data_as<int32_t>(), n, u.data_as<int32_t>());
+      deepep::all_reduce(buf.comm(), u, deepep::ReduceOp::Sum, a);
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t want = 0;
+        for (int r = 0; r < ranks; ++r) want += int32_t(mix(c.seed, uint64_t(r), uint64_t(i)) % 1000);
+        EP_CHECK(u.data_as<int32_t>()[i] == want, deepep::name(a), " all_reduce at ", i);
+      }
+    }
+    deepep::barrier(buf.comm());
+    uint64_t losses = 0, retx = 0, corrupt = 0, sent = 0;
+    for (const deepep::LinkStats& s : buf.link_stats()) {
+      losses += s.losses;
+      retx += s.retransmissions;
+      corrupt += s.corrupt_received;
+      sent += s.frames_sent;
+    }
+    note(rt::str("frames ", sent, ", losses ", losses, ", retransmissions ", retx, ", corrupt received ", corrupt));
+    EP_CHECK(sent > 100u * unsigned(ranks), sent);
+    if (opts.faults.drop > 0) EP_CHECK(losses > 0 && retx > 0, "losses ", losses, " retransmissions ", retx);
+    if (opts.faults.corrupt > 0) EP_CHECK(corrupt > 0);
+  }));
+}
+
+TEST(DeepEPHealing, TenPercentLossAndCorruptionResultsIdentical) { run_under_faults(4, faulty(0.07, 0.03)); }
+TEST(DeepEPHealing, ThirtyPercentLossAndCorruptionResultsIdentical) { run_under_faults(4, faulty(0.2, 0.1)); }
+TEST(DeepEPHealing, LossOnEightRanks) { run_under_faults(8, faulty(0.1, 0.05)); }
+TEST(DeepEPHealing, DelayedFramesResultsIdentical) { run_under_faults(2, faulty(0.05, 0, 300)); }
+
+TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
+  deepep::CommOptions o = faulty(0.5, 0.1);
+  o.faults.links = {{0, 1}};
+  o.log_reroutes = true;
+  expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Comm comm(g, [&] {
+      deepep::CommOptions c = o;
+      c.inbound_bytes = 96 << 10;  // 4 KiB frames
+      return c;
+    }());
+    const int R = g->size(), me = g->rank();
+    const int64_t n = 300000;  // per destination: ~300 frames
+    for (int round = 0; round < 3; ++round) {
+      rt::Tensor in = rt::Tensor::empty({n * R}, rt::DType::I32), out = rt::Tensor::empty({n * R}, rt::DType::I32);
+      for (int64_t i = 0; i < n * R; ++i) in.data_as<int32_t>()[i] = int32_t(me * 1000003 + i + round);
+      deepep::all_to_all(comm, out, in);
+      for (int r = 0; r < R; ++r)
+        for (int64_t i = 0; i < n; ++i)
+          EP_CHECK(out.data_as<int32_t>()[r * n + i] == int32_t(r * 1000003 + me * n + i + round), "from ", r);
+    }
+    deepep::barrier(comm);
+    const deepep::LinkStats bad = comm.link_stats(0, 1);
+    uint64_t relayed = 0;
+    for (int m : {2, 3}) relayed += comm.link_stats(m, 1).frames_forwarded;
+    note(rt::str("link 0->1: loss rate ", bad.loss_rate, ", reroutes ", bad.reroutes, ", via ", bad.via, ", relayed ",
+                 relayed));
+    EP_CHECK(bad.reroutes >= 1, "link 0->1 was not rerouted (loss rate ", bad.loss_rate, ")");
+    EP_CHECK(relayed > 0, "no frame was relayed to rank 1");
+    EP_CHECK(comm.link_stats(2, 3).reroutes == 0);
+    EP_CHECK(bad.loss_rate > 0.1);
+  }));
+}
+
+void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
+  auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    if (via_env) setenv("DEEPEP_FAULTS", "kill_rank=2,kill_at_op=3", 1);
+    deepep::CommOptions c = o;
+    c.inbound_bytes = 1 << 20;
+    deepep::Comm comm(g, c);
+    rt::Tensor t = rt::Tensor::empty({100000}, rt::DType::F32);
+    std::fill_n(t.data_as<float>(), 100000, 1.0f);
+    deepep::all_reduce(comm, t);  // op 1
+    deepep::barrier(comm);        // op 2
+    const auto start = Clock::now();
+    try {
+      deepep::all_reduce(comm, t);  // op 3: rank 2 dies as it starts
+    } catch (const deepep::CommError& e) {
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const std::string m = e.what();
+      EP_CHECK(m.find("rank 2") != std::string::npos && m.find("died") != std::string::npos, m);
+      EP_CHECK(s < 10.0, "took ", s, " s to notice");  // the bound: liveness checks every 50 ms
+      note(rt::str("noticed in ", s, " s: ", m));
+      // The communicator is broken now: later calls fail at once.
+      try {
+        deepep::barrier(comm);
+      } catch (const deepep::CommError& e2) {
+        EP_CHECK(std::string(e2.what()).find("broken") != std::string::npos, e2.what());
+        return;
+      }
+      EP_CHECK(false, "a broken communicator still worked");
+    }
+    EP_CHECK(false, "no error although rank 2 died");
+  });
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_TRUE(outcomes[2].killed) << outcomes[2].message;
+  for (int r : {0, 1, 3}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
+}
+
+TEST(DeepEPHealing, KilledRankIsAClearErrorOnEveryOtherRankWithinTheBound) {
+  deepep::CommOptions o = faulty(0, 0);
+  o.faults.kill_rank = 2;
+  o.faults.kill_at_op = 3;
+  expect_dead_rank_reported(o, false);
+}
+
+TEST(DeepEPHealing, KillThroughTheEnvironment) { expect_dead_rank_reported(faulty(0, 0), true); }
+
+// A rank killed while data is moving (a thread of its own sends SIGKILL mid-transfer).
+TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
+  auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions c = faulty(0, 0);
+    c.inbound_bytes = 3 * (64 << 10);  // small rings: the transfer takes many round trips
+    deepep::Comm comm(g, c);
+    const int64_t n = 16 << 20;
+    rt::Tensor t = rt::Tensor::empty({n}, rt::DType::F32);
+    std::fill_n(t.data_as<float>(), n, 1.0f);
+    deepep::all_reduce(comm, t);  // warm-up: every rank is in the steady state
+    if (g->rank() == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        kill(getpid(), SIGKILL);
+      }).detach();
+    }
+    const auto start = Clock::now();
+    try {
+      for (int i = 0; i < 100; ++i) deepep::all_reduce(comm, t, deepep::ReduceOp::Max, deepep::Algorithm::Ring);
+    } catch (const deepep::CommError& e) {
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const std::string m = e.what();
+      EP_CHECK(m.find("rank 1") != std::string::npos, m);
+      EP_CHECK(m.find("died") != std::string::npos || m.find("aborted") != std::string::npos, m);
+      note(rt::str("noticed after ", s, " s: ", m));
+      return;
+    }
+    EP_CHECK(false, "no error although rank 1 died");
+  });
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
+  for (int r : {0, 2, 3}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
+}
+
+TEST(DeepEPHealing, RankThatStopsTakingPartTimesOutWithAClearError) {
+  auto outcomes = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o;
+    o.inbound_bytes = 1 << 20;
+    o.timeout = std::chrono::milliseconds(800);
+    deepep::Comm comm(g, o);
+    rt::Tensor t = rt::Tensor::empty({1000}, rt::DType::F32);
+    std::fill_n(t.data_as<float>(), 1000, 1.0f);
+    if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2500));  // alive, but absent
+    deepep::all_reduce(comm, t);
+  });
+  for (int r : {0, 2}) {
+    EXPECT_FALSE(outcomes[size_t(r)].ok);
+    EXPECT_NE(outcomes[size_t(r)].message.find("no progress for 800 ms"), std::string::npos) << outcomes[size_t(r)].message;
+    EXPECT_NE(outcomes[size_t(r)].message.find("rank 1"), std::string::npos) << outcomes[size_t(r)].message;
+  }
+  // The late rank finds the communicator aborted by the others.
+  EXPECT_FALSE(outcomes[1].ok);
+  EXPECT_NE(outcomes[1].message.find("aborted"), std::string::npos) << outcomes[1].message;
+}
+
+TEST(DeepEPHealing, FaultConfigParsing) {
+  const auto f = deepep::FaultConfig::parse("drop=0.1, corrupt=0.05,delay_us=7,links=0>1;2>3,kill_rank=2,kill_at_op=4,seed=9");
+  EXPECT_DOUBLE_EQ(f.drop, 0.1);
+  EXPECT_DOUBLE_EQ(f.corrupt, 0.05);
+  EXPECT_EQ(f.delay_us, 7);
+  ASSERT_EQ(f.links.size(), 2u);
+  EXPECT_TRUE(f.applies(2, 3));
+  EXPECT_FALSE(f.applies(1, 0));
+  EXPECT_EQ(f.kill_rank, 2);
+  EXPECT_EQ(f.kill_at_op, 4);
+  EXPECT_EQ(f.seed, 9u);
+  EXPECT_TRUE(deepep::FaultConfig().applies(5, 6));
+  for (const char* bad : {"drop=2", "nonsense=1", "drop", "links=0-1", "corrupt=x"}) {
+    try {
+      deepep::FaultConfig::parse(bad);
+      ADD_FAILURE() << bad;
+    } catch (const rt::Error& e) {
+      EXPECT_EQ(e.kind(), rt::ErrorKind::User) << bad;
+    }
+  }
+}
+
+}  // namespace
