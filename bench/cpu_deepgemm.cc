@@ -20,6 +20,7 @@
 #endif
 
 #include "deepgemm/deepgemm.h"
+#include "testutil/environment.h"
 #include "rt/cpu_info.h"
 #include "testutil/tensors.h"
 #include "tl/device/cpu/gemm.h"
@@ -96,17 +97,6 @@ std::vector<double> sample_rows(const rt::Tensor& d, const std::vector<int64_t>&
   return out;
 }
 
-std::string load_average() {
-  std::FILE* f = std::fopen("/proc/loadavg", "r");
-  if (!f) return "?";
-  char buf[128] = {};
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  std::string s(buf, n);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
-}
-
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -144,7 +134,7 @@ int main(int argc, char** argv) {
   threads = omp_get_max_threads();
 #endif
   std::printf("CPU: %s, %d threads, GFLOP/s = 2MNK / time: median (best) of %d runs; load average %s\n",
-              rt::cpu_info().model.c_str(), threads, reps, load_average().c_str());
+              rt::cpu_info().model.c_str(), threads, reps, testutil::load_average().c_str());
   std::printf("| shape (MxNxK) | fp8_gemm_nt GFLOP/s | bf16_gemm_nt GFLOP/s | tl::cpu::gemm e4m3, no scales | fp8 rel. err | fp8 calc_diff | bf16 rel. err | config |\n");
   std::printf("|---|---|---|---|---|---|---|---|\n");
   for (const Shape& s : shapes) {
@@ -172,6 +162,6 @@ int main(int argc, char** argv) {
                 100 * testutil::rel_error(o16, exact), config.c_str());
     std::fflush(stdout);
   }
-  std::printf("load average at the end: %s\n", load_average().c_str());
+  std::printf("load average at the end: %s\n", testutil::load_average().c_str());
   return 0;
 }

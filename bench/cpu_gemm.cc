@@ -14,6 +14,7 @@
 // auto-detected core is such a fallback on an AVX-512 host and OPENBLAS_CORETYPE is not set, the
 // program re-executes itself with OPENBLAS_CORETYPE=SapphireRapids (OpenBLAS picks its best AVX-512
 // kernels for it) and prints which core OpenBLAS used.
+#include "testutil/environment.h"
 #include "tl/device/cpu/gemm.h"
 #include "tilelang/module.h"
 
@@ -57,17 +58,6 @@ double time_once(F&& f) {
   const auto t0 = Clock::now();
   f();
   return std::chrono::duration<double>(Clock::now() - t0).count();
-}
-
-std::string load_average() {
-  std::FILE* f = std::fopen("/proc/loadavg", "r");
-  if (!f) return "?";
-  char buf[128] = {};
-  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
-  std::fclose(f);
-  std::string s(buf, n);
-  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
-  return s;
 }
 
 // CPU time used by other processes: total busy time from /proc/stat minus our own (getrusage).
@@ -176,7 +166,7 @@ struct Row {
 // Our GEMM on inputs of type T (converted from the same random floats as OpenBLAS's f32 inputs).
 // The seed program with its dtype annotation set to T's (it is written for float16).
 tilelang::Kernel seed_kernel(rt::DType dtype) {
-  std::ifstream in(std::string(TL_SOURCE_DIR) + "/examples/matmul.py");
+  std::ifstream in(testutil::source_path("examples/matmul.py"));
   std::stringstream src;
   src << in.rdbuf();
   std::string text = std::regex_replace(src.str(), std::regex("FP16"), dtype == rt::DType::F32 ? "FP32" : "FP16");
@@ -273,7 +263,7 @@ int main(int argc, char** argv) {
               detected ? detected : "", openblas_get_config());
   std::printf("tl::cpu::gemm: micro-tile %dx%d, blocking mc %d nc %d kc %d\n", tl::cpu::kGemmMR, tl::cpu::kGemmNR,
               blk.mc, blk.nc, blk.kc);
-  std::printf("load average before: %s\n", load_average().c_str());
+  std::printf("load average before: %s\n", testutil::load_average().c_str());
 
   auto print_header = [] {
     std::printf("| %-26s | %12s | %12s | %16s | %6s | %10s | %12s | %11s |\n", "shape (MxNxK)", "ours GFLOP/s",
@@ -298,7 +288,7 @@ int main(int argc, char** argv) {
   // f16 inputs (converted while packing) against OpenBLAS f32 on the same values.
   print_row(bench_shape<tl::half_t>(1024, 1024, 1024, false, o, "1024^3 f16 in (vs sgemm)", &seed_f16));
   print_row(bench_shape<tl::bfloat16_t>(1024, 1024, 1024, false, o, "1024^3 bf16 in (vs sgemm)"));
-  std::printf("\nload average after: %s\n", load_average().c_str());
+  std::printf("\nload average after: %s\n", testutil::load_average().c_str());
   std::printf("'other load': cores kept busy by other processes during the row. Above ~0.1 both sides are noisy,\n"
               "and ours suffers more: OpenMP's default spin-waiting fights the other process for the cores\n"
               "(OMP_WAIT_POLICY=passive avoids that at ~10%% cost on small sizes when the machine is idle).\n");

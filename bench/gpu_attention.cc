@@ -17,6 +17,7 @@
 #include "rt/cuda_device.h"
 #include "rt/cuda_stream.h"
 #include "rt/error.h"
+#include "testutil/environment.h"
 #include "testutil/tensors.h"
 #include "tilelang/module.h"
 
@@ -24,17 +25,12 @@ namespace {
 
 constexpr int64_t kDim = 128;
 
-std::string source_dir() {
-  const char* env = std::getenv("TL_SOURCE_DIR");
-  return env && *env ? env : TL_SOURCE_DIR;
-}
-
 tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, const std::string& arch) {
   tilelang::CompileOptions opts;
   opts.target = tilelang::Target::cuda(arch);
   opts.params = {{"batch", std::to_string(b)}, {"heads", std::to_string(h)}, {"seq_len", std::to_string(s)},
                  {"dim", std::to_string(kDim)}, {"is_causal", causal ? "True" : "False"}, {"dtype", "bfloat16"}};
-  return tilelang::Module::load(source_dir() + "/examples/flash_attention.py").kernel("flash_attention", opts);
+  return tilelang::Module::load(testutil::source_path("examples/flash_attention.py")).kernel("flash_attention", opts);
 }
 
 // Relative error of a few query rows of (batch 0, head 0) against float64 softmax(QK^T/sqrt(d))V.

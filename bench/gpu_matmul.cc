@@ -22,6 +22,7 @@
 #include "rt/cuda_device.h"
 #include "rt/cuda_stream.h"
 #include "rt/error.h"
+#include "testutil/environment.h"
 #include "testutil/tensors.h"
 #include "tilelang/module.h"
 
@@ -31,16 +32,10 @@ struct Shape {
   int64_t m, n, k;
 };
 
-// The repository, as built or as the TL_SOURCE_DIR environment variable says (a travelled binary).
-std::string source_dir() {
-  const char* env = std::getenv("TL_SOURCE_DIR");
-  return env && *env ? env : TL_SOURCE_DIR;
-}
-
 // The seed program in the given dtype. As written it makes its output with zeros_like(a), the
 // shape of A, which fits square problems only; for the others the output is made M x N.
 std::string seed_source(rt::DType dtype, bool square) {
-  std::ifstream in(source_dir() + "/examples/matmul.py");
+  std::ifstream in(testutil::source_path("examples/matmul.py"));
   std::stringstream ss;
   ss << in.rdbuf();
   std::string src = std::regex_replace(ss.str(), std::regex("FP16"), dtype == rt::DType::BF16 ? "BF16" : "FP16");
@@ -109,7 +104,7 @@ int main(int argc, char** argv) {
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
       opts.params = {{"M", "4096"}, {"N", "4096"}, {"K", "4096"}, {"dtype", "bfloat16"}};
-      tilelang::Kernel gemm = tilelang::Module::load(source_dir() + "/examples/gemm.py").kernel("matmul", opts);
+      tilelang::Kernel gemm = tilelang::Module::load(testutil::source_path("examples/gemm.py")).kernel("matmul", opts);
       rt::Device gpu = rt::Device::cuda(0);
       rt::Tensor a = testutil::random_tensor({s.m, s.k}, rt::DType::BF16, testutil::fresh_seed()).to(gpu);
       rt::Tensor b = testutil::random_tensor({s.k, s.n}, rt::DType::BF16, testutil::fresh_seed()).to(gpu);

@@ -52,6 +52,24 @@ Input check_input(const char* fn, const rt::Tensor& x) {
 
 inline uint8_t to_e4m3(float v) { return tl::float8_e4m3_t::from_float(v).bits; }
 
+// Per row, per block of `block` columns: the block's scale for a format whose largest value is
+// fmax goes to scales[row * blocks + b], and store(row, k0, k1, 1 / scale) quantizes its columns.
+template <class Store>
+void quantize_rows(const Input& in, int64_t rows, int64_t k, int64_t block, float fmax, bool use_ue8m0, float* scales, Store store) {
+  const int64_t kb = ceil_div(k, block);
+#pragma omp parallel for schedule(static)
+  for (int64_t i = 0; i < rows; ++i) {
+    for (int64_t b = 0; b < kb; ++b) {
+      const int64_t k0 = b * block, k1 = std::min(k, k0 + block);
+      float amax = 0.0f;
+      for (int64_t j = k0; j < k1; ++j) amax = std::max(amax, std::fabs(in(i, j)));
+      const float s = block_scale(amax, fmax, use_ue8m0);
+      scales[i * kb + b] = s;
+      store(i, k0, k1, 1.0f / s);
+    }
+  }
+}
+
 }  // namespace
 
 std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp8(const rt::Tensor& x, bool use_ue8m0) {
@@ -60,18 +78,9 @@ std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp8(const rt::Tensor& x, boo
   rt::Tensor q = rt::Tensor::empty({m, k}, rt::DType::F8E4M3);
   rt::Tensor sf = rt::Tensor::empty({m, kb}, rt::DType::F32);
   uint8_t* qp = static_cast<uint8_t*>(q.data());
-  float* sp = sf.data_as<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t b = 0; b < kb; ++b) {
-      const int64_t k0 = b * kBlock, k1 = std::min(k, k0 + kBlock);
-      float amax = 0.0f;
-      for (int64_t j = k0; j < k1; ++j) amax = std::max(amax, std::fabs(in(i, j)));
-      const float s = block_scale(amax, 448.0f, use_ue8m0), inv = 1.0f / s;
-      sp[i * kb + b] = s;
-      for (int64_t j = k0; j < k1; ++j) qp[i * k + j] = to_e4m3(in(i, j) * inv);
-    }
-  }
+  quantize_rows(in, m, k, kBlock, 448.0f, use_ue8m0, sf.data_as<float>(), [&](int64_t i, int64_t k0, int64_t k1, float inv) {
+    for (int64_t j = k0; j < k1; ++j) qp[i * k + j] = to_e4m3(in(i, j) * inv);
+  });
   return {q, sf};
 }
 
@@ -130,19 +139,10 @@ std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp4(const rt::Tensor& x, int
   rt::Tensor q = rt::Tensor::empty({n, k}, rt::DType::F4E2M1);
   rt::Tensor sf = rt::Tensor::empty({n, kb}, rt::DType::F32);
   uint8_t* qp = static_cast<uint8_t*>(q.data());
-  float* sp = sf.data_as<float>();
-#pragma omp parallel for schedule(static)
-  for (int64_t i = 0; i < n; ++i) {
-    for (int64_t b = 0; b < kb; ++b) {
-      const int64_t k0 = b * gran_k, k1 = std::min(k, k0 + gran_k);
-      float amax = 0.0f;
-      for (int64_t j = k0; j < k1; ++j) amax = std::max(amax, std::fabs(in(i, j)));
-      const float s = block_scale(amax, 6.0f, use_ue8m0), inv = 1.0f / s;
-      sp[i * kb + b] = s;
-      for (int64_t j = k0; j < k1; j += 2)  // k0 and k1 are even
-        qp[(i * k + j) / 2] = tl::float4_e2m1x2_t::from_float(in(i, j) * inv, in(i, j + 1) * inv).bits;
-    }
-  }
+  quantize_rows(in, n, k, gran_k, 6.0f, use_ue8m0, sf.data_as<float>(), [&](int64_t i, int64_t k0, int64_t k1, float inv) {
+    for (int64_t j = k0; j < k1; j += 2)  // k0 and k1 are even
+      qp[(i * k + j) / 2] = tl::float4_e2m1x2_t::from_float(in(i, j) * inv, in(i, j + 1) * inv).bits;
+  });
   return {q, sf};
 }
 

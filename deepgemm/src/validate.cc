@@ -45,6 +45,14 @@ class Checker {
     check(t.device() == ref.device(), name, " is on ", t.device().to_string(), " but ", ref_name, " is on ",
           ref.device().to_string(), "; all tensors of a call must be on one device");
   }
+  // Every tensor given (null ones are skipped) is defined, and on the device of the first.
+  void on_one_device(std::initializer_list<std::pair<const rt::Tensor*, const char*>> tensors) const {
+    for (const auto& [t, name] : tensors)
+      if (t) defined(*t, name);
+    const auto& [first, first_name] = *tensors.begin();
+    for (const auto& [t, name] : tensors)
+      if (t) same_device(*t, name, *first, first_name);
+  }
   void dtype(const rt::Tensor& t, const char* name, std::initializer_list<rt::DType> allowed) const {
     for (rt::DType d : allowed)
       if (t.dtype() == d) return;
@@ -265,16 +273,7 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
                       const rt::Tensor& b, const rt::Tensor& sfb, const rt::Tensor& d, const rt::Tensor& c,
                       Major major_a, Major major_b) {
   const Checker ck(function);
-  ck.defined(a, "a");
-  ck.defined(sfa, "a_scales");
-  ck.defined(b, "b");
-  ck.defined(sfb, "b_scales");
-  ck.defined(d, "d");
-  ck.same_device(sfa, "a_scales", a, "a");
-  ck.same_device(b, "b", a, "a");
-  ck.same_device(sfb, "b_scales", a, "a");
-  ck.same_device(d, "d", a, "a");
-  if (c.defined()) ck.same_device(c, "c", a, "a");
+  ck.on_one_device({{&a, "a"}, {&sfa, "a_scales"}, {&b, "b"}, {&sfb, "b_scales"}, {&d, "d"}, {c.defined() ? &c : nullptr, "c"}});
   Problem p = base(function, fp4 ? Kind::Fp8Fp4 : Kind::Fp8, Grouping::None, a);
 
   ck.dtype(a, "a", {rt::DType::F8E4M3});
@@ -336,12 +335,7 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
 Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const rt::Tensor& b, const rt::Tensor& d,
                        const rt::Tensor& c, Major major_a, Major major_b) {
   const Checker ck(function);
-  ck.defined(a, "a");
-  ck.defined(b, "b");
-  ck.defined(d, "d");
-  ck.same_device(b, "b", a, "a");
-  ck.same_device(d, "d", a, "a");
-  if (c.defined()) ck.same_device(c, "c", a, "a");
+  ck.on_one_device({{&a, "a"}, {&b, "b"}, {&d, "d"}, {c.defined() ? &c : nullptr, "c"}});
   Problem p = base(function, Kind::Bf16, Grouping::None, a);
   ck.dtype(a, "a", {rt::DType::BF16});
   ck.dtype(b, "b", {rt::DType::BF16});
@@ -389,17 +383,7 @@ void grouped_b_scales(const Checker& ck, Problem& p, const rt::Tensor& sfb) {
 void m_grouped_common(const Checker& ck, Kind kind, const rt::Tensor& a, const rt::Tensor& sfa, const rt::Tensor& b,
                       const rt::Tensor& sfb, const rt::Tensor& d, const rt::Tensor& index, const char* index_name) {
   const bool scaled = kind != Kind::Bf16;
-  ck.defined(a, "a");
-  if (scaled) ck.defined(sfa, "a_scales");
-  ck.defined(b, "b");
-  if (scaled) ck.defined(sfb, "b_scales");
-  ck.defined(d, "d");
-  ck.defined(index, index_name);
-  if (scaled) ck.same_device(sfa, "a_scales", a, "a");
-  ck.same_device(b, "b", a, "a");
-  if (scaled) ck.same_device(sfb, "b_scales", a, "a");
-  ck.same_device(d, "d", a, "a");
-  ck.same_device(index, index_name, a, "a");
+  ck.on_one_device({{&a, "a"}, {scaled ? &sfa : nullptr, "a_scales"}, {&b, "b"}, {scaled ? &sfb : nullptr, "b_scales"}, {&d, "d"}, {&index, index_name}});
   if (scaled) {
     ck.dtype(a, "a", {rt::DType::F8E4M3});
     if (kind == Kind::Fp8Fp4)
@@ -507,16 +491,7 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
                        const rt::Tensor& sfb, const rt::Tensor& d, const std::vector<int64_t>& ks,
                        const rt::Tensor& c) {
   const Checker ck(function);
-  ck.defined(a, "a");
-  ck.defined(sfa, "a_scales");
-  ck.defined(b, "b");
-  ck.defined(sfb, "b_scales");
-  ck.defined(d, "d");
-  ck.same_device(sfa, "a_scales", a, "a");
-  ck.same_device(b, "b", a, "a");
-  ck.same_device(sfb, "b_scales", a, "a");
-  ck.same_device(d, "d", a, "a");
-  if (c.defined()) ck.same_device(c, "c", a, "a");
+  ck.on_one_device({{&a, "a"}, {&sfa, "a_scales"}, {&b, "b"}, {&sfb, "b_scales"}, {&d, "d"}, {c.defined() ? &c : nullptr, "c"}});
   Problem p = base(function, Kind::Fp8, Grouping::KContiguous, a);
   ck.dtype(a, "a", {rt::DType::F8E4M3});
   ck.dtype(b, "b", {rt::DType::F8E4M3});

@@ -9,14 +9,9 @@ using deepep_test::expect_all_failed_with;
 using deepep_test::expect_all_ok;
 using deepep_test::MoeCase;
 using deepep_test::run_ranks;
+using deepep_test::test_options;
 using deepep_test::RunOptions;
 using deepep_test::test_seed;
-
-deepep::CommOptions options() {
-  deepep::CommOptions o;
-  o.timeout = std::chrono::milliseconds(20000);
-  return o;
-}
 
 MoeCase make() {
   MoeCase c;
@@ -33,7 +28,7 @@ void expect_error_everywhere(const std::function<void(deepep::Buffer&, const Moe
                              const std::vector<std::string>& pieces) {
   const MoeCase c = make();
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 2 << 20, 0, false, options());
+    deepep::Buffer buf(g, 2 << 20, 0, false, test_options());
     std::string message;
     try {
       bad(buf, c, g->rank());
@@ -136,13 +131,13 @@ TEST(DeepEPBadInput, CombineWithTheWrongRowsOrHandle) {
 
 TEST(DeepEPBadInput, BuffersThatDisagreeOrAreTooSmall) {
   expect_all_failed_with(run_ranks(3, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, g->rank() == 1 ? (1 << 20) : (2 << 20), 0, false, options());
+    deepep::Buffer buf(g, g->rank() == 1 ? (1 << 20) : (2 << 20), 0, false, test_options());
   }), {"disagree", "rank 1", "num_nvl_bytes=1048576"});
   expect_all_failed_with(run_ranks(3, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1000, 0, false, options());
+    deepep::Buffer buf(g, 1000, 0, false, test_options());
   }), {"buffer too small", "give at least"});
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, -5, 0, false, options());
+    deepep::Buffer buf(g, -5, 0, false, test_options());
   }), {"rank 0: negative sizes"});
 }
 
@@ -150,7 +145,7 @@ TEST(DeepEPBadInput, GroupAcrossHostsNeedsAnInternodeTransport) {
   RunOptions o;
   o.host_of = [](int r) { return r < 2 ? std::string("host-a") : std::string("host-b"); };
   expect_all_failed_with(run_ranks(4, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1 << 20, 0, false, options());
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
   }, o), {"no transport can serve", "spans 2 hosts", "nccl: not implemented yet"});
 }
 
@@ -159,17 +154,17 @@ TEST(DeepEPTransport, Registry) {
   for (const auto& e : deepep::transports()) names.push_back(e.name);
   EXPECT_EQ(names, (std::vector<std::string>{"shm", "cuda_ipc", "nccl"}));
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = options();
+    deepep::CommOptions o = test_options();
     o.transport = "nccl";
     deepep::Comm comm(g, o);
   }), {"nccl: not implemented yet"});
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = options();
+    deepep::CommOptions o = test_options();
     o.transport = "carrier-pigeon";
     deepep::Comm comm(g, o);
   }), {"unknown transport 'carrier-pigeon'", "shm, cuda_ipc, nccl"});
   expect_all_ok(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = options();
+    deepep::CommOptions o = test_options();
     o.transport = "shm";
     deepep::Comm comm(g, o);
     EP_CHECK(std::string(comm.transport_name()) == "shm");

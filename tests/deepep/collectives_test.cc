@@ -16,9 +16,8 @@ using deepep_test::test_seed;
 using deepep_test::unit;
 
 deepep::CommOptions comm_options(int64_t inbound = 1 << 20) {
-  deepep::CommOptions o;
+  deepep::CommOptions o = deepep_test::test_options();
   o.inbound_bytes = inbound;
-  o.timeout = std::chrono::milliseconds(30000);
   return o;
 }
 

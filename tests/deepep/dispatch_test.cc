@@ -9,17 +9,12 @@ using deepep_test::expect_all_ok;
 using deepep_test::MoeCase;
 using deepep_test::Routing;
 using deepep_test::run_ranks;
+using deepep_test::test_options;
 using deepep_test::test_seed;
-
-deepep::CommOptions options() {
-  deepep::CommOptions o;
-  o.timeout = std::chrono::milliseconds(30000);
-  return o;
-}
 
 void run_case(const MoeCase& c, bool fp8, bool with_layout, int alignment = 1) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 4 << 20, 0, false, options());
+    deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
     dispatch_and_check(buf, c, fp8, with_layout, alignment);
   }));
 }
@@ -52,7 +47,7 @@ TEST(DeepEPDispatch, RanksAndExpertsReceivingNothingAndARankSendingNothing) {
 TEST(DeepEPDispatch, HandleReuseCachedDispatch) {
   MoeCase c = make(4, 16, 4, Routing::Uniform);
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 4 << 20, 0, false, options());
+    deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
     const auto handle = dispatch_and_check(buf, c, false, false);
     // Cached: new data (another seed) along the same routing.
     MoeCase c2 = c;
@@ -84,7 +79,7 @@ TEST(DeepEPDispatch, TokensLargerThanOneFrame) {
   c.hidden = 7168;
   c.max_tokens = 24;
   expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 2 * 8320, 0, false, options());
+    deepep::Buffer buf(g, 2 * 8320, 0, false, test_options());
     deepep::DispatchArgs a;
     a.x = c.x_bf16(buf.rank());
     a.topk_idx = c.topk_tensor(buf.rank());
@@ -93,7 +88,7 @@ TEST(DeepEPDispatch, TokensLargerThanOneFrame) {
   }), {"buffer too small"});
   // A large enough buffer moves them.
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1 << 20, 0, false, options());
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
     dispatch_and_check(buf, c, false, true);
   }));
 }

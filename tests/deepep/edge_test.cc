@@ -14,13 +14,8 @@ using deepep_test::expect_all_ok;
 using deepep_test::MoeCase;
 using deepep_test::note;
 using deepep_test::run_ranks;
+using deepep_test::test_options;
 using deepep_test::test_seed;
-
-deepep::CommOptions options() {
-  deepep::CommOptions o;
-  o.timeout = std::chrono::milliseconds(20000);
-  return o;
-}
 
 TEST(DeepEPEdge, GroupOfOneRank) {
   MoeCase c;
@@ -29,7 +24,7 @@ TEST(DeepEPEdge, GroupOfOneRank) {
   c.experts = 4;
   c.topk = 2;
   expect_all_ok(run_ranks(1, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1 << 20, 0, false, options());
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
     dispatch_and_check(buf, c, false, true);
     rt::Tensor t = rt::Tensor::empty({5}, rt::DType::F32);
     for (int i = 0; i < 5; ++i) t.data_as<float>()[i] = float(i);
@@ -41,7 +36,7 @@ TEST(DeepEPEdge, GroupOfOneRank) {
 
 TEST(DeepEPEdge, NoTokensAnywhereAndOddHiddenSizes) {
   expect_all_ok(run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1 << 20, 0, false, options());
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
     // No tokens on any rank.
     deepep::DispatchArgs a;
     a.x = rt::Tensor::empty({0, 64}, rt::DType::BF16);
@@ -80,7 +75,7 @@ TEST(DeepEPEdge, NoTokensAnywhereAndOddHiddenSizes) {
 // Ranks waiting for a late one sleep: their CPU time stays far below the time they wait.
 TEST(DeepEPEdge, WaitingRanksBlockInsteadOfSpinning) {
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Comm comm(g, options());
+    deepep::Comm comm(g, test_options());
     rt::Tensor t = rt::Tensor::empty({1000}, rt::DType::F32);
     std::fill_n(t.data_as<float>(), 1000, 1.0f);
     deepep::all_reduce(comm, t);

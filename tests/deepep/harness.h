@@ -34,6 +34,14 @@
 
 namespace deepep_test {
 
+// The options of the tests' communicators: a timeout far above any healthy run, so that a hang
+// fails its test rather than the whole CI job.
+inline deepep::CommOptions test_options() {
+  deepep::CommOptions o;
+  o.timeout = std::chrono::milliseconds(30000);
+  return o;
+}
+
 struct RankOutcome {
   int rank = 0;
   bool ok = false;

@@ -13,13 +13,8 @@ using deepep_test::expect_all_ok;
 using deepep_test::MoeCase;
 using deepep_test::Routing;
 using deepep_test::run_ranks;
+using deepep_test::test_options;
 using deepep_test::test_seed;
-
-deepep::CommOptions options() {
-  deepep::CommOptions o;
-  o.timeout = std::chrono::milliseconds(30000);
-  return o;
-}
 
 // The reference quantization (the documented rule): scale = max(amax, 1e-4) / 448 per 128 channels.
 void quantize(const std::vector<float>& row, std::vector<uint8_t>& q, std::vector<float>& scales) {
@@ -162,7 +157,7 @@ int64_t ll_bytes(const MoeCase& c) {
 
 void run_case(const MoeCase& c, bool fp8, bool hook, int rounds = 1) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 0, ll_bytes(c), true, options());
+    deepep::Buffer buf(g, 0, ll_bytes(c), true, test_options());
     for (int round = 0; round < rounds; ++round) {
       MoeCase cr = c;
       cr.data_seed = c.seed + uint64_t(round);
@@ -189,7 +184,7 @@ TEST(DeepEPLowLatency, HookFourRanks) { run_case(make(4, 16, 4), false, true, 2)
 TEST(DeepEPLowLatency, HookReceivesWithoutTheSenderProgressing) {
   MoeCase c = make(4, 16, 4);
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 0, ll_bytes(c), true, options());
+    deepep::Buffer buf(g, 0, ll_bytes(c), true, test_options());
     LlRun run = dispatch(buf, c, true, true);
     if (g->rank() == 0) {
       g->barrier("others received");
@@ -208,18 +203,18 @@ TEST(DeepEPLowLatency, ErrorsOnEveryRank) {
   MoeCase c = make(4, 16, 4);
   // A buffer smaller than the size hint.
   expect_all_failed_with(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 0, ll_bytes(c) / 2, true, options());
+    deepep::Buffer buf(g, 0, ll_bytes(c) / 2, true, test_options());
     dispatch(buf, c, false, false);
   }), {"buffer too small", "low_latency_size_hint"});
   // A Buffer not made for low latency.
   expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 1 << 22, 0, false, options());
+    deepep::Buffer buf(g, 1 << 22, 0, false, test_options());
     MoeCase c2 = make(2, 8, 2);
     dispatch(buf, c2, false, false);
   }), {"low_latency_mode = false"});
   // More tokens than max_tokens_per_rank on one rank, and an expert twice in one row on another.
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
-    deepep::Buffer buf(g, 0, ll_bytes(c), true, options());
+    deepep::Buffer buf(g, 0, ll_bytes(c), true, test_options());
     const int me = g->rank();
     rt::Tensor x = c.x_bf16(me);
     rt::Tensor idx = c.topk_tensor(me);

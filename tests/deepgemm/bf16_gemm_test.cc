@@ -22,11 +22,7 @@ const Layout kLayouts[] = {{"nt", &deepgemm::bf16_gemm_nt, false, false},
                            {"tn", &deepgemm::bf16_gemm_tn, true, true},
                            {"tt", &deepgemm::bf16_gemm_tt, true, false}};
 
-rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype) {
-  rt::Tensor t = rt::Tensor::empty(shape, dtype);
-  testutil::poison(t);
-  return t;
-}
+using testutil::poisoned;
 
 TEST(Bf16Gemm, AllLayoutsMatchReference) {
   const int64_t m = 152, n = 136, k = 328;  // none a multiple of the micro-tile; K not of 128

@@ -13,11 +13,7 @@ namespace {
 
 using dgtest::Ref;
 
-rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype) {
-  rt::Tensor t = rt::Tensor::empty(shape, dtype);
-  testutil::poison(t);
-  return t;
-}
+using testutil::poisoned;
 
 TEST(Fp4Cast, RoundTripAndScales) {
   const int64_t n = 40, k = 320;  // K not a multiple of 128: a partial last block

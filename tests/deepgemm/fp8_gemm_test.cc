@@ -52,11 +52,7 @@ Fp8Problem make_problem(int64_t m, int64_t n, int64_t k, bool gains, bool ue8m0 
   return p;
 }
 
-rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype) {
-  rt::Tensor t = rt::Tensor::empty(shape, dtype);
-  testutil::poison(t);
-  return t;
-}
+using testutil::poisoned;
 
 TEST(Fp8Gemm, AllLayoutsMatchDequantizedReference) {
   const int64_t m = 208, n = 320, k = 512;  // partial MR/NR tiles, a partial 128-block of N, 2 K passes

@@ -13,11 +13,7 @@ namespace {
 
 using dgtest::Ref;
 
-rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype) {
-  rt::Tensor t = rt::Tensor::empty(shape, dtype);
-  testutil::poison(t);
-  return t;
-}
+using testutil::poisoned;
 
 // Rows [r0, r0 + rows) of a row-major [*, cols] float64 array.
 std::vector<double> rows_of(const std::vector<double>& v, int64_t cols, int64_t r0, int64_t rows) {

@@ -12,17 +12,13 @@
 #include <string>
 #include <vector>
 
+#include "testutil/environment.h"
 #include "testutil/tensors.h"
 #include "tilelang/module.h"
 
 namespace tltest {
 
-// The repository, as built (TL_SOURCE_DIR) or where the tests run from when the binary travelled
-// (the TL_SOURCE_DIR environment variable, as scripts/gpu_check.sh sets it).
-inline std::string source_path(const std::string& rel) {
-  const char* env = std::getenv("TL_SOURCE_DIR");
-  return std::string(env && *env ? env : TL_SOURCE_DIR) + "/" + rel;
-}
+using testutil::source_path;
 
 inline std::string read_source(const std::string& rel) {
   std::ifstream in(source_path(rel));
@@ -54,11 +50,7 @@ inline rt::Tensor random(const std::vector<int64_t>& shape, rt::DType dtype, dou
   return testutil::random_tensor(shape, dtype, testutil::fresh_seed(), lo, hi);
 }
 
-inline rt::Tensor poisoned(const std::vector<int64_t>& shape, rt::DType dtype) {
-  rt::Tensor t = rt::Tensor::empty(shape, dtype);
-  testutil::poison(t);
-  return t;
-}
+using testutil::poisoned;
 
 // Runs with every parameter given (copied to the target's device and back): inputs, then outputs
 // poisoned beforehand. Returns the outputs on the host.

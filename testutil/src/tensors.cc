@@ -100,6 +100,12 @@ void poison(rt::Tensor& t) {
   for (int64_t i = 0; i < t.numel(); ++i) set(t, i, v);
 }
 
+rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype) {
+  rt::Tensor t = rt::Tensor::empty(shape, dtype);
+  poison(t);
+  return t;
+}
+
 double rel_error(const std::vector<double>& out, const std::vector<double>& ref) {
   if (out.size() != ref.size()) return std::numeric_limits<double>::infinity();
   double num = 0, den = 0;

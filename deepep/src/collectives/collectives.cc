@@ -22,6 +22,15 @@ std::string check_tensor(const rt::Tensor& t, const char* role) {
   return "";
 }
 
+// check_tensor of both, then that the output has the input's dtype ("" when all hold).
+std::string check_in_out(const rt::Tensor& input, const rt::Tensor& output) {
+  std::string err = check_tensor(input, "the input");
+  if (err.empty()) err = check_tensor(output, "the output");
+  if (err.empty() && output.dtype() != input.dtype())
+    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  return err;
+}
+
 std::string describe(const rt::Tensor& t) {
   return t.defined() ? rt::str(rt::name(t.dtype()), "[", t.numel(), "]") : std::string("undefined");
 }
@@ -183,12 +192,9 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
   Engine& e = comm.engine();
   const std::string what = "reduce_scatter";
   e.begin_op(what);
-  std::string err = check_tensor(input, "the input");
-  if (err.empty()) err = check_tensor(output, "the output");
+  std::string err = check_in_out(input, output);
   if (err.empty() && !reducible(input.dtype()))
     err = rt::str("cannot reduce ", rt::name(input.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
-  if (err.empty() && output.dtype() != input.dtype())
-    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
   if (err.empty() && input.numel() != output.numel() * comm.size())
     err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
                   ")");
@@ -219,10 +225,7 @@ void all_gather(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
   Engine& e = comm.engine();
   const std::string what = "all_gather";
   e.begin_op(what);
-  std::string err = check_tensor(input, "the input");
-  if (err.empty()) err = check_tensor(output, "the output");
-  if (err.empty() && output.dtype() != input.dtype())
-    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  std::string err = check_in_out(input, output);
   if (err.empty() && output.numel() != input.numel() * comm.size())
     err = rt::str("output has ", output.numel(), " elements; it needs size (", comm.size(), ") x input (",
                   input.numel(), ")");
@@ -244,10 +247,7 @@ void all_to_all(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
   Engine& e = comm.engine();
   const std::string what = "all_to_all";
   e.begin_op(what);
-  std::string err = check_tensor(input, "the input");
-  if (err.empty()) err = check_tensor(output, "the output");
-  if (err.empty() && output.dtype() != input.dtype())
-    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  std::string err = check_in_out(input, output);
   if (err.empty() && (output.numel() != input.numel() || input.numel() % comm.size() != 0))
     err = rt::str("input (", input.numel(), " elements) and output (", output.numel(),
                   " elements) must be equal and divisible by the group size ", comm.size());
@@ -271,10 +271,7 @@ void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t
   const std::string what = "all_to_allv";
   e.begin_op(what);
   const int R = comm.size();
-  std::string err = check_tensor(input, "the input");
-  if (err.empty()) err = check_tensor(output, "the output");
-  if (err.empty() && output.dtype() != input.dtype())
-    err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
+  std::string err = check_in_out(input, output);
   if (err.empty() && (send_counts.size() != size_t(R) || recv_counts.size() != size_t(R)))
     err = rt::str("send_counts (", send_counts.size(), ") and recv_counts (", recv_counts.size(),
                   ") need one count per rank (", R, ")");

@@ -20,6 +20,8 @@ std::vector<double> to_f64(const rt::Tensor& tensor);
 void from_f64(rt::Tensor& tensor, const std::vector<double>& values);
 // NaN in float tensors, the most negative value in integer ones.
 void poison(rt::Tensor& tensor);
+// A new host tensor, poisoned.
+rt::Tensor poisoned(const rt::Shape& shape, rt::DType dtype);
 
 // ||out - ref|| / ||ref||; infinite when out holds a NaN or sizes differ.
 double rel_error(const std::vector<double>& out, const std::vector<double>& ref);

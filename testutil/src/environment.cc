@@ -1,0 +1,24 @@
+#include "testutil/environment.h"
+
+#include <cstdio>
+#include <cstdlib>
+
+namespace testutil {
+
+std::string source_path(const std::string& relative) {
+  const char* env = std::getenv("TL_SOURCE_DIR");
+  return std::string(env && *env ? env : TL_SOURCE_DIR) + "/" + relative;
+}
+
+std::string load_average() {
+  std::FILE* f = std::fopen("/proc/loadavg", "r");
+  if (!f) return "?";
+  char buf[128] = {};
+  const size_t n = std::fread(buf, 1, sizeof(buf) - 1, f);
+  std::fclose(f);
+  std::string s(buf, n);
+  while (!s.empty() && (s.back() == '\n' || s.back() == ' ')) s.pop_back();
+  return s;
+}
+
+}  // namespace testutil
