@@ -258,6 +258,21 @@ const char* major_doc(Major m, bool is_a) {
   return m == Major::K ? "[N, K]" : "[K, N]";
 }
 
+// A and B of a plain GEMM (2-D, either major), M, N, K from them, and the output d (and c) [M, N].
+void bind_operands(const Checker& ck, Problem& p, const rt::Tensor& a, const rt::Tensor& b, const rt::Tensor& d, const rt::Tensor& c,
+                   Major major_a, Major major_b) {
+  ck.dims(a, "a", 2, major_doc(major_a, true));
+  ck.dims(b, "b", 2, major_doc(major_b, false));
+  p.a = view<MatrixArg>(a, major_a == Major::MN);
+  p.b = view<MatrixArg>(b, major_b == Major::MN);
+  p.m = p.a.rows;
+  p.k = p.a.cols;
+  p.n = p.b.rows;
+  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
+           " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
+  check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
+}
+
 }  // namespace
 
 void byte_range(const rt::Tensor& t, uintptr_t* lo, uintptr_t* hi) {
@@ -283,16 +298,7 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
     ck.dtype(b, "b", {rt::DType::F8E4M3});
   ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
   ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
-  ck.dims(a, "a", 2, major_doc(major_a, true));
-  ck.dims(b, "b", 2, major_doc(major_b, false));
-  p.a = view<MatrixArg>(a, major_a == Major::MN);
-  p.b = view<MatrixArg>(b, major_b == Major::MN);
-  p.m = p.a.rows;
-  p.k = p.a.cols;
-  p.n = p.b.rows;
-  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
-           " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
-  check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
+  bind_operands(ck, p, a, b, d, c, major_a, major_b);
   check_k_multiple(ck, p.k);
   ck.operand(a, "a");
   ck.operand(b, "b");
@@ -339,16 +345,7 @@ Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const r
   Problem p = base(function, Kind::Bf16, Grouping::None, a);
   ck.dtype(a, "a", {rt::DType::BF16});
   ck.dtype(b, "b", {rt::DType::BF16});
-  ck.dims(a, "a", 2, major_doc(major_a, true));
-  ck.dims(b, "b", 2, major_doc(major_b, false));
-  p.a = view<MatrixArg>(a, major_a == Major::MN);
-  p.b = view<MatrixArg>(b, major_b == Major::MN);
-  p.m = p.a.rows;
-  p.k = p.a.cols;
-  p.n = p.b.rows;
-  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
-           " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
-  check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
+  bind_operands(ck, p, a, b, d, c, major_a, major_b);
   ck.operand(a, "a");
   ck.operand(b, "b");
   check_output_overlaps(ck, p);

@@ -134,20 +134,28 @@ int accept_until(int listen_fd, Clock::time_point deadline) {
   }
 }
 
-IoStatus write_all(int fd, const void* data, size_t bytes, Clock::time_point deadline, std::string* error) {
-  const char* p = static_cast<const char*>(data);
-  while (bytes > 0) {
-    pollfd pf{fd, POLLOUT, 0};
+namespace {
+
+// Waits until fd is ready for `events`: Ok, or why it is not (Timeout at the deadline, Error).
+IoStatus wait_ready(int fd, short events, Clock::time_point deadline, std::string* error) {
+  for (;;) {
+    pollfd pf{fd, events, 0};
     const int rc = poll(&pf, 1, remaining_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) {
+    if (rc > 0) return IoStatus::Ok;
+    if (rc < 0 && errno != EINTR) {
       *error = std::strerror(errno);
       return IoStatus::Error;
     }
-    if (rc == 0) {
-      if (Clock::now() >= deadline) return IoStatus::Timeout;
-      continue;
-    }
+    if (rc == 0 && Clock::now() >= deadline) return IoStatus::Timeout;
+  }
+}
+
+}  // namespace
+
+IoStatus write_all(int fd, const void* data, size_t bytes, Clock::time_point deadline, std::string* error) {
+  const char* p = static_cast<const char*>(data);
+  while (bytes > 0) {
+    if (IoStatus s = wait_ready(fd, POLLOUT, deadline, error); s != IoStatus::Ok) return s;
     const ssize_t n = ::send(fd, p, bytes, MSG_NOSIGNAL);
     if (n < 0) {
       if (errno == EINTR || errno == EAGAIN) continue;
@@ -163,17 +171,7 @@ IoStatus write_all(int fd, const void* data, size_t bytes, Clock::time_point dea
 IoStatus read_all(int fd, void* data, size_t bytes, Clock::time_point deadline, std::string* error) {
   char* p = static_cast<char*>(data);
   while (bytes > 0) {
-    pollfd pf{fd, POLLIN, 0};
-    const int rc = poll(&pf, 1, remaining_ms(deadline));
-    if (rc < 0 && errno == EINTR) continue;
-    if (rc < 0) {
-      *error = std::strerror(errno);
-      return IoStatus::Error;
-    }
-    if (rc == 0) {
-      if (Clock::now() >= deadline) return IoStatus::Timeout;
-      continue;
-    }
+    if (IoStatus s = wait_ready(fd, POLLIN, deadline, error); s != IoStatus::Ok) return s;
     const ssize_t n = ::recv(fd, p, bytes, 0);
     if (n == 0) return IoStatus::Closed;
     if (n < 0) {
