@@ -69,19 +69,18 @@ class Planner : public ir::IRVisitor {
   void visit(const ir::ForNode& n) override {
     if (n.for_kind != ir::ForKind::Pipelined || n.num_stages < 2 || loop_) return ir::IRVisitor::visit(n);
     std::vector<ir::Stmt> body = statements(n.body);
-    analysis::Accesses before;  // what the statements before the current one touch
+    std::vector<analysis::Accesses> acc;
+    std::map<const ir::BufferNode*, int> writers;  // how many statements of the body write each buffer
+    for (const ir::Stmt& s : body) {
+      acc.push_back(analysis::accesses_of(s));
+      for (const ir::BufferNode* b : acc.back().written) ++writers[b];
+    }
+    std::set<const ir::BufferNode*> touched;  // by the statements before the current one
     for (size_t i = 0; i < body.size(); ++i) {
       const ir::BufferNode* dst = async_copy_destination(body[i], tensors_aligned_);
-      analysis::Accesses rest;
-      for (size_t j = 0; j < body.size(); ++j)
-        if (j != i) {
-          analysis::Accesses a = analysis::accesses_of(body[j]);
-          rest.written.insert(a.written.begin(), a.written.end());
-        }
-      if (dst && !before.read.count(dst) && !before.written.count(dst) && !rest.written.count(dst)) candidates_[&n].push_back({i, dst});
-      analysis::Accesses a = analysis::accesses_of(body[i]);
-      before.read.insert(a.read.begin(), a.read.end());
-      before.written.insert(a.written.begin(), a.written.end());
+      if (dst && !touched.count(dst) && writers[dst] == 1) candidates_[&n].push_back({i, dst});
+      touched.insert(acc[i].read.begin(), acc[i].read.end());
+      touched.insert(acc[i].written.begin(), acc[i].written.end());
     }
     loop_ = &n;
     ir::IRVisitor::visit(n);

@@ -57,7 +57,8 @@ class CudaCodegen : public CodegenC {
   std::string math(const std::string& f, const std::vector<std::string>& a, ir::DType t) override {
     // lower_kernel_cuda's exchange within a warp (register-fragment row reductions).
     if (f == ir::kWarpShflXor) return rt::str("__shfl_xor_sync(0xffffffffu, ", a[0], ", ", a[1], ")");
-    if (f == ir::kAsyncCopy) return a[0];  // a copy left scalar is a plain store (the wait after it still holds)
+    // pipeline_loads_cuda marks only copies the block lowering vectorizes (the cp.async path below).
+    if (f == ir::kAsyncCopy) RT_UNREACHABLE("an async copy the block lowering did not vectorize");
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     bool f64 = t == ir::DType::F64;

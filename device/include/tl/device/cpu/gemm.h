@@ -247,6 +247,15 @@ TL_CPU_INLINE void convert_run(const T* TL_CPU_RESTRICT src, float* TL_CPU_RESTR
   }
 }
 
+// n elements converted to float, zero-filled up to `width` (the edge of a packed micro-panel).
+template <class T>
+TL_CPU_INLINE void convert_padded(const T* TL_CPU_RESTRICT src, float* TL_CPU_RESTRICT dst, int n, int width) {
+  if (n == width) return convert_run(src, dst, width);
+  int i = 0;
+  for (; i < n; ++i) dst[i] = tl::to_float(src[i]);
+  for (; i < width; ++i) dst[i] = 0.0f;
+}
+
 #if defined(__AVX512F__)
 // In-register transpose of 16 vectors of 16 floats: r[c] becomes column c of the input. Written
 // with generic shuffles (GCC picks vunpck*/vshuff*/vpermt2*), which also sidesteps GCC 12's false
@@ -329,13 +338,7 @@ TL_CPU_NOINLINE void pack_a(const TA* A, int64_t lda, bool trans_a, int64_t i0, 
       for (int64_t k = 0; k < kc; ++k) {
         const TA* s = A + (k0 + k) * lda + (i0 + p);
         float* dk = d + k * kMR;
-        if (r_n == kMR) {
-          convert_run(s, dk, kMR);
-        } else {
-          int r = 0;
-          for (; r < r_n; ++r) dk[r] = tl::to_float(s[r]);
-          for (; r < kMR; ++r) dk[r] = 0.0f;
-        }
+        convert_padded(s, dk, r_n, kMR);
       }
     } else {
       // opA(i, k) = A[i*lda + k]: rows are contiguous in k; transpose.
@@ -364,13 +367,7 @@ TL_CPU_NOINLINE void pack_b(const TB* B, int64_t ldb, bool trans_b, int64_t k0, 
       for (int64_t k = 0; k < kc; ++k) {
         const TB* s = B + (k0 + k) * ldb + (j0 + q);
         float* dk = d + k * kNR;
-        if (c_n == kNR) {
-          convert_run(s, dk, kNR);
-        } else {
-          int c = 0;
-          for (; c < c_n; ++c) dk[c] = tl::to_float(s[c]);
-          for (; c < kNR; ++c) dk[c] = 0.0f;
-        }
+        convert_padded(s, dk, c_n, kNR);
       }
     } else {
       // opB(k, j) = B[j*ldb + k]: columns of opB are contiguous in k; transpose in chunks.
