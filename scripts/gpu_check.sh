@@ -4,7 +4,9 @@
 #   scripts/gpu_check.sh bundle   (here, without a GPU) builds the test and benchmark binaries into
 #                                 gpu-bundle/ (the device machine has no GoogleTest to build them)
 #   scripts/gpu_check.sh run      (on the GPU machine, from the repository root) runs them; logs go
-#                                 to $OUT (or gpu-logs/), a summary table is printed last
+#                                 to $OUT (or gpu-logs/), a summary table is printed last.
+#                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1: deepgemm only;
+#                                 TL_SKIP_DEMO=1: not the README demo
 #
 # With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"].
 set -uo pipefail
@@ -14,9 +16,11 @@ mode=${1:-}
 if [ "$mode" = bundle ]; then
   set -e
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null
-  cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests bench_gpu_matmul bench_gpu_attention
+  cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests deepgemm_tests bench_gpu_matmul \
+    bench_gpu_attention bench_gpu_deepgemm
   rm -rf gpu-bundle && mkdir -p gpu-bundle
-  cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention gpu-bundle/
+  cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/tests/deepgemm_tests \
+    build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm gpu-bundle/
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
@@ -39,6 +43,12 @@ step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$out/gpu.txt" 2>&1
 step runtime_tests gpu-bundle/runtime_tests
+# deepgemm: the whole suite (its Gpu* tests run the kernels), then the memory checker on the kernels.
+step deepgemm_tests gpu-bundle/deepgemm_tests --gtest_brief=1
+step sanitizer_deepgemm compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/deepgemm_tests \
+  --gtest_filter='GpuFp8Gemm.AllLayouts:GpuGrouped.*:GpuBf16Gemm.*'
+[ -z "${TL_SKIP_BENCH:-}" ] && step bench_gpu_deepgemm gpu-bundle/bench_gpu_deepgemm
+if [ -z "${TL_SKIP_TILELANG:-}" ]; then  # TL_SKIP_TILELANG=1: the deepgemm steps only
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
 # shards at once: most of the time is NVRTC compiling kernels.
 programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*'
@@ -62,6 +72,7 @@ if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only
   step bench_triton_torch python3 bench/triton_matmul.py --all
   step bench_gpu_attention gpu-bundle/bench_gpu_attention
   step bench_torch_attention python3 bench/torch_attention.py
+fi
 fi
 # The README's demo command on the GPU machine, from source (it builds tl there). TL_SKIP_DEMO=1: not.
 [ -z "${TL_SKIP_DEMO:-}" ] && step make_demo make demo BUILD=build-demo

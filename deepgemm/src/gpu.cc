@@ -1,14 +1,198 @@
-// The GPU backend's entry point. The CUDA kernels (warp-specialized TMA + wgmma with FP32 promotion,
-// docs/deepgemm.md "GPU design") are not in this build yet: a call on CUDA tensors is a user error
-// that names the function, after the same argument checks as on the CPU.
+// The GPU backend: runs a validated Problem on the Hopper kernel (kernels/sm90_gemm.cuh), compiled
+// at run time for the configuration the heuristic picks (gpu_kernels.h), on the stream of
+// set_stream().
+//
+// Operands the kernel cannot read as they are get a device copy first (kernels/layout_copy.cuh):
+// MN-major A or B (the nn/tn/tt layouts; FP8 wgmma reads K-major tiles only) and UE8M0 scales
+// (the kernel reads FP32 scales). Not on the GPU yet, a user error naming the call: FP4 B
+// (fp8_fp4_*) and the K-grouped GEMM.
+#include <algorithm>
+#include <cstring>
+#include <string>
+
 #include "backend.h"
+#include "deepgemm/kernels/sm90_params.h"
+#include "gpu_kernels.h"
+#include "heuristics.h"
+#include "rt/cuda_device.h"
 #include "rt/error.h"
+#include "rt/tensor_map.h"
 
 namespace deepgemm::detail {
+namespace {
+
+using kernels::Sm90GemmParams;
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+// Copies the logical [groups, rows, cols] view (element (g, r, c) at g*s_g + r*s_r + c*s_c) into a
+// new contiguous tensor of `out_dtype` on the same device; returns the K-major view of the copy.
+template <class Arg>
+Arg contiguous_copy(const Arg& v, int64_t groups, rt::DType out_dtype, rt::CuStream stream, const char* what,
+                    const std::string& function) {
+  const rt::Device device = v.tensor.device();
+  RT_USER_CHECK(v.rows <= 65535 * 32 && groups <= 65535, "deepgemm::", function, ": ", what, " (", groups, " x ",
+                v.rows, " x ", v.cols, ") is too large for the GPU layout copy");
+  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, v.cols}, out_dtype, device);
+  const rt::CudaKernel kernel =
+      jit_kernel(layout_copy_source(v.tensor.dtype(), out_dtype), kLayoutCopyKernel, device.id);
+  const void* in = v.tensor.data();
+  void* dst = out.data();
+  const int rows = int(v.rows), cols = int(v.cols);
+  kernel.launch_with(rt::Dim3{unsigned(ceil_div(cols, 32)), unsigned(ceil_div(rows, 32)), unsigned(groups)},
+                     rt::Dim3{32, 8, 1}, 0, stream, in, dst, rows, cols, v.s_g, v.s_r, v.s_c);
+  Arg k_major = v;
+  k_major.tensor = out;
+  k_major.s_g = v.rows * v.cols;
+  k_major.s_r = v.cols;
+  k_major.s_c = 1;
+  return k_major;
+}
+
+// A 3-D TMA map {cols, rows, groups} over a K-major operand view, box {box_cols, box_rows, 1}.
+rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t groups, uint32_t box_cols,
+                            uint32_t box_rows) {
+  const int64_t esize = rt::bits(v.tensor.dtype()) / 8;
+  rt::TensorMapSpec spec;
+  spec.name = name;
+  spec.dtype = v.tensor.dtype();
+  spec.global_address = v.tensor.data();
+  spec.global_dims = {uint64_t(v.cols), uint64_t(v.rows), uint64_t(groups)};
+  // One group: any valid stride (the dimension has a single index).
+  const int64_t group_stride = groups > 1 ? v.s_g : v.rows * v.s_r;
+  spec.global_strides = {uint64_t(v.s_r * esize), uint64_t(group_stride * esize)};
+  spec.box_dims = {box_cols, box_rows, 1};
+  spec.swizzle = rt::TmaSwizzle::B128;
+  return rt::encode_tensor_map(spec);
+}
+
+bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+}  // namespace
 
 GemmConfig run_gpu(const Problem& p) {
-  rt::throw_user_error(rt::str("deepgemm::", p.function, ": the GPU kernels are not in this build yet (the tensors are on ",
-                               p.device.to_string(), "); pass CPU tensors to use the CPU path"));
+  const std::string& fn = p.function;
+  const int device = p.device.id;
+  RT_USER_CHECK(device < rt::cuda_device_count(), "deepgemm::", fn, ": the tensors are on ", p.device.to_string(),
+                " but there is no usable CUDA device of that ordinal (", rt::cuda_device_count(), " found",
+                rt::cuda_device_count() == 0 ? ": " + rt::cuda_unavailable_reason() : std::string(), ")");
+  const rt::CudaDeviceInfo& info = rt::cuda_device(device);
+  RT_USER_CHECK(info.sm_major == 9 && info.sm_minor == 0, "deepgemm::", fn, ": the GPU kernels need a Hopper GPU ",
+                "(sm_90a); ", p.device.to_string(), " is ", info.name, " (", info.arch_name(), ")");
+  RT_USER_CHECK(p.kind != Kind::Fp8Fp4, "deepgemm::", fn, ": FP4 B operands are not on the GPU yet (the CPU path ",
+                "runs them: pass CPU tensors)");
+  RT_USER_CHECK(p.grouping != Grouping::KContiguous, "deepgemm::", fn,
+                ": the K-grouped GEMM is not on the GPU yet (the CPU path runs it: pass CPU tensors)");
+
+  const bool fp8 = p.kind == Kind::Fp8;
+  const rt::CuStream stream = get_stream();
+  const int64_t groups_b = p.grouping == Grouping::None ? 1 : p.num_groups;
+  const int64_t groups_a = p.grouping == Grouping::MMasked ? p.num_groups : 1;
+  GemmConfig cfg;
+  cfg.function = fn;
+  cfg.backend = "cuda";
+  cfg.m = p.m;
+  cfg.n = p.n;
+  cfg.k = p.k;
+  cfg.num_groups = p.num_groups;
+  if (p.m == 0 || p.n == 0) {
+    cfg.kernel = "none (empty output)";
+    return cfg;
+  }
+
+  // Operands in the forms the kernel reads. The copies live until the call returns; the launches
+  // are ordered on `stream`, and freeing device memory waits for the work in flight.
+  const MatrixArg a = p.a.s_c == 1 ? p.a : contiguous_copy(p.a, groups_a, p.a.tensor.dtype(), stream, "a", fn);
+  const MatrixArg b = p.b.s_c == 1 ? p.b : contiguous_copy(p.b, groups_b, p.b.tensor.dtype(), stream, "b", fn);
+  ScaleArg sfa = p.sfa, sfb = p.sfb;
+  if (fp8 && sfa.tensor.dtype() == rt::DType::UE8M0)
+    sfa = contiguous_copy(sfa, groups_a, rt::DType::F32, stream, "a_scales", fn);
+  if (fp8 && sfb.tensor.dtype() == rt::DType::UE8M0)
+    sfb = contiguous_copy(sfb, groups_b, rt::DType::F32, stream, "b_scales", fn);
+
+  const rt::DType out_dtype = p.d.tensor.dtype();
+  const int out_bytes = rt::bits(out_dtype) / 8;
+  const bool tma_store_ok = out_dtype == rt::DType::BF16 && aligned16(p.d.tensor.data()) && (p.d.s_r * 2) % 16 == 0 &&
+                            (groups_a == 1 || (p.d.s_g * 2) % 16 == 0);
+  const int sms = get_num_sms();
+  const int64_t m_hint = p.grouping == Grouping::MMasked && p.expected_m > 0 ? std::min(p.expected_m, p.m) : p.m;
+  const GpuBlocking blk = choose_gpu_blocking(fp8, m_hint, p.n, p.k, groups_a, out_bytes, tma_store_ok, sms,
+                                              info.smem_per_block_optin);
+
+  Sm90KernelSpec spec;
+  spec.fp8 = fp8;
+  spec.out = out_dtype;
+  spec.block_m = blk.block_m;
+  spec.block_n = blk.block_n;
+  spec.stages = blk.stages;
+  spec.grouping = p.grouping == Grouping::MContiguous ? 1 : p.grouping == Grouping::MMasked ? 2 : 0;
+  spec.has_c = p.c.present();
+  spec.tma_store = blk.tma_store;
+  spec.smem_bytes = blk.smem_bytes;
+  const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
+
+  const uint32_t block_k = uint32_t(blk.block_k);
+  const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
+  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n));
+  // D's map serves the TMA-store epilogue only; otherwise A's stands in (the kernel never reads it).
+  rt::CuTensorMap map_d = map_a;
+  if (blk.tma_store) {
+    rt::TensorMapSpec spec;
+    spec.name = "d";
+    spec.dtype = out_dtype;
+    spec.global_address = p.d.tensor.data();
+    spec.global_dims = {uint64_t(p.n), uint64_t(p.m), uint64_t(groups_a)};
+    const int64_t group_stride = groups_a > 1 ? p.d.s_g : p.m * p.d.s_r;
+    spec.global_strides = {uint64_t(p.d.s_r * out_bytes), uint64_t(group_stride * out_bytes)};
+    spec.box_dims = {64, 64, 1};
+    spec.swizzle = rt::TmaSwizzle::B128;
+    map_d = rt::encode_tensor_map(spec);
+  }
+
+  Sm90GemmParams params;
+  std::memset(&params, 0, sizeof(params));
+  if (fp8) {
+    params.sfa = static_cast<const float*>(sfa.tensor.data());
+    params.sfb = static_cast<const float*>(sfb.tensor.data());
+    params.sfa_sg = sfa.s_g;
+    params.sfa_sr = sfa.s_r;
+    params.sfa_sc = sfa.s_c;
+    params.sfb_sg = sfb.s_g;
+    params.sfb_sr = sfb.s_r;
+    params.sfb_sc = sfb.s_c;
+  }
+  params.d = p.d.tensor.data();
+  params.d_sg = p.d.s_g;
+  params.d_sr = p.d.s_r;
+  if (p.c.present()) {
+    params.c = static_cast<const float*>(p.c.tensor.data());
+    params.c_sg = p.c.s_g;
+    params.c_sr = p.c.s_r;
+  }
+  if (p.grouping == Grouping::MContiguous) params.m_indices = static_cast<const int32_t*>(p.m_indices.data());
+  if (p.grouping == Grouping::MMasked) params.masked_m = static_cast<const int32_t*>(p.masked_m.data());
+  params.m = int32_t(p.m);
+  params.n = int32_t(p.n);
+  params.k = int32_t(p.k);
+  params.num_groups = int32_t(p.num_groups);
+  params.sfb_rows = int32_t(ceil_div(p.n, 128));
+  params.raster_group = blk.raster_group;
+
+  const int threads = 128 * (1 + blk.block_m / 64);
+  void* args[] = {const_cast<rt::CuTensorMap*>(&map_a), const_cast<rt::CuTensorMap*>(&map_b), &map_d, &params};
+  kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
+                args);
+
+  cfg.kernel = rt::str("cuda.sm90_", fp8 ? "fp8" : "bf16", "_gemm", blk.tma_store ? ".tma_store" : "");
+  cfg.block_m = blk.block_m;
+  cfg.block_n = blk.block_n;
+  cfg.block_k = blk.block_k;
+  cfg.promotion_k = fp8 ? 128 : 0;
+  cfg.num_stages = blk.stages;
+  cfg.num_multicast = 1;
+  cfg.num_tasks = blk.grid;
+  cfg.num_threads = blk.grid;
+  return cfg;
 }
 
 }  // namespace deepgemm::detail

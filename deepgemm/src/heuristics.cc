@@ -1,6 +1,7 @@
 #include "heuristics.h"
 
 #include <algorithm>
+#include <iterator>
 
 #include "rt/cpu_info.h"
 
@@ -74,5 +75,55 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 }
 
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
+
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes) {
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? (block_m + 4) * 4 : 0);
+  const int64_t epilogue = tma_store ? int64_t(block_m / 64) * 2 * 64 * 64 * out_bytes : 0;
+  return stages * stage + epilogue + 2 * stages * 8 + 1024;
+}
+
+GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
+                                bool tma_store_ok, int sms, int64_t smem_limit) {
+  // FP8 keeps a partial and a promoted accumulator set (BLOCK_N <= 192, and a tile may touch only
+  // two 128-blocks of B's scales); BF16 one set.
+  static const int kFp8BlockN[] = {64, 80, 96, 112, 128, 144, 160, 192};
+  static const int kBf16BlockN[] = {64, 96, 128, 160, 192, 256};
+  const int* block_ns = fp8 ? kFp8BlockN : kBf16BlockN;
+  const int num_block_ns = fp8 ? int(std::size(kFp8BlockN)) : int(std::size(kBf16BlockN));
+  sms = std::max(sms, 1);
+  GpuBlocking best;
+  double best_cost = 0;
+  for (int bm : {64, 128}) {
+    for (int i = 0; i < num_block_ns; ++i) {
+      const int bn = block_ns[i];
+      const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), bm) * ceil_div(std::max<int64_t>(n, 1), bn) * tile_groups;
+      const int64_t waves = ceil_div(tiles, sms);
+      // Shared-memory reads per FLOP grow as the tile narrows: efficiency ~ (bm bn / (bm + bn)) / 64,
+      // 1 at 128 x 128. One consumer warpgroup (bm = 64) also loses the overlap of two.
+      const double intensity = double(bm) * bn / (bm + bn);
+      const double efficiency = std::min(1.0, intensity / 64.0) * (bm == 64 ? 0.85 : 1.0);
+      // Wasted rows/columns of partial tiles cost as much as useful ones.
+      const double cost = double(waves) * double(bm) * bn / efficiency;
+      const bool better = best.block_m == 0 || cost < best_cost * 0.999 ||
+                          (cost <= best_cost * 1.001 && int64_t(bm) * bn > int64_t(best.block_m) * best.block_n);
+      if (!better) continue;
+      best.block_m = bm;
+      best.block_n = bn;
+      best.grid = int(std::min<int64_t>(tiles, sms));
+      best_cost = cost;
+    }
+  }
+  best.block_k = fp8 ? 128 : 64;
+  best.tma_store = tma_store_ok && best.block_n % 64 == 0;
+  // As many stages as fit, up to 8 (the ring also prefetches the next tile across tiles).
+  best.stages = 2;
+  for (int s = 2; s <= 8; ++s)
+    if (sm90_smem_bytes(fp8, best.block_m, best.block_n, s, best.tma_store, out_bytes) <= smem_limit) best.stages = s;
+  best.smem_bytes = sm90_smem_bytes(fp8, best.block_m, best.block_n, best.stages, best.tma_store, out_bytes);
+  // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.
+  const int64_t n_blocks = ceil_div(std::max<int64_t>(n, 1), best.block_n);
+  best.raster_group = int(std::clamp<int64_t>(n_blocks, 1, 8));
+  return best;
+}
 
 }  // namespace deepgemm::detail

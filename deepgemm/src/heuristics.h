@@ -14,6 +14,27 @@ namespace deepgemm::detail {
 cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr, int nr, int promotion_k,
                                   int threads);
 
+// The Hopper kernel's configuration (kernels/sm90_gemm.cuh) for one call.
+struct GpuBlocking {
+  int block_m = 0, block_n = 0, block_k = 0, stages = 0;
+  bool tma_store = false;  // epilogue through shared memory and TMA stores
+  int grid = 0;            // persistent CTAs
+  int raster_group = 8;    // tile-columns per rasterization band
+  int64_t smem_bytes = 0;  // dynamic shared memory of one CTA
+};
+
+// The shape the kernel sees: `m` rows per group (M-masked: expected_m, the rows it will usually
+// get), `tile_groups` groups whose tiles are scheduled (1, or G for the masked layout), N, K.
+// `tma_store_ok`: a bfloat16 D that TMA can store (aligned). The cost model: the waves of tiles
+// over `sms`, each tile's time proportional to its FLOPs over its efficiency (tiles narrower than
+// 128 x 128 read more shared memory per FLOP), and as many pipeline stages as fit in `smem_limit`.
+GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
+                                bool tma_store_ok, int sms, int64_t smem_limit);
+
+// Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
+// the generated source asserts the two agree).
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes);
+
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
 int choose_cpu_threads(int max_threads);
 

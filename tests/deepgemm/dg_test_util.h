@@ -12,8 +12,10 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
+#include "deepgemm/deepgemm.h"
 #include "rt/error.h"
 #include "rt/tensor.h"
 #include "testutil/tensors.h"
@@ -139,6 +141,85 @@ inline double expect_matches_reference(const std::vector<double>& out, const Ref
   const double diff = testutil::calc_diff(out, ref.val);
   EXPECT_LT(diff, bf16_out ? 1e-5 : 1e-9) << what;
   return diff;
+}
+
+// A quantized problem: A per token (1x128), B per block (128x128), in the K-major layout.
+struct Fp8Problem {
+  int64_t m, n, k;
+  rt::Tensor a, b;        // the unquantized inputs (bfloat16)
+  rt::Tensor qa, sfa, qb, sfb;
+  std::vector<double> deq_a, deq_b;
+};
+
+// Magnitudes that change by powers of two from one 128-block to the next, so that every scale
+// differs from its neighbours and a scale taken from the wrong block shows.
+inline double gain_a(int64_t r, int64_t c) { return std::ldexp(1.0, int((c / 128) % 4) * 3 - 4 + int(r % 3)); }
+inline double gain_b(int64_t r, int64_t c) { return std::ldexp(1.0, int((r / 128 + 2 * (c / 128)) % 5) - 2); }
+
+inline Fp8Problem make_problem(int64_t m, int64_t n, int64_t k, bool gains, bool ue8m0 = false) {
+  Fp8Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}};
+  p.a = normal({m, k}, rt::DType::BF16, testutil::fresh_seed(), 1.0, gains ? gain_a : nullptr);
+  p.b = normal({n, k}, rt::DType::BF16, testutil::fresh_seed(), 1.0, gains ? gain_b : nullptr);
+  std::tie(p.qa, p.sfa) = deepgemm::per_token_cast_to_fp8(p.a, ue8m0);
+  std::tie(p.qb, p.sfb) = deepgemm::per_block_cast_to_fp8(p.b, ue8m0);
+  p.deq_a = dequant(p.qa, p.sfa, 1, 128);
+  p.deq_b = dequant(p.qb, p.sfb, 128, 128);
+  return p;
+}
+
+// Rows [r0, r0 + rows) of a row-major [*, cols] float64 array.
+inline std::vector<double> rows_of(const std::vector<double>& v, int64_t cols, int64_t r0, int64_t rows) {
+  return std::vector<double>(v.begin() + r0 * cols, v.begin() + (r0 + rows) * cols);
+}
+
+// The contiguous layout: each group's rows, then padding (-1) up to a multiple of 128.
+struct ContiguousLayout {
+  std::vector<int32_t> m_indices;
+  std::vector<int64_t> start;  // first row of each group
+  int64_t total = 0;
+};
+inline ContiguousLayout contiguous_layout(const std::vector<int64_t>& ms) {
+  ContiguousLayout l;
+  for (size_t g = 0; g < ms.size(); ++g) {
+    l.start.push_back(l.total);
+    const int64_t aligned = (ms[g] + 127) / 128 * 128;
+    for (int64_t r = 0; r < aligned; ++r) l.m_indices.push_back(r < ms[g] ? int32_t(g) : -1);
+    l.total += aligned;
+  }
+  return l;
+}
+
+// B of an M-grouped GEMM, [g * n, k] bfloat16, quantized per group (per-block scales of each [n, k]
+// slice): qb [g, n, k], sfb [g, ceil(n / 128), k / 128], and each group's de-quantized values.
+inline std::tuple<rt::Tensor, rt::Tensor, std::vector<std::vector<double>>> per_group_block_cast(const rt::Tensor& b,
+                                                                                                  int64_t g, int64_t n,
+                                                                                                  int64_t k) {
+  rt::Tensor qb = rt::Tensor::empty({g, n, k}, rt::DType::F8E4M3);
+  rt::Tensor sfb = rt::Tensor::empty({g, (n + 127) / 128, k / 128}, rt::DType::F32);
+  std::vector<std::vector<double>> deq_b;
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const rt::Tensor slice = rt::Tensor::wrap(static_cast<char*>(b.data()) + gi * n * k * 2, {n, k}, rt::DType::BF16,
+                                              rt::Device::cpu(), {}, b.storage());
+    auto [q, s] = deepgemm::per_block_cast_to_fp8(slice);
+    std::memcpy(static_cast<char*>(qb.data()) + gi * n * k, q.data(), size_t(n * k));
+    std::memcpy(sfb.data_as<float>() + gi * s.numel(), s.data(), size_t(s.numel()) * 4);
+    deq_b.push_back(dequant(q, s, 128, 128));
+  }
+  return {qb, sfb, deq_b};
+}
+
+// The same elements under another shape (t contiguous, same element count).
+inline rt::Tensor reshaped(const rt::Tensor& t, const rt::Shape& shape) {
+  return rt::Tensor::wrap(t.data(), shape, t.dtype(), t.device(), {}, t.storage());
+}
+
+// A copy of the strided view t on `device` with the same strides: the span from its first to its
+// last element is copied (padding included), and the view rebuilt over the copy.
+inline rt::Tensor to_device_view(const rt::Tensor& t, rt::Device device) {
+  int64_t span = 1;
+  for (int64_t i = 0; i < t.dim(); ++i) span += (t.size(i) - 1) * t.stride(i);
+  const rt::Tensor flat = rt::Tensor::wrap(t.data(), {span}, t.dtype(), t.device(), {}, t.storage()).to(device);
+  return rt::Tensor::wrap(flat.data(), t.shape(), t.dtype(), device, t.strides(), flat.storage());
 }
 
 // Fetches an environment variable's value and restores it when it goes out of scope.

@@ -28,29 +28,8 @@ const Layout kLayouts[] = {{"nt", &deepgemm::fp8_gemm_nt, false, false},
                            {"tn", &deepgemm::fp8_gemm_tn, true, true},
                            {"tt", &deepgemm::fp8_gemm_tt, true, false}};
 
-// A quantized problem: A per token (1x128), B per block (128x128), in the K-major layout.
-struct Fp8Problem {
-  int64_t m, n, k;
-  rt::Tensor a, b;        // the unquantized inputs (bfloat16)
-  rt::Tensor qa, sfa, qb, sfb;
-  std::vector<double> deq_a, deq_b;
-};
-
-// Magnitudes that change by powers of two from one 128-block to the next, so that every scale
-// differs from its neighbours and a scale taken from the wrong block shows.
-double gain_a(int64_t r, int64_t c) { return std::ldexp(1.0, int((c / 128) % 4) * 3 - 4 + int(r % 3)); }
-double gain_b(int64_t r, int64_t c) { return std::ldexp(1.0, int((r / 128 + 2 * (c / 128)) % 5) - 2); }
-
-Fp8Problem make_problem(int64_t m, int64_t n, int64_t k, bool gains, bool ue8m0 = false) {
-  Fp8Problem p{m, n, k, {}, {}, {}, {}, {}, {}, {}, {}};
-  p.a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed(), 1.0, gains ? gain_a : nullptr);
-  p.b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed(), 1.0, gains ? gain_b : nullptr);
-  std::tie(p.qa, p.sfa) = deepgemm::per_token_cast_to_fp8(p.a, ue8m0);
-  std::tie(p.qb, p.sfb) = deepgemm::per_block_cast_to_fp8(p.b, ue8m0);
-  p.deq_a = dgtest::dequant(p.qa, p.sfa, 1, 128);
-  p.deq_b = dgtest::dequant(p.qb, p.sfb, 128, 128);
-  return p;
-}
+using dgtest::Fp8Problem;
+using dgtest::make_problem;
 
 using testutil::poisoned;
 

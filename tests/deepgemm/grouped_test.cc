@@ -15,27 +15,9 @@ using dgtest::Ref;
 
 using testutil::poisoned;
 
-// Rows [r0, r0 + rows) of a row-major [*, cols] float64 array.
-std::vector<double> rows_of(const std::vector<double>& v, int64_t cols, int64_t r0, int64_t rows) {
-  return std::vector<double>(v.begin() + r0 * cols, v.begin() + (r0 + rows) * cols);
-}
-
-// The contiguous layout: each group's rows, then padding (-1) up to a multiple of 128.
-struct ContiguousLayout {
-  std::vector<int32_t> m_indices;
-  std::vector<int64_t> start;  // first row of each group
-  int64_t total = 0;
-};
-ContiguousLayout contiguous_layout(const std::vector<int64_t>& ms) {
-  ContiguousLayout l;
-  for (size_t g = 0; g < ms.size(); ++g) {
-    l.start.push_back(l.total);
-    const int64_t aligned = (ms[g] + 127) / 128 * 128;
-    for (int64_t r = 0; r < aligned; ++r) l.m_indices.push_back(r < ms[g] ? int32_t(g) : -1);
-    l.total += aligned;
-  }
-  return l;
-}
+using dgtest::contiguous_layout;
+using dgtest::ContiguousLayout;
+using dgtest::rows_of;
 
 TEST(MGroupedContiguous, Fp8UnevenEmptyGroupsAndPadding) {
   const std::vector<int64_t> ms = {37, 0, 128, 200, 1};  // uneven, an empty group, full and partial blocks
@@ -45,18 +27,7 @@ TEST(MGroupedContiguous, Fp8UnevenEmptyGroupsAndPadding) {
   const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
   const rt::Tensor b = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
   auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
-  // B per group: per-block scales of each [n, k] slice.
-  rt::Tensor qb = rt::Tensor::empty({g, n, k}, rt::DType::F8E4M3);
-  rt::Tensor sfb = rt::Tensor::empty({g, (n + 127) / 128, k / 128}, rt::DType::F32);
-  std::vector<std::vector<double>> deq_b;
-  for (int64_t gi = 0; gi < g; ++gi) {
-    const rt::Tensor slice = rt::Tensor::wrap(static_cast<char*>(b.data()) + gi * n * k * 2, {n, k}, rt::DType::BF16,
-                                              rt::Device::cpu(), {}, b.storage());
-    auto [q, s] = deepgemm::per_block_cast_to_fp8(slice);
-    std::memcpy(static_cast<char*>(qb.data()) + gi * n * k, q.data(), size_t(n * k));
-    std::memcpy(sfb.data_as<float>() + gi * s.numel(), s.data(), size_t(s.numel()) * 4);
-    deq_b.push_back(dgtest::dequant(q, s, 128, 128));
-  }
+  const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
   const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
   const rt::Tensor m_indices = dgtest::i32_tensor(l.m_indices);
   for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {

@@ -185,10 +185,12 @@ TL_DEVICE void gemm_sm90_store_direct(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
 // `boxes_done`: boxes this consumer has staged so far (kept across tiles: it picks the buffer).
 // The thread with thread_idx_in_warpgroup() == 0 issues and tracks the stores (bulk groups are per
 // thread), so it must be the same thread on every tile; it waits for them before the kernel ends.
+// `group` < 0: tma_c is a 2-D map {N, M}; otherwise a 3-D map {N, M, groups} and the boxes go to
+// that group (batched outputs).
 template <class Cfg>
 TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], const TmaDescriptor* tma_c,
                                    uint8_t* buf, int consumer, int M, int N, int row0, int col0,
-                                   uint32_t& boxes_done) {
+                                   uint32_t& boxes_done, int group = -1) {
   using TC = typename Cfg::TC;
   constexpr int kBoxes = Cfg::kBlockN / Cfg::kBoxC;
   const int warp = warp_idx_in_warpgroup();
@@ -225,7 +227,12 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
       // "the group two commits back is the one that last read this buffer", on every tile.
       const int box_row = row0 + 64 * s, box_col = col0 + Cfg::kBoxC * b;
       if (leader) {
-        if (box_row < M && box_col < N) tma_store_2d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row);
+        if (box_row < M && box_col < N) {
+          if (group < 0)
+            tma_store_2d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row);
+          else
+            tma_store_3d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row, group);
+        }
         tma_store_commit();
       }
     }

@@ -111,4 +111,21 @@ TL_DEVICE void wgmma_m64k16_ss(uint64_t desc_a, uint64_t desc_b, float (&d)[N / 
 #endif
 }
 
+// D[64 x N] (+)= A[64 x 32] * B[32 x N], FP32 accumulate, A and B 8-bit floats (e4m3, or e5m2 with
+// kE5M2) from shared memory, both K-major (FP8 wgmma has no transposed operands). The 128-byte
+// swizzled K-major tiles of make_smem_desc_kmajor_sw128 hold 128 K-elements per row here, and a
+// k32 step advances the start address by 32 bytes, as a k16 step does for 16-bit inputs.
+template <int N, bool kE5M2 = false>
+TL_DEVICE void wgmma_m64k32_ss_fp8(uint64_t desc_a, uint64_t desc_b, float (&d)[N / 2], bool accumulate = true) {
+#if defined(TL_CUDA_SM90A)
+  detail::WgmmaSsF32Fp8<N>::template run<kE5M2>(desc_a, desc_b, d, accumulate ? 1u : 0u);
+#else
+  (void)desc_a;
+  (void)desc_b;
+  (void)d;
+  (void)accumulate;
+  __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
+#endif
+}
+
 }  // namespace tl::cuda

@@ -1,0 +1,298 @@
+// bench_gpu_deepgemm: deepgemm's GPU kernels at DeepGEMM's benchmark shapes, beside cuBLASLt in the
+// same run (FP8 with one scale per tensor, the fastest thing cuBLAS offers; BF16 through
+// cublasGemmEx), and beside the previous DeepGEMM release's numbers on this GPU (from its issue).
+//
+//   bench_gpu_deepgemm [--quick]
+//
+// FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
+// median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
+// against a float64 dot product of the de-quantized inputs on 64 random elements; a mismatch fails
+// the run.
+#include <cublasLt.h>
+#include <cublas_v2.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "deepgemm/deepgemm.h"
+#include "rt/cuda_device.h"
+#include "rt/cuda_stream.h"
+#include "rt/error.h"
+#include "tl/device/numeric.h"
+
+namespace {
+
+const rt::Device kGpu = rt::Device::cuda(0);
+
+void check_lt(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) rt::throw_user_error(rt::str(what, " failed with cuBLAS status ", int(s)));
+}
+
+// e4m3 codes with exponent field <= 7 (|v| < 2) and random signs: quick to make, never NaN.
+rt::Tensor random_fp8(int64_t rows, int64_t cols, std::mt19937_64& gen) {
+  rt::Tensor t = rt::Tensor::empty({rows, cols}, rt::DType::F8E4M3);
+  auto* p = static_cast<uint64_t*>(t.data());
+  const int64_t words = rows * cols / 8;
+  for (int64_t i = 0; i < words; ++i) p[i] = gen() & 0xBFBFBFBFBFBFBFBFull;
+  auto* bytes = static_cast<uint8_t*>(t.data());
+  for (int64_t i = words * 8; i < rows * cols; ++i) bytes[i] = uint8_t(gen() & 0xBF);
+  return t;
+}
+
+rt::Tensor random_scales(const rt::Shape& shape, std::mt19937_64& gen) {
+  rt::Tensor t = rt::Tensor::empty(shape, rt::DType::F32);
+  std::uniform_real_distribution<float> dist(0.5f, 2.0f);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<float>()[i] = dist(gen);
+  return t;
+}
+
+// Host inputs of one FP8 problem (B grouped as [G * N, K] rows when G > 1).
+struct Fp8Inputs {
+  int64_t m, n, k, groups;
+  rt::Tensor a, sfa, b, sfb;  // host
+};
+
+float fp8_value(const rt::Tensor& t, int64_t i) {
+  return tl::float8_e4m3_t::from_bits(static_cast<const uint8_t*>(t.data())[i]).to_float();
+}
+
+// Spot check: |D - ref| within the tensor-core FP8 bound on 64 random elements of rows [0, rows)
+// (group of row r: r / rows_per_group when grouped).
+bool spot_check(const Fp8Inputs& x, const rt::Tensor& d_gpu, int64_t rows, int64_t rows_per_group, std::mt19937_64& gen) {
+  const rt::Tensor d = d_gpu.to(rt::Device::cpu());
+  const int64_t kb = x.k / 128;
+  std::uniform_int_distribution<int64_t> ri(0, rows - 1), ci(0, x.n - 1);
+  for (int t = 0; t < 64; ++t) {
+    const int64_t i = ri(gen), j = ci(gen), g = rows_per_group > 0 ? i / rows_per_group : 0;
+    double ref = 0, abs_sum = 0;
+    for (int64_t kk = 0; kk < x.k; ++kk) {
+      const double av = fp8_value(x.a, i * x.k + kk) * x.sfa.data_as<float>()[i * kb + kk / 128];
+      const int64_t brow = g * x.n + j;
+      const double bv = fp8_value(x.b, brow * x.k + kk) *
+                        x.sfb.data_as<float>()[(g * ((x.n + 127) / 128) + j / 128) * kb + kk / 128];
+      ref += av * bv;
+      abs_sum += std::fabs(av * bv);
+    }
+    const double got = static_cast<const tl::bfloat16_t*>(d.data())[i * x.n + j].to_float();
+    const double tol = abs_sum * 2.0 * (128.0 / 16384.0 + double(x.k) / 16777216.0) + std::fabs(ref) / 128.0 + 1e-6;
+    if (!(std::fabs(got - ref) <= tol)) {
+      std::printf("MISMATCH at (%ld, %ld): %g vs reference %g (tolerance %g)\n", long(i), long(j), got, ref, tol);
+      return false;
+    }
+  }
+  return true;
+}
+
+// cuBLASLt FP8 with one scale per tensor: row-major D[M,N] = A[M,K] B[N,K]^T, i.e. column-major
+// D^T = B * A^T in the "TN" form FP8 requires.
+struct LtFp8 {
+  cublasLtHandle_t handle = nullptr;
+  rt::Tensor workspace, scale_one;
+  LtFp8() {
+    check_lt(cublasLtCreate(&handle), "cublasLtCreate");
+    workspace = rt::Tensor::empty({64 << 20}, rt::DType::U8, kGpu);
+    rt::Tensor one = rt::Tensor::empty({1}, rt::DType::F32);
+    one.data_as<float>()[0] = 1.0f;
+    scale_one = one.to(kGpu);
+  }
+  ~LtFp8() { cublasLtDestroy(handle); }
+
+  // Returns false (and says why) when cuBLASLt has no algorithm for the shape.
+  bool run(const rt::Tensor& a, const rt::Tensor& b, rt::Tensor& d, int64_t m, int64_t n, int64_t k, rt::CuStream s) {
+    cublasLtMatmulDesc_t desc;
+    check_lt(cublasLtMatmulDescCreate(&desc, CUBLAS_COMPUTE_32F, CUDA_R_32F), "cublasLtMatmulDescCreate");
+    const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb));
+    const void* sp = scale_one.data();
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &sp, sizeof(sp));
+    cublasLtMatmulDescSetAttribute(desc, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &sp, sizeof(sp));
+    cublasLtMatrixLayout_t la, lb, lc;
+    cublasLtMatrixLayoutCreate(&la, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(n), int64_t(k));
+    cublasLtMatrixLayoutCreate(&lb, CUDA_R_8F_E4M3, uint64_t(k), uint64_t(m), int64_t(k));
+    cublasLtMatrixLayoutCreate(&lc, CUDA_R_16BF, uint64_t(n), uint64_t(m), int64_t(n));
+    cublasLtMatmulPreference_t pref;
+    cublasLtMatmulPreferenceCreate(&pref);
+    const uint64_t ws = uint64_t(workspace.numel());
+    cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    cublasLtMatmulHeuristicResult_t result;
+    int found = 0;
+    cublasLtMatmulAlgoGetHeuristic(handle, desc, la, lb, lc, lc, pref, 1, &result, &found);
+    bool ok = found > 0;
+    if (ok) {
+      const float alpha = 1.0f, beta = 0.0f;
+      check_lt(cublasLtMatmul(handle, desc, &alpha, b.data(), la, a.data(), lb, &beta, d.data(), lc, d.data(), lc,
+                              &result.algo, workspace.data(), ws, reinterpret_cast<cudaStream_t>(s)),
+               "cublasLtMatmul");
+    }
+    cublasLtMatmulPreferenceDestroy(pref);
+    cublasLtMatrixLayoutDestroy(la);
+    cublasLtMatrixLayoutDestroy(lb);
+    cublasLtMatrixLayoutDestroy(lc);
+    cublasLtMatmulDescDestroy(desc);
+    return ok;
+  }
+};
+
+double tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  try {
+    if (rt::cuda_device_count() == 0) {
+      std::printf("bench_gpu_deepgemm: no CUDA device (%s)\n", rt::cuda_unavailable_reason().c_str());
+      return 0;
+    }
+    std::printf("device: %s, %d SMs\n", rt::cuda_device(0).name.c_str(), rt::cuda_device(0).sm_count);
+    rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{3, quick ? 5 : 20, true});
+    std::mt19937_64 gen(20261129);
+    LtFp8 lt;
+    bool all_ok = true;
+
+    struct Case {
+      int64_t m, n, k;
+      double deepgemm_tflops;  // the previous DeepGEMM release on this H200 (0: not published)
+    };
+    std::vector<Case> cases;
+    const int64_t nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
+    const double dg4096[] = {1166, 1332, 1009, 1485, 1447, 1284}, dg128[] = {334, 538, 431, 626, 460, 415};
+    for (int i = 0; i < 6; ++i) cases.push_back({4096, nk[i][0], nk[i][1], dg4096[i]});
+    for (int i = 0; i < 6; ++i) cases.push_back({128, nk[i][0], nk[i][1], dg128[i]});
+    for (int i : {0, 4}) cases.push_back({64, nk[i][0], nk[i][1], 0});
+    cases.push_back({4096, 4096, 4096, 0});
+
+    std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | GB/s | DeepGEMM TFLOPS | ours/DeepGEMM | "
+                "cuBLASLt FP8 per-tensor TFLOPS | ours/cuBLASLt |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
+    for (const Case& c : cases) {
+      Fp8Inputs x{c.m, c.n, c.k, 1, random_fp8(c.m, c.k, gen), random_scales({c.m, c.k / 128}, gen),
+                  random_fp8(c.n, c.k, gen), random_scales({(c.n + 127) / 128, c.k / 128}, gen)};
+      const rt::Tensor a = x.a.to(kGpu), sfa = x.sfa.to(kGpu), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+      rt::Tensor d = rt::Tensor::empty({c.m, c.n}, rt::DType::BF16, kGpu);
+      deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);  // compiles (or loads) the kernel
+      const std::string config = deepgemm::last_config().to_string();
+      const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
+      const bool ok = spot_check(x, d, c.m, 0, gen);
+      all_ok = all_ok && ok;
+      rt::Tensor d_lt = rt::Tensor::empty({c.m, c.n}, rt::DType::BF16, kGpu);
+      double ms_lt = 0;
+      if (lt.run(a, b, d_lt, c.m, c.n, c.k, nullptr))
+        ms_lt = timer.median_ms([&](rt::CuStream s) { lt.run(a, b, d_lt, c.m, c.n, c.k, s); });
+      const double flops = 2.0 * double(c.m) * double(c.n) * double(c.k);
+      const double bytes = double(c.m * c.k + c.n * c.k + 2 * c.m * c.n);
+      const double ours = tflops(flops, ms), peer = ms_lt > 0 ? tflops(flops, ms_lt) : 0;
+      std::printf("| fp8 nt%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %s | %s | %.0f | %s |\n", ok ? "" : " MISMATCH",
+                  long(c.m), long(c.n), long(c.k), config.substr(config.find("->") + 3).c_str(), ms, ours,
+                  bytes / (ms * 1e-3) / 1e9, c.deepgemm_tflops > 0 ? rt::str(c.deepgemm_tflops).c_str() : "-",
+                  c.deepgemm_tflops > 0 ? rt::str(ours / c.deepgemm_tflops).substr(0, 4).c_str() : "-", peer,
+                  peer > 0 ? rt::str(ours / peer).substr(0, 4).c_str() : "-");
+      std::fflush(stdout);
+    }
+
+    // Grouped: contiguous (4 experts x 8192 rows) and masked (1 group of 1024 valid rows), N,K = 4096,7168.
+    {
+      const int64_t g = 4, rows = 8192, n = 4096, k = 7168;
+      Fp8Inputs x{g * rows, n, k, g, random_fp8(g * rows, k, gen), random_scales({g * rows, k / 128}, gen),
+                  random_fp8(g * n, k, gen), random_scales({g * ((n + 127) / 128), k / 128}, gen)};
+      const rt::Tensor a = x.a.to(kGpu), sfa = x.sfa.to(kGpu);
+      const rt::Tensor b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+      auto as3 = [](const rt::Tensor& t, const rt::Shape& s) {
+        return rt::Tensor::wrap(t.data(), s, t.dtype(), t.device(), {}, t.storage());
+      };
+      const rt::Tensor b3 = as3(b, {g, n, k}), sfb3 = as3(sfb, {g, (n + 127) / 128, k / 128});
+      rt::Tensor idx = rt::Tensor::empty({g * rows}, rt::DType::I32);
+      for (int64_t r = 0; r < g * rows; ++r) idx.data_as<int32_t>()[r] = int32_t(r / rows);
+      const rt::Tensor m_indices = idx.to(kGpu);
+      rt::Tensor d = rt::Tensor::empty({g * rows, n}, rt::DType::BF16, kGpu);
+      deepgemm::m_grouped_fp8_gemm_nt_contiguous(a, sfa, b3, sfb3, d, m_indices);
+      const std::string config = deepgemm::last_config().to_string();
+      const double ms =
+          timer.median_ms([&](rt::CuStream) { deepgemm::m_grouped_fp8_gemm_nt_contiguous(a, sfa, b3, sfb3, d, m_indices); });
+      const bool ok = spot_check(x, d, g * rows, rows, gen);
+      all_ok = all_ok && ok;
+      const double ours = tflops(2.0 * double(g * rows) * n * k, ms);
+      std::printf("| grouped contiguous%s | %ldx%ld | %ld | %ld | %s | %.3f | %.0f | - | 1374 | %s | - | - |\n",
+                  ok ? "" : " MISMATCH", long(g), long(rows), long(n), long(k),
+                  config.substr(config.find("->") + 3).c_str(), ms, ours, rt::str(ours / 1374).substr(0, 4).c_str());
+
+      // Masked: one group of A's first 1024 rows against expert 0.
+      const int64_t max_m = 1024;
+      const rt::Tensor a1 = as3(a, {g * rows, k});
+      const rt::Tensor am = rt::Tensor::wrap(a1.data(), {1, max_m, k}, rt::DType::F8E4M3, kGpu, {}, a.storage());
+      const rt::Tensor sfam = rt::Tensor::wrap(sfa.data(), {1, max_m, k / 128}, rt::DType::F32, kGpu, {}, sfa.storage());
+      const rt::Tensor bm = rt::Tensor::wrap(b.data(), {1, n, k}, rt::DType::F8E4M3, kGpu, {}, b.storage());
+      const rt::Tensor sfbm =
+          rt::Tensor::wrap(sfb.data(), {1, (n + 127) / 128, k / 128}, rt::DType::F32, kGpu, {}, sfb.storage());
+      rt::Tensor cnt = rt::Tensor::empty({1}, rt::DType::I32);
+      cnt.data_as<int32_t>()[0] = int32_t(max_m);
+      const rt::Tensor masked_m = cnt.to(kGpu);
+      rt::Tensor dm = rt::Tensor::empty({1, max_m, n}, rt::DType::BF16, kGpu);
+      deepgemm::m_grouped_fp8_gemm_nt_masked(am, sfam, bm, sfbm, dm, masked_m, max_m);
+      const std::string mconfig = deepgemm::last_config().to_string();
+      const double mms =
+          timer.median_ms([&](rt::CuStream) { deepgemm::m_grouped_fp8_gemm_nt_masked(am, sfam, bm, sfbm, dm, masked_m, max_m); });
+      const rt::Tensor dm2 = rt::Tensor::wrap(dm.data(), {max_m, n}, rt::DType::BF16, kGpu, {}, dm.storage());
+      const bool mok = spot_check(x, dm2, max_m, 0, gen);
+      all_ok = all_ok && mok;
+      const double mours = tflops(2.0 * double(max_m) * n * k, mms);
+      std::printf("| grouped masked%s | 1x%ld | %ld | %ld | %s | %.3f | %.0f | - | 1053 | %s | - | - |\n",
+                  mok ? "" : " MISMATCH", long(max_m), long(n), long(k), mconfig.substr(mconfig.find("->") + 3).c_str(),
+                  mms, mours, rt::str(mours / 1053).substr(0, 4).c_str());
+    }
+
+    // BF16 beside cublasGemmEx (row-major D = A B^T through column-major D^T = B A^T).
+    {
+      cublasHandle_t h;
+      check_lt(cublasCreate(&h), "cublasCreate");
+      std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | cuBLAS TFLOPS | ours/cuBLAS |\n|---|---|---|---|---|---|---|---|---|\n");
+      const int64_t shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 2112, 7168}, {4096, 7168, 2048}};
+      for (const auto& s : shapes) {
+        const int64_t m = s[0], n = s[1], k = s[2];
+        rt::Tensor ah = rt::Tensor::empty({m, k}, rt::DType::BF16), bh = rt::Tensor::empty({n, k}, rt::DType::BF16);
+        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+        for (int64_t i = 0; i < m * k; ++i) static_cast<tl::bfloat16_t*>(ah.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
+        for (int64_t i = 0; i < n * k; ++i) static_cast<tl::bfloat16_t*>(bh.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
+        const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu);
+        rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu), d_ref = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+        deepgemm::bf16_gemm_nt(a, b, d);
+        const std::string config = deepgemm::last_config().to_string();
+        const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::bf16_gemm_nt(a, b, d); });
+        const float alpha = 1.0f, beta = 0.0f;
+        auto blas = [&] {
+          check_lt(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b.data(), CUDA_R_16BF, int(k),
+                                a.data(), CUDA_R_16BF, int(k), &beta, d_ref.data(), CUDA_R_16BF, int(n), CUBLAS_COMPUTE_32F,
+                                CUBLAS_GEMM_DEFAULT),
+                   "cublasGemmEx");
+        };
+        blas();
+        const double ms_blas = timer.median_ms([&](rt::CuStream) { blas(); });
+        // Compare with cuBLAS's output: relative error of the whole result.
+        const rt::Tensor dh = d.to(rt::Device::cpu()), rh = d_ref.to(rt::Device::cpu());
+        double num = 0, den = 0;
+        for (int64_t i = 0; i < m * n; ++i) {
+          const double x = static_cast<const tl::bfloat16_t*>(dh.data())[i].to_float();
+          const double y = static_cast<const tl::bfloat16_t*>(rh.data())[i].to_float();
+          num += (x - y) * (x - y);
+          den += y * y;
+        }
+        const bool ok = std::sqrt(num / den) < 1e-2;
+        all_ok = all_ok && ok;
+        const double flops = 2.0 * double(m) * double(n) * double(k);
+        std::printf("| bf16 nt%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.2f |\n", ok ? "" : " MISMATCH", long(m),
+                    long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms, tflops(flops, ms),
+                    tflops(flops, ms_blas), ms_blas / ms);
+        std::fflush(stdout);
+      }
+      cublasDestroy(h);
+    }
+    return all_ok ? 0 : 1;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_gpu_deepgemm: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,49 @@
+// The operand preparation kernel of the GPU path: a contiguous copy of a strided 3-D view, with an
+// element conversion. The GEMM kernel (sm90_gemm.cuh) reads A and B K-major through TMA (FP8 wgmma
+// has no transposed operands) and FP32 scale factors; operands given MN-major (the nn/tn/tt
+// layouts) and UE8M0 scales go through this copy first.
+//
+//   out[(g * rows + r) * cols + c] = TOut(in[g * s_g + r * s_r + c * s_c])
+//
+// Launch: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32), groups). Each block moves a 32 x 32
+// tile through shared memory, so both the strided read (along whichever of r and c is contiguous
+// in the source) and the contiguous write are coalesced.
+#pragma once
+
+#include "tl/device/cuda/arch.h"
+
+namespace deepgemm::kernels {
+
+template <class TIn, class TOut>
+__device__ __forceinline__ TOut layout_convert(TIn x) {
+  if constexpr (tl::cuda::is_same_v<TIn, TOut>) {
+    return x;
+  } else {
+    return TOut(x.to_float());  // ue8m0_t -> float: the power of two
+  }
+}
+
+template <class TIn, class TOut>
+__device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOut* __restrict__ out, int rows,
+                                                 int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c) {
+  __shared__ TOut tile[32][33];  // [c - c0][r - r0]; the padding column avoids bank conflicts
+  const int g = int(blockIdx.z), r0 = int(blockIdx.y) * 32, c0 = int(blockIdx.x) * 32;
+  const int tx = int(threadIdx.x), ty = int(threadIdx.y);
+  const TIn* src = in + g * s_g;
+  const bool rows_contiguous = s_r == 1 && s_c != 1;  // lanes walk r when the source is contiguous along r
+#pragma unroll
+  for (int i = 0; i < 32; i += 8) {
+    const int lr = rows_contiguous ? tx : ty + i, lc = rows_contiguous ? ty + i : tx;
+    const int r = r0 + lr, c = c0 + lc;
+    if (r < rows && c < cols) tile[lc][lr] = layout_convert<TIn, TOut>(src[r * s_r + c * s_c]);
+  }
+  __syncthreads();
+  TOut* dst = out + tl::int64_t(g) * rows * cols;
+#pragma unroll
+  for (int i = 0; i < 32; i += 8) {
+    const int r = r0 + ty + i, c = c0 + tx;
+    if (r < rows && c < cols) dst[tl::int64_t(r) * cols + c] = tile[tx][ty + i];
+  }
+}
+
+}  // namespace deepgemm::kernels

@@ -1,0 +1,357 @@
+// DeepGEMM's Hopper kernel (sm_90a): D = [C +] A B^T for FP8 with fine-grained scaling and for BF16,
+// one GEMM or M-grouped (contiguous or masked), compiled at run time by deepgemm/src/gpu.cc for one
+// configuration (Sm90GemmConfig) and launched with the run-time arguments of Sm90GemmParams.
+//
+//   A  [M, K] (masked: [G, max_M, K]), K-major, e4m3 or bfloat16, through a 3-D TMA map {K, rows, G}
+//   B  [N, K] (grouped: [G, N, K]),    K-major, same type,         through a 3-D TMA map {K, N, G}
+//   D  [M, N] (masked: [G, max_M, N]), bfloat16 (TMA store when BLOCK_N % 64 == 0) or float
+//   FP8 scales: sfa one per row of A and 128 of K, sfb one per 128 x 128 block of B (FP32)
+//
+// Design (the same skeleton as tl/device/cuda/gemm_sm90.h, whose epilogues it reuses):
+// - Persistent: one CTA per SM walks the output tiles in grouped raster order; a masked GEMM walks
+//   group after group and skips the tiles past each group's valid rows (read on the device, so
+//   the launch needs no host sync and can sit in a CUDA graph).
+// - Warpgroup 0 produces: one thread issues the TMA loads of the A and B tiles (128-byte swizzle,
+//   BLOCK_K = one 128-byte row: 128 FP8 or 64 BF16 elements) into a kStages ring; for FP8 one more
+//   warp copies the stage's scale factors with cp.async (any scale strides: K-major or MN-major
+//   sfa) and reports them on the same full barrier (cp.async.mbarrier.arrive.noinc), so a stage is
+//   full when its tiles and its scales have landed.
+// - One or two consumer warpgroups (BLOCK_M = 64 or 128), each owning 64 rows x BLOCK_N columns.
+//   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
+//   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
+//   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
+//   128-deep scale block. BF16: wgmma k16 accumulates in place, one group in flight across k-blocks.
+// - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
+//   of a contiguous grouped GEMM (m_indices -1) are written as zeros; rows past a masked group's
+//   count are not written.
+#pragma once
+
+#include "deepgemm/kernels/sm90_params.h"
+#include "tl/device/cuda/arch.h"
+#include "tl/device/cuda/convert.h"
+#include "tl/device/cuda/cp_async.h"
+#include "tl/device/cuda/gemm_sm90.h"
+#include "tl/device/cuda/mbarrier.h"
+#include "tl/device/cuda/tile_scheduler.h"
+#include "tl/device/cuda/tma.h"
+#include "tl/device/cuda/wgmma.h"
+
+namespace deepgemm::kernels {
+
+using tl::bfloat16_t;
+using tl::cuda::is_same_v;
+
+enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked = 2 };
+
+// kTmaStore_: the epilogue goes through shared memory and TMA stores (bfloat16 D, BLOCK_N a multiple
+// of 64, D 16-byte aligned with 16-byte row and group strides); otherwise every thread stores its
+// fragment directly.
+template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
+          bool kTmaStore_>
+struct Sm90GemmConfig {
+  static constexpr bool kFp8 = kFp8_;
+  using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
+  static constexpr int kBlockM = kBlockM_;
+  static constexpr int kBlockN = kBlockN_;
+  static constexpr int kStages = kStages_;
+  static constexpr int kGrouping = kGrouping_;
+  static constexpr bool kHasC = kHasC_;
+
+  static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
+  static constexpr int kNumConsumers = kBlockM / 64;
+  static constexpr int kMmaM = 1;  // m64 rows per consumer
+  static constexpr int kConsumerRows = 64;
+  static constexpr int kThreads = 128 * (1 + kNumConsumers);
+  static constexpr bool kTmaStore = kTmaStore_;
+
+  static constexpr int kStageBytesA = kBlockM * 128;
+  static constexpr int kStageBytesB = kBlockN * 128;
+  // Scales of one stage: BLOCK_M of A, then the (at most) two 128-row blocks of B the tile touches.
+  static constexpr int kStageBytesSf = kFp8 ? (kBlockM + 4) * 4 : 0;
+  static constexpr int kBoxC = 64;
+  static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
+  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kSmemBytes =
+      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf) + kEpilogueBytes + kBarrierBytes + 1024;
+
+  static constexpr int kProducerRegs = 40;
+  static constexpr int kConsumerRegs = kNumConsumers == 2 ? 232 : 240;
+
+  static_assert(is_same_v<TC, bfloat16_t> || is_same_v<TC, float>, "output: bfloat16 or float");
+  static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M: 64 (one consumer) or 128 (two)");
+  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
+  static_assert(!kFp8 || kBlockN <= 192, "FP8 keeps two accumulator sets: BLOCK_N <= 192");
+  // Tiles start at multiples of BLOCK_N, so n0 % 128 reaches 128 - gcd(BLOCK_N, 128).
+  static constexpr int gcd128(int a) { return a % 128 == 0 ? 128 : (a % 64 == 0 ? 64 : (a % 32 == 0 ? 32 : 16)); }
+  static_assert(!kFp8 || kBlockN + 128 - gcd128(kBlockN) <= 256,
+                "a tile's columns must span at most two 128-row blocks of B's scales");
+  static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
+                "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
+  static_assert(kStages >= 2, "at least two stages");
+  static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
+};
+
+// Where one output tile lies. `group`: of A, D and A's scales (masked: the tile's group, else 0);
+// `b_group`: of B (grouped: the tile's expert); `row_limit`: rows of A/D at or past it are not valid
+// (masked: the group's count; otherwise M); `compute`: false for the padding blocks of a contiguous
+// grouped GEMM (written as zeros without a mainloop).
+struct Sm90Tile {
+  int group, b_group, m0, n0, row_limit;
+  bool compute;
+};
+
+template <class Cfg>
+struct Sm90Tiles {
+  tl::cuda::GroupedTileScheduler sched;
+  int per_group;  // tiles of one group
+  int total;
+
+  TL_DEVICE static Sm90Tiles make(const Sm90GemmParams& p) {
+    Sm90Tiles t;
+    t.sched = tl::cuda::GroupedTileScheduler::make(p.m, p.n, Cfg::kBlockM, Cfg::kBlockN, p.raster_group);
+    t.per_group = t.sched.num_tiles();
+    t.total = Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group;
+    return t;
+  }
+
+  // Tile `index` in [0, total); false when it has nothing to write (past a masked group's rows).
+  TL_DEVICE bool get(const Sm90GemmParams& p, int index, Sm90Tile& tile) const {
+    const int g = Cfg::kGrouping == kGroupMMasked ? index / per_group : 0;
+    int m_block, n_block;
+    sched.get(index - g * per_group, m_block, n_block);
+    tile.m0 = m_block * Cfg::kBlockM;
+    tile.n0 = n_block * Cfg::kBlockN;
+    tile.group = g;
+    tile.b_group = g;
+    tile.row_limit = p.m;
+    tile.compute = true;
+    if constexpr (Cfg::kGrouping == kGroupMMasked) {
+      const int valid = __ldg(p.masked_m + g);
+      tile.row_limit = valid < p.m ? valid : p.m;
+      return tile.m0 < tile.row_limit;
+    } else if constexpr (Cfg::kGrouping == kGroupMContiguous) {
+      // Each group's segment starts on a 128-row boundary, so the block's first row names its group.
+      tile.b_group = __ldg(p.m_indices + tile.m0);
+      tile.compute = tile.b_group >= 0;
+    }
+    return true;
+  }
+};
+
+template <class Cfg>
+__device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tma_a,
+                                               const tl::cuda::TmaDescriptor& tma_b,
+                                               const tl::cuda::TmaDescriptor& tma_d, const Sm90GemmParams& p) {
+#if defined(TL_CUDA_SM90A)
+  using namespace tl::cuda;
+  using TC = typename Cfg::TC;
+  constexpr int kStages = Cfg::kStages;
+  constexpr int kBlockM = Cfg::kBlockM, kBlockN = Cfg::kBlockN, kBlockK = Cfg::kBlockK;
+
+  extern __shared__ __align__(1024) uint8_t dg_dynamic_smem[];
+  // 1024-byte alignment: the 128-byte swizzle pattern of TMA and wgmma repeats every 1024 bytes.
+  const uint32_t raw = smem_addr(dg_dynamic_smem);
+  uint8_t* smem = dg_dynamic_smem + ((1024u - (raw & 1023u)) & 1023u);
+  uint8_t* smem_a = smem;                                      // [kStages][BLOCK_M][128 B]
+  uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][BLOCK_N][128 B]
+  uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
+  float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M + 4]
+  auto* bars = reinterpret_cast<mbarrier_t*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
+  const TmaPipeline<kStages> pipe{bars, bars + kStages};
+  constexpr int kSfStride = Cfg::kStageBytesSf / 4;
+
+  const int wg = warpgroup_idx();
+  if (threadIdx.x == 0) {
+    // FP8: a stage fills with the TMA thread's arrival and one per lane of the scale warp.
+    pipe.init(Cfg::kNumConsumers * 4, Cfg::kFp8 ? 1 + 32 : 1);
+    fence_barrier_init();
+  } else if (threadIdx.x == 32) {
+    tma_prefetch_descriptor(&tma_a);
+    tma_prefetch_descriptor(&tma_b);
+    if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_d);
+  }
+  __syncthreads();
+
+  const Sm90Tiles<Cfg> tiles = Sm90Tiles<Cfg>::make(p);
+  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
+
+  if (wg == 0) {
+    // ---------------------------------------------------------------- producer warpgroup
+    setmaxnreg_dec<Cfg::kProducerRegs>();
+    const int warp = warp_idx_in_warpgroup();
+    if (warp == 0 && elect_one_sync()) {
+      PipelineState<kStages> st;
+      for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
+        Sm90Tile tile;
+        if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          pipe.producer_acquire(st);
+          mbarrier_t* full = pipe.full_barrier(st);
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB));
+          tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
+          tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
+          st.advance();
+        }
+      }
+    } else if (Cfg::kFp8 && warp == 1) {
+      // The scale warp: BLOCK_M scales of A and two of B per stage, zero past the valid rows.
+      const int lane = lane_idx();
+      PipelineState<kStages> st;
+      for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
+        Sm90Tile tile;
+        if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        const float* sfa = p.sfa + tile.group * p.sfa_sg;
+        const float* sfb = p.sfb + tile.b_group * p.sfb_sg;
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          pipe.producer_acquire(st);
+          float* dst = smem_sf + st.index * kSfStride;
+#pragma unroll
+          for (int i = lane; i < kBlockM; i += 32) {
+            const int row = tile.m0 + i;
+            const bool ok = row < tile.row_limit;
+            cp_async_4(dst + i, ok ? sfa + row * p.sfa_sr + kb * p.sfa_sc : p.sfa, ok);
+          }
+          if (lane < 2) {
+            const int row = tile.n0 / 128 + lane;
+            const bool ok = row < p.sfb_rows;
+            cp_async_4(dst + kBlockM + lane, ok ? sfb + row * p.sfb_sr + kb * p.sfb_sc : p.sfb, ok);
+          }
+          cp_async_mbarrier_arrive_noinc(pipe.full_barrier(st));
+          st.advance();
+        }
+      }
+    }
+  } else {
+    // ---------------------------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<Cfg::kConsumerRegs>();
+    const int consumer = wg - 1;
+    const int warp = warp_idx_in_warpgroup();
+    const int lane = lane_idx();
+    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * 64 * 128);
+    const uint64_t desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
+    // This thread's rows inside the tile (r0 and r0 + 8) and first column (fragment layout in wgmma.h).
+    const int r0 = consumer * 64 + 16 * warp + lane / 4;
+    const int c0 = 2 * (lane % 4);
+    const bool vec_ok = p.d_sr % 2 == 0 && reinterpret_cast<uint64_t>(p.d) % (2 * sizeof(TC)) == 0;
+
+    float acc[1][kBlockN / 2];
+    [[maybe_unused]] float part[kBlockN / 2];
+    PipelineState<kStages> st;
+    uint32_t boxes_done = 0;
+    for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
+      Sm90Tile tile;
+      if (!tiles.get(p, t, tile)) continue;
+
+      if constexpr (Cfg::kHasC) {
+        const float* cg = p.c + tile.group * p.c_sg;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int row = tile.m0 + r0 + 8 * (q / 2), col = tile.n0 + 8 * j + c0 + q % 2;
+            acc[0][4 * j + q] = row < tile.row_limit && col < p.n ? cg[int64_t(row) * p.c_sr + col] : 0.0f;
+          }
+        }
+      } else {
+#pragma unroll
+        for (int i = 0; i < kBlockN / 2; ++i) acc[0][i] = 0.0f;
+      }
+      fence_accumulators(acc[0]);
+
+      if (tile.compute) {
+        uint32_t prev_stage = 0;
+        for (int kb = 0; kb < num_k_blocks; ++kb) {
+          pipe.consumer_wait(st);
+          const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
+          const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
+          if constexpr (Cfg::kFp8) {
+            const float* sf = smem_sf + st.index * kSfStride;
+            const float sa0 = sf[r0], sa1 = sf[r0 + 8], sb0 = sf[kBlockM], sb1 = sf[kBlockM + 1];
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+              wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, uint32_t(k * 32)), smem_desc_add(db, uint32_t(k * 32)),
+                                           part, k > 0);
+            wgmma_commit_group();
+            wgmma_wait_group<0>();
+            fence_accumulators(part);
+            if (lane == 0) pipe.consumer_release(st.index);
+            // Promotion. Columns before `split` use the scale of the 128-block of B that holds n0.
+            const int split = 128 - (tile.n0 & 127);
+            const float s00 = sa0 * sb0, s01 = sa0 * sb1, s10 = sa1 * sb0, s11 = sa1 * sb1;
+#pragma unroll
+            for (int j = 0; j < kBlockN / 8; ++j) {
+              const bool first = 8 * j < split;
+              const float lo = first ? s00 : s01, hi = first ? s10 : s11;
+              acc[0][4 * j + 0] = fmaf(part[4 * j + 0], lo, acc[0][4 * j + 0]);
+              acc[0][4 * j + 1] = fmaf(part[4 * j + 1], lo, acc[0][4 * j + 1]);
+              acc[0][4 * j + 2] = fmaf(part[4 * j + 2], hi, acc[0][4 * j + 2]);
+              acc[0][4 * j + 3] = fmaf(part[4 * j + 3], hi, acc[0][4 * j + 3]);
+            }
+          } else {
+            wgmma_fence();
+#pragma unroll
+            for (int k = 0; k < 4; ++k)
+              wgmma_m64k16_ss<bfloat16_t, kBlockN, false>(smem_desc_add(da, uint32_t(k * 32)),
+                                                          smem_desc_add(db, uint32_t(k * 32)), acc[0]);
+            wgmma_commit_group();
+            // The group of the previous k-block has completed: its stage can be refilled.
+            wgmma_wait_group<1>();
+            if (kb > 0 && lane == 0) pipe.consumer_release(prev_stage);
+            prev_stage = st.index;
+          }
+          st.advance();
+        }
+        if constexpr (!Cfg::kFp8) {
+          wgmma_wait_group<0>();
+          if (num_k_blocks > 0 && lane == 0) pipe.consumer_release(prev_stage);
+        }
+        fence_accumulators(acc[0]);
+      }
+
+      if constexpr (Cfg::kGrouping == kGroupMContiguous) {
+        // Padding rows (index -1) inside a group's last block come out as zeros.
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int row = tile.m0 + r0 + 8 * h;
+          if (row < p.m && __ldg(p.m_indices + row) < 0) {
+#pragma unroll
+            for (int j = 0; j < kBlockN / 8; ++j) acc[0][4 * j + 2 * h] = acc[0][4 * j + 2 * h + 1] = 0.0f;
+          }
+        }
+      }
+
+      // A masked group's last block may end inside the tile: those rows must stay untouched, which
+      // the TMA store (it clips only at max_M) cannot promise, so such tiles store directly.
+      bool via_tma = Cfg::kTmaStore && (Cfg::kGrouping != kGroupMMasked || tile.m0 + kBlockM <= tile.row_limit);
+      if constexpr (Cfg::kTmaStore) {
+        if (via_tma)
+          tl::cuda::detail::gemm_sm90_store_tma<Cfg>(acc, &tma_d, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer,
+                                                     tile.row_limit, p.n, tile.m0 + consumer * 64, tile.n0,
+                                                     boxes_done, tile.group);
+      }
+      if (!via_tma) {
+        TC* d = static_cast<TC*>(p.d) + tile.group * p.d_sg;
+        const bool full_tile = tile.m0 + kBlockM <= tile.row_limit && tile.n0 + kBlockN <= p.n;
+        tl::cuda::detail::gemm_sm90_store_direct<Cfg>(acc, d, tile.row_limit, p.n, p.d_sr, tile.m0 + r0,
+                                                      tile.n0 + c0, full_tile, vec_ok);
+      }
+    }
+    // Shared memory must outlive the TMA stores that read it.
+    if constexpr (Cfg::kTmaStore) {
+      if (thread_idx_in_warpgroup() == 0) tma_store_wait<0>();
+    }
+  }
+#else
+#if defined(__CUDA_ARCH__)
+  __trap();  // the kernels need sm_90a; gpu.cc compiles them for nothing else
+#endif
+  (void)tma_a;
+  (void)tma_b;
+  (void)tma_d;
+  (void)p;
+#endif
+}
+
+}  // namespace deepgemm::kernels

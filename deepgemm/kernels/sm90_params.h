@@ -1,0 +1,39 @@
+// The run-time arguments of DeepGEMM's Hopper kernel (sm90_gemm.cuh), shared by the host code that
+// fills them (deepgemm/src/gpu.cc) and the device code that reads them: one struct passed by value
+// as a __grid_constant__ kernel parameter, so host and device must see the same layout (plain
+// fixed-width fields, no padding surprises: 8-byte fields first).
+#pragma once
+
+#include "tl/device/numeric.h"
+
+namespace deepgemm::kernels {
+
+using tl::int32_t;
+using tl::int64_t;
+using tl::uint32_t;
+using tl::uint64_t;
+using tl::uint8_t;
+
+struct Sm90GemmParams {
+  // Scale factors (FP8 only): element (g, r, kb) at ptr[g * s_g + r * s_r + kb * s_c], in floats.
+  // sfa: one per row of A and 128 of K; sfb: one per 128 rows of B (N) and 128 of K.
+  const float* sfa;
+  const float* sfb;
+  // D for the direct (non-TMA) epilogue, element (g, r, c) at d[g * d_sg + r * d_sr + c].
+  void* d;
+  // C (FP32 output only; may be d itself): D = C + A B^T; element (g, r, c) at c[g * c_sg + r * c_sr + c].
+  const float* c;
+  const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
+  const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
+  int64_t sfa_sg, sfa_sr, sfa_sc;
+  int64_t sfb_sg, sfb_sr, sfb_sc;
+  int64_t d_sg, d_sr;
+  int64_t c_sg, c_sr;
+  int32_t m;           // rows of D: all groups (none, contiguous), or max_M per group (masked)
+  int32_t n, k;
+  int32_t num_groups;  // groups of B (and of A/D when masked)
+  int32_t sfb_rows;    // ceil(N / 128)
+  int32_t raster_group;
+};
+
+}  // namespace deepgemm::kernels

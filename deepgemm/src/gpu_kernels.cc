@@ -1,0 +1,81 @@
+#include "gpu_kernels.h"
+
+#include <map>
+#include <mutex>
+#include <utility>
+
+#include "rt/cuda_device.h"
+#include "rt/error.h"
+#include "rt/nvrtc.h"
+
+const rt::EmbeddedFile* deepgemm_kernels_embedded_files(std::size_t* count);
+const rt::EmbeddedFile* deepgemm_device_embedded_files(std::size_t* count);
+
+namespace deepgemm::detail {
+namespace {
+
+const char* device_type_name(rt::DType dtype) {
+  switch (dtype) {
+    case rt::DType::F8E4M3: return "tl::float8_e4m3_t";
+    case rt::DType::BF16: return "tl::bfloat16_t";
+    case rt::DType::F32: return "float";
+    case rt::DType::UE8M0: return "tl::ue8m0_t";
+    default: RT_UNREACHABLE("deepgemm gpu: no device type for ", rt::name(dtype));
+  }
+}
+
+}  // namespace
+
+std::string sm90_gemm_source(const Sm90KernelSpec& s) {
+  const std::string config = rt::str("deepgemm::kernels::Sm90GemmConfig<", s.fp8 ? "true" : "false", ", ",
+                                     device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
+                                     s.grouping, ", ", s.has_c ? "true" : "false", ", ",
+                                     s.tma_store ? "true" : "false", ">");
+  return rt::str(
+      "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
+      "using Cfg = ", config, ";\n"
+      "static_assert(Cfg::kSmemBytes == ", s.smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
+      "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) ", kSm90GemmKernel, "(\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
+      "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n"
+      "  deepgemm::kernels::sm90_gemm_body<Cfg>(a, b, d, p);\n}\n");
+}
+
+std::string layout_copy_source(rt::DType in, rt::DType out) {
+  return rt::str("#include \"deepgemm/kernels/layout_copy.cuh\"\n"
+                 "extern \"C\" __global__ void __launch_bounds__(256) ", kLayoutCopyKernel, "(const ",
+                 device_type_name(in), "* in, ", device_type_name(out),
+                 "* out, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c) {\n"
+                 "  deepgemm::kernels::layout_copy_body(in, out, rows, cols, s_g, s_r, s_c);\n}\n");
+}
+
+const std::vector<rt::EmbeddedFile>& kernel_headers() {
+  static const std::vector<rt::EmbeddedFile> headers = [] {
+    std::vector<rt::EmbeddedFile> all;
+    for (auto* table : {&deepgemm_kernels_embedded_files, &deepgemm_device_embedded_files}) {
+      size_t n = 0;
+      const rt::EmbeddedFile* files = table(&n);
+      all.insert(all.end(), files, files + n);
+    }
+    return all;
+  }();
+  return headers;
+}
+
+rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device) {
+  static std::mutex mutex;
+  static std::map<std::pair<int, std::string>, rt::CudaKernel> loaded;
+  std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(device, source);
+  auto it = loaded.find(key);
+  if (it != loaded.end()) return it->second;
+  rt::NvrtcOptions options;
+  options.arch = rt::cuda_device(device).arch_name();
+  const rt::NvrtcResult compiled = rt::compile_cuda(source, name + ".cu", kernel_headers(), options);
+  rt::CudaKernel kernel = rt::CudaModule::load(compiled, name, device).function(name);
+  loaded.emplace(key, kernel);
+  return kernel;
+}
+
+}  // namespace deepgemm::detail

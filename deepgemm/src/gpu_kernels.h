@@ -1,0 +1,41 @@
+// The GPU kernels' sources and their JIT: what gpu.cc launches, generated for one configuration and
+// compiled by NVRTC for the device (rt::compile_cuda's disk cache, plus an in-process table of
+// loaded kernels), with our headers carried inside the library.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "rt/cuda_module.h"
+#include "rt/dtype.h"
+#include "rt/embedded_file.h"
+
+namespace deepgemm::detail {
+
+// One instance of kernels/sm90_gemm.cuh (the template arguments of Sm90GemmConfig).
+struct Sm90KernelSpec {
+  bool fp8 = true;                  // e4m3 inputs with scales; else bfloat16
+  rt::DType out = rt::DType::BF16;  // D: BF16 or F32
+  int block_m = 128, block_n = 128, stages = 4;
+  int grouping = 0;  // kernels::Sm90Grouping: 0 none, 1 M-contiguous, 2 M-masked
+  bool has_c = false;
+  bool tma_store = false;
+  int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
+};
+
+inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
+inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
+
+// extern "C" kSm90GemmKernel(TmaDescriptor a, b, d, Sm90GemmParams p) for `spec`.
+std::string sm90_gemm_source(const Sm90KernelSpec& spec);
+// extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c).
+std::string layout_copy_source(rt::DType in, rt::DType out);
+
+// Our kernel headers and the device primitives, as NVRTC's in-memory include files.
+const std::vector<rt::EmbeddedFile>& kernel_headers();
+
+// The extern "C" kernel `name` of `source`, compiled for CUDA device `device` once per process.
+rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device);
+
+}  // namespace deepgemm::detail

@@ -1,0 +1,106 @@
+// The GPU kernels through NVRTC for sm_90a without a GPU (CI): every grouping, output and input kind
+// of kernels/sm90_gemm.cuh compiles, the host's shared-memory count agrees with the kernel's (the
+// generated source asserts it), and the PTX holds the tensor-core instructions it is meant to.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gpu_kernels.h"
+#include "heuristics.h"
+#include "rt/nvrtc.h"
+
+namespace {
+
+using deepgemm::detail::Sm90KernelSpec;
+
+std::string compile_ptx(const std::string& source, const std::string& name) {
+  rt::NvrtcOptions options;
+  options.arch = "sm_90a";
+  return rt::compile_cuda(source, name + ".cu", deepgemm::detail::kernel_headers(), options).ptx;
+}
+
+Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store) {
+  Sm90KernelSpec s;
+  s.fp8 = fp8;
+  s.out = out;
+  s.block_m = bm;
+  s.block_n = bn;
+  s.stages = stages;
+  s.grouping = grouping;
+  s.has_c = has_c;
+  s.tma_store = tma_store;
+  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store, out == rt::DType::BF16 ? 2 : 4);
+  return s;
+}
+
+TEST(GpuCompile, Sm90GemmVariants) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  struct Case {
+    Sm90KernelSpec s;
+    const char* wgmma;  // expected in the PTX
+  };
+  const Case cases[] = {
+      {spec(true, rt::DType::BF16, 128, 128, 5, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 128, 112, 4, 0, true, false), "wgmma.mma_async.sync.aligned.m64n112k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 64, 160, 6, 1, false, false), "wgmma.mma_async.sync.aligned.m64n160k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 128, 192, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3"},
+      {spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"},
+      {spec(false, rt::DType::F32, 64, 96, 4, 2, true, false), "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16"},
+  };
+  for (const Case& c : cases) {
+    const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);
+    EXPECT_NE(ptx.find(c.wgmma), std::string::npos) << c.wgmma;
+    EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d"), std::string::npos);
+    if (c.s.fp8) {
+      EXPECT_NE(ptx.find("cp.async.mbarrier.arrive.noinc"), std::string::npos);
+    }
+    if (c.s.tma_store) {
+      EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d.global.shared::cta"), std::string::npos);
+    }
+  }
+}
+
+TEST(GpuCompile, HostAndKernelAgreeOnSharedMemory) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  Sm90KernelSpec s = spec(true, rt::DType::BF16, 128, 128, 4, 0, false, true);
+  s.smem_bytes += 16;  // a host count that drifted from the kernel's must not compile
+  try {
+    compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
+    ADD_FAILURE() << "a wrong shared-memory count compiled";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("host and kernel disagree on shared memory"), std::string::npos) << e.what();
+  }
+}
+
+TEST(GpuCompile, LayoutCopies) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  for (auto [in, out] : {std::pair{rt::DType::F8E4M3, rt::DType::F8E4M3}, std::pair{rt::DType::BF16, rt::DType::BF16},
+                         std::pair{rt::DType::UE8M0, rt::DType::F32}}) {
+    const std::string ptx =
+        compile_ptx(deepgemm::detail::layout_copy_source(in, out), deepgemm::detail::kLayoutCopyKernel);
+    EXPECT_NE(ptx.find(deepgemm::detail::kLayoutCopyKernel), std::string::npos) << rt::name(in);
+  }
+}
+
+TEST(GpuCompile, BlockingFitsTheDevice) {
+  // H200-like: 132 SMs, 227 KiB of shared memory per block.
+  const int64_t smem = 232448;
+  for (bool fp8 : {true, false}) {
+    for (int64_t m : {64, 128, 4096}) {
+      for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}}) {
+        const auto b = deepgemm::detail::choose_gpu_blocking(fp8, m, n, k, 1, 2, true, 132, smem);
+        EXPECT_LE(b.smem_bytes, smem);
+        EXPECT_GE(b.stages, 2);
+        EXPECT_GE(b.grid, 1);
+        EXPECT_LE(b.grid, 132);
+        EXPECT_TRUE(b.block_m == 64 || b.block_m == 128);
+        if (fp8) {
+          EXPECT_LE(b.block_n, 192);
+        }
+        EXPECT_EQ(b.tma_store, b.block_n % 64 == 0);
+      }
+    }
+  }
+}
+
+}  // namespace

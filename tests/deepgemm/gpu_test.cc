@@ -1,0 +1,267 @@
+// The GPU path (kernels/sm90_gemm.cuh) on a Hopper GPU against float64 references computed from the
+// de-quantized inputs: plain, accumulating and in-place FP8 GEMMs at DeepGEMM's shapes and ragged
+// ones, the four layouts, UE8M0 and MN-major scales, M-grouped contiguous (padding) and masked
+// (untouched rows), BF16. Skipped without a CUDA device (the CPU suite covers the same API).
+//
+// The tolerance differs from the CPU suite's: the tensor cores accumulate FP8 products within one
+// 128-deep block with about 14 bits of mantissa before the FP32 promotion, so an element may be off
+// by about 2^-14 * 128 of its terms' magnitudes; the global check (DeepGEMM's calc_diff) stays tight.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "deepgemm/deepgemm.h"
+#include "dg_test_util.h"
+#include "rt/cuda_device.h"
+
+namespace {
+
+using dgtest::Fp8Problem;
+using dgtest::make_problem;
+using dgtest::Ref;
+using testutil::poisoned;
+
+const rt::Device kGpu = rt::Device::cuda(0);
+
+#define REQUIRE_HOPPER()                                                                                  \
+  do {                                                                                                    \
+    if (rt::cuda_device_count() == 0) GTEST_SKIP() << "no CUDA device: " << rt::cuda_unavailable_reason(); \
+    if (rt::cuda_device(0).sm_major != 9) GTEST_SKIP() << "not a Hopper GPU: " << rt::cuda_device(0).name; \
+  } while (0)
+
+rt::Tensor gpu(const rt::Tensor& t) { return t.to(kGpu); }
+std::vector<double> host(const rt::Tensor& t) { return testutil::to_f64(t.to(rt::Device::cpu())); }
+
+// Element bound: tensor-core accumulation inside each 128-block plus FP32 promotion over K, plus
+// the output's rounding; then calc_diff below 1e-5 (DeepGEMM's own check is 1e-3).
+void expect_close(const std::vector<double>& out, const Ref& ref, int64_t k, bool bf16_out, const std::string& what) {
+  ASSERT_EQ(out.size(), ref.val.size()) << what;
+  int bad = 0;
+  const double unit = 2.0 * (128.0 * std::ldexp(1.0, -14) + double(k + 16) * std::ldexp(1.0, -24));
+  for (size_t i = 0; i < out.size(); ++i) {
+    const double tol = unit * ref.abs[i] + (bf16_out ? std::ldexp(1.0, -8) * std::fabs(ref.val[i]) : 0.0) + 1e-30;
+    if (!(std::fabs(out[i] - ref.val[i]) <= tol) && bad++ < 5)
+      ADD_FAILURE() << what << ": element " << i << " = " << out[i] << ", reference " << ref.val[i] << " (tolerance "
+                    << tol << ")";
+  }
+  EXPECT_EQ(bad, 0) << what << ": " << bad << " elements outside the bound";
+  EXPECT_LT(testutil::calc_diff(out, ref.val), 1e-5) << what;
+}
+
+TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
+  REQUIRE_HOPPER();
+  // Ragged M and N (partial tiles, N not a multiple of any block), DeepGEMM-like N/K, small M.
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 128}, {77, 200, 384}, {128, 2112, 1024},
+                         {300, 576, 768}, {1024, 1536, 512}}) {
+    const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
+    const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+    for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
+      rt::Tensor d = gpu(poisoned({m, n}, out));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      EXPECT_EQ(deepgemm::last_config().backend, "cuda");
+      expect_close(host(d), ref, k, out == rt::DType::BF16, shape + " -> " + rt::name(out));
+    }
+    // D = C + A B^T, into a separate D and in place.
+    const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed(), 4.0);
+    const std::vector<double> cv = testutil::to_f64(c);
+    const Ref ref_c = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+    deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d, gpu(c));
+    expect_close(host(d), ref_c, k, false, shape + " + c");
+    rt::Tensor inplace = gpu(c);
+    deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, inplace, inplace);
+    expect_close(host(inplace), ref_c, k, false, shape + " + c in place");
+  }
+}
+
+TEST(GpuFp8Gemm, AllLayouts) {
+  REQUIRE_HOPPER();
+  const int64_t m = 208, n = 320, k = 512;
+  const Fp8Problem p = make_problem(m, n, k, true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  struct Layout {
+    const char* name;
+    void (*fn)(const rt::Tensor&, const rt::Tensor&, const rt::Tensor&, const rt::Tensor&, const rt::Tensor&,
+               const rt::Tensor&);
+    bool a_t, b_t;
+  };
+  const Layout layouts[] = {{"nt", &deepgemm::fp8_gemm_nt, false, false},
+                            {"nn", &deepgemm::fp8_gemm_nn, false, true},
+                            {"tn", &deepgemm::fp8_gemm_tn, true, true},
+                            {"tt", &deepgemm::fp8_gemm_tt, true, false}};
+  for (const Layout& l : layouts) {
+    const rt::Tensor a = gpu(l.a_t ? dgtest::transpose(p.qa) : p.qa), sfa = gpu(l.a_t ? dgtest::transpose(p.sfa) : p.sfa);
+    const rt::Tensor b = gpu(l.b_t ? dgtest::transpose(p.qb) : p.qb), sfb = gpu(l.b_t ? dgtest::transpose(p.sfb) : p.sfb);
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+    l.fn(a, sfa, b, sfb, d, {});
+    expect_close(host(d), ref, k, true, std::string("fp8_gemm_") + l.name);
+  }
+}
+
+TEST(GpuFp8Gemm, ScaleForms) {
+  REQUIRE_HOPPER();
+  const int64_t m = 100, n = 256, k = 384;
+  const Fp8Problem p = make_problem(m, n, k, true, /*ue8m0=*/true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor sfa_u = deepgemm::cast_scales_to_ue8m0(p.sfa), sfb_u = deepgemm::cast_scales_to_ue8m0(p.sfb);
+  struct Variant {
+    const char* name;
+    rt::Tensor sfa, sfb;
+  };
+  // The MN-major forms are strided views: to_device_view keeps their strides.
+  const Variant variants[] = {{"float32", p.sfa, p.sfb},
+                              {"tma-aligned a_scales", deepgemm::get_mn_major_tma_aligned_tensor(p.sfa), p.sfb},
+                              {"ue8m0", sfa_u, sfb_u},
+                              {"tma-aligned ue8m0 a_scales", deepgemm::get_mn_major_tma_aligned_tensor(sfa_u), sfb_u}};
+  for (const Variant& v : variants) {
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+    deepgemm::fp8_gemm_nt(gpu(p.qa), dgtest::to_device_view(v.sfa, kGpu), gpu(p.qb), gpu(v.sfb), d);
+    expect_close(host(d), ref, k, false, v.name);
+  }
+}
+
+TEST(GpuFp8Gemm, PaddedRowStrides) {
+  REQUIRE_HOPPER();
+  const int64_t m = 72, n = 144, k = 256;
+  const Fp8Problem p = make_problem(m, n, k, false);
+  const rt::Tensor a = dgtest::to_device_view(dgtest::padded_view(p.qa, k + 64), kGpu);
+  const rt::Tensor b = dgtest::to_device_view(dgtest::padded_view(p.qb, k + 16), kGpu);
+  const rt::Tensor d_store = gpu(poisoned({m, n + 8}, rt::DType::BF16));
+  const rt::Tensor d = rt::Tensor::wrap(d_store.data(), {m, n}, rt::DType::BF16, kGpu, {n + 8, 1}, d_store.storage());
+  deepgemm::fp8_gemm_nt(a, gpu(p.sfa), b, gpu(p.sfb), d);
+  const std::vector<double> all = host(d_store);
+  std::vector<double> out;
+  for (int64_t i = 0; i < m; ++i) {
+    for (int64_t j = 0; j < n; ++j) out.push_back(all[size_t(i * (n + 8) + j)]);
+    for (int64_t j = n; j < n + 8; ++j) EXPECT_TRUE(std::isnan(all[size_t(i * (n + 8) + j)])) << "row padding written";
+  }
+  expect_close(out, dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k), k, true, "padded strides");
+}
+
+TEST(GpuGrouped, Fp8ContiguousWithPadding) {
+  REQUIRE_HOPPER();
+  const std::vector<int64_t> ms = {37, 0, 128, 200, 1};
+  const int64_t g = int64_t(ms.size()), n = 192, k = 384;
+  const dgtest::ContiguousLayout l = dgtest::contiguous_layout(ms);
+  const int64_t m = l.total;
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
+  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
+  const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
+  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
+  for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
+    rt::Tensor d = gpu(poisoned({m, n}, out));
+    deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(qa), gpu(sfa), gpu(qb), gpu(sfb), d,
+                                               gpu(dgtest::i32_tensor(l.m_indices)));
+    const std::vector<double> dv = host(d);
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const int64_t mg = ms[size_t(gi)];
+      if (mg == 0) continue;
+      const std::vector<double> ag = dgtest::rows_of(deq_a, k, l.start[size_t(gi)], mg);
+      expect_close(dgtest::rows_of(dv, n, l.start[size_t(gi)], mg),
+                   dgtest::ref_gemm(ag.data(), deq_b[size_t(gi)].data(), mg, n, k), k, out == rt::DType::BF16,
+                   "group " + std::to_string(gi));
+    }
+    for (int64_t r = 0; r < m; ++r) {
+      if (l.m_indices[size_t(r)] >= 0) continue;
+      for (int64_t j = 0; j < n; ++j) ASSERT_EQ(dv[size_t(r * n + j)], 0.0) << "padding row " << r << " not zeroed";
+    }
+  }
+}
+
+TEST(GpuGrouped, Fp8MaskedLeavesTheRestUntouched) {
+  REQUIRE_HOPPER();
+  const int64_t g = 4, max_m = 256, n = 384, k = 512;
+  const std::vector<int32_t> masked = {77, 0, 256, 130};
+  const rt::Tensor a = dgtest::normal({g * max_m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
+  auto [qa2, sfa2] = deepgemm::per_token_cast_to_fp8(a);
+  const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
+  const rt::Tensor qa = dgtest::reshaped(gpu(qa2), {g, max_m, k}), sfa = dgtest::reshaped(gpu(sfa2), {g, max_m, k / 128});
+  const std::vector<double> deq_a = dgtest::dequant(qa2, sfa2, 1, 128);
+  rt::Tensor d = gpu(poisoned({g, max_m, n}, rt::DType::BF16));
+  deepgemm::m_grouped_fp8_gemm_nt_masked(qa, sfa, gpu(qb), gpu(sfb), d, gpu(dgtest::i32_tensor(masked)), 128);
+  const std::vector<double> dv = host(d);
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const int64_t mg = masked[size_t(gi)];
+    if (mg > 0) {
+      const std::vector<double> ag = dgtest::rows_of(deq_a, k, gi * max_m, mg);
+      expect_close(dgtest::rows_of(dv, n, gi * max_m, mg), dgtest::ref_gemm(ag.data(), deq_b[size_t(gi)].data(), mg, n, k),
+                   k, true, "group " + std::to_string(gi));
+    }
+    for (int64_t r = mg; r < max_m; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        ASSERT_TRUE(std::isnan(dv[size_t((gi * max_m + r) * n + j)])) << "masked row " << r << " of group " << gi << " written";
+  }
+}
+
+TEST(GpuBf16Gemm, LayoutsAndGrouped) {
+  REQUIRE_HOPPER();
+  const int64_t m = 264, n = 328, k = 520;  // K a multiple of 8 only: the last k-block is partial
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
+  const Ref ref = dgtest::ref_gemm(av.data(), bv.data(), m, n, k);
+  rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+  deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
+  expect_close(host(d), ref, k, true, "bf16_gemm_nt");
+  rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
+  deepgemm::bf16_gemm_tn(gpu(dgtest::transpose(a)), gpu(dgtest::transpose(b)), d2);
+  expect_close(host(d2), ref, k, true, "bf16_gemm_tn");
+  const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed());
+  const std::vector<double> cv = testutil::to_f64(c);
+  rt::Tensor d3 = gpu(c);
+  deepgemm::bf16_gemm_nn(gpu(a), gpu(dgtest::transpose(b)), d3, d3);
+  expect_close(host(d3), dgtest::ref_gemm(av.data(), bv.data(), m, n, k, cv.data()), k, false, "bf16_gemm_nn + c");
+
+  // Masked, BF16: groups of A [2, 192, k] against B [2, n, k].
+  const int64_t g = 2, max_m = 192;
+  const std::vector<int32_t> masked = {192, 65};
+  const rt::Tensor ga = dgtest::normal({g, max_m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor gb = dgtest::normal({g, n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> gav = testutil::to_f64(ga), gbv = testutil::to_f64(gb);
+  rt::Tensor gd = gpu(poisoned({g, max_m, n}, rt::DType::BF16));
+  deepgemm::m_grouped_bf16_gemm_nt_masked(gpu(ga), gpu(gb), gd, gpu(dgtest::i32_tensor(masked)), 128);
+  const std::vector<double> gdv = host(gd);
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const int64_t mg = masked[size_t(gi)];
+    const std::vector<double> ag = dgtest::rows_of(gav, k, gi * max_m, mg), bg = dgtest::rows_of(gbv, k, gi * n, n);
+    expect_close(dgtest::rows_of(gdv, n, gi * max_m, mg), dgtest::ref_gemm(ag.data(), bg.data(), mg, n, k), k, true,
+                 "masked bf16 group " + std::to_string(gi));
+    for (int64_t r = mg; r < max_m; ++r) ASSERT_TRUE(std::isnan(gdv[size_t((gi * max_m + r) * n)])) << "row " << r;
+  }
+}
+
+// Against the unquantized product: the quantization error DeepGEMM's users see, on N(0, 1) data.
+TEST(GpuFp8Gemm, ErrorAgainstUnquantizedProduct) {
+  REQUIRE_HOPPER();
+  const int64_t m = 256, n = 512, k = 2048;
+  const Fp8Problem p = make_problem(m, n, k, false);
+  const std::vector<double> av = testutil::to_f64(p.a), bv = testutil::to_f64(p.b);
+  const Ref exact = dgtest::ref_gemm(av.data(), bv.data(), m, n, k);
+  rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+  deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
+  const double diff = testutil::calc_diff(host(d), exact.val);
+  EXPECT_LT(diff, 1e-3);  // DeepGEMM's test bound
+  std::printf("calc_diff against the unquantized product: %.3g\n", diff);
+}
+
+TEST(GpuErrors, UnsupportedOnTheGpuIsAClearError) {
+  REQUIRE_HOPPER();
+  const int64_t m = 64, n = 64, k = 256;
+  const rt::Tensor a = gpu(dgtest::normal({k, m}, rt::DType::F8E4M3, testutil::fresh_seed()));
+  const rt::Tensor sfa = gpu(dgtest::normal({k / 128, m}, rt::DType::F32, testutil::fresh_seed()));
+  const rt::Tensor b = gpu(dgtest::normal({k, n}, rt::DType::F8E4M3, testutil::fresh_seed()));
+  const rt::Tensor sfb = gpu(dgtest::normal({k / 128, n}, rt::DType::F32, testutil::fresh_seed()));
+  rt::Tensor d = gpu(poisoned({2, m, n}, rt::DType::F32));
+  dgtest::expect_user_error(
+      [&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {128, 128}, {}); },
+      {"k_grouped_fp8_gemm_tn_contiguous", "not on the GPU yet"});
+}
+
+}  // namespace
