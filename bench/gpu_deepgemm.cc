@@ -3,6 +3,8 @@
 // cublasGemmEx), and beside the previous DeepGEMM release's numbers on this GPU (from its issue).
 //
 //   bench_gpu_deepgemm [--quick]
+//   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
+//                                  tune the heuristic (deepgemm/src/heuristics.cc)
 //
 // FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
 // median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
@@ -13,7 +15,9 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <random>
 #include <string>
 #include <vector>
@@ -142,8 +146,44 @@ double tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 
 }  // namespace
 
+// Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
+void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
+  const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
+                               {128, 7168, 16384}, {128, 2112, 7168}};
+  const char* configs[] = {"128x128x5", "128x96x6", "128x64x8", "128x112x6", "128x144x5", "128x160x5", "128x192x4",
+                           "64x128x6",  "64x64x8",  "64x96x8",  "64x192x5"};
+  std::printf("\n| M | N | K | heuristic | TFLOPS |");
+  for (const char* c : configs) std::printf(" %s |", c);
+  std::printf("\n|---|---|---|---|---|");
+  for (size_t i = 0; i < std::size(configs); ++i) std::printf("---|");
+  std::printf("\n");
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, k / 128}, gen).to(kGpu);
+    const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, k / 128}, gen).to(kGpu);
+    rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    unsetenv("DG_GPU_CONFIG");
+    deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
+    const deepgemm::GemmConfig h = deepgemm::last_config();
+    const double ms_h = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
+    std::printf("| %ld | %ld | %ld | %dx%dx%d | %.0f |", long(m), long(n), long(k), h.block_m, h.block_n, h.num_stages,
+                tflops(flops, ms_h));
+    for (const char* c : configs) {
+      setenv("DG_GPU_CONFIG", c, 1);
+      deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
+      const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
+      std::printf(" %.0f |", tflops(flops, ms));
+      std::fflush(stdout);
+    }
+    unsetenv("DG_GPU_CONFIG");
+    std::printf("\n");
+  }
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const bool sweep_only = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
   try {
     if (rt::cuda_device_count() == 0) {
       std::printf("bench_gpu_deepgemm: no CUDA device (%s)\n", rt::cuda_unavailable_reason().c_str());
@@ -152,6 +192,10 @@ int main(int argc, char** argv) {
     std::printf("device: %s, %d SMs\n", rt::cuda_device(0).name.c_str(), rt::cuda_device(0).sm_count);
     rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{3, quick ? 5 : 20, true});
     std::mt19937_64 gen(20261129);
+    if (sweep_only) {
+      sweep(timer, gen);
+      return 0;
+    }
     LtFp8 lt;
     bool all_ok = true;
 

@@ -20,7 +20,9 @@
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
-//   128-deep scale block. BF16: wgmma k16 accumulates in place, one group in flight across k-blocks.
+//   128-deep scale block. With BLOCK_N <= 128 two partial sets alternate, so the next k-block's
+//   wgmmas are in flight during a promotion. BF16: wgmma k16 accumulates in place, one group in
+//   flight across k-blocks.
 // - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
 //   of a contiguous grouped GEMM (m_indices -1) are written as zeros; rows past a masked group's
 //   count are not written.
@@ -63,6 +65,9 @@ struct Sm90GemmConfig {
   static constexpr int kConsumerRows = 64;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
   static constexpr bool kTmaStore = kTmaStore_;
+  // FP8 with BLOCK_N <= 128 has registers for a second partial set (3 x 64 accumulators per
+  // thread), which lets the next k-block's wgmmas run during a promotion.
+  static constexpr bool kOverlapPromotion = kFp8 && kBlockN <= 128;
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
@@ -90,6 +95,12 @@ struct Sm90GemmConfig {
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
+};
+
+// The scales a thread needs to promote one k-block: A's of rows r0 and r0 + 8, B's of the 128-block
+// holding the tile's first column (0) and of the next (1).
+struct Sm90Scales {
+  float sa0, sa1, sb0, sb1;
 };
 
 // Where one output tile lies. `group`: of A, D and A's scales (masked: the tile's group, else 0);
@@ -237,11 +248,47 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
     float acc[1][kBlockN / 2];
     [[maybe_unused]] float part[kBlockN / 2];
+    [[maybe_unused]] float part1[Cfg::kOverlapPromotion ? kBlockN / 2 : 1];
     PipelineState<kStages> st;
     uint32_t boxes_done = 0;
+
+    // FP8: waits for stage st, reads its scales and queues its wgmmas into `dst` (one group), then
+    // moves st on. retire_fp8 (after the group completed): frees the stage and promotes `src` into
+    // the accumulators, acc += src * sa[row] * sb[column block].
+    [[maybe_unused]] auto issue_fp8 = [&](PipelineState<kStages>& s, auto& dst, Sm90Scales& sc, uint32_t& stage) {
+      pipe.consumer_wait(s);
+      const float* sf = smem_sf + s.index * kSfStride;
+      sc = Sm90Scales{sf[r0], sf[r0 + 8], sf[kBlockM], sf[kBlockM + 1]};
+      const uint64_t da = smem_desc_add(desc_a0, s.index * uint32_t(Cfg::kStageBytesA));
+      const uint64_t db = smem_desc_add(desc_b0, s.index * uint32_t(Cfg::kStageBytesB));
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < 4; ++k)
+        wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, uint32_t(k * 32)), smem_desc_add(db, uint32_t(k * 32)), dst,
+                                     k > 0);
+      wgmma_commit_group();
+      stage = s.index;
+      s.advance();
+    };
+    // `split`: the tile's columns inside the 128-block of B's scales that holds its first column.
+    [[maybe_unused]] auto retire_fp8 = [&](auto& src, const Sm90Scales& sc, uint32_t stage, int split) {
+      fence_accumulators(src);
+      if (lane == 0) pipe.consumer_release(stage);
+      const float s00 = sc.sa0 * sc.sb0, s01 = sc.sa0 * sc.sb1, s10 = sc.sa1 * sc.sb0, s11 = sc.sa1 * sc.sb1;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        const bool first = 8 * j < split;
+        const float lo = first ? s00 : s01, hi = first ? s10 : s11;
+        acc[0][4 * j + 0] = fmaf(src[4 * j + 0], lo, acc[0][4 * j + 0]);
+        acc[0][4 * j + 1] = fmaf(src[4 * j + 1], lo, acc[0][4 * j + 1]);
+        acc[0][4 * j + 2] = fmaf(src[4 * j + 2], hi, acc[0][4 * j + 2]);
+        acc[0][4 * j + 3] = fmaf(src[4 * j + 3], hi, acc[0][4 * j + 3]);
+      }
+    };
     for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
       Sm90Tile tile;
       if (!tiles.get(p, t, tile)) continue;
+      [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
 
       if constexpr (Cfg::kHasC) {
         const float* cg = p.c + tile.group * p.c_sg;
@@ -260,36 +307,49 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       fence_accumulators(acc[0]);
 
       if (tile.compute) {
-        uint32_t prev_stage = 0;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
-          pipe.consumer_wait(st);
-          const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
-          const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
-          if constexpr (Cfg::kFp8) {
-            const float* sf = smem_sf + st.index * kSfStride;
-            const float sa0 = sf[r0], sa1 = sf[r0 + 8], sb0 = sf[kBlockM], sb1 = sf[kBlockM + 1];
-            wgmma_fence();
-#pragma unroll
-            for (int k = 0; k < 4; ++k)
-              wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, uint32_t(k * 32)), smem_desc_add(db, uint32_t(k * 32)),
-                                           part, k > 0);
-            wgmma_commit_group();
-            wgmma_wait_group<0>();
-            fence_accumulators(part);
-            if (lane == 0) pipe.consumer_release(st.index);
-            // Promotion. Columns before `split` use the scale of the 128-block of B that holds n0.
-            const int split = 128 - (tile.n0 & 127);
-            const float s00 = sa0 * sb0, s01 = sa0 * sb1, s10 = sa1 * sb0, s11 = sa1 * sb1;
-#pragma unroll
-            for (int j = 0; j < kBlockN / 8; ++j) {
-              const bool first = 8 * j < split;
-              const float lo = first ? s00 : s01, hi = first ? s10 : s11;
-              acc[0][4 * j + 0] = fmaf(part[4 * j + 0], lo, acc[0][4 * j + 0]);
-              acc[0][4 * j + 1] = fmaf(part[4 * j + 1], lo, acc[0][4 * j + 1]);
-              acc[0][4 * j + 2] = fmaf(part[4 * j + 2], hi, acc[0][4 * j + 2]);
-              acc[0][4 * j + 3] = fmaf(part[4 * j + 3], hi, acc[0][4 * j + 3]);
+        if constexpr (Cfg::kFp8 && Cfg::kOverlapPromotion) {
+          // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
+          // cores never wait for this warpgroup's CUDA-core work.
+          // Straight-line pairs (part, part1 alternate at compile time), so ptxas can see which set
+          // each wait retires.
+          Sm90Scales sc0, sc1;
+          uint32_t stage0 = 0, stage1 = 0;
+          if (num_k_blocks > 0) {
+            issue_fp8(st, part, sc0, stage0);
+            int kb = 1;
+            for (; kb + 1 < num_k_blocks; kb += 2) {
+              issue_fp8(st, part1, sc1, stage1);
+              wgmma_wait_group<1>();
+              retire_fp8(part, sc0, stage0, split);
+              issue_fp8(st, part, sc0, stage0);
+              wgmma_wait_group<1>();
+              retire_fp8(part1, sc1, stage1, split);
             }
-          } else {
+            if (kb < num_k_blocks) {
+              issue_fp8(st, part1, sc1, stage1);
+              wgmma_wait_group<1>();
+              retire_fp8(part, sc0, stage0, split);
+              wgmma_wait_group<0>();
+              retire_fp8(part1, sc1, stage1, split);
+            } else {
+              wgmma_wait_group<0>();
+              retire_fp8(part, sc0, stage0, split);
+            }
+          }
+        } else if constexpr (Cfg::kFp8) {
+          Sm90Scales sc;
+          uint32_t stage = 0;
+          for (int kb = 0; kb < num_k_blocks; ++kb) {
+            issue_fp8(st, part, sc, stage);
+            wgmma_wait_group<0>();
+            retire_fp8(part, sc, stage, split);
+          }
+        } else {
+          uint32_t prev_stage = 0;
+          for (int kb = 0; kb < num_k_blocks; ++kb) {
+            pipe.consumer_wait(st);
+            const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
+            const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < 4; ++k)
@@ -300,10 +360,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             wgmma_wait_group<1>();
             if (kb > 0 && lane == 0) pipe.consumer_release(prev_stage);
             prev_stage = st.index;
+            st.advance();
           }
-          st.advance();
-        }
-        if constexpr (!Cfg::kFp8) {
           wgmma_wait_group<0>();
           if (num_k_blocks > 0 && lane == 0) pipe.consumer_release(prev_stage);
         }

@@ -8,6 +8,7 @@
 // (fp8_fp4_*) and the K-grouped GEMM.
 #include <algorithm>
 #include <cstring>
+#include <sstream>
 #include <string>
 
 #include "backend.h"
@@ -15,6 +16,7 @@
 #include "gpu_kernels.h"
 #include "heuristics.h"
 #include "rt/cuda_device.h"
+#include "rt/env.h"
 #include "rt/error.h"
 #include "rt/tensor_map.h"
 
@@ -68,6 +70,36 @@ rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages> (tuning): the heuristic's choice replaced, after the
+// kernel's own rules are checked.
+GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, int64_t m, int64_t n,
+                            int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms, int64_t smem_limit) {
+  int bm = 0, bn = 0, stages = 0;
+  char x1 = 0, x2 = 0;
+  std::istringstream in(text);
+  in >> bm >> x1 >> bn >> x2 >> stages;
+  RT_USER_CHECK(in && in.peek() == EOF && x1 == 'x' && x2 == 'x', "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "' is not <block_m>x<block_n>x<stages>, e.g. 128x128x5");
+  const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
+  RT_USER_CHECK((bm == 64 || bm == 128) && bn >= 16 && bn % 16 == 0 && bn <= (fp8 ? 192 : 256) &&
+                    (!fp8 || bn + 128 - gcd128 <= 256) && stages >= 2,
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64 or 128, block_n a multiple of 16 up to ",
+                fp8 ? "192 (FP8; and a tile may touch at most two 128-blocks of B's scales)" : "256", ", stages >= 2");
+  GpuBlocking b;
+  b.block_m = bm;
+  b.block_n = bn;
+  b.block_k = fp8 ? 128 : 64;
+  b.stages = stages;
+  b.tma_store = tma_store_ok && bn % 64 == 0;
+  b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes);
+  RT_USER_CHECK(b.smem_bytes <= smem_limit, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes,
+                " bytes of shared memory; the device allows ", smem_limit);
+  const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), bm) * ceil_div(n, bn) * tile_groups;
+  b.grid = int(std::min<int64_t>(tiles, sms));
+  b.raster_group = int(std::clamp<int64_t>(ceil_div(n, bn), 1, 8));
+  return b;
+}
+
 }  // namespace
 
 GemmConfig run_gpu(const Problem& p) {
@@ -116,8 +148,11 @@ GemmConfig run_gpu(const Problem& p) {
                             (groups_a == 1 || (p.d.s_g * 2) % 16 == 0);
   const int sms = get_num_sms();
   const int64_t m_hint = p.grouping == Grouping::MMasked && p.expected_m > 0 ? std::min(p.expected_m, p.m) : p.m;
-  const GpuBlocking blk = choose_gpu_blocking(fp8, m_hint, p.n, p.k, groups_a, out_bytes, tma_store_ok, sms,
-                                              info.smem_per_block_optin);
+  GpuBlocking blk = choose_gpu_blocking(fp8, m_hint, p.n, p.k, groups_a, out_bytes, tma_store_ok, sms,
+                                        info.smem_per_block_optin);
+  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
+  if (!forced.empty()) blk = forced_blocking(fn, forced, fp8, m_hint, p.n, groups_a, out_bytes, tma_store_ok, sms,
+                                             info.smem_per_block_optin);
 
   Sm90KernelSpec spec;
   spec.fp8 = fp8;

@@ -262,6 +262,14 @@ TEST(GpuErrors, UnsupportedOnTheGpuIsAClearError) {
   dgtest::expect_user_error(
       [&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {128, 128}, {}); },
       {"k_grouped_fp8_gemm_tn_contiguous", "not on the GPU yet"});
+  // A forced configuration the kernel cannot take.
+  const Fp8Problem p = make_problem(m, n, k, false);
+  rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
+  for (const char* bad : {"128x100x4", "96x128x4", "128x128", "128x192x9"}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
+    dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
+                              {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});
+  }
 }
 
 }  // namespace

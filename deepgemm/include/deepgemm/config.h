@@ -5,8 +5,10 @@
 //                        shape and configuration
 //   DG_CPU_ISA=...       the CPU kernels' vector ISA: avx512, avx2 or generic (default: the widest
 //                        this CPU runs); asking for one the CPU lacks is a user error
+//   DG_GPU_CONFIG=BMxBNxS  force the GPU kernel's block M (64, 128), block N and pipeline stages,
+//                        e.g. 128x128x5 (tuning; a user error when the kernel cannot take it)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
-//   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache will live
+//   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
 
 #include <cstdint>
@@ -31,8 +33,8 @@ rt::CuStream get_stream();
 // What one call ran with.
 struct GemmConfig {
   std::string function;  // "fp8_gemm_nt"
-  std::string backend;   // "cpu" (later "cuda")
-  std::string kernel;    // "cpu.scaled_gemm.avx512", "cpu.bf16_gemm.avx2", ...
+  std::string backend;   // "cpu" or "cuda"
+  std::string kernel;    // "cpu.scaled_gemm.avx512", "cpu.bf16_gemm.avx2", "cuda.sm90_fp8_gemm.tma_store", ...
   int64_t m = 0, n = 0, k = 0;
   int64_t num_groups = 1;
   // CPU: rows per task, columns per packed B panel, K per packing pass; GPU: the block shape.
