@@ -5,6 +5,7 @@
 //   bench_gpu_deepgemm [--quick]
 //   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
 //                                  tune the heuristic (deepgemm/src/heuristics.cc)
+//   bench_gpu_deepgemm --one M N K three FP8 calls at one shape and nothing else (for profilers)
 //
 // FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
 // median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
@@ -150,8 +151,8 @@ double tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
                                {128, 7168, 16384}, {128, 2112, 7168}};
-  const char* configs[] = {"128x128x5", "128x96x6", "128x64x8", "128x112x6", "128x144x5", "128x160x5", "128x192x4",
-                           "64x128x6",  "64x64x8",  "64x96x8",  "64x192x5"};
+  const char* configs[] = {"128x128x5", "128x160x5", "128x192x4", "256x128x3", "256x112x4", "256x96x4",
+                           "256x64x6",  "64x128x6",  "64x64x8",   "64x192x5"};
   std::printf("\n| M | N | K | heuristic | TFLOPS |");
   for (const char* c : configs) std::printf(" %s |", c);
   std::printf("\n|---|---|---|---|---|");
@@ -192,6 +193,15 @@ int main(int argc, char** argv) {
     std::printf("device: %s, %d SMs\n", rt::cuda_device(0).name.c_str(), rt::cuda_device(0).sm_count);
     rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{3, quick ? 5 : 20, true});
     std::mt19937_64 gen(20261129);
+    if (argc == 5 && std::strcmp(argv[1], "--one") == 0) {
+      const int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
+      const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, k / 128}, gen).to(kGpu);
+      const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, k / 128}, gen).to(kGpu);
+      rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+      for (int i = 0; i < 3; ++i) deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
+      std::printf("%s\n", deepgemm::last_config().to_string().c_str());
+      return 0;
+    }
     if (sweep_only) {
       sweep(timer, gen);
       return 0;

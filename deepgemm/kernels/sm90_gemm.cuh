@@ -16,7 +16,8 @@
 //   warp copies the stage's scale factors with cp.async (any scale strides: K-major or MN-major
 //   sfa) and reports them on the same full barrier (cp.async.mbarrier.arrive.noinc), so a stage is
 //   full when its tiles and its scales have landed.
-// - One or two consumer warpgroups (BLOCK_M = 64 or 128), each owning 64 rows x BLOCK_N columns.
+// - One or two consumer warpgroups (BLOCK_M = 64, 128 or 256), each owning 64 or 128 rows x BLOCK_N
+//   columns, computed as one or two m64 waves per k-block (256-row tiles read less B per FLOP).
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
@@ -60,14 +61,14 @@ struct Sm90GemmConfig {
   static constexpr bool kHasC = kHasC_;
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
-  static constexpr int kNumConsumers = kBlockM / 64;
-  static constexpr int kMmaM = 1;  // m64 rows per consumer
-  static constexpr int kConsumerRows = 64;
+  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
+  static constexpr int kMmaM = kBlockM / (64 * kNumConsumers);  // m64 waves per consumer and k-block
+  static constexpr int kConsumerRows = 64 * kMmaM;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
   static constexpr bool kTmaStore = kTmaStore_;
-  // FP8 with BLOCK_N <= 128 has registers for a second partial set (3 x 64 accumulators per
-  // thread), which lets the next k-block's wgmmas run during a promotion.
-  static constexpr bool kOverlapPromotion = kFp8 && kBlockN <= 128;
+  // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
+  // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
+  static constexpr bool kOverlapPromotion = kFp8 && kMmaM == 1 && kBlockN <= 128;
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
@@ -84,9 +85,12 @@ struct Sm90GemmConfig {
   static constexpr int kConsumerRegs = kNumConsumers == 2 ? 232 : 240;
 
   static_assert(is_same_v<TC, bfloat16_t> || is_same_v<TC, float>, "output: bfloat16 or float");
-  static_assert(kBlockM == 64 || kBlockM == 128, "BLOCK_M: 64 (one consumer) or 128 (two)");
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256,
+                "BLOCK_M: 64 (one consumer), 128 (two) or 256 (two, two m64 waves each)");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
-  static_assert(!kFp8 || kBlockN <= 192, "FP8 keeps two accumulator sets: BLOCK_N <= 192");
+  // Accumulator registers per consumer thread: the promoted sets plus FP8's partial set(s).
+  static_assert((kMmaM + (kFp8 ? 1 + int(kOverlapPromotion) : 0)) * kBlockN / 2 <= 192,
+                "too many accumulators per thread: lower BLOCK_N (or BLOCK_M)");
   // Tiles start at multiples of BLOCK_N, so n0 % 128 reaches 128 - gcd(BLOCK_N, 128).
   static constexpr int gcd128(int a) { return a % 128 == 0 ? 128 : (a % 64 == 0 ? 64 : (a % 32 == 0 ? 32 : 16)); }
   static_assert(!kFp8 || kBlockN + 128 - gcd128(kBlockN) <= 256,
@@ -97,10 +101,12 @@ struct Sm90GemmConfig {
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
 };
 
-// The scales a thread needs to promote one k-block: A's of rows r0 and r0 + 8, B's of the 128-block
-// holding the tile's first column (0) and of the next (1).
+// The scales a thread needs to promote one k-block: A's of rows r0 + 64 w and r0 + 64 w + 8 for
+// each wave w, B's of the 128-block holding the tile's first column (sb0) and of the next (sb1).
+template <int kWaves>
 struct Sm90Scales {
-  float sa0, sa1, sb0, sb1;
+  float sa[kWaves][2];
+  float sb0, sb1;
 };
 
 // Where one output tile lies. `group`: of A, D and A's scales (masked: the tile's group, else 0);
@@ -239,110 +245,140 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     const int consumer = wg - 1;
     const int warp = warp_idx_in_warpgroup();
     const int lane = lane_idx();
-    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * 64 * 128);
+    constexpr int kMmaM = Cfg::kMmaM;
+    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * Cfg::kConsumerRows * 128);
     const uint64_t desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
-    // This thread's rows inside the tile (r0 and r0 + 8) and first column (fragment layout in wgmma.h).
-    const int r0 = consumer * 64 + 16 * warp + lane / 4;
+    // This thread's rows inside the tile (r0 + 64 w and r0 + 64 w + 8 for wave w) and first column
+    // (fragment layout in wgmma.h).
+    const int r0 = consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
     const int c0 = 2 * (lane % 4);
     const bool vec_ok = p.d_sr % 2 == 0 && reinterpret_cast<uint64_t>(p.d) % (2 * sizeof(TC)) == 0;
 
-    float acc[1][kBlockN / 2];
+    float acc[kMmaM][kBlockN / 2];
     [[maybe_unused]] float part[kBlockN / 2];
     [[maybe_unused]] float part1[Cfg::kOverlapPromotion ? kBlockN / 2 : 1];
     PipelineState<kStages> st;
     uint32_t boxes_done = 0;
+    using Scales = Sm90Scales<kMmaM>;
 
-    // FP8: waits for stage st, reads its scales and queues its wgmmas into `dst` (one group), then
-    // moves st on. retire_fp8 (after the group completed): frees the stage and promotes `src` into
-    // the accumulators, acc += src * sa[row] * sb[column block].
-    [[maybe_unused]] auto issue_fp8 = [&](PipelineState<kStages>& s, auto& dst, Sm90Scales& sc, uint32_t& stage) {
+    // FP8 steps. wait_fp8: waits for stage st, reads its scales, moves st on, returns the stage.
+    // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
+    // group completed): promotes `src` into wave w's accumulators, acc += src * sa[row] * sb[column
+    // block]; `split`: the tile's columns inside the 128-block of B's scales holding its first one.
+    [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
       pipe.consumer_wait(s);
       const float* sf = smem_sf + s.index * kSfStride;
-      sc = Sm90Scales{sf[r0], sf[r0 + 8], sf[kBlockM], sf[kBlockM + 1]};
-      const uint64_t da = smem_desc_add(desc_a0, s.index * uint32_t(Cfg::kStageBytesA));
-      const uint64_t db = smem_desc_add(desc_b0, s.index * uint32_t(Cfg::kStageBytesB));
+#pragma unroll
+      for (int w = 0; w < kMmaM; ++w) {
+        sc.sa[w][0] = sf[r0 + 64 * w];
+        sc.sa[w][1] = sf[r0 + 64 * w + 8];
+      }
+      sc.sb0 = sf[kBlockM];
+      sc.sb1 = sf[kBlockM + 1];
+      const uint32_t stage = s.index;
+      s.advance();
+      return stage;
+    };
+    [[maybe_unused]] auto issue_fp8 = [&](uint32_t stage, int w, auto& dst) {
+      const uint64_t da = smem_desc_add(desc_a0, stage * uint32_t(Cfg::kStageBytesA) + uint32_t(w * 64 * 128));
+      const uint64_t db = smem_desc_add(desc_b0, stage * uint32_t(Cfg::kStageBytesB));
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < 4; ++k)
         wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, uint32_t(k * 32)), smem_desc_add(db, uint32_t(k * 32)), dst,
                                      k > 0);
       wgmma_commit_group();
-      stage = s.index;
-      s.advance();
     };
-    // `split`: the tile's columns inside the 128-block of B's scales that holds its first column.
-    [[maybe_unused]] auto retire_fp8 = [&](auto& src, const Sm90Scales& sc, uint32_t stage, int split) {
+    [[maybe_unused]] auto retire_fp8 = [&](auto& src, const Scales& sc, int w, int split, auto& dst) {
       fence_accumulators(src);
-      if (lane == 0) pipe.consumer_release(stage);
-      const float s00 = sc.sa0 * sc.sb0, s01 = sc.sa0 * sc.sb1, s10 = sc.sa1 * sc.sb0, s11 = sc.sa1 * sc.sb1;
+      const float s00 = sc.sa[w][0] * sc.sb0, s01 = sc.sa[w][0] * sc.sb1;
+      const float s10 = sc.sa[w][1] * sc.sb0, s11 = sc.sa[w][1] * sc.sb1;
 #pragma unroll
       for (int j = 0; j < kBlockN / 8; ++j) {
         const bool first = 8 * j < split;
         const float lo = first ? s00 : s01, hi = first ? s10 : s11;
-        acc[0][4 * j + 0] = fmaf(src[4 * j + 0], lo, acc[0][4 * j + 0]);
-        acc[0][4 * j + 1] = fmaf(src[4 * j + 1], lo, acc[0][4 * j + 1]);
-        acc[0][4 * j + 2] = fmaf(src[4 * j + 2], hi, acc[0][4 * j + 2]);
-        acc[0][4 * j + 3] = fmaf(src[4 * j + 3], hi, acc[0][4 * j + 3]);
+        dst[4 * j + 0] = fmaf(src[4 * j + 0], lo, dst[4 * j + 0]);
+        dst[4 * j + 1] = fmaf(src[4 * j + 1], lo, dst[4 * j + 1]);
+        dst[4 * j + 2] = fmaf(src[4 * j + 2], hi, dst[4 * j + 2]);
+        dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
       }
     };
+    [[maybe_unused]] auto release = [&](uint32_t stage) {
+      if (lane == 0) pipe.consumer_release(stage);
+    };
+
     for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
       Sm90Tile tile;
       if (!tiles.get(p, t, tile)) continue;
       [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
 
-      if constexpr (Cfg::kHasC) {
-        const float* cg = p.c + tile.group * p.c_sg;
 #pragma unroll
-        for (int j = 0; j < kBlockN / 8; ++j) {
+      for (int w = 0; w < kMmaM; ++w) {
+        if constexpr (Cfg::kHasC) {
+          const float* cg = p.c + tile.group * p.c_sg;
 #pragma unroll
-          for (int q = 0; q < 4; ++q) {
-            const int row = tile.m0 + r0 + 8 * (q / 2), col = tile.n0 + 8 * j + c0 + q % 2;
-            acc[0][4 * j + q] = row < tile.row_limit && col < p.n ? cg[int64_t(row) * p.c_sr + col] : 0.0f;
+          for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+            for (int q = 0; q < 4; ++q) {
+              const int row = tile.m0 + r0 + 64 * w + 8 * (q / 2), col = tile.n0 + 8 * j + c0 + q % 2;
+              acc[w][4 * j + q] = row < tile.row_limit && col < p.n ? cg[int64_t(row) * p.c_sr + col] : 0.0f;
+            }
           }
-        }
-      } else {
+        } else {
 #pragma unroll
-        for (int i = 0; i < kBlockN / 2; ++i) acc[0][i] = 0.0f;
+          for (int i = 0; i < kBlockN / 2; ++i) acc[w][i] = 0.0f;
+        }
+        fence_accumulators(acc[w]);
       }
-      fence_accumulators(acc[0]);
 
       if (tile.compute) {
-        if constexpr (Cfg::kFp8 && Cfg::kOverlapPromotion) {
+        if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
-          // cores never wait for this warpgroup's CUDA-core work.
-          // Straight-line pairs (part, part1 alternate at compile time), so ptxas can see which set
-          // each wait retires.
-          Sm90Scales sc0, sc1;
-          uint32_t stage0 = 0, stage1 = 0;
+          // cores never wait for this warpgroup's CUDA-core work. Straight-line pairs (part and
+          // part1 alternate at compile time), so ptxas can see which set each wait retires.
+          Scales sc0, sc1;
           if (num_k_blocks > 0) {
-            issue_fp8(st, part, sc0, stage0);
+            uint32_t stage0 = wait_fp8(st, sc0), stage1 = 0;
+            issue_fp8(stage0, 0, part);
             int kb = 1;
             for (; kb + 1 < num_k_blocks; kb += 2) {
-              issue_fp8(st, part1, sc1, stage1);
+              stage1 = wait_fp8(st, sc1);
+              issue_fp8(stage1, 0, part1);
               wgmma_wait_group<1>();
-              retire_fp8(part, sc0, stage0, split);
-              issue_fp8(st, part, sc0, stage0);
+              release(stage0);
+              retire_fp8(part, sc0, 0, split, acc[0]);
+              stage0 = wait_fp8(st, sc0);
+              issue_fp8(stage0, 0, part);
               wgmma_wait_group<1>();
-              retire_fp8(part1, sc1, stage1, split);
+              release(stage1);
+              retire_fp8(part1, sc1, 0, split, acc[0]);
             }
             if (kb < num_k_blocks) {
-              issue_fp8(st, part1, sc1, stage1);
+              stage1 = wait_fp8(st, sc1);
+              issue_fp8(stage1, 0, part1);
               wgmma_wait_group<1>();
-              retire_fp8(part, sc0, stage0, split);
+              release(stage0);
+              retire_fp8(part, sc0, 0, split, acc[0]);
               wgmma_wait_group<0>();
-              retire_fp8(part1, sc1, stage1, split);
+              release(stage1);
+              retire_fp8(part1, sc1, 0, split, acc[0]);
             } else {
               wgmma_wait_group<0>();
-              retire_fp8(part, sc0, stage0, split);
+              release(stage0);
+              retire_fp8(part, sc0, 0, split, acc[0]);
             }
           }
         } else if constexpr (Cfg::kFp8) {
-          Sm90Scales sc;
-          uint32_t stage = 0;
           for (int kb = 0; kb < num_k_blocks; ++kb) {
-            issue_fp8(st, part, sc, stage);
-            wgmma_wait_group<0>();
-            retire_fp8(part, sc, stage, split);
+            Scales sc;
+            const uint32_t stage = wait_fp8(st, sc);
+#pragma unroll
+            for (int w = 0; w < kMmaM; ++w) {
+              issue_fp8(stage, w, part);
+              wgmma_wait_group<0>();
+              if (w == kMmaM - 1) release(stage);
+              retire_fp8(part, sc, w, split, acc[w]);
+            }
           }
         } else {
           uint32_t prev_stage = 0;
@@ -352,30 +388,37 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
             wgmma_fence();
 #pragma unroll
-            for (int k = 0; k < 4; ++k)
-              wgmma_m64k16_ss<bfloat16_t, kBlockN, false>(smem_desc_add(da, uint32_t(k * 32)),
-                                                          smem_desc_add(db, uint32_t(k * 32)), acc[0]);
+            for (int k = 0; k < 4; ++k) {
+#pragma unroll
+              for (int w = 0; w < kMmaM; ++w)
+                wgmma_m64k16_ss<bfloat16_t, kBlockN, false>(
+                    smem_desc_add(da, uint32_t(w * 64 * 128 + k * 32)), smem_desc_add(db, uint32_t(k * 32)), acc[w]);
+            }
             wgmma_commit_group();
             // The group of the previous k-block has completed: its stage can be refilled.
             wgmma_wait_group<1>();
-            if (kb > 0 && lane == 0) pipe.consumer_release(prev_stage);
+            if (kb > 0) release(prev_stage);
             prev_stage = st.index;
             st.advance();
           }
           wgmma_wait_group<0>();
-          if (num_k_blocks > 0 && lane == 0) pipe.consumer_release(prev_stage);
+          if (num_k_blocks > 0) release(prev_stage);
         }
-        fence_accumulators(acc[0]);
+#pragma unroll
+        for (int w = 0; w < kMmaM; ++w) fence_accumulators(acc[w]);
       }
 
       if constexpr (Cfg::kGrouping == kGroupMContiguous) {
         // Padding rows (index -1) inside a group's last block come out as zeros.
 #pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const int row = tile.m0 + r0 + 8 * h;
-          if (row < p.m && __ldg(p.m_indices + row) < 0) {
+        for (int w = 0; w < kMmaM; ++w) {
 #pragma unroll
-            for (int j = 0; j < kBlockN / 8; ++j) acc[0][4 * j + 2 * h] = acc[0][4 * j + 2 * h + 1] = 0.0f;
+          for (int h = 0; h < 2; ++h) {
+            const int row = tile.m0 + r0 + 64 * w + 8 * h;
+            if (row < p.m && __ldg(p.m_indices + row) < 0) {
+#pragma unroll
+              for (int j = 0; j < kBlockN / 8; ++j) acc[w][4 * j + 2 * h] = acc[w][4 * j + 2 * h + 1] = 0.0f;
+            }
           }
         }
       }
@@ -386,7 +429,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       if constexpr (Cfg::kTmaStore) {
         if (via_tma)
           tl::cuda::detail::gemm_sm90_store_tma<Cfg>(acc, &tma_d, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer,
-                                                     tile.row_limit, p.n, tile.m0 + consumer * 64, tile.n0,
+                                                     tile.row_limit, p.n, tile.m0 + consumer * Cfg::kConsumerRows,
+                                                     tile.n0,
                                                      boxes_done, tile.group);
       }
       if (!via_tma) {

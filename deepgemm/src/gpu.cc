@@ -81,10 +81,17 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   RT_USER_CHECK(in && in.peek() == EOF && x1 == 'x' && x2 == 'x', "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' is not <block_m>x<block_n>x<stages>, e.g. 128x128x5");
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
-  RT_USER_CHECK((bm == 64 || bm == 128) && bn >= 16 && bn % 16 == 0 && bn <= (fp8 ? 192 : 256) &&
-                    (!fp8 || bn + 128 - gcd128 <= 256) && stages >= 2,
-                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64 or 128, block_n a multiple of 16 up to ",
-                fp8 ? "192 (FP8; and a tile may touch at most two 128-blocks of B's scales)" : "256", ", stages >= 2");
+  // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
+  const int waves = bm == 256 ? 2 : 1;
+  const int partials = fp8 ? (waves == 1 && bn <= 128 ? 2 : 1) : 0;
+  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
+                    (waves + partials) * bn / 2 <= 192 && (!fp8 || bn + 128 - gcd128 <= 256) && stages >= 2,
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128 or 256, block_n a multiple ",
+                "of 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
+                fp8 ? "FP8: block_n <= 192 for block_m 64/128, <= 128 for 256; a tile may touch at most two 128-blocks "
+                      "of B's scales"
+                    : "BF16: block_n <= 256, <= 192 for block_m 256",
+                "), stages >= 2");
   GpuBlocking b;
   b.block_m = bm;
   b.block_n = bn;
@@ -213,7 +220,7 @@ GemmConfig run_gpu(const Problem& p) {
   params.sfb_rows = int32_t(ceil_div(p.n, 128));
   params.raster_group = blk.raster_group;
 
-  const int threads = 128 * (1 + blk.block_m / 64);
+  const int threads = 128 * (1 + sm90_consumers(blk.block_m));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a), const_cast<rt::CuTensorMap*>(&map_b), &map_d, &params};
   kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
                 args);

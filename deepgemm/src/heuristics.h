@@ -31,6 +31,9 @@ struct GpuBlocking {
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit);
 
+// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, else 2.
+inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
+
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree).
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes);

@@ -46,6 +46,9 @@ TEST(GpuCompile, Sm90GemmVariants) {
       {spec(true, rt::DType::BF16, 128, 192, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n192k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"},
       {spec(false, rt::DType::F32, 64, 96, 4, 2, true, false), "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16"},
+      {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 256, 96, 4, 1, true, false), "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3"},
+      {spec(false, rt::DType::BF16, 256, 128, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);

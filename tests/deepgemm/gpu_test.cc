@@ -79,6 +79,34 @@ TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
   }
 }
 
+// Every block shape the kernel takes (DG_GPU_CONFIG), not only the ones the heuristic picks here:
+// one and two consumers, one and two m64 waves, overlapped promotion, direct and TMA-store epilogues.
+TEST(GpuFp8Gemm, EveryBlockShape) {
+  REQUIRE_HOPPER();
+  const int64_t m = 300, n = 464, k = 640;  // partial tiles in M and N for every block shape
+  const Fp8Problem p = make_problem(m, n, k, true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+  for (const char* config : {"64x64x4", "64x192x4", "128x128x5", "128x144x4", "128x192x4", "256x128x3", "256x96x4"}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
+    for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
+      rt::Tensor d = gpu(poisoned({m, n}, out));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      expect_close(host(d), ref, k, out == rt::DType::BF16, std::string(config) + " -> " + rt::name(out));
+    }
+  }
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
+  const Ref bref = dgtest::ref_gemm(av.data(), bv.data(), m, n, k);
+  for (const char* config : {"64x256x4", "128x256x4", "256x128x4", "256x192x3"}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+    deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
+    expect_close(host(d), bref, k, true, std::string("bf16 ") + config);
+  }
+}
+
 TEST(GpuFp8Gemm, AllLayouts) {
   REQUIRE_HOPPER();
   const int64_t m = 208, n = 320, k = 512;
