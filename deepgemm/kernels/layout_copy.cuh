@@ -3,7 +3,7 @@
 // has no transposed operands) and FP32 scale factors; operands given MN-major (the nn/tn/tt
 // layouts) and UE8M0 scales go through this copy first.
 //
-//   out[(g * rows + r) * cols + c] = TOut(in[g * s_g + r * s_r + c * s_c])
+//   out[(g * rows + r) * out_ld + c] = TOut(in[g * s_g + r * s_r + c * s_c])   (out_ld >= cols)
 //
 // Launch: block (32, 8), grid (ceil(cols / 32), ceil(rows / 32), groups). Each block moves a 32 x 32
 // tile through shared memory, so both the strided read (along whichever of r and c is contiguous
@@ -25,7 +25,8 @@ __device__ __forceinline__ TOut layout_convert(TIn x) {
 
 template <class TIn, class TOut>
 __device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOut* __restrict__ out, int rows,
-                                                 int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c) {
+                                                 int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c,
+                                                 tl::int64_t out_ld) {
   __shared__ TOut tile[32][33];  // [c - c0][r - r0]; the padding column avoids bank conflicts
   const int g = int(blockIdx.z), r0 = int(blockIdx.y) * 32, c0 = int(blockIdx.x) * 32;
   const int tx = int(threadIdx.x), ty = int(threadIdx.y);
@@ -38,11 +39,11 @@ __device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOu
     if (r < rows && c < cols) tile[lc][lr] = layout_convert<TIn, TOut>(src[r * s_r + c * s_c]);
   }
   __syncthreads();
-  TOut* dst = out + tl::int64_t(g) * rows * cols;
+  TOut* dst = out + tl::int64_t(g) * rows * out_ld;
 #pragma unroll
   for (int i = 0; i < 32; i += 8) {
     const int r = r0 + ty + i, c = c0 + tx;
-    if (r < rows && c < cols) dst[tl::int64_t(r) * cols + c] = tile[tx][ty + i];
+    if (r < rows && c < cols) dst[tl::int64_t(r) * out_ld + c] = tile[tx][ty + i];
   }
 }
 

@@ -5,17 +5,17 @@
 //   A  [M, K] (masked: [G, max_M, K]), K-major, e4m3 or bfloat16, through a 3-D TMA map {K, rows, G}
 //   B  [N, K] (grouped: [G, N, K]),    K-major, same type,         through a 3-D TMA map {K, N, G}
 //   D  [M, N] (masked: [G, max_M, N]), bfloat16 (TMA store when BLOCK_N % 64 == 0) or float
-//   FP8 scales: sfa one per row of A and 128 of K, sfb one per 128 x 128 block of B (FP32)
+//   FP8 scales: sfa one per row of A and 128 of K (3-D TMA map {M, K/128, G}), sfb one per 128 x 128
+//   block of B (FP32)
 //
 // Design (the same skeleton as tl/device/cuda/gemm_sm90.h, whose epilogues it reuses):
 // - Persistent: one CTA per SM walks the output tiles in grouped raster order; a masked GEMM walks
 //   group after group and skips the tiles past each group's valid rows (read on the device, so
 //   the launch needs no host sync and can sit in a CUDA graph).
 // - Warpgroup 0 produces: one thread issues the TMA loads of the A and B tiles (128-byte swizzle,
-//   BLOCK_K = one 128-byte row: 128 FP8 or 64 BF16 elements) into a kStages ring; for FP8 one more
-//   warp copies the stage's scale factors with cp.async (any scale strides: K-major or MN-major
-//   sfa) and reports them on the same full barrier (cp.async.mbarrier.arrive.noinc), so a stage is
-//   full when its tiles and its scales have landed.
+//   BLOCK_K = one 128-byte row: 128 FP8 or 64 BF16 elements) and, for FP8, of the stage's BLOCK_M
+//   scales of A (MN-major, TMA-aligned: gpu.cc copies other forms into it) into a kStages ring.
+//   B's scales (two per k-block) are read by the consumers themselves, one k-block ahead.
 // - One or two consumer warpgroups (BLOCK_M = 64, 128 or 256), each owning 64 or 128 rows x BLOCK_N
 //   columns, computed as one or two m64 waves per k-block (256-row tiles read less B per FLOP).
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
@@ -32,7 +32,6 @@
 #include "deepgemm/kernels/sm90_params.h"
 #include "tl/device/cuda/arch.h"
 #include "tl/device/cuda/convert.h"
-#include "tl/device/cuda/cp_async.h"
 #include "tl/device/cuda/gemm_sm90.h"
 #include "tl/device/cuda/mbarrier.h"
 #include "tl/device/cuda/tile_scheduler.h"
@@ -72,8 +71,8 @@ struct Sm90GemmConfig {
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
-  // Scales of one stage: BLOCK_M of A, then the (at most) two 128-row blocks of B the tile touches.
-  static constexpr int kStageBytesSf = kFp8 ? (kBlockM + 4) * 4 : 0;
+  // A's scales of one stage: BLOCK_M floats (a multiple of 128 bytes, as TMA destinations need).
+  static constexpr int kStageBytesSf = kFp8 ? kBlockM * 4 : 0;
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
@@ -159,6 +158,7 @@ struct Sm90Tiles {
 template <class Cfg>
 __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tma_a,
                                                const tl::cuda::TmaDescriptor& tma_b,
+                                               const tl::cuda::TmaDescriptor& tma_sfa,
                                                const tl::cuda::TmaDescriptor& tma_d, const Sm90GemmParams& p) {
 #if defined(TL_CUDA_SM90A)
   using namespace tl::cuda;
@@ -173,19 +173,19 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   uint8_t* smem_a = smem;                                      // [kStages][BLOCK_M][128 B]
   uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][BLOCK_N][128 B]
   uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
-  float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M + 4]
+  float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M]
   auto* bars = reinterpret_cast<mbarrier_t*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
   const TmaPipeline<kStages> pipe{bars, bars + kStages};
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
 
   const int wg = warpgroup_idx();
   if (threadIdx.x == 0) {
-    // FP8: a stage fills with the TMA thread's arrival and one per lane of the scale warp.
-    pipe.init(Cfg::kNumConsumers * 4, Cfg::kFp8 ? 1 + 32 : 1);
+    pipe.init(Cfg::kNumConsumers * 4);
     fence_barrier_init();
   } else if (threadIdx.x == 32) {
     tma_prefetch_descriptor(&tma_a);
     tma_prefetch_descriptor(&tma_b);
+    if constexpr (Cfg::kFp8) tma_prefetch_descriptor(&tma_sfa);
     if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_d);
   }
   __syncthreads();
@@ -205,36 +205,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         for (int kb = 0; kb < num_k_blocks; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB));
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
-          st.advance();
-        }
-      }
-    } else if (Cfg::kFp8 && warp == 1) {
-      // The scale warp: BLOCK_M scales of A and two of B per stage, zero past the valid rows.
-      const int lane = lane_idx();
-      PipelineState<kStages> st;
-      for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
-        Sm90Tile tile;
-        if (!tiles.get(p, t, tile) || !tile.compute) continue;
-        const float* sfa = p.sfa + tile.group * p.sfa_sg;
-        const float* sfb = p.sfb + tile.b_group * p.sfb_sg;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
-          pipe.producer_acquire(st);
-          float* dst = smem_sf + st.index * kSfStride;
-#pragma unroll
-          for (int i = lane; i < kBlockM; i += 32) {
-            const int row = tile.m0 + i;
-            const bool ok = row < tile.row_limit;
-            cp_async_4(dst + i, ok ? sfa + row * p.sfa_sr + kb * p.sfa_sc : p.sfa, ok);
-          }
-          if (lane < 2) {
-            const int row = tile.n0 / 128 + lane;
-            const bool ok = row < p.sfb_rows;
-            cp_async_4(dst + kBlockM + lane, ok ? sfb + row * p.sfb_sr + kb * p.sfb_sc : p.sfb, ok);
-          }
-          cp_async_mbarrier_arrive_noinc(pipe.full_barrier(st));
+          if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           st.advance();
         }
       }
@@ -265,7 +239,23 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
     // group completed): promotes `src` into wave w's accumulators, acc += src * sa[row] * sb[column
     // block]; `split`: the tile's columns inside the 128-block of B's scales holding its first one.
+    // B's two scales per k-block come straight from global memory (all lanes read the same two
+    // values: broadcast loads), one k-block ahead so their latency hides behind the current one.
+    struct SfbPrefetch {
+      const float* row0;  // the 128-block of B's scales holding the tile's first column
+      const float* row1;  // the next one (row0 again past the last)
+      int64_t step;       // floats between k-blocks
+      int next_kb;
+      float v0, v1;       // the values of k-block next_kb - 1
+    } sfb;
     [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
+      sc.sb0 = sfb.v0;
+      sc.sb1 = sfb.v1;
+      if (sfb.next_kb < num_k_blocks) {
+        sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
+        sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
+        ++sfb.next_kb;
+      }
       pipe.consumer_wait(s);
       const float* sf = smem_sf + s.index * kSfStride;
 #pragma unroll
@@ -273,8 +263,6 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         sc.sa[w][0] = sf[r0 + 64 * w];
         sc.sa[w][1] = sf[r0 + 64 * w + 8];
       }
-      sc.sb0 = sf[kBlockM];
-      sc.sb1 = sf[kBlockM + 1];
       const uint32_t stage = s.index;
       s.advance();
       return stage;
@@ -332,6 +320,15 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
 
       if (tile.compute) {
+        if constexpr (Cfg::kFp8) {
+          const int block = tile.n0 / 128;
+          sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
+          sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
+          sfb.step = p.sfb_sc;
+          sfb.v0 = num_k_blocks > 0 ? __ldg(sfb.row0) : 0.0f;
+          sfb.v1 = num_k_blocks > 0 ? __ldg(sfb.row1) : 0.0f;
+          sfb.next_kb = 1;
+        }
         if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
           // cores never wait for this warpgroup's CUDA-core work. Straight-line pairs (part and

@@ -15,9 +15,8 @@ using tl::uint64_t;
 using tl::uint8_t;
 
 struct Sm90GemmParams {
-  // Scale factors (FP8 only): element (g, r, kb) at ptr[g * s_g + r * s_r + kb * s_c], in floats.
-  // sfa: one per row of A and 128 of K; sfb: one per 128 rows of B (N) and 128 of K.
-  const float* sfa;
+  // B's scale factors (FP8 only; A's come through a TMA map): one per 128 rows of B (N) and 128 of
+  // K, element (g, r, kb) at sfb[g * s_g + r * s_r + kb * s_c].
   const float* sfb;
   // D for the direct (non-TMA) epilogue, element (g, r, c) at d[g * d_sg + r * d_sr + c].
   void* d;
@@ -25,7 +24,6 @@ struct Sm90GemmParams {
   const float* c;
   const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
   const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
-  int64_t sfa_sg, sfa_sr, sfa_sc;
   int64_t sfb_sg, sfb_sr, sfb_sc;
   int64_t d_sg, d_sr;
   int64_t c_sg, c_sr;

@@ -3,8 +3,8 @@
 // set_stream().
 //
 // Operands the kernel cannot read as they are get a device copy first (kernels/layout_copy.cuh):
-// MN-major A or B (the nn/tn/tt layouts; FP8 wgmma reads K-major tiles only) and UE8M0 scales
-// (the kernel reads FP32 scales). Not on the GPU yet, a user error naming the call: FP4 B
+// MN-major A or B (the nn/tn/tt layouts; FP8 wgmma reads K-major tiles only), A's scales unless
+// FP32, MN-major and TMA-aligned (get_mn_major_tma_aligned_tensor), and UE8M0 scales of B. Not on the GPU yet, a user error naming the call: FP4 B
 // (fp8_fp4_*) and the K-grouped GEMM.
 #include <algorithm>
 #include <cstring>
@@ -27,28 +27,58 @@ using kernels::Sm90GemmParams;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Copies the logical [groups, rows, cols] view (element (g, r, c) at g*s_g + r*s_r + c*s_c) into a
-// new contiguous tensor of `out_dtype` on the same device; returns the K-major view of the copy.
+// Copies the logical [groups, rows, cols] view v (element (g, r, c) at g*s_g + r*s_r + c*s_c) into a
+// new tensor of `out_dtype` on the same device, rows `out_ld` >= cols elements apart (the padding is
+// left unwritten); returns the new tensor, [groups, rows, out_ld].
 template <class Arg>
-Arg contiguous_copy(const Arg& v, int64_t groups, rt::DType out_dtype, rt::CuStream stream, const char* what,
-                    const std::string& function) {
+rt::Tensor layout_copy(const Arg& v, int64_t groups, rt::DType out_dtype, int64_t out_ld, rt::CuStream stream,
+                       const char* what, const std::string& function) {
   const rt::Device device = v.tensor.device();
   RT_USER_CHECK(v.rows <= 65535 * 32 && groups <= 65535, "deepgemm::", function, ": ", what, " (", groups, " x ",
                 v.rows, " x ", v.cols, ") is too large for the GPU layout copy");
-  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, v.cols}, out_dtype, device);
+  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, out_ld}, out_dtype, device);
   const rt::CudaKernel kernel =
       jit_kernel(layout_copy_source(v.tensor.dtype(), out_dtype), kLayoutCopyKernel, device.id);
   const void* in = v.tensor.data();
   void* dst = out.data();
   const int rows = int(v.rows), cols = int(v.cols);
   kernel.launch_with(rt::Dim3{unsigned(ceil_div(cols, 32)), unsigned(ceil_div(rows, 32)), unsigned(groups)},
-                     rt::Dim3{32, 8, 1}, 0, stream, in, dst, rows, cols, v.s_g, v.s_r, v.s_c);
-  Arg k_major = v;
-  k_major.tensor = out;
-  k_major.s_g = v.rows * v.cols;
-  k_major.s_r = v.cols;
-  k_major.s_c = 1;
-  return k_major;
+                     rt::Dim3{32, 8, 1}, 0, stream, in, dst, rows, cols, v.s_g, v.s_r, v.s_c, out_ld);
+  return out;
+}
+
+// v in the K-major form the kernel's TMA loads read (v itself when it already is), in `out_dtype`.
+template <class Arg>
+Arg k_major(const Arg& v, int64_t groups, rt::DType out_dtype, rt::CuStream stream, const char* what,
+            const std::string& function) {
+  if (v.s_c == 1 && v.tensor.dtype() == out_dtype) return v;
+  Arg r = v;
+  r.tensor = layout_copy(v, groups, out_dtype, v.cols, stream, what, function);
+  r.s_g = v.rows * v.cols;
+  r.s_r = v.cols;
+  r.s_c = 1;
+  return r;
+}
+
+// A's per-row scales in the form the kernel's TMA loads read: FP32, MN-major (stride 1 along M), the
+// stride between k-blocks and groups a multiple of 16 bytes (get_mn_major_tma_aligned_tensor's
+// layout). Other forms (K-major, UE8M0, unaligned) are copied once into it.
+ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream, const std::string& function) {
+  const bool aligned = reinterpret_cast<uintptr_t>(v.tensor.data()) % 16 == 0 && (v.s_c * 4) % 16 == 0 &&
+                       (groups == 1 || (v.s_g * 4) % 16 == 0);
+  if (v.tensor.dtype() == rt::DType::F32 && (v.s_r == 1 || v.rows == 1) && aligned) return v;
+  ScaleArg t = v;  // the transposed view [K / 128, M], copied row by row into rows of M padded to 4
+  t.rows = v.cols;
+  t.cols = v.rows;
+  t.s_r = v.s_c;
+  t.s_c = v.s_r;
+  const int64_t ld = (v.rows + 3) / 4 * 4;
+  ScaleArg r = v;
+  r.tensor = layout_copy(t, groups, rt::DType::F32, ld, stream, "a_scales", function);
+  r.s_g = v.cols * ld;
+  r.s_r = 1;
+  r.s_c = ld;
+  return r;
 }
 
 // A 3-D TMA map {cols, rows, groups} over a K-major operand view, box {box_cols, box_rows, 1}.
@@ -141,13 +171,13 @@ GemmConfig run_gpu(const Problem& p) {
 
   // Operands in the forms the kernel reads. The copies live until the call returns; the launches
   // are ordered on `stream`, and freeing device memory waits for the work in flight.
-  const MatrixArg a = p.a.s_c == 1 ? p.a : contiguous_copy(p.a, groups_a, p.a.tensor.dtype(), stream, "a", fn);
-  const MatrixArg b = p.b.s_c == 1 ? p.b : contiguous_copy(p.b, groups_b, p.b.tensor.dtype(), stream, "b", fn);
-  ScaleArg sfa = p.sfa, sfb = p.sfb;
-  if (fp8 && sfa.tensor.dtype() == rt::DType::UE8M0)
-    sfa = contiguous_copy(sfa, groups_a, rt::DType::F32, stream, "a_scales", fn);
-  if (fp8 && sfb.tensor.dtype() == rt::DType::UE8M0)
-    sfb = contiguous_copy(sfb, groups_b, rt::DType::F32, stream, "b_scales", fn);
+  const MatrixArg a = k_major(p.a, groups_a, p.a.tensor.dtype(), stream, "a", fn);
+  const MatrixArg b = k_major(p.b, groups_b, p.b.tensor.dtype(), stream, "b", fn);
+  // A's scales go through TMA (MN-major); B's (two per k-block) are read directly, in any layout.
+  const ScaleArg sfa = fp8 ? mn_major_scales(p.sfa, groups_a, stream, fn) : p.sfa;
+  const ScaleArg sfb = fp8 && p.sfb.tensor.dtype() == rt::DType::UE8M0
+                           ? k_major(p.sfb, groups_b, rt::DType::F32, stream, "b_scales", fn)
+                           : p.sfb;
 
   const rt::DType out_dtype = p.d.tensor.dtype();
   const int out_bytes = rt::bits(out_dtype) / 8;
@@ -176,6 +206,19 @@ GemmConfig run_gpu(const Problem& p) {
   const uint32_t block_k = uint32_t(blk.block_k);
   const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
   const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n));
+  // A's scales: BLOCK_M floats of one k-block per load; rows past M read as zeros.
+  rt::CuTensorMap map_sfa = map_a;  // BF16: A's stands in (the kernel never reads it)
+  if (fp8) {
+    rt::TensorMapSpec spec;
+    spec.name = "a_scales";
+    spec.dtype = rt::DType::F32;
+    spec.global_address = sfa.tensor.data();
+    spec.global_dims = {uint64_t(sfa.rows), uint64_t(sfa.cols), uint64_t(groups_a)};
+    const int64_t group_stride = groups_a > 1 ? sfa.s_g : sfa.cols * sfa.s_c;
+    spec.global_strides = {uint64_t(sfa.s_c * 4), uint64_t(group_stride * 4)};
+    spec.box_dims = {uint32_t(blk.block_m), 1, 1};
+    map_sfa = rt::encode_tensor_map(spec);
+  }
   // D's map serves the TMA-store epilogue only; otherwise A's stands in (the kernel never reads it).
   rt::CuTensorMap map_d = map_a;
   if (blk.tma_store) {
@@ -194,11 +237,7 @@ GemmConfig run_gpu(const Problem& p) {
   Sm90GemmParams params;
   std::memset(&params, 0, sizeof(params));
   if (fp8) {
-    params.sfa = static_cast<const float*>(sfa.tensor.data());
     params.sfb = static_cast<const float*>(sfb.tensor.data());
-    params.sfa_sg = sfa.s_g;
-    params.sfa_sr = sfa.s_r;
-    params.sfa_sc = sfa.s_c;
     params.sfb_sg = sfb.s_g;
     params.sfb_sr = sfb.s_r;
     params.sfb_sc = sfb.s_c;
@@ -221,7 +260,8 @@ GemmConfig run_gpu(const Problem& p) {
   params.raster_group = blk.raster_group;
 
   const int threads = 128 * (1 + sm90_consumers(blk.block_m));
-  void* args[] = {const_cast<rt::CuTensorMap*>(&map_a), const_cast<rt::CuTensorMap*>(&map_b), &map_d, &params};
+  void* args[] = {const_cast<rt::CuTensorMap*>(&map_a), const_cast<rt::CuTensorMap*>(&map_b), &map_sfa, &map_d,
+                  &params};
   kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
                 args);
 

@@ -37,17 +37,17 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
       "static_assert(Cfg::kSmemBytes == ", s.smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
       "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) ", kSm90GemmKernel, "(\n"
       "    const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
-      "    const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor sfa, const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
       "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n"
-      "  deepgemm::kernels::sm90_gemm_body<Cfg>(a, b, d, p);\n}\n");
+      "  deepgemm::kernels::sm90_gemm_body<Cfg>(a, b, sfa, d, p);\n}\n");
 }
 
 std::string layout_copy_source(rt::DType in, rt::DType out) {
   return rt::str("#include \"deepgemm/kernels/layout_copy.cuh\"\n"
                  "extern \"C\" __global__ void __launch_bounds__(256) ", kLayoutCopyKernel, "(const ",
                  device_type_name(in), "* in, ", device_type_name(out),
-                 "* out, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c) {\n"
-                 "  deepgemm::kernels::layout_copy_body(in, out, rows, cols, s_g, s_r, s_c);\n}\n");
+                 "* out, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c, tl::int64_t out_ld) {\n"
+                 "  deepgemm::kernels::layout_copy_body(in, out, rows, cols, s_g, s_r, s_c, out_ld);\n}\n");
 }
 
 const std::vector<rt::EmbeddedFile>& kernel_headers() {

@@ -27,9 +27,9 @@ struct Sm90KernelSpec {
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
 
-// extern "C" kSm90GemmKernel(TmaDescriptor a, b, d, Sm90GemmParams p) for `spec`.
+// extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, d, Sm90GemmParams p) for `spec`.
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
-// extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c).
+// extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c, out_ld).
 std::string layout_copy_source(rt::DType in, rt::DType out);
 
 // Our kernel headers and the device primitives, as NVRTC's in-memory include files.

@@ -77,7 +77,7 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes) {
-  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? (block_m + 4) * 4 : 0);
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0);
   const int64_t epilogue = tma_store ? int64_t(sm90_consumers(block_m)) * 2 * 64 * 64 * out_bytes : 0;
   return stages * stage + epilogue + 2 * stages * 8 + 1024;
 }

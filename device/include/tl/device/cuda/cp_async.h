@@ -18,27 +18,6 @@ __device__ __forceinline__ void cp_async_16(void* smem, const void* gmem, bool p
 #endif
 }
 
-// 4 bytes from global to shared memory, both 4-byte aligned, zero-filled when !pred (small
-// operands such as scale factors, where one lane copies one value).
-__device__ __forceinline__ void cp_async_4(void* smem, const void* gmem, bool pred) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(smem_addr(smem)), "l"(gmem), "r"(pred ? 4 : 0) : "memory");
-#else
-  __trap();
-#endif
-}
-
-// An arrival on the mbarrier at `bar` (shared memory) once every cp.async this thread has issued so
-// far has landed, without raising the barrier's expected count (.noinc): the barrier's arrival count
-// must include one per thread that calls this. Lets cp.async copies feed the same full barrier as TMA.
-__device__ __forceinline__ void cp_async_mbarrier_arrive_noinc(void* bar) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(smem_addr(bar)) : "memory");
-#else
-  __trap();
-#endif
-}
-
 __device__ __forceinline__ void cp_async_commit() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm volatile("cp.async.commit_group;\n" ::: "memory");

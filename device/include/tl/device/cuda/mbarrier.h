@@ -116,13 +116,11 @@ struct TmaPipeline {
   mbarrier_t* full;   // [kStages]: producer's arrive_expect_tx + TMA bytes -> consumers
   mbarrier_t* empty;  // [kStages]: consumers' releases -> producer
 
-  // `consumer_arrivals`: how many mbarrier_arrive calls free one stage (e.g. one per consumer warp);
-  // `producer_arrivals`: how many arrivals fill one (the TMA thread's arrive_expect_tx, plus one per
-  // thread that also feeds the stage with cp.async and cp_async_mbarrier_arrive_noinc).
+  // `consumer_arrivals`: how many mbarrier_arrive calls free one stage (e.g. one per consumer warp).
   // Call from one thread, then fence_barrier_init() and a block-wide sync before first use.
-  TL_DEVICE void init(uint32_t consumer_arrivals, uint32_t producer_arrivals = 1) const {
+  TL_DEVICE void init(uint32_t consumer_arrivals) const {
     for (int s = 0; s < kStages; ++s) {
-      mbarrier_init(&full[s], producer_arrivals);
+      mbarrier_init(&full[s], 1);
       mbarrier_init(&empty[s], consumer_arrivals);
     }
   }
