@@ -84,34 +84,44 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit) {
-  // FP8 keeps a partial and a promoted accumulator set (BLOCK_N <= 192, and a tile may touch only
-  // two 128-blocks of B's scales); BF16 one set.
-  static const int kFp8BlockN[] = {64, 80, 96, 112, 128, 144, 160, 192};
-  static const int kBf16BlockN[] = {64, 96, 128, 160, 192, 256};
-  const int* block_ns = fp8 ? kFp8BlockN : kBf16BlockN;
-  const int num_block_ns = fp8 ? int(std::size(kFp8BlockN)) : int(std::size(kBf16BlockN));
+  // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
+  // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
+  // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
+  // fold in: the L2 -> shared-memory traffic per FLOP ((bm + bn) / (bm bn)), FP8's promotion
+  // overlapped with the next k-block's wgmmas (BLOCK_N <= 128 with 128-row tiles), the single
+  // consumer warpgroup of 64-row tiles, and the stages that fit next to each tile.
+  struct Candidate {
+    int bm, bn;
+    double efficiency;
+  };
+  static const Candidate kFp8[] = {{256, 128, 1.00}, {128, 128, 0.92}, {128, 192, 0.79}, {64, 128, 0.76},
+                                   {128, 112, 0.75}, {128, 160, 0.72}, {128, 64, 0.71},  {128, 96, 0.70},
+                                   {256, 96, 0.68},  {64, 64, 0.58},   {64, 96, 0.55}};
+  static const Candidate kBf16[] = {{128, 256, 1.00}, {128, 192, 0.95}, {256, 128, 0.90} /*~*/, {128, 128, 0.80},
+                                    {128, 160, 0.80} /*~*/, {64, 256, 0.75} /*~*/, {128, 96, 0.70} /*~*/,
+                                    {64, 128, 0.60} /*~*/, {64, 64, 0.40} /*~*/};
+  const Candidate* candidates = fp8 ? kFp8 : kBf16;
+  const int num_candidates = fp8 ? int(std::size(kFp8)) : int(std::size(kBf16));
   sms = std::max(sms, 1);
   GpuBlocking best;
   double best_cost = 0;
-  for (int bm : {64, 128}) {
-    for (int i = 0; i < num_block_ns; ++i) {
-      const int bn = block_ns[i];
-      const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), bm) * ceil_div(std::max<int64_t>(n, 1), bn) * tile_groups;
-      const int64_t waves = ceil_div(tiles, sms);
-      // Shared-memory reads per FLOP grow as the tile narrows: efficiency ~ (bm bn / (bm + bn)) / 64,
-      // 1 at 128 x 128. One consumer warpgroup (bm = 64) also loses the overlap of two.
-      const double intensity = double(bm) * bn / (bm + bn);
-      const double efficiency = std::min(1.0, intensity / 64.0) * (bm == 64 ? 0.85 : 1.0);
-      // Wasted rows/columns of partial tiles cost as much as useful ones.
-      const double cost = double(waves) * double(bm) * bn / efficiency;
-      const bool better = best.block_m == 0 || cost < best_cost * 0.999 ||
-                          (cost <= best_cost * 1.001 && int64_t(bm) * bn > int64_t(best.block_m) * best.block_n);
-      if (!better) continue;
-      best.block_m = bm;
-      best.block_n = bn;
-      best.grid = int(std::min<int64_t>(tiles, sms));
-      best_cost = cost;
-    }
+  for (int i = 0; i < num_candidates; ++i) {
+    const Candidate& c = candidates[i];
+    // The fewest stages worth running: smaller tiles (and 256-row FP8 tiles, 3) fit more.
+    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0, out_bytes) > smem_limit) continue;
+    const int64_t tiles =
+        ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
+    // A persistent grid runs ceil(tiles / SMs) rounds of one tile per SM, each as long as one tile
+    // at the shape's efficiency (the rows and columns a partial tile wastes cost as much as others).
+    const double cost = double(ceil_div(tiles, sms)) * double(c.bm) * c.bn / c.efficiency;
+    // Ties (within 2%) go to two consumer warpgroups, then to the more efficient shape (listed first).
+    const bool better = best.block_m == 0 || cost < best_cost * 0.98 ||
+                        (cost <= best_cost * 1.02 && c.bm > 64 && best.block_m == 64);
+    if (!better) continue;
+    best.block_m = c.bm;
+    best.block_n = c.bn;
+    best.grid = int(std::min<int64_t>(tiles, sms));
+    best_cost = cost;
   }
   best.block_k = fp8 ? 128 : 64;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;

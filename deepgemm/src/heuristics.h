@@ -25,9 +25,9 @@ struct GpuBlocking {
 
 // The shape the kernel sees: `m` rows per group (M-masked: expected_m, the rows it will usually
 // get), `tile_groups` groups whose tiles are scheduled (1, or G for the masked layout), N, K.
-// `tma_store_ok`: a bfloat16 D that TMA can store (aligned). The cost model: the waves of tiles
-// over `sms`, each tile's time proportional to its FLOPs over its efficiency (tiles narrower than
-// 128 x 128 read more shared memory per FLOP), and as many pipeline stages as fit in `smem_limit`.
+// `tma_store_ok`: a bfloat16 D that TMA can store (aligned). The cost model: rounds of one tile per
+// SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
+// efficiency, and as many pipeline stages as fit in `smem_limit`.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit);
 
