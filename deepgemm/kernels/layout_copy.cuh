@@ -1,7 +1,7 @@
 // The operand preparation kernel of the GPU path: a contiguous copy of a strided 3-D view, with an
 // element conversion. The GEMM kernel (sm90_gemm.cuh) reads A and B K-major through TMA (FP8 wgmma
 // has no transposed operands) and FP32 scale factors; operands given MN-major (the nn/tn/tt
-// layouts) and UE8M0 scales go through this copy first.
+// layouts) and UE8M0 scales go through this copy first, and FP4 B through fp4_to_fp8_body.
 //
 //   out[(g * rows + r) * out_ld + c] = TOut(in[g * s_g + r * s_r + c * s_c])   (out_ld >= cols)
 //
@@ -44,6 +44,22 @@ __device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOu
   for (int i = 0; i < 32; i += 8) {
     const int r = r0 + ty + i, c = c0 + tx;
     if (r < rows && c < cols) dst[tl::int64_t(r) * out_ld + c] = tile[tx][ty + i];
+  }
+}
+
+// FP4 B to e4m3, exactly (every e2m1 value is an e4m3 value): out[(g * rows + r) * cols + c] = the
+// e2m1 element at nibble offset g * s_g + r * s_r + c * s_c of `in` (two per byte, low nibble
+// first). Launch: 256 threads per block, any grid (a grid-stride loop).
+__device__ __forceinline__ void fp4_to_fp8_body(const tl::uint8_t* __restrict__ in, tl::uint8_t* __restrict__ out,
+                                                int groups, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r,
+                                                tl::int64_t s_c) {
+  const tl::int64_t total = tl::int64_t(groups) * rows * cols;
+  for (tl::int64_t i = tl::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += tl::int64_t(gridDim.x) * blockDim.x) {
+    const tl::int64_t c = i % cols, r = (i / cols) % rows, g = i / (tl::int64_t(cols) * rows);
+    const tl::int64_t nibble = g * s_g + r * s_r + c * s_c;
+    const tl::uint8_t bits = (in[nibble >> 1] >> ((nibble & 1) * 4)) & 0xF;
+    out[i] = tl::float8_e4m3_t::from_float(tl::detail::e2m1_to_float(bits)).bits;
   }
 }
 

@@ -24,6 +24,9 @@
 //   128-deep scale block. With BLOCK_N <= 128 two partial sets alternate, so the next k-block's
 //   wgmmas are in flight during a promotion. BF16: wgmma k16 accumulates in place, one group in
 //   flight across k-blocks.
+// - Per-row B scales (FP4 B converted to e4m3 by gpu.cc, the K-grouped GEMM): B's scales of the
+//   tile's columns come by TMA with the stage, and the promotion runs every kPromotionK (128 or 32)
+//   of K with a scale per column.
 // - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
 //   of a contiguous grouped GEMM (m_indices -1) are written as zeros; rows past a masked group's
 //   count are not written.
@@ -47,9 +50,11 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 
 // kTmaStore_: the epilogue goes through shared memory and TMA stores (bfloat16 D, BLOCK_N a multiple
 // of 64, D 16-byte aligned with 16-byte row and group strides); otherwise every thread stores its
-// fragment directly.
+// fragment directly. kSfbPerRow_: B's scales are per row of B (per output column) and per
+// kPromotionK_ (128, or 32) of K, loaded by TMA like A's (FP4 B, the K-grouped GEMM); otherwise one
+// per 128 x 128 block of B, read directly.
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
-          bool kTmaStore_>
+          bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -58,6 +63,9 @@ struct Sm90GemmConfig {
   static constexpr int kStages = kStages_;
   static constexpr int kGrouping = kGrouping_;
   static constexpr bool kHasC = kHasC_;
+  static constexpr bool kSfbPerRow = kSfbPerRow_;
+  static constexpr int kPromotionK = kPromotionK_;
+  static constexpr int kSubBlocks = 128 / kPromotionK;  // promotions per k-block
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
@@ -67,18 +75,20 @@ struct Sm90GemmConfig {
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
-  static constexpr bool kOverlapPromotion = kFp8 && kMmaM == 1 && kBlockN <= 128;
+  static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && kMmaM == 1 && kBlockN <= 128;
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
   // A's scales of one stage: BLOCK_M floats (a multiple of 128 bytes, as TMA destinations need).
   static constexpr int kStageBytesSf = kFp8 ? kBlockM * 4 : 0;
+  // Per-row B scales of one stage: kSubBlocks rows of BLOCK_N floats, padded to 128 bytes.
+  static constexpr int kStageBytesSfb = kSfbPerRow ? (kBlockN * 4 * kSubBlocks + 127) / 128 * 128 : 0;
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes =
-      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf) + kEpilogueBytes + kBarrierBytes + 1024;
+      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb) + kEpilogueBytes + kBarrierBytes + 1024;
 
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = kNumConsumers == 2 ? 232 : 240;
@@ -92,8 +102,11 @@ struct Sm90GemmConfig {
                 "too many accumulators per thread: lower BLOCK_N (or BLOCK_M)");
   // Tiles start at multiples of BLOCK_N, so n0 % 128 reaches 128 - gcd(BLOCK_N, 128).
   static constexpr int gcd128(int a) { return a % 128 == 0 ? 128 : (a % 64 == 0 ? 64 : (a % 32 == 0 ? 32 : 16)); }
-  static_assert(!kFp8 || kBlockN + 128 - gcd128(kBlockN) <= 256,
+  static_assert(!kFp8 || kSfbPerRow || kBlockN + 128 - gcd128(kBlockN) <= 256,
                 "a tile's columns must span at most two 128-row blocks of B's scales");
+  static_assert(!kSfbPerRow || kFp8, "per-row B scales belong to the FP8 kernel");
+  static_assert(kPromotionK == 128 || (kPromotionK == 32 && kSfbPerRow), "promotion every 128 of K, or 32 "
+                "with per-row B scales");
   static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
@@ -159,6 +172,7 @@ template <class Cfg>
 __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tma_a,
                                                const tl::cuda::TmaDescriptor& tma_b,
                                                const tl::cuda::TmaDescriptor& tma_sfa,
+                                               const tl::cuda::TmaDescriptor& tma_sfb,
                                                const tl::cuda::TmaDescriptor& tma_d, const Sm90GemmParams& p) {
 #if defined(TL_CUDA_SM90A)
   using namespace tl::cuda;
@@ -174,9 +188,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][BLOCK_N][128 B]
   uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
   float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M]
-  auto* bars = reinterpret_cast<mbarrier_t*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
+  float* smem_sfb = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
+  auto* bars = reinterpret_cast<mbarrier_t*>(reinterpret_cast<uint8_t*>(smem_sfb) + kStages * Cfg::kStageBytesSfb);
   const TmaPipeline<kStages> pipe{bars, bars + kStages};
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
+  constexpr int kSfbStride = Cfg::kStageBytesSfb / 4;
 
   const int wg = warpgroup_idx();
   if (threadIdx.x == 0) {
@@ -186,6 +202,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     tma_prefetch_descriptor(&tma_a);
     tma_prefetch_descriptor(&tma_b);
     if constexpr (Cfg::kFp8) tma_prefetch_descriptor(&tma_sfa);
+    if constexpr (Cfg::kSfbPerRow) tma_prefetch_descriptor(&tma_sfb);
     if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_d);
   }
   __syncthreads();
@@ -205,10 +222,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         for (int kb = 0; kb < num_k_blocks; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf));
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf +
+                                                   (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kSubBlocks : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
+          if constexpr (Cfg::kSfbPerRow)
+            tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kSubBlocks, tile.b_group);
           st.advance();
         }
       }
@@ -249,12 +269,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       float v0, v1;       // the values of k-block next_kb - 1
     } sfb;
     [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
-      sc.sb0 = sfb.v0;
-      sc.sb1 = sfb.v1;
-      if (sfb.next_kb < num_k_blocks) {
-        sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
-        sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
-        ++sfb.next_kb;
+      if constexpr (!Cfg::kSfbPerRow) {
+        sc.sb0 = sfb.v0;
+        sc.sb1 = sfb.v1;
+        if (sfb.next_kb < num_k_blocks) {
+          sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
+          sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
+          ++sfb.next_kb;
+        }
       }
       pipe.consumer_wait(s);
       const float* sf = smem_sf + s.index * kSfStride;
@@ -267,15 +289,31 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       s.advance();
       return stage;
     };
-    [[maybe_unused]] auto issue_fp8 = [&](uint32_t stage, int w, auto& dst) {
+    [[maybe_unused]] auto issue_fp8 = [&](uint32_t stage, int w, auto& dst, int q = 0) {
+      constexpr int kSteps = Cfg::kPromotionK / 32;  // k32 steps per promotion
       const uint64_t da = smem_desc_add(desc_a0, stage * uint32_t(Cfg::kStageBytesA) + uint32_t(w * 64 * 128));
       const uint64_t db = smem_desc_add(desc_b0, stage * uint32_t(Cfg::kStageBytesB));
       wgmma_fence();
 #pragma unroll
-      for (int k = 0; k < 4; ++k)
-        wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, uint32_t(k * 32)), smem_desc_add(db, uint32_t(k * 32)), dst,
-                                     k > 0);
+      for (int kk = 0; kk < kSteps; ++kk) {
+        const uint32_t k_bytes = uint32_t((q * kSteps + kk) * 32);
+        wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, k_bytes), smem_desc_add(db, k_bytes), dst, kk > 0);
+      }
       wgmma_commit_group();
+    };
+    // Per-row B scales (sub-block q of the stage's k-block): each column has its own.
+    [[maybe_unused]] auto retire_fp8_per_row = [&](auto& src, const Scales& sc, int w, uint32_t stage, int q,
+                                                   auto& dst) {
+      fence_accumulators(src);
+      const float* sb = smem_sfb + stage * kSfbStride + q * kBlockN + c0;
+#pragma unroll
+      for (int j = 0; j < kBlockN / 8; ++j) {
+        const float2 b = *reinterpret_cast<const float2*>(sb + 8 * j);
+        dst[4 * j + 0] = fmaf(src[4 * j + 0], sc.sa[w][0] * b.x, dst[4 * j + 0]);
+        dst[4 * j + 1] = fmaf(src[4 * j + 1], sc.sa[w][0] * b.y, dst[4 * j + 1]);
+        dst[4 * j + 2] = fmaf(src[4 * j + 2], sc.sa[w][1] * b.x, dst[4 * j + 2]);
+        dst[4 * j + 3] = fmaf(src[4 * j + 3], sc.sa[w][1] * b.y, dst[4 * j + 3]);
+      }
     };
     [[maybe_unused]] auto retire_fp8 = [&](auto& src, const Scales& sc, int w, int split, auto& dst) {
       fence_accumulators(src);
@@ -320,7 +358,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
 
       if (tile.compute) {
-        if constexpr (Cfg::kFp8) {
+        if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
           sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
@@ -364,6 +402,23 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
             }
+          }
+        } else if constexpr (Cfg::kSfbPerRow) {
+          // Promotion per sub-block of kPromotionK; the stage is freed after its last promotion,
+          // which still reads B's scales from it.
+          for (int kb = 0; kb < num_k_blocks; ++kb) {
+            Scales sc;
+            const uint32_t stage = wait_fp8(st, sc);
+#pragma unroll
+            for (int q = 0; q < Cfg::kSubBlocks; ++q) {
+#pragma unroll
+              for (int w = 0; w < kMmaM; ++w) {
+                issue_fp8(stage, w, part, q);
+                wgmma_wait_group<0>();
+                retire_fp8_per_row(part, sc, w, stage, q, acc[w]);
+              }
+            }
+            release(stage);
           }
         } else if constexpr (Cfg::kFp8) {
           for (int kb = 0; kb < num_k_blocks; ++kb) {

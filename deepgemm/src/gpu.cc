@@ -1,11 +1,12 @@
 // The GPU backend: runs a validated Problem on the Hopper kernel (kernels/sm90_gemm.cuh), compiled
 // at run time for the configuration the heuristic picks (gpu_kernels.h), on the stream of
-// set_stream().
+// set_stream(); the K-grouped GEMM as one launch per group.
 //
 // Operands the kernel cannot read as they are get a device copy first (kernels/layout_copy.cuh):
-// MN-major A or B (the nn/tn/tt layouts; FP8 wgmma reads K-major tiles only), A's scales unless
-// FP32, MN-major and TMA-aligned (get_mn_major_tma_aligned_tensor), and UE8M0 scales of B. Not on the GPU yet, a user error naming the call: FP4 B
-// (fp8_fp4_*) and the K-grouped GEMM.
+// MN-major A or B (the nn/tn/tt layouts and the K-grouped GEMM; FP8 wgmma reads K-major tiles
+// only), FP4 B (converted to e4m3, exactly), the scales TMA loads (A's, and B's per-row ones)
+// unless FP32, MN-major and TMA-aligned (get_mn_major_tma_aligned_tensor), and UE8M0 block scales
+// of B.
 #include <algorithm>
 #include <cstring>
 #include <sstream>
@@ -102,8 +103,9 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 
 // DG_GPU_CONFIG=<block_m>x<block_n>x<stages> (tuning): the heuristic's choice replaced, after the
 // kernel's own rules are checked.
-GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, int64_t m, int64_t n,
-                            int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms, int64_t smem_limit) {
+GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
+                            int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
+                            int64_t smem_limit, int sfb_rows) {
   int bm = 0, bn = 0, stages = 0;
   char x1 = 0, x2 = 0;
   std::istringstream in(text);
@@ -113,9 +115,10 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
   // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
   const int waves = bm == 256 ? 2 : 1;
-  const int partials = fp8 ? (waves == 1 && bn <= 128 ? 2 : 1) : 0;
+  const int partials = fp8 ? (!sfb_per_row && waves == 1 && bn <= 128 ? 2 : 1) : 0;
   RT_USER_CHECK((bm == 64 || bm == 128 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
-                    (waves + partials) * bn / 2 <= 192 && (!fp8 || bn + 128 - gcd128 <= 256) && stages >= 2,
+                    (waves + partials) * bn / 2 <= 192 && (!fp8 || sfb_per_row || bn + 128 - gcd128 <= 256) &&
+                    stages >= 2,
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128 or 256, block_n a multiple ",
                 "of 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
                 fp8 ? "FP8: block_n <= 192 for block_m 64/128, <= 128 for 256; a tile may touch at most two 128-blocks "
@@ -128,13 +131,205 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.block_k = fp8 ? 128 : 64;
   b.stages = stages;
   b.tma_store = tma_store_ok && bn % 64 == 0;
-  b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes);
+  b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes, sfb_rows);
   RT_USER_CHECK(b.smem_bytes <= smem_limit, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes,
                 " bytes of shared memory; the device allows ", smem_limit);
   const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), bm) * ceil_div(n, bn) * tile_groups;
   b.grid = int(std::min<int64_t>(tiles, sms));
   b.raster_group = int(std::clamp<int64_t>(ceil_div(n, bn), 1, 8));
   return b;
+}
+
+
+// A 3-D TMA map over per-row scales in the MN-major form (rows along dimension 0), a box of
+// `box_rows` rows x `box_blocks` k-blocks.
+rt::CuTensorMap scale_map(const std::string& name, const ScaleArg& v, int64_t groups, uint32_t box_rows,
+                          uint32_t box_blocks) {
+  rt::TensorMapSpec spec;
+  spec.name = name;
+  spec.dtype = rt::DType::F32;
+  spec.global_address = v.tensor.data();
+  spec.global_dims = {uint64_t(v.rows), uint64_t(v.cols), uint64_t(groups)};
+  const int64_t group_stride = groups > 1 ? v.s_g : v.cols * v.s_c;
+  spec.global_strides = {uint64_t(v.s_c * 4), uint64_t(group_stride * 4)};
+  spec.box_dims = {box_rows, box_blocks, 1};
+  return rt::encode_tensor_map(spec);
+}
+
+// A view of columns [c0, c0 + cols) of `v` (K-major operands and MN-major scales: columns run along
+// K), and of group g of a [G, rows, cols] output.
+template <class Arg>
+Arg columns(const Arg& v, int64_t c0, int64_t cols) {
+  Arg r = v;
+  const int64_t bits = rt::bits(v.tensor.dtype());
+  r.tensor = rt::Tensor::wrap(static_cast<char*>(v.tensor.data()) + c0 * v.s_c * bits / 8, {v.rows, cols},
+                              v.tensor.dtype(), v.tensor.device(), {v.s_r, v.s_c}, v.tensor.storage());
+  r.cols = cols;
+  return r;
+}
+MatrixArg group_of(const MatrixArg& v, int64_t g) {
+  MatrixArg r = v;
+  r.tensor = rt::Tensor::wrap(static_cast<char*>(v.tensor.data()) + g * v.s_g * rt::bits(v.tensor.dtype()) / 8,
+                              {v.rows, v.cols}, v.tensor.dtype(), v.tensor.device(), {v.s_r, v.s_c},
+                              v.tensor.storage());
+  r.s_g = 0;
+  return r;
+}
+
+// One kernel launch over operands already in the kernel's forms.
+struct Sm90Call {
+  bool fp8 = true;
+  bool sfb_per_row = false;
+  int promotion_k = 128;
+  Grouping grouping = Grouping::None;
+  int64_t m = 0, n = 0, k = 0, num_groups = 1, expected_m = 0;
+  int64_t groups_a = 1, groups_b = 1;
+  MatrixArg a, b, d, c;
+  ScaleArg sfa, sfb;
+  rt::Tensor m_indices, masked_m;
+};
+
+GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt::CuStream stream) {
+  const rt::CudaDeviceInfo& info = rt::cuda_device(device);
+  const rt::DType out_dtype = x.d.tensor.dtype();
+  const int out_bytes = rt::bits(out_dtype) / 8;
+  const bool tma_store_ok = out_dtype == rt::DType::BF16 && aligned16(x.d.tensor.data()) && (x.d.s_r * 2) % 16 == 0 &&
+                            (x.groups_a == 1 || (x.d.s_g * 2) % 16 == 0);
+  const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
+  const int sms = get_num_sms();
+  const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
+  GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
+                                        info.smem_per_block_optin, sfb_rows);
+  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
+  if (!forced.empty())
+    blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
+                          info.smem_per_block_optin, sfb_rows);
+
+  Sm90KernelSpec spec;
+  spec.fp8 = x.fp8;
+  spec.out = out_dtype;
+  spec.block_m = blk.block_m;
+  spec.block_n = blk.block_n;
+  spec.stages = blk.stages;
+  spec.grouping = x.grouping == Grouping::MContiguous ? 1 : x.grouping == Grouping::MMasked ? 2 : 0;
+  spec.has_c = x.c.present();
+  spec.tma_store = blk.tma_store;
+  spec.sfb_per_row = x.sfb_per_row;
+  spec.promotion_k = x.promotion_k;
+  spec.smem_bytes = blk.smem_bytes;
+  const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
+
+  // With K = 0 the kernel reads neither operand (D = C, or zeros), but the maps must still be valid:
+  // they then cover a small scratch buffer.
+  rt::Tensor scratch;
+  MatrixArg a = x.a, b = x.b;
+  ScaleArg sfa = x.sfa, sfb = x.sfb;
+  int64_t groups_a = x.groups_a, groups_b = x.groups_b;
+  if (x.k == 0) {
+    scratch = rt::Tensor::empty({512}, rt::DType::F32, x.d.tensor.device());
+    MatrixArg dummy;
+    dummy.tensor = rt::Tensor::wrap(scratch.data(), {1, 128}, a.tensor.dtype(), scratch.device(), {}, scratch.storage());
+    dummy.rows = 1;
+    dummy.cols = 128;
+    dummy.s_r = 128;
+    dummy.s_c = 1;
+    a = b = dummy;
+    groups_a = groups_b = 1;
+    static_cast<MatrixArg&>(sfa) = dummy;
+    static_cast<MatrixArg&>(sfb) = dummy;
+    sfa.tensor = sfb.tensor = rt::Tensor::wrap(scratch.data(), {1, 128}, rt::DType::F32, scratch.device(), {},
+                                               scratch.storage());
+    sfa.s_c = sfb.s_c = 128;
+    sfa.s_r = sfb.s_r = 1;
+    sfa.rows = sfb.rows = 128;
+    sfa.cols = sfb.cols = 1;
+  }
+  const uint32_t block_k = uint32_t(blk.block_k);
+  const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
+  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n));
+  // Scales: BLOCK_M (A) or BLOCK_N (per-row B) floats per k-block or promotion block; rows past the
+  // end read as zeros. Unused maps are A's, which the kernel then never reads.
+  const rt::CuTensorMap map_sfa = x.fp8 ? scale_map("a_scales", sfa, groups_a, uint32_t(blk.block_m), 1) : map_a;
+  const rt::CuTensorMap map_sfb =
+      x.sfb_per_row ? scale_map("b_scales", sfb, groups_b, uint32_t(blk.block_n), uint32_t(sfb_rows)) : map_a;
+  // D's map serves the TMA-store epilogue only.
+  rt::CuTensorMap map_d = map_a;
+  if (blk.tma_store) {
+    rt::TensorMapSpec spec;
+    spec.name = "d";
+    spec.dtype = out_dtype;
+    spec.global_address = x.d.tensor.data();
+    spec.global_dims = {uint64_t(x.n), uint64_t(x.m), uint64_t(x.groups_a)};
+    const int64_t group_stride = x.groups_a > 1 ? x.d.s_g : x.m * x.d.s_r;
+    spec.global_strides = {uint64_t(x.d.s_r * out_bytes), uint64_t(group_stride * out_bytes)};
+    spec.box_dims = {64, 64, 1};
+    spec.swizzle = rt::TmaSwizzle::B128;
+    map_d = rt::encode_tensor_map(spec);
+  }
+
+  Sm90GemmParams params;
+  std::memset(&params, 0, sizeof(params));
+  if (x.fp8 && !x.sfb_per_row) {
+    params.sfb = static_cast<const float*>(sfb.tensor.data());
+    params.sfb_sg = sfb.s_g;
+    params.sfb_sr = sfb.s_r;
+    params.sfb_sc = sfb.s_c;
+  }
+  params.d = x.d.tensor.data();
+  params.d_sg = x.d.s_g;
+  params.d_sr = x.d.s_r;
+  if (x.c.present()) {
+    params.c = static_cast<const float*>(x.c.tensor.data());
+    params.c_sg = x.c.s_g;
+    params.c_sr = x.c.s_r;
+  }
+  if (x.grouping == Grouping::MContiguous) params.m_indices = static_cast<const int32_t*>(x.m_indices.data());
+  if (x.grouping == Grouping::MMasked) params.masked_m = static_cast<const int32_t*>(x.masked_m.data());
+  params.m = int32_t(x.m);
+  params.n = int32_t(x.n);
+  params.k = int32_t(x.k);
+  params.num_groups = int32_t(x.num_groups);
+  params.sfb_rows = int32_t(ceil_div(x.n, 128));
+  params.raster_group = blk.raster_group;
+
+  const int threads = 128 * (1 + sm90_consumers(blk.block_m));
+  void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
+                  const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
+                  &map_d,                                 &params};
+  kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
+                args);
+
+  GemmConfig cfg;
+  cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
+                       blk.tma_store ? ".tma_store" : "");
+  cfg.block_m = blk.block_m;
+  cfg.block_n = blk.block_n;
+  cfg.block_k = blk.block_k;
+  cfg.promotion_k = x.fp8 ? x.promotion_k : 0;
+  cfg.num_stages = blk.stages;
+  cfg.num_multicast = 1;
+  cfg.num_tasks = blk.grid;
+  cfg.num_threads = blk.grid;
+  return cfg;
+}
+
+// FP4 B (nibble view) as a contiguous e4m3 [groups, rows, cols] copy.
+MatrixArg fp4_as_fp8(const MatrixArg& v, int64_t groups, rt::CuStream stream) {
+  const rt::Device device = v.tensor.device();
+  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, v.cols}, rt::DType::F8E4M3, device);
+  const rt::CudaKernel kernel = jit_kernel(fp4_to_fp8_source(), kFp4ToFp8Kernel, device.id);
+  const void* in = v.tensor.data();
+  void* dst = out.data();
+  const int g = int(groups), rows = int(v.rows), cols = int(v.cols);
+  const int64_t total = groups * v.rows * v.cols;
+  kernel.launch_with(rt::Dim3{unsigned(std::clamp<int64_t>(ceil_div(total, 1024), 1, 65535)), 1, 1},
+                     rt::Dim3{256, 1, 1}, 0, stream, in, dst, g, rows, cols, v.s_g, v.s_r, v.s_c);
+  MatrixArg r = v;
+  r.tensor = out;
+  r.s_g = v.rows * v.cols;
+  r.s_r = v.cols;
+  r.s_c = 1;
+  return r;
 }
 
 }  // namespace
@@ -148,132 +343,68 @@ GemmConfig run_gpu(const Problem& p) {
   const rt::CudaDeviceInfo& info = rt::cuda_device(device);
   RT_USER_CHECK(info.sm_major == 9 && info.sm_minor == 0, "deepgemm::", fn, ": the GPU kernels need a Hopper GPU ",
                 "(sm_90a); ", p.device.to_string(), " is ", info.name, " (", info.arch_name(), ")");
-  RT_USER_CHECK(p.kind != Kind::Fp8Fp4, "deepgemm::", fn, ": FP4 B operands are not on the GPU yet (the CPU path ",
-                "runs them: pass CPU tensors)");
-  RT_USER_CHECK(p.grouping != Grouping::KContiguous, "deepgemm::", fn,
-                ": the K-grouped GEMM is not on the GPU yet (the CPU path runs it: pass CPU tensors)");
 
-  const bool fp8 = p.kind == Kind::Fp8;
   const rt::CuStream stream = get_stream();
-  const int64_t groups_b = p.grouping == Grouping::None ? 1 : p.num_groups;
-  const int64_t groups_a = p.grouping == Grouping::MMasked ? p.num_groups : 1;
   GemmConfig cfg;
+  if (p.m == 0 || p.n == 0) {
+    cfg.kernel = "none (empty output)";
+  } else {
+    // Operands in the forms the kernel reads. The copies live until the call returns; the launches
+    // are ordered on `stream`, and freeing device memory waits for the work in flight.
+    Sm90Call x;
+    x.fp8 = p.kind != Kind::Bf16;
+    x.grouping = p.grouping == Grouping::KContiguous ? Grouping::None : p.grouping;
+    x.m = p.m;
+    x.n = p.n;
+    x.k = p.k;
+    x.num_groups = p.num_groups;
+    x.expected_m = p.expected_m;
+    x.groups_a = p.grouping == Grouping::MMasked ? p.num_groups : 1;
+    x.groups_b = p.grouping == Grouping::MContiguous || p.grouping == Grouping::MMasked ? p.num_groups : 1;
+    x.a = k_major(p.a, x.groups_a, p.a.tensor.dtype(), stream, "a", fn);
+    x.b = p.kind == Kind::Fp8Fp4 ? fp4_as_fp8(p.b, x.groups_b, stream)
+                                 : k_major(p.b, x.groups_b, p.b.tensor.dtype(), stream, "b", fn);
+    x.d = p.d;
+    x.c = p.c;
+    x.m_indices = p.m_indices;
+    x.masked_m = p.masked_m;
+    if (x.fp8) {
+      // A's scales, and per-row B scales (FP4, K-grouped), go through TMA in the MN-major form; block
+      // scales of B (two per k-block) are read directly, in any layout, as FP32.
+      x.sfa = mn_major_scales(p.sfa, x.groups_a, stream, fn);
+      x.sfb_per_row = p.sfb.gran_r == 1;
+      x.promotion_k = p.promotion_k();
+      x.sfb = x.sfb_per_row ? mn_major_scales(p.sfb, x.groups_b, stream, fn)
+              : p.sfb.tensor.dtype() == rt::DType::UE8M0 ? k_major(p.sfb, x.groups_b, rt::DType::F32, stream, "b_scales", fn)
+                                                         : p.sfb;
+    }
+    if (p.grouping != Grouping::KContiguous) {
+      cfg = launch_sm90(fn, x, device, stream);
+    } else {
+      // K-grouped: one launch per group over its K range, D[g] = C[g] + A_g B_g^T.
+      int64_t k0 = 0;
+      for (int64_t g = 0; g < p.num_groups; ++g) {
+        const int64_t kg = p.ks[size_t(g)];
+        Sm90Call xg = x;
+        xg.k = kg;
+        xg.num_groups = 1;
+        xg.a = columns(x.a, k0, kg);
+        xg.b = columns(x.b, k0, kg);
+        xg.sfa = columns(x.sfa, k0 / 128, kg / 128);
+        xg.sfb = columns(x.sfb, k0 / 128, kg / 128);
+        xg.d = group_of(p.d, g);
+        if (p.c.present()) xg.c = group_of(p.c, g);
+        cfg = launch_sm90(fn, xg, device, stream);
+        k0 += kg;
+      }
+    }
+  }
   cfg.function = fn;
   cfg.backend = "cuda";
   cfg.m = p.m;
   cfg.n = p.n;
   cfg.k = p.k;
   cfg.num_groups = p.num_groups;
-  if (p.m == 0 || p.n == 0) {
-    cfg.kernel = "none (empty output)";
-    return cfg;
-  }
-
-  // Operands in the forms the kernel reads. The copies live until the call returns; the launches
-  // are ordered on `stream`, and freeing device memory waits for the work in flight.
-  const MatrixArg a = k_major(p.a, groups_a, p.a.tensor.dtype(), stream, "a", fn);
-  const MatrixArg b = k_major(p.b, groups_b, p.b.tensor.dtype(), stream, "b", fn);
-  // A's scales go through TMA (MN-major); B's (two per k-block) are read directly, in any layout.
-  const ScaleArg sfa = fp8 ? mn_major_scales(p.sfa, groups_a, stream, fn) : p.sfa;
-  const ScaleArg sfb = fp8 && p.sfb.tensor.dtype() == rt::DType::UE8M0
-                           ? k_major(p.sfb, groups_b, rt::DType::F32, stream, "b_scales", fn)
-                           : p.sfb;
-
-  const rt::DType out_dtype = p.d.tensor.dtype();
-  const int out_bytes = rt::bits(out_dtype) / 8;
-  const bool tma_store_ok = out_dtype == rt::DType::BF16 && aligned16(p.d.tensor.data()) && (p.d.s_r * 2) % 16 == 0 &&
-                            (groups_a == 1 || (p.d.s_g * 2) % 16 == 0);
-  const int sms = get_num_sms();
-  const int64_t m_hint = p.grouping == Grouping::MMasked && p.expected_m > 0 ? std::min(p.expected_m, p.m) : p.m;
-  GpuBlocking blk = choose_gpu_blocking(fp8, m_hint, p.n, p.k, groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin);
-  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
-  if (!forced.empty()) blk = forced_blocking(fn, forced, fp8, m_hint, p.n, groups_a, out_bytes, tma_store_ok, sms,
-                                             info.smem_per_block_optin);
-
-  Sm90KernelSpec spec;
-  spec.fp8 = fp8;
-  spec.out = out_dtype;
-  spec.block_m = blk.block_m;
-  spec.block_n = blk.block_n;
-  spec.stages = blk.stages;
-  spec.grouping = p.grouping == Grouping::MContiguous ? 1 : p.grouping == Grouping::MMasked ? 2 : 0;
-  spec.has_c = p.c.present();
-  spec.tma_store = blk.tma_store;
-  spec.smem_bytes = blk.smem_bytes;
-  const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
-
-  const uint32_t block_k = uint32_t(blk.block_k);
-  const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
-  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n));
-  // A's scales: BLOCK_M floats of one k-block per load; rows past M read as zeros.
-  rt::CuTensorMap map_sfa = map_a;  // BF16: A's stands in (the kernel never reads it)
-  if (fp8) {
-    rt::TensorMapSpec spec;
-    spec.name = "a_scales";
-    spec.dtype = rt::DType::F32;
-    spec.global_address = sfa.tensor.data();
-    spec.global_dims = {uint64_t(sfa.rows), uint64_t(sfa.cols), uint64_t(groups_a)};
-    const int64_t group_stride = groups_a > 1 ? sfa.s_g : sfa.cols * sfa.s_c;
-    spec.global_strides = {uint64_t(sfa.s_c * 4), uint64_t(group_stride * 4)};
-    spec.box_dims = {uint32_t(blk.block_m), 1, 1};
-    map_sfa = rt::encode_tensor_map(spec);
-  }
-  // D's map serves the TMA-store epilogue only; otherwise A's stands in (the kernel never reads it).
-  rt::CuTensorMap map_d = map_a;
-  if (blk.tma_store) {
-    rt::TensorMapSpec spec;
-    spec.name = "d";
-    spec.dtype = out_dtype;
-    spec.global_address = p.d.tensor.data();
-    spec.global_dims = {uint64_t(p.n), uint64_t(p.m), uint64_t(groups_a)};
-    const int64_t group_stride = groups_a > 1 ? p.d.s_g : p.m * p.d.s_r;
-    spec.global_strides = {uint64_t(p.d.s_r * out_bytes), uint64_t(group_stride * out_bytes)};
-    spec.box_dims = {64, 64, 1};
-    spec.swizzle = rt::TmaSwizzle::B128;
-    map_d = rt::encode_tensor_map(spec);
-  }
-
-  Sm90GemmParams params;
-  std::memset(&params, 0, sizeof(params));
-  if (fp8) {
-    params.sfb = static_cast<const float*>(sfb.tensor.data());
-    params.sfb_sg = sfb.s_g;
-    params.sfb_sr = sfb.s_r;
-    params.sfb_sc = sfb.s_c;
-  }
-  params.d = p.d.tensor.data();
-  params.d_sg = p.d.s_g;
-  params.d_sr = p.d.s_r;
-  if (p.c.present()) {
-    params.c = static_cast<const float*>(p.c.tensor.data());
-    params.c_sg = p.c.s_g;
-    params.c_sr = p.c.s_r;
-  }
-  if (p.grouping == Grouping::MContiguous) params.m_indices = static_cast<const int32_t*>(p.m_indices.data());
-  if (p.grouping == Grouping::MMasked) params.masked_m = static_cast<const int32_t*>(p.masked_m.data());
-  params.m = int32_t(p.m);
-  params.n = int32_t(p.n);
-  params.k = int32_t(p.k);
-  params.num_groups = int32_t(p.num_groups);
-  params.sfb_rows = int32_t(ceil_div(p.n, 128));
-  params.raster_group = blk.raster_group;
-
-  const int threads = 128 * (1 + sm90_consumers(blk.block_m));
-  void* args[] = {const_cast<rt::CuTensorMap*>(&map_a), const_cast<rt::CuTensorMap*>(&map_b), &map_sfa, &map_d,
-                  &params};
-  kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
-                args);
-
-  cfg.kernel = rt::str("cuda.sm90_", fp8 ? "fp8" : "bf16", "_gemm", blk.tma_store ? ".tma_store" : "");
-  cfg.block_m = blk.block_m;
-  cfg.block_n = blk.block_n;
-  cfg.block_k = blk.block_k;
-  cfg.promotion_k = fp8 ? 128 : 0;
-  cfg.num_stages = blk.stages;
-  cfg.num_multicast = 1;
-  cfg.num_tasks = blk.grid;
-  cfg.num_threads = blk.grid;
   return cfg;
 }
 

@@ -21,16 +21,22 @@ struct Sm90KernelSpec {
   int grouping = 0;  // kernels::Sm90Grouping: 0 none, 1 M-contiguous, 2 M-masked
   bool has_c = false;
   bool tma_store = false;
+  bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
+  int promotion_k = 128;
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
 };
 
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
+inline constexpr const char* kFp4ToFp8Kernel = "deepgemm_fp4_to_fp8";
 
-// extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, d, Sm90GemmParams p) for `spec`.
+// extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, sfb, d, Sm90GemmParams p) for `spec`.
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
 // extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c, out_ld).
 std::string layout_copy_source(rt::DType in, rt::DType out);
+// extern "C" kFp4ToFp8Kernel(const uint8_t* in, uint8_t* out, int groups, int rows, int cols, int64_t s_g,
+// s_r, s_c).
+std::string fp4_to_fp8_source();
 
 // Our kernel headers and the device primitives, as NVRTC's in-memory include files.
 const std::vector<rt::EmbeddedFile>& kernel_headers();

@@ -76,14 +76,16 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
-int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes) {
-  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0);
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes,
+                        int sfb_rows) {
+  const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb;
   const int64_t epilogue = tma_store ? int64_t(sm90_consumers(block_m)) * 2 * 64 * 64 * out_bytes : 0;
   return stages * stage + epilogue + 2 * stages * 8 + 1024;
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit) {
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -108,7 +110,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   for (int i = 0; i < num_candidates; ++i) {
     const Candidate& c = candidates[i];
     // The fewest stages worth running: smaller tiles (and 256-row FP8 tiles, 3) fit more.
-    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0, out_bytes) > smem_limit) continue;
+    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0, out_bytes, sfb_rows) > smem_limit) continue;
     const int64_t tiles =
         ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
     // A persistent grid runs ceil(tiles / SMs) rounds of one tile per SM, each as long as one tile
@@ -128,8 +130,9 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   // As many stages as fit, up to 8 (the ring also prefetches the next tile across tiles).
   best.stages = 2;
   for (int s = 2; s <= 8; ++s)
-    if (sm90_smem_bytes(fp8, best.block_m, best.block_n, s, best.tma_store, out_bytes) <= smem_limit) best.stages = s;
-  best.smem_bytes = sm90_smem_bytes(fp8, best.block_m, best.block_n, best.stages, best.tma_store, out_bytes);
+    if (sm90_smem_bytes(fp8, best.block_m, best.block_n, s, best.tma_store, out_bytes, sfb_rows) <= smem_limit)
+      best.stages = s;
+  best.smem_bytes = sm90_smem_bytes(fp8, best.block_m, best.block_n, best.stages, best.tma_store, out_bytes, sfb_rows);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.
   const int64_t n_blocks = ceil_div(std::max<int64_t>(n, 1), best.block_n);
   best.raster_group = int(std::clamp<int64_t>(n_blocks, 1, 8));

@@ -28,15 +28,17 @@ struct GpuBlocking {
 // `tma_store_ok`: a bfloat16 D that TMA can store (aligned). The cost model: rounds of one tile per
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
+// `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit);
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0);
 
 // Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, else 2.
 inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree).
-int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes);
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes,
+                        int sfb_rows = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
 int choose_cpu_threads(int max_threads);

@@ -19,7 +19,8 @@ std::string compile_ptx(const std::string& source, const std::string& name) {
   return rt::compile_cuda(source, name + ".cu", deepgemm::detail::kernel_headers(), options).ptx;
 }
 
-Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store) {
+Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store,
+                    int per_row_promotion_k = 0) {
   Sm90KernelSpec s;
   s.fp8 = fp8;
   s.out = out;
@@ -29,7 +30,10 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.grouping = grouping;
   s.has_c = has_c;
   s.tma_store = tma_store;
-  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store, out == rt::DType::BF16 ? 2 : 4);
+  s.sfb_per_row = per_row_promotion_k > 0;
+  s.promotion_k = s.sfb_per_row ? per_row_promotion_k : 128;
+  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store, out == rt::DType::BF16 ? 2 : 4,
+                                                   s.sfb_per_row ? 128 / s.promotion_k : 0);
   return s;
 }
 
@@ -49,13 +53,16 @@ TEST(GpuCompile, Sm90GemmVariants) {
       {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::F32, 256, 96, 4, 1, true, false), "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 256, 128, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"},
+      // Per-row B scales (FP4 B, K-grouped): promotion every 32 and every 128 of K.
+      {spec(true, rt::DType::F32, 128, 176, 4, 0, true, false, 32), "wgmma.mma_async.sync.aligned.m64n176k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 256, 128, 3, 1, false, true, 128), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);
     EXPECT_NE(ptx.find(c.wgmma), std::string::npos) << c.wgmma;
     EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d"), std::string::npos);
-    if (c.s.fp8) {
-      EXPECT_NE(ptx.find("ld.global.nc.f32"), std::string::npos);  // B's scales, read by the consumers
+    if (c.s.fp8 && !c.s.sfb_per_row) {
+      EXPECT_NE(ptx.find("ld.global.nc.f32"), std::string::npos);  // B's block scales, read by the consumers
     }
     if (c.s.tma_store) {
       EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d.global.shared::cta"), std::string::npos);
@@ -83,6 +90,8 @@ TEST(GpuCompile, LayoutCopies) {
         compile_ptx(deepgemm::detail::layout_copy_source(in, out), deepgemm::detail::kLayoutCopyKernel);
     EXPECT_NE(ptx.find(deepgemm::detail::kLayoutCopyKernel), std::string::npos) << rt::name(in);
   }
+  const std::string fp4 = compile_ptx(deepgemm::detail::fp4_to_fp8_source(), deepgemm::detail::kFp4ToFp8Kernel);
+  EXPECT_NE(fp4.find(deepgemm::detail::kFp4ToFp8Kernel), std::string::npos);
 }
 
 TEST(GpuCompile, BlockingFitsTheDevice) {

@@ -1,7 +1,8 @@
 // The GPU path (kernels/sm90_gemm.cuh) on a Hopper GPU against float64 references computed from the
 // de-quantized inputs: plain, accumulating and in-place FP8 GEMMs at DeepGEMM's shapes and ragged
 // ones, the four layouts, UE8M0 and MN-major scales, M-grouped contiguous (padding) and masked
-// (untouched rows), BF16. Skipped without a CUDA device (the CPU suite covers the same API).
+// (untouched rows), BF16, FP4 B, the K-grouped GEMM. Skipped without a Hopper GPU (the CPU suite
+// covers the same API).
 //
 // The tolerance differs from the CPU suite's: the tensor cores accumulate FP8 products within one
 // 128-deep block with about 14 bits of mantissa before the FP32 promotion, so an element may be off
@@ -279,18 +280,91 @@ TEST(GpuFp8Gemm, ErrorAgainstUnquantizedProduct) {
   std::printf("calc_diff against the unquantized product: %.3g\n", diff);
 }
 
-TEST(GpuErrors, UnsupportedOnTheGpuIsAClearError) {
+// FP4 B: converted to e4m3 on the device, B's scales per row and per 32 or 128 of K.
+TEST(GpuFp4, PlainAndGroupedContiguous) {
+  REQUIRE_HOPPER();
+  const int64_t m = 120, n = 176, k = 512;
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
+  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
+  for (int64_t gran : {32, 128}) {
+    for (bool ue8m0 : {false, true}) {
+      auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(b, gran, ue8m0);
+      const std::vector<double> deq_b = dgtest::dequant(qb, sfb, 1, gran);
+      const std::string what = "fp4 per-" + std::to_string(gran) + (ue8m0 ? " ue8m0" : " fp32");
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfb) : sfb), d);
+      EXPECT_EQ(deepgemm::last_config().promotion_k, gran) << what;
+      expect_close(host(d), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k), k, false, what);
+    }
+  }
+  // Contiguous groups (per-32 scales): group 1's rows, then padding, then group 0's.
+  const int64_t g = 2, mg = 256;
+  std::vector<int32_t> idx;
+  for (int r = 0; r < 128; ++r) idx.push_back(r < 100 ? 1 : -1);
+  for (int r = 0; r < 128; ++r) idx.push_back(0);
+  const rt::Tensor ga = dgtest::normal({mg, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor gb = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
+  auto [gqa, gsfa] = deepgemm::per_token_cast_to_fp8(ga);
+  auto [gqb, gsfb] = deepgemm::per_token_cast_to_fp4(gb, 32);
+  const std::vector<double> gdeq_a = dgtest::dequant(gqa, gsfa, 1, 128), gdeq_b = dgtest::dequant(gqb, gsfb, 1, 32);
+  rt::Tensor d = gpu(poisoned({mg, n}, rt::DType::BF16));
+  deepgemm::m_grouped_fp8_fp4_gemm_nt_contiguous(gpu(gqa), gpu(gsfa), dgtest::reshaped(gpu(gqb), {g, n, k}),
+                                                 dgtest::reshaped(gpu(gsfb), {g, n, k / 32}), d,
+                                                 gpu(dgtest::i32_tensor(idx)));
+  const std::vector<double> dv = host(d);
+  for (int64_t r = 0; r < mg; ++r) {
+    if (idx[size_t(r)] < 0) {
+      ASSERT_EQ(dv[size_t(r * n)], 0.0) << "padding row " << r;
+      continue;
+    }
+    expect_close(std::vector<double>(dv.begin() + r * n, dv.begin() + (r + 1) * n),
+                 dgtest::ref_gemm(gdeq_a.data() + r * k, gdeq_b.data() + idx[size_t(r)] * n * k, 1, n, k), k, true,
+                 "grouped fp4 row " + std::to_string(r));
+  }
+}
+
+// K-grouped (MoE weight gradients): one launch per group, an empty group (D = C), C separate and
+// in place.
+TEST(GpuKGrouped, WeightGradient) {
+  REQUIRE_HOPPER();
+  const std::vector<int64_t> ks = {128, 0, 384, 256};
+  const int64_t g = int64_t(ks.size()), m = 96, n = 144;
+  int64_t sum_k = 0;
+  for (int64_t x : ks) sum_k += x;
+  const rt::Tensor a = dgtest::normal({sum_k, m}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({sum_k, n}, rt::DType::BF16, testutil::fresh_seed());
+  auto [qa, sfa] = deepgemm::per_channel_cast_to_fp8(a);
+  auto [qb, sfb] = deepgemm::per_channel_cast_to_fp8(b);
+  const std::vector<double> da = dgtest::dequant(qa, sfa, 128, 1), db = dgtest::dequant(qb, sfb, 128, 1);
+  const rt::Tensor c = dgtest::normal({g, m, n}, rt::DType::F32, testutil::fresh_seed(), 8.0);
+  const std::vector<double> cv = testutil::to_f64(c);
+  std::vector<Ref> refs;
+  int64_t k0 = 0;
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const int64_t kg = ks[size_t(gi)];
+    std::vector<double> ag(size_t(m * kg)), bg(size_t(n * kg));
+    for (int64_t x = 0; x < kg; ++x) {
+      for (int64_t i = 0; i < m; ++i) ag[size_t(i * kg + x)] = da[size_t((k0 + x) * m + i)];
+      for (int64_t j = 0; j < n; ++j) bg[size_t(j * kg + x)] = db[size_t((k0 + x) * n + j)];
+    }
+    refs.push_back(dgtest::ref_gemm(ag.data(), bg.data(), m, n, kg, cv.data() + gi * m * n));
+    k0 += kg;
+  }
+  for (bool inplace : {false, true}) {
+    rt::Tensor d = gpu(inplace ? c : poisoned({g, m, n}, rt::DType::F32));
+    deepgemm::k_grouped_fp8_gemm_tn_contiguous(gpu(qa), gpu(sfa), gpu(qb), gpu(sfb), d, ks, inplace ? d : gpu(c));
+    const std::vector<double> dv = host(d);
+    for (int64_t gi = 0; gi < g; ++gi)
+      expect_close(dgtest::rows_of(dv, n, gi * m, m), refs[size_t(gi)], std::max<int64_t>(ks[size_t(gi)], 1), false,
+                   std::string(inplace ? "in place, " : "") + "group " + std::to_string(gi));
+  }
+}
+
+TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   REQUIRE_HOPPER();
   const int64_t m = 64, n = 64, k = 256;
-  const rt::Tensor a = gpu(dgtest::normal({k, m}, rt::DType::F8E4M3, testutil::fresh_seed()));
-  const rt::Tensor sfa = gpu(dgtest::normal({k / 128, m}, rt::DType::F32, testutil::fresh_seed()));
-  const rt::Tensor b = gpu(dgtest::normal({k, n}, rt::DType::F8E4M3, testutil::fresh_seed()));
-  const rt::Tensor sfb = gpu(dgtest::normal({k / 128, n}, rt::DType::F32, testutil::fresh_seed()));
-  rt::Tensor d = gpu(poisoned({2, m, n}, rt::DType::F32));
-  dgtest::expect_user_error(
-      [&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {128, 128}, {}); },
-      {"k_grouped_fp8_gemm_tn_contiguous", "not on the GPU yet"});
-  // A forced configuration the kernel cannot take.
   const Fp8Problem p = make_problem(m, n, k, false);
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
   for (const char* bad : {"128x100x4", "96x128x4", "128x128", "128x192x9"}) {
