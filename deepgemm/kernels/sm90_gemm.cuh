@@ -53,8 +53,10 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // fragment directly. kSfbPerRow_: B's scales are per row of B (per output column) and per
 // kPromotionK_ (128, or 32) of K, loaded by TMA like A's (FP4 B, the K-grouped GEMM); otherwise one
 // per 128 x 128 block of B, read directly.
+// kMulticast_ 2: CTAs run in clusters of 2 on vertically adjacent tiles (same columns), each loading
+// half of the shared B tile and multicasting it to both (half the L2 traffic of B).
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
-          bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128>
+          bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -66,6 +68,7 @@ struct Sm90GemmConfig {
   static constexpr bool kSfbPerRow = kSfbPerRow_;
   static constexpr int kPromotionK = kPromotionK_;
   static constexpr int kSubBlocks = 128 / kPromotionK;  // promotions per k-block
+  static constexpr int kMulticast = kMulticast_;
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
@@ -110,6 +113,8 @@ struct Sm90GemmConfig {
   static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
+  static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
+                "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
 };
 
@@ -138,7 +143,9 @@ struct Sm90Tiles {
 
   TL_DEVICE static Sm90Tiles make(const Sm90GemmParams& p) {
     Sm90Tiles t;
-    t.sched = tl::cuda::GroupedTileScheduler::make(p.m, p.n, Cfg::kBlockM, Cfg::kBlockN, p.raster_group);
+    // With multicast a cluster takes Cfg::kMulticast vertically adjacent tiles: schedule their union.
+    t.sched = tl::cuda::GroupedTileScheduler::make(p.m, p.n, Cfg::kBlockM * Cfg::kMulticast, Cfg::kBlockN,
+                                                   p.raster_group);
     t.per_group = t.sched.num_tiles();
     t.total = Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group;
     return t;
@@ -149,7 +156,8 @@ struct Sm90Tiles {
     const int g = Cfg::kGrouping == kGroupMMasked ? index / per_group : 0;
     int m_block, n_block;
     sched.get(index - g * per_group, m_block, n_block);
-    tile.m0 = m_block * Cfg::kBlockM;
+    tile.m0 = m_block * Cfg::kBlockM * Cfg::kMulticast;
+    if constexpr (Cfg::kMulticast > 1) tile.m0 += int(tl::cuda::cluster_ctarank()) * Cfg::kBlockM;
     tile.n0 = n_block * Cfg::kBlockN;
     tile.group = g;
     tile.b_group = g;
@@ -196,7 +204,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
   const int wg = warpgroup_idx();
   if (threadIdx.x == 0) {
-    pipe.init(Cfg::kNumConsumers * 4);
+    // With multicast a stage is free once the consumers of both CTAs (each writes into both) let go.
+    pipe.init(Cfg::kNumConsumers * 4 * Cfg::kMulticast);
     fence_barrier_init();
   } else if (threadIdx.x == 32) {
     tma_prefetch_descriptor(&tma_a);
@@ -205,9 +214,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     if constexpr (Cfg::kSfbPerRow) tma_prefetch_descriptor(&tma_sfb);
     if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_d);
   }
-  __syncthreads();
+  // The peer's barriers must be initialized before any multicast or remote arrival reaches them.
+  if constexpr (Cfg::kMulticast > 1)
+    cluster_sync();
+  else
+    __syncthreads();
 
   const Sm90Tiles<Cfg> tiles = Sm90Tiles<Cfg>::make(p);
+  // Clusters walk the tiles together: cluster c takes tiles c, c + clusters, ...
+  const int first_tile = int(blockIdx.x) / Cfg::kMulticast, tile_step = int(gridDim.x) / Cfg::kMulticast;
+  [[maybe_unused]] const uint32_t cta_rank = Cfg::kMulticast > 1 ? cluster_ctarank() : 0u;
   const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (wg == 0) {
@@ -216,7 +232,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     const int warp = warp_idx_in_warpgroup();
     if (warp == 0 && elect_one_sync()) {
       PipelineState<kStages> st;
-      for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
+      for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
         for (int kb = 0; kb < num_k_blocks; ++kb) {
@@ -225,7 +241,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf +
                                                    (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kSubBlocks : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
-          tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
+          if constexpr (Cfg::kMulticast > 1) {
+            // This CTA's half of B's rows, into the same place in both CTAs.
+            constexpr int kHalf = kBlockN / 2;
+            tma_load_3d_multicast(smem_b + st.index * Cfg::kStageBytesB + cta_rank * (kHalf * 128), &tma_b, full,
+                                  kb * kBlockK, tile.n0 + int(cta_rank) * kHalf, tile.b_group, tl::uint16_t(0x3));
+          } else {
+            tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
+          }
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           if constexpr (Cfg::kSfbPerRow)
             tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kSubBlocks, tile.b_group);
@@ -330,10 +353,17 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
     };
     [[maybe_unused]] auto release = [&](uint32_t stage) {
-      if (lane == 0) pipe.consumer_release(stage);
+      if (lane == 0) {
+        if constexpr (Cfg::kMulticast > 1) {
+          mbarrier_arrive_cluster(&pipe.empty[stage], 0);
+          mbarrier_arrive_cluster(&pipe.empty[stage], 1);
+        } else {
+          pipe.consumer_release(stage);
+        }
+      }
     };
 
-    for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
+    for (int t = first_tile; t < tiles.total; t += tile_step) {
       Sm90Tile tile;
       if (!tiles.get(p, t, tile)) continue;
       [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
@@ -496,6 +526,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     if constexpr (Cfg::kTmaStore) {
       if (thread_idx_in_warpgroup() == 0) tma_store_wait<0>();
     }
+  }
+  // Neither CTA of a cluster may leave while the other can still arrive on its barriers.
+  if constexpr (Cfg::kMulticast > 1) {
+    __syncwarp();
+    cluster_sync();
   }
 #else
 #if defined(__CUDA_ARCH__)

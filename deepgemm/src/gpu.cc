@@ -105,13 +105,15 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // kernel's own rules are checked.
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
-                            int64_t smem_limit, int sfb_rows) {
-  int bm = 0, bn = 0, stages = 0;
-  char x1 = 0, x2 = 0;
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok) {
+  int bm = 0, bn = 0, stages = 0, multicast = 0;
+  char x1 = 0, x2 = 0, x3 = 0;
   std::istringstream in(text);
   in >> bm >> x1 >> bn >> x2 >> stages;
-  RT_USER_CHECK(in && in.peek() == EOF && x1 == 'x' && x2 == 'x', "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
-                "' is not <block_m>x<block_n>x<stages>, e.g. 128x128x5");
+  if (in && in.peek() == 'x') in >> x3 >> multicast;
+  RT_USER_CHECK(in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (x3 == 0 || multicast == 1 || multicast == 2),
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>], e.g. 128x128x5 or 256x128x3x2");
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
   // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
   const int waves = bm == 256 ? 2 : 1;
@@ -134,8 +136,10 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes, sfb_rows);
   RT_USER_CHECK(b.smem_bytes <= smem_limit, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes,
                 " bytes of shared memory; the device allows ", smem_limit);
-  const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), bm) * ceil_div(n, bn) * tile_groups;
-  b.grid = int(std::min<int64_t>(tiles, sms));
+  choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast != 1);
+  RT_USER_CHECK(multicast != 2 || b.multicast == 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "' asks for multicast, which needs a plain GEMM with block scales of B, an even number of ",
+                "BLOCK_M blocks in M and a wave of tiles");
   b.raster_group = int(std::clamp<int64_t>(ceil_div(n, bn), 1, 8));
   return b;
 }
@@ -198,12 +202,14 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
   const int sms = get_num_sms();
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
+  // Multicast needs every tile of the grid (no grouping) and B's scales read directly.
+  const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows);
+                                        info.smem_per_block_optin, sfb_rows, multicast_ok);
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty())
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
-                          info.smem_per_block_optin, sfb_rows);
+                          info.smem_per_block_optin, sfb_rows, multicast_ok);
 
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
@@ -216,6 +222,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.tma_store = blk.tma_store;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
+  spec.multicast = blk.multicast;
   spec.smem_bytes = blk.smem_bytes;
   const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
 
@@ -246,7 +253,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   }
   const uint32_t block_k = uint32_t(blk.block_k);
   const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
-  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n));
+  // With multicast each CTA of a cluster loads half of B's tile.
+  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n / blk.multicast));
   // Scales: BLOCK_M (A) or BLOCK_N (per-row B) floats per k-block or promotion block; rows past the
   // end read as zeros. Unused maps are A's, which the kernel then never reads.
   const rt::CuTensorMap map_sfa = x.fp8 ? scale_map("a_scales", sfa, groups_a, uint32_t(blk.block_m), 1) : map_a;
@@ -296,8 +304,12 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
                   const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
                   &map_d,                                 &params};
-  kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes), stream,
-                args);
+  if (blk.multicast > 1)
+    kernel.launch_cluster(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
+                          rt::Dim3{unsigned(blk.multicast), 1, 1}, size_t(blk.smem_bytes), stream, args);
+  else
+    kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
+                  stream, args);
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
@@ -307,7 +319,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   cfg.block_k = blk.block_k;
   cfg.promotion_k = x.fp8 ? x.promotion_k : 0;
   cfg.num_stages = blk.stages;
-  cfg.num_multicast = 1;
+  cfg.num_multicast = blk.multicast;
   cfg.num_tasks = blk.grid;
   cfg.num_threads = blk.grid;
   return cfg;

@@ -84,8 +84,15 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma
   return stages * stage + epilogue + 2 * stages * 8 + 1024;
 }
 
+void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {
+  const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
+  const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;
+  b.multicast = multicast_ok && m_blocks % 2 == 0 && tiles >= sms && sms >= 2 ? 2 : 1;
+  b.grid = int(std::min<int64_t>(tiles / b.multicast, sms / b.multicast)) * b.multicast;
+}
+
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows) {
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, bool multicast_ok) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -125,6 +132,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     best.grid = int(std::min<int64_t>(tiles, sms));
     best_cost = cost;
   }
+  choose_multicast(best, m, n, tile_groups, sms, multicast_ok);
   best.block_k = fp8 ? 128 : 64;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   // As many stages as fit, up to 8 (the ring also prefetches the next tile across tiles).

@@ -18,7 +18,8 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 struct GpuBlocking {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
   bool tma_store = false;  // epilogue through shared memory and TMA stores
-  int grid = 0;            // persistent CTAs
+  int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
+  int grid = 0;            // persistent CTAs (a multiple of `multicast`)
   int raster_group = 8;    // tile-columns per rasterization band
   int64_t smem_bytes = 0;  // dynamic shared memory of one CTA
 };
@@ -29,8 +30,14 @@ struct GpuBlocking {
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
 // `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
+// `multicast_ok`: the kernel may run in clusters of 2 sharing B (plain GEMMs with block scales); it
+// does when every tile has a partner below it and there is at least a wave of tiles.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0);
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
+                                bool multicast_ok = false);
+// Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
+// of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
+void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
 // Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, else 2.
 inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }

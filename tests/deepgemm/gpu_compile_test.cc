@@ -20,7 +20,7 @@ std::string compile_ptx(const std::string& source, const std::string& name) {
 }
 
 Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store,
-                    int per_row_promotion_k = 0) {
+                    int per_row_promotion_k = 0, int multicast = 1) {
   Sm90KernelSpec s;
   s.fp8 = fp8;
   s.out = out;
@@ -32,6 +32,7 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.tma_store = tma_store;
   s.sfb_per_row = per_row_promotion_k > 0;
   s.promotion_k = s.sfb_per_row ? per_row_promotion_k : 128;
+  s.multicast = multicast;
   s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store, out == rt::DType::BF16 ? 2 : 4,
                                                    s.sfb_per_row ? 128 / s.promotion_k : 0);
   return s;
@@ -56,6 +57,9 @@ TEST(GpuCompile, Sm90GemmVariants) {
       // Per-row B scales (FP4 B, K-grouped): promotion every 32 and every 128 of K.
       {spec(true, rt::DType::F32, 128, 176, 4, 0, true, false, 32), "wgmma.mma_async.sync.aligned.m64n176k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::BF16, 256, 128, 3, 1, false, true, 128), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      // Clusters of 2 multicasting B.
+      {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2), "multicast::cluster"},
+      {spec(false, rt::DType::F32, 128, 256, 4, 0, true, false, 0, 2), "multicast::cluster"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);

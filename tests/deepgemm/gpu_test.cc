@@ -108,6 +108,37 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   }
 }
 
+// Clusters of 2 sharing B's tile by TMA multicast (forced and as the heuristic picks it), FP8 and
+// BF16, ragged N, BF16 out through TMA stores and FP32 out with C.
+TEST(GpuFp8Gemm, Multicast) {
+  REQUIRE_HOPPER();
+  const int64_t m = 1024, n = 4200, k = 384;  // 8 blocks of 128 rows (4 of 256) x 33 of 128 columns
+  const Fp8Problem p = make_problem(m, n, k, true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+  for (const char* config : {"128x128x5x2", "256x128x3x2", ""}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", *config ? config : nullptr);
+    for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
+      rt::Tensor d = gpu(poisoned({m, n}, out));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      if (*config) {
+        EXPECT_EQ(deepgemm::last_config().num_multicast, 2) << config;
+      }
+      expect_close(host(d), ref, k, out == rt::DType::BF16,
+                   std::string(*config ? config : "heuristic") + " -> " + rt::name(out) + " (" +
+                       deepgemm::last_config().to_string() + ")");
+    }
+  }
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
+  dgtest::ScopedEnv env("DG_GPU_CONFIG", "128x256x4x2");
+  rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+  deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
+  EXPECT_EQ(deepgemm::last_config().num_multicast, 2);
+  expect_close(host(d), dgtest::ref_gemm(av.data(), bv.data(), m, n, k), k, true, "bf16 multicast");
+}
+
 TEST(GpuFp8Gemm, AllLayouts) {
   REQUIRE_HOPPER();
   const int64_t m = 208, n = 320, k = 512;
@@ -367,7 +398,7 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   const int64_t m = 64, n = 64, k = 256;
   const Fp8Problem p = make_problem(m, n, k, false);
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
-  for (const char* bad : {"128x100x4", "96x128x4", "128x128", "128x192x9"}) {
+  for (const char* bad : {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});

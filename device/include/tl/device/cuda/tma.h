@@ -89,6 +89,15 @@ TL_DEVICE void tma_load_2d_multicast(void* smem_dst, const TmaDescriptor* desc, 
       : "memory");
 }
 
+TL_DEVICE void tma_load_3d_multicast(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1, int c2,
+                                     uint16_t cta_mask) {
+  asm volatile(
+      "cp.async.bulk.tensor.3d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
+      "{%4, %5, %6}], [%2], %3;" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1), "r"(c2)
+      : "memory");
+}
+
 // ---------------------------------------------------------------------------------------------
 // Stores: shared -> global, tracked by bulk async-groups of the issuing thread. The writers of the
 // shared tile must fence_proxy_async_shared() and synchronize with the issuing thread first.
