@@ -8,8 +8,8 @@
 // unless FP32, MN-major and TMA-aligned (get_mn_major_tma_aligned_tensor), and UE8M0 block scales
 // of B.
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
-#include <sstream>
 #include <string>
 
 #include "backend.h"
@@ -106,12 +106,13 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
                             int64_t smem_limit, int sfb_rows, bool multicast_ok) {
-  int bm = 0, bn = 0, stages = 0, multicast = 0;
-  char x1 = 0, x2 = 0, x3 = 0;
-  std::istringstream in(text);
-  in >> bm >> x1 >> bn >> x2 >> stages;
-  if (in && in.peek() == 'x') in >> x3 >> multicast;
-  RT_USER_CHECK(in && in.peek() == EOF && x1 == 'x' && x2 == 'x' && (x3 == 0 || multicast == 1 || multicast == 2),
+  int bm = 0, bn = 0, stages = 0, multicast = 0, used = 0;
+  const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
+  if (fields == 3 && text[size_t(used)] == 'x') {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, "x%d%n", &multicast, &more) == 1) used += more;
+  }
+  RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2),
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>], e.g. 128x128x5 or 256x128x3x2");
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
