@@ -152,7 +152,7 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
                                {128, 7168, 16384}, {128, 2112, 7168}};
   // The heuristic's candidates (deepgemm/src/heuristics.cc), at the most stages that fit.
-  // "x1" / "x2": multicast off / on ("-" where the shape does not allow it: odd M blocks, no wave).
+  // "x2": multicast on ("-" where the shape does not allow it: odd M blocks, no wave); off otherwise.
   const char* configs[] = {"256x128x3x1", "256x128x3x2", "128x128x5x1", "128x128x5x2", "128x192x4x1", "128x192x4x2",
                            "128x112x5",   "128x160x5",   "64x128x8",    "64x64x8"};
   std::printf("\n| M | N | K | heuristic | TFLOPS |");

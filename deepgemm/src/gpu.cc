@@ -137,7 +137,7 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes, sfb_rows);
   RT_USER_CHECK(b.smem_bytes <= smem_limit, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes,
                 " bytes of shared memory; the device allows ", smem_limit);
-  choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast != 1);
+  choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast == 2);
   RT_USER_CHECK(multicast != 2 || b.multicast == 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' asks for multicast, which needs a plain GEMM with block scales of B, an even number of ",
                 "BLOCK_M blocks in M and a wave of tiles");
@@ -203,10 +203,11 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
   const int sms = get_num_sms();
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
-  // Multicast needs every tile of the grid (no grouping) and B's scales read directly.
-  const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows, multicast_ok);
+                                        info.smem_per_block_optin, sfb_rows);
+  // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
+  // read directly.
+  const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty())
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,

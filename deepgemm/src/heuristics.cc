@@ -92,7 +92,7 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, bool multicast_ok) {
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -132,7 +132,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     best.grid = int(std::min<int64_t>(tiles, sms));
     best_cost = cost;
   }
-  choose_multicast(best, m, n, tile_groups, sms, multicast_ok);
+  choose_multicast(best, m, n, tile_groups, sms, false);
   best.block_k = fp8 ? 128 : 64;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   // As many stages as fit, up to 8 (the ring also prefetches the next tile across tiles).

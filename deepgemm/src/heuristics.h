@@ -30,11 +30,10 @@ struct GpuBlocking {
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
 // `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
-// `multicast_ok`: the kernel may run in clusters of 2 sharing B (plain GEMMs with block scales); it
-// does when every tile has a partner below it and there is at least a wave of tiles.
+// No multicast: measured slower than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG
+// asks for it.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
-                                bool multicast_ok = false);
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0);
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
 // of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);

@@ -108,8 +108,8 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   }
 }
 
-// Clusters of 2 sharing B's tile by TMA multicast (forced and as the heuristic picks it), FP8 and
-// BF16, ragged N, BF16 out through TMA stores and FP32 out with C.
+// Clusters of 2 sharing B's tile by TMA multicast (forced: the heuristic does not pick it), FP8 and
+// BF16, ragged N, BF16 out through TMA stores and FP32 out with C; and without multicast.
 TEST(GpuFp8Gemm, Multicast) {
   REQUIRE_HOPPER();
   const int64_t m = 1024, n = 4200, k = 384;  // 8 blocks of 128 rows (4 of 256) x 33 of 128 columns
