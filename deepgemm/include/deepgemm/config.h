@@ -5,8 +5,9 @@
 //                        shape and configuration
 //   DG_CPU_ISA=...       the CPU kernels' vector ISA: avx512, avx2 or generic (default: the widest
 //                        this CPU runs); asking for one the CPU lacks is a user error
-//   DG_GPU_CONFIG=BMxBNxS  force the GPU kernel's block M (64, 128), block N and pipeline stages,
-//                        e.g. 128x128x5 (tuning; a user error when the kernel cannot take it)
+//   DG_GPU_CONFIG=BMxBNxS[xC]  force the GPU kernel's block M (64, 128, 256), block N, pipeline
+//                        stages and (C = 2) clusters of 2 multicasting B, e.g. 128x128x5 or
+//                        256x128x3x2 (tuning; a user error when the kernel cannot take it)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
 //   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
