@@ -222,6 +222,64 @@ inline rt::Tensor to_device_view(const rt::Tensor& t, rt::Device device) {
   return rt::Tensor::wrap(flat.data(), t.shape(), t.dtype(), device, t.strides(), flat.storage());
 }
 
+// An M-grouped contiguous FP8 problem: groups of ms[g] rows, each padded to 128 (padding rows -1),
+// A quantized per token, B [G, n, k] per block; the de-quantized values for the reference.
+struct ContiguousProblem {
+  ContiguousLayout layout;
+  rt::Tensor qa, sfa, qb, sfb;
+  std::vector<double> deq_a;
+  std::vector<std::vector<double>> deq_b;
+};
+inline ContiguousProblem make_contiguous(const std::vector<int64_t>& ms, int64_t n, int64_t k) {
+  ContiguousProblem p;
+  p.layout = contiguous_layout(ms);
+  const int64_t g = int64_t(ms.size()), m = p.layout.total;
+  const rt::Tensor a = normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
+  std::tie(p.qa, p.sfa) = deepgemm::per_token_cast_to_fp8(a);
+  std::tie(p.qb, p.sfb, p.deq_b) = per_group_block_cast(b, g, n, k);
+  p.deq_a = dequant(p.qa, p.sfa, 1, 128);
+  return p;
+}
+
+// A K-grouped problem (MoE weight gradients): the tokens of every group concatenated along K, a
+// [sum(ks), M] and b [sum(ks), N] quantized per channel (1x128 along K), c [G, M, N], and each
+// group's float64 reference D[g] = C[g] + A_g^T B_g from the de-quantized inputs.
+struct KGroupedProblem {
+  std::vector<int64_t> ks;
+  int64_t m = 0, n = 0;
+  rt::Tensor qa, sfa, qb, sfb, c;
+  std::vector<Ref> refs;
+};
+inline KGroupedProblem make_k_grouped(const std::vector<int64_t>& ks, int64_t m, int64_t n) {
+  KGroupedProblem p;
+  p.ks = ks;
+  p.m = m;
+  p.n = n;
+  const int64_t g = int64_t(ks.size());
+  int64_t sum_k = 0;
+  for (int64_t x : ks) sum_k += x;
+  const rt::Tensor a = normal({sum_k, m}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = normal({sum_k, n}, rt::DType::BF16, testutil::fresh_seed());
+  std::tie(p.qa, p.sfa) = deepgemm::per_channel_cast_to_fp8(a);
+  std::tie(p.qb, p.sfb) = deepgemm::per_channel_cast_to_fp8(b);
+  const std::vector<double> da = dequant(p.qa, p.sfa, 128, 1), db = dequant(p.qb, p.sfb, 128, 1);
+  p.c = normal({g, m, n}, rt::DType::F32, testutil::fresh_seed(), 8.0);
+  const std::vector<double> cv = testutil::to_f64(p.c);
+  int64_t k0 = 0;
+  for (int64_t gi = 0; gi < g; ++gi) {
+    const int64_t kg = ks[size_t(gi)];
+    std::vector<double> ag(size_t(m * kg)), bg(size_t(n * kg));  // transposed to [M, kg] and [N, kg]
+    for (int64_t x = 0; x < kg; ++x) {
+      for (int64_t i = 0; i < m; ++i) ag[size_t(i * kg + x)] = da[size_t((k0 + x) * m + i)];
+      for (int64_t j = 0; j < n; ++j) bg[size_t(j * kg + x)] = db[size_t((k0 + x) * n + j)];
+    }
+    p.refs.push_back(ref_gemm(ag.data(), bg.data(), m, n, kg, cv.data() + gi * m * n));
+    k0 += kg;
+  }
+  return p;
+}
+
 // Fetches an environment variable's value and restores it when it goes out of scope.
 class ScopedEnv {
  public:

@@ -207,13 +207,12 @@ TEST(GpuGrouped, Fp8ContiguousWithPadding) {
   REQUIRE_HOPPER();
   const std::vector<int64_t> ms = {37, 0, 128, 200, 1};
   const int64_t g = int64_t(ms.size()), n = 192, k = 384;
-  const dgtest::ContiguousLayout l = dgtest::contiguous_layout(ms);
+  const dgtest::ContiguousProblem p = dgtest::make_contiguous(ms, n, k);
+  const dgtest::ContiguousLayout& l = p.layout;
   const int64_t m = l.total;
-  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
-  const rt::Tensor b = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
-  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
-  const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
-  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
+  const rt::Tensor &qa = p.qa, &sfa = p.sfa, &qb = p.qb, &sfb = p.sfb;
+  const std::vector<double>& deq_a = p.deq_a;
+  const std::vector<std::vector<double>>& deq_b = p.deq_b;
   for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
     rt::Tensor d = gpu(poisoned({m, n}, out));
     deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(qa), gpu(sfa), gpu(qb), gpu(sfb), d,
@@ -360,29 +359,11 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
 // in place.
 TEST(GpuKGrouped, WeightGradient) {
   REQUIRE_HOPPER();
-  const std::vector<int64_t> ks = {128, 0, 384, 256};
-  const int64_t g = int64_t(ks.size()), m = 96, n = 144;
-  int64_t sum_k = 0;
-  for (int64_t x : ks) sum_k += x;
-  const rt::Tensor a = dgtest::normal({sum_k, m}, rt::DType::BF16, testutil::fresh_seed());
-  const rt::Tensor b = dgtest::normal({sum_k, n}, rt::DType::BF16, testutil::fresh_seed());
-  auto [qa, sfa] = deepgemm::per_channel_cast_to_fp8(a);
-  auto [qb, sfb] = deepgemm::per_channel_cast_to_fp8(b);
-  const std::vector<double> da = dgtest::dequant(qa, sfa, 128, 1), db = dgtest::dequant(qb, sfb, 128, 1);
-  const rt::Tensor c = dgtest::normal({g, m, n}, rt::DType::F32, testutil::fresh_seed(), 8.0);
-  const std::vector<double> cv = testutil::to_f64(c);
-  std::vector<Ref> refs;
-  int64_t k0 = 0;
-  for (int64_t gi = 0; gi < g; ++gi) {
-    const int64_t kg = ks[size_t(gi)];
-    std::vector<double> ag(size_t(m * kg)), bg(size_t(n * kg));
-    for (int64_t x = 0; x < kg; ++x) {
-      for (int64_t i = 0; i < m; ++i) ag[size_t(i * kg + x)] = da[size_t((k0 + x) * m + i)];
-      for (int64_t j = 0; j < n; ++j) bg[size_t(j * kg + x)] = db[size_t((k0 + x) * n + j)];
-    }
-    refs.push_back(dgtest::ref_gemm(ag.data(), bg.data(), m, n, kg, cv.data() + gi * m * n));
-    k0 += kg;
-  }
+  const dgtest::KGroupedProblem p = dgtest::make_k_grouped({128, 0, 384, 256}, 96, 144);
+  const std::vector<int64_t>& ks = p.ks;
+  const int64_t g = int64_t(ks.size()), m = p.m, n = p.n;
+  const std::vector<Ref>& refs = p.refs;
+  const rt::Tensor &qa = p.qa, &sfa = p.sfa, &qb = p.qb, &sfb = p.sfb, &c = p.c;
   for (bool inplace : {false, true}) {
     rt::Tensor d = gpu(inplace ? c : poisoned({g, m, n}, rt::DType::F32));
     deepgemm::k_grouped_fp8_gemm_tn_contiguous(gpu(qa), gpu(sfa), gpu(qb), gpu(sfb), d, ks, inplace ? d : gpu(c));

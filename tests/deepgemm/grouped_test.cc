@@ -22,13 +22,12 @@ using dgtest::rows_of;
 TEST(MGroupedContiguous, Fp8UnevenEmptyGroupsAndPadding) {
   const std::vector<int64_t> ms = {37, 0, 128, 200, 1};  // uneven, an empty group, full and partial blocks
   const int64_t g = int64_t(ms.size()), n = 192, k = 384;
-  const ContiguousLayout l = contiguous_layout(ms);
+  const dgtest::ContiguousProblem p = dgtest::make_contiguous(ms, n, k);
+  const ContiguousLayout& l = p.layout;
   const int64_t m = l.total;
-  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
-  const rt::Tensor b = dgtest::normal({g * n, k}, rt::DType::BF16, testutil::fresh_seed());
-  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
-  const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
-  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
+  const rt::Tensor &qa = p.qa, &sfa = p.sfa, &qb = p.qb, &sfb = p.sfb;
+  const std::vector<double>& deq_a = p.deq_a;
+  const std::vector<std::vector<double>>& deq_b = p.deq_b;
   const rt::Tensor m_indices = dgtest::i32_tensor(l.m_indices);
   for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
     rt::Tensor d = poisoned({m, n}, out);
@@ -124,32 +123,13 @@ TEST(MGroupedBf16, ContiguousAndMasked) {
 }
 
 TEST(KGrouped, Fp8WeightGradient) {
-  const std::vector<int64_t> ks = {128, 0, 384, 256};  // an empty group
-  const int64_t g = int64_t(ks.size()), m = 96, n = 144;
-  int64_t sum_k = 0;
-  for (int64_t x : ks) sum_k += x;
-  // The tokens of every group concatenated along K: a [sum(ks), M], b [sum(ks), N].
-  const rt::Tensor a = dgtest::normal({sum_k, m}, rt::DType::BF16, testutil::fresh_seed());
-  const rt::Tensor b = dgtest::normal({sum_k, n}, rt::DType::BF16, testutil::fresh_seed());
-  auto [qa, sfa] = deepgemm::per_channel_cast_to_fp8(a);
-  auto [qb, sfb] = deepgemm::per_channel_cast_to_fp8(b);
-  EXPECT_EQ(sfa.shape(), (rt::Shape{sum_k / 128, m}));
-  // De-quantized, transposed to [M, sum(ks)] and [N, sum(ks)] for the reference.
-  const std::vector<double> da = dgtest::dequant(qa, sfa, 128, 1), db = dgtest::dequant(qb, sfb, 128, 1);
-  const rt::Tensor c = dgtest::normal({g, m, n}, rt::DType::F32, testutil::fresh_seed(), 8.0);
-  const std::vector<double> cv = testutil::to_f64(c);
-  std::vector<Ref> refs;
-  int64_t k0 = 0;
-  for (int64_t gi = 0; gi < g; ++gi) {
-    const int64_t kg = ks[size_t(gi)];
-    std::vector<double> ag(size_t(m * kg)), bg(size_t(n * kg));
-    for (int64_t x = 0; x < kg; ++x) {
-      for (int64_t i = 0; i < m; ++i) ag[size_t(i * kg + x)] = da[size_t((k0 + x) * m + i)];
-      for (int64_t j = 0; j < n; ++j) bg[size_t(j * kg + x)] = db[size_t((k0 + x) * n + j)];
-    }
-    refs.push_back(dgtest::ref_gemm(ag.data(), bg.data(), m, n, kg, cv.data() + gi * m * n));
-    k0 += kg;
-  }
+  const dgtest::KGroupedProblem p = dgtest::make_k_grouped({128, 0, 384, 256}, 96, 144);  // an empty group
+  const std::vector<int64_t>& ks = p.ks;
+  const int64_t g = int64_t(ks.size()), m = p.m, n = p.n;
+  EXPECT_EQ(p.sfa.shape(), (rt::Shape{768 / 128, m}));
+  const std::vector<double> cv = testutil::to_f64(p.c);
+  const rt::Tensor &qa = p.qa, &sfa = p.sfa, &qb = p.qb, &sfb = p.sfb, &c = p.c;
+  const std::vector<Ref>& refs = p.refs;
   for (bool inplace : {false, true}) {
     rt::Tensor d = inplace ? dgtest::f32_tensor({g, m, n}, cv) : poisoned({g, m, n}, rt::DType::F32);
     deepgemm::k_grouped_fp8_gemm_tn_contiguous(qa, sfa, qb, sfb, d, ks, inplace ? d : c);

@@ -15,70 +15,50 @@ OUT = Path("device/include/tl/device/cuda/wgmma_ops.h")
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
 
 
-def gen_ss_f32(n):
+def gen_ss(n, fp8):
+    """One wrapper: m64nNk16 for 16-bit inputs (with transpose operands) or m64nNk32 for 8-bit floats
+    (K-major only: FP8 wgmma has no transposed operands)."""
     r = n // 2  # accumulator registers per thread
-    a, b, s, ta, tb = r, r + 1, r + 2, r + 3, r + 4
-    regs = ["%" + str(i) for i in range(r)]
-    reg_lines = ['      "' + ("{" if i == 0 else "") + ", ".join(regs[i:i + 16]) + ("}, " if i + 16 >= r else ", ") + '"'
-                 for i in range(0, r, 16)]
-    outs = ['"+f"(d[' + str(i) + '])' for i in range(r)]
-    out_lines = [", ".join(outs[i:i + 8]) for i in range(0, r, 8)]
-    lines = [
-        "#define TL_WGMMA_SS_F32_N%d(TY)" % n,
-        "  asm volatile(",
-        '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % s,
-        '      "wgmma.mma_async.sync.aligned.m64n%dk16.f32." TY "." TY " "' % n,
-        *reg_lines,
-        '      "%%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n"' % (a, b, ta, tb),
-        "      : " + (",\n        ".join(out_lines)),
-        '      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))',
-    ]
-    macro = " \\\n".join("\n".join(lines).split("\n")) + "\n"
-    spec = (
-        "template <>\n"
-        "struct WgmmaSsF32<%d> {\n"
-        "  template <bool kBf16, int kTransA, int kTransB>\n"
-        "  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[%d], uint32_t scale_d) {\n"
-        '    if constexpr (kBf16) TL_WGMMA_SS_F32_N%d("bf16");\n'
-        '    else TL_WGMMA_SS_F32_N%d("f16");\n'
-        "  }\n"
-        "};\n"
-        "#undef TL_WGMMA_SS_F32_N%d\n"
-    ) % (n, r, n, n, n)
-    return macro + spec
-
-
-def gen_ss_f32_fp8(n):
-    """m64nNk32 with 8-bit float inputs: no transpose operands (FP8 wgmma reads K-major tiles only)."""
-    r = n // 2
     a, b, s = r, r + 1, r + 2
+    name, k = ("WgmmaSsF32Fp8", 32) if fp8 else ("WgmmaSsF32", 16)
+    macro_name = "TL_WGMMA_SS_F32_%sN%d" % ("FP8_" if fp8 else "", n)
     regs = ["%" + str(i) for i in range(r)]
     reg_lines = ['      "' + ("{" if i == 0 else "") + ", ".join(regs[i:i + 16]) + ("}, " if i + 16 >= r else ", ") + '"'
                  for i in range(0, r, 16)]
     outs = ['"+f"(d[' + str(i) + '])' for i in range(r)]
     out_lines = [", ".join(outs[i:i + 8]) for i in range(0, r, 8)]
+    if fp8:
+        operands = '      "%%%d, %%%d, p, 1, 1;\\n}\\n"' % (a, b)
+        inputs = '      : "l"(desc_a), "l"(desc_b), "r"(scale_d))'
+    else:
+        operands = '      "%%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n"' % (a, b, r + 3, r + 4)
+        inputs = '      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))'
     lines = [
-        "#define TL_WGMMA_SS_F32_FP8_N%d(TY)" % n,
+        "#define %s(TY)" % macro_name,
         "  asm volatile(",
         '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % s,
-        '      "wgmma.mma_async.sync.aligned.m64n%dk32.f32." TY "." TY " "' % n,
+        '      "wgmma.mma_async.sync.aligned.m64n%dk%d.f32." TY "." TY " "' % (n, k),
         *reg_lines,
-        '      "%%%d, %%%d, p, 1, 1;\\n}\\n"' % (a, b),
+        operands,
         "      : " + (",\n        ".join(out_lines)),
-        '      : "l"(desc_a), "l"(desc_b), "r"(scale_d))',
+        inputs,
     ]
     macro = " \\\n".join("\n".join(lines).split("\n")) + "\n"
+    if fp8:
+        head, types = "  template <bool kE5M2>\n", ("kE5M2", "e5m2", "e4m3")
+    else:
+        head, types = "  template <bool kBf16, int kTransA, int kTransB>\n", ("kBf16", "bf16", "f16")
     spec = (
         "template <>\n"
-        "struct WgmmaSsF32Fp8<%d> {\n"
-        "  template <bool kE5M2>\n"
-        "  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[%d], uint32_t scale_d) {\n"
-        '    if constexpr (kE5M2) TL_WGMMA_SS_F32_FP8_N%d("e5m2");\n'
-        '    else TL_WGMMA_SS_F32_FP8_N%d("e4m3");\n'
+        "struct %s<%d> {\n" % (name, n) +
+        head +
+        "  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[%d], uint32_t scale_d) {\n" % r +
+        '    if constexpr (%s) %s("%s");\n' % (types[0], macro_name, types[1]) +
+        '    else %s("%s");\n' % (macro_name, types[2]) +
         "  }\n"
         "};\n"
-        "#undef TL_WGMMA_SS_F32_FP8_N%d\n"
-    ) % (n, r, n, n, n)
+        "#undef %s\n" % macro_name
+    )
     return macro + spec
 
 
@@ -101,10 +81,9 @@ def generate():
         "template <int N>\n"
         "struct WgmmaSsF32Fp8;\n\n"
     ]
-    for n in NS:
-        parts.append(gen_ss_f32(n) + "\n")
-    for n in NS:
-        parts.append(gen_ss_f32_fp8(n) + "\n")
+    for fp8 in (False, True):
+        for n in NS:
+            parts.append(gen_ss(n, fp8) + "\n")
     parts.append("}  // namespace tl::cuda::detail\n")
     return "".join(parts)
 

@@ -97,16 +97,13 @@ TL_DEVICE void fence_accumulators(float (&acc)[kN]) {
 // shared memory. kTransB = false: B K-major; true: B N-major. A is always K-major here.
 // accumulate = false overwrites D (D = A*B).
 template <class T, int N, bool kTransB>
-TL_DEVICE void wgmma_m64k16_ss(uint64_t desc_a, uint64_t desc_b, float (&d)[N / 2], bool accumulate = true) {
+TL_DEVICE void wgmma_m64k16_ss([[maybe_unused]] uint64_t desc_a, [[maybe_unused]] uint64_t desc_b,
+                               [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
   static_assert(is_same_v<T, bfloat16_t> || is_same_v<T, half_t>, "wgmma k16: bfloat16_t or half_t inputs");
 #if defined(TL_CUDA_SM90A)
   detail::WgmmaSsF32<N>::template run<is_same_v<T, bfloat16_t>, 0, kTransB ? 1 : 0>(desc_a, desc_b, d,
                                                                                   accumulate ? 1u : 0u);
 #else
-  (void)desc_a;
-  (void)desc_b;
-  (void)d;
-  (void)accumulate;
   __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
 #endif
 }
@@ -116,14 +113,11 @@ TL_DEVICE void wgmma_m64k16_ss(uint64_t desc_a, uint64_t desc_b, float (&d)[N / 
 // swizzled K-major tiles of make_smem_desc_kmajor_sw128 hold 128 K-elements per row here, and a
 // k32 step advances the start address by 32 bytes, as a k16 step does for 16-bit inputs.
 template <int N, bool kE5M2 = false>
-TL_DEVICE void wgmma_m64k32_ss_fp8(uint64_t desc_a, uint64_t desc_b, float (&d)[N / 2], bool accumulate = true) {
+TL_DEVICE void wgmma_m64k32_ss_fp8([[maybe_unused]] uint64_t desc_a, [[maybe_unused]] uint64_t desc_b,
+                                   [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
 #if defined(TL_CUDA_SM90A)
   detail::WgmmaSsF32Fp8<N>::template run<kE5M2>(desc_a, desc_b, d, accumulate ? 1u : 0u);
 #else
-  (void)desc_a;
-  (void)desc_b;
-  (void)d;
-  (void)accumulate;
   __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
 #endif
 }
