@@ -6,6 +6,8 @@
 //   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
 //                                  tune the heuristic (deepgemm/src/heuristics.cc)
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape and nothing else (for profilers)
+//   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000 x 100,000 x 99,968 (K a multiple of 128):
+//                                  64-bit indexing end to end; TFLOPS and a 16-element spot check
 //
 // FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
 // median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
@@ -25,6 +27,7 @@
 
 #include "deepgemm/deepgemm.h"
 #include "rt/cuda_device.h"
+#include "rt/cuda_memory.h"
 #include "rt/cuda_stream.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
@@ -208,6 +211,39 @@ int main(int argc, char** argv) {
       for (int i = 0; i < 3; ++i) deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
       std::printf("%s\n", deepgemm::last_config().to_string().c_str());
       return 0;
+    }
+    if (argc == 2 && std::strcmp(argv[1], "--huge") == 0) {
+      const int64_t m = 100000, n = 100000, k = 99968;
+      const rt::Tensor ah = random_fp8(m, k, gen), bh = random_fp8(n, k, gen);
+      const rt::Tensor sfah = random_scales({m, k / 128}, gen), sfbh = random_scales({(n + 127) / 128, k / 128}, gen);
+      const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu), sfa = sfah.to(kGpu), sfb = sfbh.to(kGpu);
+      rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);  // 20 GB
+      deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
+      const rt::CudaTimer once(nullptr, 0, rt::CudaTimer::Options{0, 2, false});
+      const double ms = once.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
+      // Spot check: 16 elements, the last rows and columns among them, each copied back alone.
+      const int64_t kb = k / 128;
+      int bad = 0;
+      for (int t = 0; t < 16; ++t) {
+        const int64_t i = t < 4 ? m - 1 - t : int64_t(gen() % uint64_t(m)), j = t < 4 ? n - 1 - t : int64_t(gen() % uint64_t(n));
+        double ref = 0, abs_sum = 0;
+        for (int64_t kk = 0; kk < k; ++kk) {
+          const double av = fp8_value(ah, i * k + kk) * sfah.data_as<float>()[i * kb + kk / 128];
+          const double bv = fp8_value(bh, j * k + kk) * sfbh.data_as<float>()[(j / 128) * kb + kk / 128];
+          ref += av * bv;
+          abs_sum += std::fabs(av * bv);
+        }
+        uint16_t bits = 0;
+        rt::cuda_copy_to_host(0, &bits, rt::CuDevicePtr(reinterpret_cast<uintptr_t>(d.data())) + uint64_t(i * n + j) * 2, 2);
+        const double got = tl::bfloat16_t::from_bits(bits).to_float();
+        const double tol = abs_sum * 2.0 * (128.0 / 16384.0 + double(k) / 16777216.0) + std::fabs(ref) / 128.0 + 1e-6;
+        if (!(std::fabs(got - ref) <= tol) && bad++ < 4)
+          std::printf("MISMATCH at (%ld, %ld): %g vs reference %g (tolerance %g)\n", long(i), long(j), got, ref, tol);
+      }
+      std::printf("| fp8 nt%s | %ld | %ld | %ld | %s | %.1f ms | %.0f TFLOPS |\n", bad ? " MISMATCH" : "", long(m), long(n),
+                  long(k), deepgemm::last_config().to_string().c_str(), ms,
+                  tflops(2.0 * double(m) * double(n) * double(k), ms));
+      return bad ? 1 : 0;
     }
     if (sweep_only) {
       sweep(timer, gen);
