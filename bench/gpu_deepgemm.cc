@@ -6,8 +6,8 @@
 //   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
 //                                  tune the heuristic (deepgemm/src/heuristics.cc)
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape and nothing else (for profilers)
-//   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000 x 100,000 x 99,968 (K a multiple of 128):
-//                                  64-bit indexing end to end; TFLOPS and a 16-element spot check
+//   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
+//                                  16-element spot check
 //
 // FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
 // median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
@@ -72,7 +72,7 @@ float fp8_value(const rt::Tensor& t, int64_t i) {
 // (group of row r: r / rows_per_group when grouped).
 bool spot_check(const Fp8Inputs& x, const rt::Tensor& d_gpu, int64_t rows, int64_t rows_per_group, std::mt19937_64& gen) {
   const rt::Tensor d = d_gpu.to(rt::Device::cpu());
-  const int64_t kb = x.k / 128;
+  const int64_t kb = (x.k + 127) / 128;
   std::uniform_int_distribution<int64_t> ri(0, rows - 1), ci(0, x.n - 1);
   for (int t = 0; t < 64; ++t) {
     const int64_t i = ri(gen), j = ci(gen), g = rows_per_group > 0 ? i / rows_per_group : 0;
@@ -165,8 +165,8 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   std::printf("\n");
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
-    const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, k / 128}, gen).to(kGpu);
-    const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, k / 128}, gen).to(kGpu);
+    const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, (k + 127) / 128}, gen).to(kGpu);
+    const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
     rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
     const double flops = 2.0 * double(m) * double(n) * double(k);
     unsetenv("DG_GPU_CONFIG");
@@ -205,24 +205,24 @@ int main(int argc, char** argv) {
     std::mt19937_64 gen(20261129);
     if (argc == 5 && std::strcmp(argv[1], "--one") == 0) {
       const int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
-      const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, k / 128}, gen).to(kGpu);
-      const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, k / 128}, gen).to(kGpu);
+      const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, (k + 127) / 128}, gen).to(kGpu);
+      const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
       rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
       for (int i = 0; i < 3; ++i) deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
       std::printf("%s\n", deepgemm::last_config().to_string().c_str());
       return 0;
     }
     if (argc == 2 && std::strcmp(argv[1], "--huge") == 0) {
-      const int64_t m = 100000, n = 100000, k = 99968;
+      const int64_t m = 100000, n = 100000, k = 100000;
       const rt::Tensor ah = random_fp8(m, k, gen), bh = random_fp8(n, k, gen);
-      const rt::Tensor sfah = random_scales({m, k / 128}, gen), sfbh = random_scales({(n + 127) / 128, k / 128}, gen);
+      const rt::Tensor sfah = random_scales({m, (k + 127) / 128}, gen), sfbh = random_scales({(n + 127) / 128, (k + 127) / 128}, gen);
       const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu), sfa = sfah.to(kGpu), sfb = sfbh.to(kGpu);
       rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);  // 20 GB
       deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
       const rt::CudaTimer once(nullptr, 0, rt::CudaTimer::Options{0, 2, false});
       const double ms = once.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
       // Spot check: 16 elements, the last rows and columns among them, each copied back alone.
-      const int64_t kb = k / 128;
+      const int64_t kb = (k + 127) / 128;
       int bad = 0;
       for (int t = 0; t < 16; ++t) {
         const int64_t i = t < 4 ? m - 1 - t : int64_t(gen() % uint64_t(m)), j = t < 4 ? n - 1 - t : int64_t(gen() % uint64_t(n));
@@ -260,6 +260,7 @@ int main(int argc, char** argv) {
     const int64_t nk[][2] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048}};
     const double dg4096[] = {1166, 1332, 1009, 1485, 1447, 1284}, dg128[] = {334, 538, 431, 626, 460, 415};
     for (int i = 0; i < 6; ++i) cases.push_back({4096, nk[i][0], nk[i][1], dg4096[i]});
+    cases.push_back({4096, 7168, 576, 890});  // K = 4.5 blocks of 128
     for (int i = 0; i < 6; ++i) cases.push_back({128, nk[i][0], nk[i][1], dg128[i]});
     for (int i : {0, 4}) cases.push_back({64, nk[i][0], nk[i][1], 0});
     cases.push_back({4096, 4096, 4096, 0});
@@ -267,8 +268,8 @@ int main(int argc, char** argv) {
     std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | GB/s | DeepGEMM TFLOPS | ours/DeepGEMM | "
                 "cuBLASLt FP8 per-tensor TFLOPS | ours/cuBLASLt |\n|---|---|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Case& c : cases) {
-      Fp8Inputs x{c.m, c.n, c.k, 1, random_fp8(c.m, c.k, gen), random_scales({c.m, c.k / 128}, gen),
-                  random_fp8(c.n, c.k, gen), random_scales({(c.n + 127) / 128, c.k / 128}, gen)};
+      Fp8Inputs x{c.m, c.n, c.k, 1, random_fp8(c.m, c.k, gen), random_scales({c.m, (c.k + 127) / 128}, gen),
+                  random_fp8(c.n, c.k, gen), random_scales({(c.n + 127) / 128, (c.k + 127) / 128}, gen)};
       const rt::Tensor a = x.a.to(kGpu), sfa = x.sfa.to(kGpu), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
       rt::Tensor d = rt::Tensor::empty({c.m, c.n}, rt::DType::BF16, kGpu);
       deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);  // compiles (or loads) the kernel
@@ -294,14 +295,14 @@ int main(int argc, char** argv) {
     // Grouped: contiguous (4 experts x 8192 rows) and masked (1 group of 1024 valid rows), N,K = 4096,7168.
     {
       const int64_t g = 4, rows = 8192, n = 4096, k = 7168;
-      Fp8Inputs x{g * rows, n, k, g, random_fp8(g * rows, k, gen), random_scales({g * rows, k / 128}, gen),
-                  random_fp8(g * n, k, gen), random_scales({g * ((n + 127) / 128), k / 128}, gen)};
+      Fp8Inputs x{g * rows, n, k, g, random_fp8(g * rows, k, gen), random_scales({g * rows, (k + 127) / 128}, gen),
+                  random_fp8(g * n, k, gen), random_scales({g * ((n + 127) / 128), (k + 127) / 128}, gen)};
       const rt::Tensor a = x.a.to(kGpu), sfa = x.sfa.to(kGpu);
       const rt::Tensor b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
       auto as3 = [](const rt::Tensor& t, const rt::Shape& s) {
         return rt::Tensor::wrap(t.data(), s, t.dtype(), t.device(), {}, t.storage());
       };
-      const rt::Tensor b3 = as3(b, {g, n, k}), sfb3 = as3(sfb, {g, (n + 127) / 128, k / 128});
+      const rt::Tensor b3 = as3(b, {g, n, k}), sfb3 = as3(sfb, {g, (n + 127) / 128, (k + 127) / 128});
       rt::Tensor idx = rt::Tensor::empty({g * rows}, rt::DType::I32);
       for (int64_t r = 0; r < g * rows; ++r) idx.data_as<int32_t>()[r] = int32_t(r / rows);
       const rt::Tensor m_indices = idx.to(kGpu);
@@ -321,10 +322,10 @@ int main(int argc, char** argv) {
       const int64_t max_m = 1024;
       const rt::Tensor a1 = as3(a, {g * rows, k});
       const rt::Tensor am = rt::Tensor::wrap(a1.data(), {1, max_m, k}, rt::DType::F8E4M3, kGpu, {}, a.storage());
-      const rt::Tensor sfam = rt::Tensor::wrap(sfa.data(), {1, max_m, k / 128}, rt::DType::F32, kGpu, {}, sfa.storage());
+      const rt::Tensor sfam = rt::Tensor::wrap(sfa.data(), {1, max_m, (k + 127) / 128}, rt::DType::F32, kGpu, {}, sfa.storage());
       const rt::Tensor bm = rt::Tensor::wrap(b.data(), {1, n, k}, rt::DType::F8E4M3, kGpu, {}, b.storage());
       const rt::Tensor sfbm =
-          rt::Tensor::wrap(sfb.data(), {1, (n + 127) / 128, k / 128}, rt::DType::F32, kGpu, {}, sfb.storage());
+          rt::Tensor::wrap(sfb.data(), {1, (n + 127) / 128, (k + 127) / 128}, rt::DType::F32, kGpu, {}, sfb.storage());
       rt::Tensor cnt = rt::Tensor::empty({1}, rt::DType::I32);
       cnt.data_as<int32_t>()[0] = int32_t(max_m);
       const rt::Tensor masked_m = cnt.to(kGpu);

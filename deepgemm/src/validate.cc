@@ -183,17 +183,13 @@ void check_output_overlaps(const Checker& ck, const Problem& p) {
   }
 }
 
-// Which K granularity an FP4 B's scales use, from their last dimension: K/32 or K/128.
+// Which K granularity an FP4 B's scales use, from their last dimension: ceil(K/32) or ceil(K/128).
 int fp4_scale_granularity(const Checker& ck, const rt::Tensor& sfb, int64_t k, const std::string& doc) {
   const int64_t last = sfb.size(-1);
-  if (last == k / 32 && k > 0) return 32;
-  if (last == k / kBlockK) return 128;
-  ck.fail("b_scales must have shape ", doc, " with K/32 = ", k / 32, " or K/128 = ", k / kBlockK,
-          " in the last dimension (per-32 or per-128 scales along K); got ", sfb.shape_string());
-}
-
-void check_k_multiple(const Checker& ck, int64_t k) {
-  ck.check(k % kBlockK == 0, "K = ", k, " must be a multiple of 128 (the scale block along K)");
+  if (last == ceil_div(k, 32) && k > 0) return 32;
+  if (last == ceil_div(k, kBlockK)) return 128;
+  ck.fail("b_scales must have shape ", doc, " with ceil(K/32) = ", ceil_div(k, 32), " or ceil(K/128) = ",
+          ceil_div(k, kBlockK), " in the last dimension (per-32 or per-128 scales along K); got ", sfb.shape_string());
 }
 
 // The contents of m_indices (CPU only): every index in [-1, G), and each 128-row block holds rows of
@@ -299,36 +295,35 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
   ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
   ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
   bind_operands(ck, p, a, b, d, c, major_a, major_b);
-  check_k_multiple(ck, p.k);
   ck.operand(a, "a");
   ck.operand(b, "b");
 
   // Scales.
-  const int64_t kb = p.k / kBlockK;
-  ck.dims(sfa, "a_scales", 2, major_a == Major::K ? "[M, K/128]" : "[K/128, M]");
+  const int64_t kb = ceil_div(p.k, kBlockK);  // a partial last block of K has its own scales
+  ck.dims(sfa, "a_scales", 2, major_a == Major::K ? "[M, ceil(K/128)]" : "[ceil(K/128), M]");
   if (major_a == Major::K)
-    ck.shape(sfa, "a_scales", {p.m, kb}, "[M, K/128]");
+    ck.shape(sfa, "a_scales", {p.m, kb}, "[M, ceil(K/128)]");
   else
-    ck.shape(sfa, "a_scales", {kb, p.m}, "[K/128, M]");
+    ck.shape(sfa, "a_scales", {kb, p.m}, "[ceil(K/128), M]");
   p.sfa = view<ScaleArg>(sfa, major_a == Major::MN);
   p.sfa.gran_r = 1;
   p.sfa.gran_c = kBlockK;
   ck.scales(p.sfa, "a_scales");
 
   if (fp4) {
-    ck.dims(sfb, "b_scales", 2, "[N, K/32] or [N, K/128]");
-    const int gran = fp4_scale_granularity(ck, sfb, p.k, "[N, K/32] or [N, K/128]");
-    ck.shape(sfb, "b_scales", {p.n, p.k / gran}, gran == 32 ? "[N, K/32]" : "[N, K/128]");
+    ck.dims(sfb, "b_scales", 2, "[N, ceil(K/32)] or [N, ceil(K/128)]");
+    const int gran = fp4_scale_granularity(ck, sfb, p.k, "[N, ceil(K/32)] or [N, ceil(K/128)]");
+    ck.shape(sfb, "b_scales", {p.n, ceil_div(p.k, gran)}, gran == 32 ? "[N, ceil(K/32)]" : "[N, ceil(K/128)]");
     p.sfb = view<ScaleArg>(sfb, false);
     p.sfb.gran_r = 1;
     p.sfb.gran_c = gran;
   } else {
     const int64_t nb = ceil_div(p.n, kBlockK);
-    ck.dims(sfb, "b_scales", 2, major_b == Major::K ? "[ceil(N/128), K/128]" : "[K/128, ceil(N/128)]");
+    ck.dims(sfb, "b_scales", 2, major_b == Major::K ? "[ceil(N/128), ceil(K/128)]" : "[ceil(K/128), ceil(N/128)]");
     if (major_b == Major::K)
-      ck.shape(sfb, "b_scales", {nb, kb}, "[ceil(N/128), K/128]");
+      ck.shape(sfb, "b_scales", {nb, kb}, "[ceil(N/128), ceil(K/128)]");
     else
-      ck.shape(sfb, "b_scales", {kb, nb}, "[K/128, ceil(N/128)]");
+      ck.shape(sfb, "b_scales", {kb, nb}, "[ceil(K/128), ceil(N/128)]");
     p.sfb = view<ScaleArg>(sfb, major_b == Major::MN);
     p.sfb.gran_r = kBlockK;
     p.sfb.gran_c = kBlockK;
@@ -354,21 +349,21 @@ Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const r
 
 namespace {
 
-// The scales of an M-grouped GEMM's B: [G, ceil(N/128), K/128] (FP8) or [G, N, K/32|K/128] (FP4).
+// The scales of an M-grouped GEMM's B: [G, ceil(N/128), ceil(K/128)] (FP8) or [G, N, ceil(K/32|128)] (FP4).
 void grouped_b_scales(const Checker& ck, Problem& p, const rt::Tensor& sfb) {
   const int64_t g = p.num_groups;
   if (p.kind == Kind::Fp8Fp4) {
-    const std::string doc = "[G, N, K/32] or [G, N, K/128]";
+    const std::string doc = "[G, N, ceil(K/32)] or [G, N, ceil(K/128)]";
     ck.dims(sfb, "b_scales", 3, doc);
     const int gran = fp4_scale_granularity(ck, sfb, p.k, doc);
-    ck.shape(sfb, "b_scales", {g, p.n, p.k / gran}, gran == 32 ? "[G, N, K/32]" : "[G, N, K/128]");
+    ck.shape(sfb, "b_scales", {g, p.n, ceil_div(p.k, gran)}, gran == 32 ? "[G, N, ceil(K/32)]" : "[G, N, ceil(K/128)]");
     p.sfb = view<ScaleArg>(sfb, false);
     p.sfb.gran_r = 1;
     p.sfb.gran_c = gran;
   } else {
-    const std::string doc = "[G, ceil(N/128), K/128]";
+    const std::string doc = "[G, ceil(N/128), ceil(K/128)]";
     ck.dims(sfb, "b_scales", 3, doc);
-    ck.shape(sfb, "b_scales", {g, ceil_div(p.n, kBlockK), p.k / kBlockK}, doc);
+    ck.shape(sfb, "b_scales", {g, ceil_div(p.n, kBlockK), ceil_div(p.k, kBlockK)}, doc);
     p.sfb = view<ScaleArg>(sfb, false);
     p.sfb.gran_r = kBlockK;
     p.sfb.gran_c = kBlockK;
@@ -419,12 +414,11 @@ Problem make_m_grouped_contiguous(const std::string& function, Kind kind, const 
   ck.dims(m_indices, "m_indices", 1, "[M]");
   ck.shape(m_indices, "m_indices", {p.m}, "[M]");
   ck.check(p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
-  if (kind != Kind::Bf16) check_k_multiple(ck, p.k);
   ck.operand(a, "a");
   ck.operand(b, "b");
   if (kind != Kind::Bf16) {
-    ck.dims(sfa, "a_scales", 2, "[M, K/128]");
-    ck.shape(sfa, "a_scales", {p.m, p.k / kBlockK}, "[M, K/128]");
+    ck.dims(sfa, "a_scales", 2, "[M, ceil(K/128)]");
+    ck.shape(sfa, "a_scales", {p.m, ceil_div(p.k, kBlockK)}, "[M, ceil(K/128)]");
     p.sfa = view<ScaleArg>(sfa, false);
     p.sfa.gran_r = 1;
     p.sfa.gran_c = kBlockK;
@@ -461,12 +455,11 @@ Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::
   ck.shape(masked_m, "masked_m", {p.num_groups}, "[G]");
   ck.check(p.num_groups <= 1 || masked_m.stride(0) == 1, "masked_m must be contiguous (stride ", masked_m.stride(0), ")");
   ck.check(expected_m > 0, "expected_m = ", expected_m, " must be positive (the typical number of valid rows per group)");
-  if (kind != Kind::Bf16) check_k_multiple(ck, p.k);
   ck.operand(a, "a");
   ck.operand(b, "b");
   if (kind != Kind::Bf16) {
-    ck.dims(sfa, "a_scales", 3, "[G, max_M, K/128]");
-    ck.shape(sfa, "a_scales", {p.num_groups, p.m, p.k / kBlockK}, "[G, max_M, K/128]");
+    ck.dims(sfa, "a_scales", 3, "[G, max_M, ceil(K/128)]");
+    ck.shape(sfa, "a_scales", {p.num_groups, p.m, ceil_div(p.k, kBlockK)}, "[G, max_M, ceil(K/128)]");
     p.sfa = view<ScaleArg>(sfa, false);
     p.sfa.gran_r = 1;
     p.sfa.gran_c = kBlockK;

@@ -76,22 +76,22 @@ TEST(Errors, ShapesAndScaleShapes) {
   expect_user_error([&] { deepgemm::fp8_gemm_nt(x.a, x.sfa, x.b, x.sfb, d_bad); }, {"d must have shape [M, N] = [64, 128]"});
   const rt::Tensor sfa_bad = rt::Tensor::empty({M, K / 128 + 1}, rt::DType::F32);
   expect_user_error([&] { deepgemm::fp8_gemm_nt(x.a, sfa_bad, x.b, x.sfb, x.d); },
-                    {"a_scales must have shape [M, K/128] = [64, 2]", "got [64, 3]"});
+                    {"a_scales must have shape [M, ceil(K/128)] = [64, 2]", "got [64, 3]"});
   const rt::Tensor sfb_bad = rt::Tensor::empty({2, K / 128}, rt::DType::F32);
   expect_user_error([&] { deepgemm::fp8_gemm_nt(x.a, x.sfa, x.b, sfb_bad, x.d); },
-                    {"b_scales must have shape [ceil(N/128), K/128] = [1, 2]"});
-  // nn: b is [K, N] and its scales [K/128, ceil(N/128)].
+                    {"b_scales must have shape [ceil(N/128), ceil(K/128)] = [1, 2]"});
+  // nn: b is [K, N] and its scales [ceil(K/128), ceil(N/128)].
   expect_user_error([&] { deepgemm::fp8_gemm_nn(x.a, x.sfa, dgtest::transpose(x.b), x.sfb, x.d); },
-                    {"fp8_gemm_nn", "b_scales must have shape [K/128, ceil(N/128)] = [2, 1]"});
-  // K not a multiple of 128.
-  const rt::Tensor a192 = rt::Tensor::empty({M, 192}, rt::DType::F8E4M3), b192 = rt::Tensor::empty({N, 192}, rt::DType::F8E4M3);
-  const rt::Tensor s192 = rt::Tensor::empty({M, 2}, rt::DType::F32), sb192 = rt::Tensor::empty({1, 2}, rt::DType::F32);
-  expect_user_error([&] { deepgemm::fp8_gemm_nt(a192, s192, b192, sb192, x.d); }, {"K = 192", "multiple of 128"});
-  // FP4 scales: [N, K/32] or [N, K/128].
+                    {"fp8_gemm_nn", "b_scales must have shape [ceil(K/128), ceil(N/128)] = [2, 1]"});
+  // K whose rows are not whole 16-byte units (TMA); K = 192 (a partial last scale block) is fine.
+  const rt::Tensor a200 = rt::Tensor::empty({M, 200}, rt::DType::F8E4M3), b200 = rt::Tensor::empty({N, 200}, rt::DType::F8E4M3);
+  const rt::Tensor s200 = rt::Tensor::empty({M, 2}, rt::DType::F32), sb200 = rt::Tensor::empty({1, 2}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::fp8_gemm_nt(a200, s200, b200, sb200, x.d); }, {"a's row stride (200", "16 bytes"});
+  // FP4 scales: [N, ceil(K/32)] or [N, ceil(K/128)].
   const rt::Tensor b4 = rt::Tensor::empty({N, K}, rt::DType::F4E2M1);
   const rt::Tensor sb4 = rt::Tensor::empty({N, K / 64}, rt::DType::F32);
   expect_user_error([&] { deepgemm::fp8_fp4_gemm_nt(x.a, x.sfa, b4, sb4, x.d); },
-                    {"b_scales must have shape [N, K/32] or [N, K/128]", "K/32 = 8", "K/128 = 2"});
+                    {"b_scales must have shape [N, ceil(K/32)] or [N, ceil(K/128)]", "ceil(K/32) = 8", "ceil(K/128) = 2"});
 }
 
 TEST(Errors, AlignmentAndLayout) {
@@ -183,7 +183,7 @@ TEST(Errors, GroupedIndices) {
   expect_user_error([&] { deepgemm::m_grouped_fp8_gemm_nt_contiguous(a, sfa, b, sfb, d, idx64); }, {"m_indices must be int32"});
   const rt::Tensor sfb_bad = rt::Tensor::empty({g, 2, K / 128}, rt::DType::F32);
   expect_user_error([&] { deepgemm::m_grouped_fp8_gemm_nt_contiguous(a, sfa, b, sfb_bad, d, dgtest::i32_tensor(ok)); },
-                    {"b_scales must have shape [G, ceil(N/128), K/128] = [4, 1, 2]"});
+                    {"b_scales must have shape [G, ceil(N/128), ceil(K/128)] = [4, 1, 2]"});
 
   // Masked.
   const int64_t max_m = 64;

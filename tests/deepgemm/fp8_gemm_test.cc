@@ -148,6 +148,22 @@ TEST(Fp8Gemm, EdgeShapes) {
   EXPECT_EQ(testutil::to_f64(d), testutil::to_f64(c));
 }
 
+// K not a multiple of 128: the last scale block of K is partial (DeepGEMM's (N, K) = (7168, 576)
+// shape has one), in one pass and over several; both outputs, with C.
+TEST(Fp8Gemm, PartialLastKBlock) {
+  for (int64_t k : {208, 576}) {
+    const int64_t m = 72, n = 136;
+    const Fp8Problem p = make_problem(m, n, k, true);
+    ASSERT_EQ(p.sfa.size(1), (k + 127) / 128);
+    const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed());
+    const std::vector<double> cv = testutil::to_f64(c);
+    const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
+    rt::Tensor d = poisoned({m, n}, rt::DType::F32);
+    deepgemm::fp8_gemm_nt(p.qa, p.sfa, p.qb, p.sfb, d, c);
+    dgtest::expect_matches_reference(testutil::to_f64(d), ref, k, false, "K = " + std::to_string(k));
+  }
+}
+
 // Every ISA variant this CPU runs gives a result within the bound (DG_CPU_ISA).
 TEST(Fp8Gemm, EveryCpuIsa) {
   const int64_t m = 96, n = 208, k = 384;  // tt: a is [K, M], M a multiple of 16 bytes
