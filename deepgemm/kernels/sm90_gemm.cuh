@@ -354,12 +354,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     };
     [[maybe_unused]] auto release = [&](uint32_t stage) {
       if (lane == 0) {
-        if constexpr (Cfg::kMulticast > 1) {
-          mbarrier_arrive_cluster(&pipe.empty[stage], 0);
-          mbarrier_arrive_cluster(&pipe.empty[stage], 1);
-        } else {
-          pipe.consumer_release(stage);
-        }
+        pipe.consumer_release(stage);
+        if constexpr (Cfg::kMulticast > 1) mbarrier_arrive_cluster(&pipe.empty[stage], cta_rank ^ 1u);
       }
     };
 

@@ -30,7 +30,7 @@ struct GpuBlocking {
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
 // `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
-// No multicast: measured slower than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG
+// No multicast: measured no faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG
 // asks for it.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0);

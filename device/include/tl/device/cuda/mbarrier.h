@@ -37,13 +37,15 @@ TL_DEVICE void mbarrier_arrive(mbarrier_t* bar) {
 
 // Arrival on the barrier of CTA `cta_rank` of the cluster at the same shared-memory offset (the
 // consumer side of TMA multicast: every CTA that received the data frees the stage in every
-// sender). Equal to mbarrier_arrive for a cluster of one.
+// sender). Default semantics (release at CTA scope), as CUTLASS's cluster barriers use: the arrival
+// only has to follow this thread's completed reads of the stage; a cluster-scope release would
+// fence far more on every stage.
 TL_DEVICE void mbarrier_arrive_cluster(mbarrier_t* bar, uint32_t cta_rank) {
   asm volatile(
       "{\n"
       ".reg .b32 remote;\n"
       "mapa.shared::cluster.u32 remote, %0, %1;\n"
-      "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n"
+      "mbarrier.arrive.shared::cluster.b64 _, [remote];\n"
       "}\n" ::"r"(smem_addr(bar)),
       "r"(cta_rank)
       : "memory");
