@@ -17,10 +17,11 @@ if [ "$mode" = bundle ]; then
   set -e
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null
   cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests deepgemm_tests bench_gpu_matmul \
-    bench_gpu_attention bench_gpu_deepgemm
+    bench_gpu_attention bench_gpu_deepgemm deepep_topology
   rm -rf gpu-bundle && mkdir -p gpu-bundle
   cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/tests/deepgemm_tests \
-    build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm gpu-bundle/
+    build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm \
+    build-gpu/tools/deepep_topology/deepep_topology gpu-bundle/
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
@@ -43,6 +44,7 @@ step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$out/gpu.txt" 2>&1
 step runtime_tests gpu-bundle/runtime_tests
+step deepep_topology gpu-bundle/deepep_topology
 # deepgemm: the whole suite (its Gpu* tests run the kernels), then the memory checker on the kernels.
 step deepgemm_tests gpu-bundle/deepgemm_tests --gtest_brief=1
 step sanitizer_deepgemm compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/deepgemm_tests \

@@ -7,4 +7,5 @@
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "deepep/health.h"
+#include "deepep/topology.h"
 #include "deepep/transport.h"
