@@ -133,6 +133,8 @@ struct Sm90Scales {
 struct Sm90Tile {
   int group, b_group, m0, n0, row_limit;
   bool compute;
+  int kb0, kb1;  // the k-blocks this tile sums: all, or its split's range (split-K)
+  int d_group;   // the slice of D (and C) it writes: `group`, or its split (split-K)
 };
 
 template <class Cfg>
@@ -147,12 +149,19 @@ struct Sm90Tiles {
     t.sched = tl::cuda::GroupedTileScheduler::make(p.m, p.n, Cfg::kBlockM * Cfg::kMulticast, Cfg::kBlockN,
                                                    p.raster_group);
     t.per_group = t.sched.num_tiles();
-    t.total = Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group;
+    t.total = (Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group) * p.splits;
     return t;
   }
 
   // Tile `index` in [0, total); false when it has nothing to write (past a masked group's rows).
   TL_DEVICE bool get(const Sm90GemmParams& p, int index, Sm90Tile& tile) const {
+    // Split-K: the splits of one output tile are neighbours in the walk (they share A and B panels).
+    const int split = index % p.splits;
+    index /= p.splits;
+    const int num_k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
+    const int per_split = (num_k_blocks + p.splits - 1) / p.splits;
+    tile.kb0 = split * per_split;
+    tile.kb1 = tile.kb0 + per_split < num_k_blocks ? tile.kb0 + per_split : num_k_blocks;
     const int g = Cfg::kGrouping == kGroupMMasked ? index / per_group : 0;
     int m_block, n_block;
     sched.get(index - g * per_group, m_block, n_block);
@@ -161,6 +170,7 @@ struct Sm90Tiles {
     tile.n0 = n_block * Cfg::kBlockN;
     tile.group = g;
     tile.b_group = g;
+    tile.d_group = p.splits > 1 ? split : g;
     tile.row_limit = p.m;
     tile.compute = true;
     if constexpr (Cfg::kGrouping == kGroupMMasked) {
@@ -224,7 +234,6 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   // Clusters walk the tiles together: cluster c takes tiles c, c + clusters, ...
   const int first_tile = int(blockIdx.x) / Cfg::kMulticast, tile_step = int(gridDim.x) / Cfg::kMulticast;
   [[maybe_unused]] const uint32_t cta_rank = Cfg::kMulticast > 1 ? cluster_ctarank() : 0u;
-  const int num_k_blocks = (p.k + kBlockK - 1) / kBlockK;
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -235,7 +244,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf +
@@ -288,14 +297,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       const float* row0;  // the 128-block of B's scales holding the tile's first column
       const float* row1;  // the next one (row0 again past the last)
       int64_t step;       // floats between k-blocks
-      int next_kb;
+      int next_kb, end_kb;
       float v0, v1;       // the values of k-block next_kb - 1
     } sfb;
     [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
       if constexpr (!Cfg::kSfbPerRow) {
         sc.sb0 = sfb.v0;
         sc.sb1 = sfb.v1;
-        if (sfb.next_kb < num_k_blocks) {
+        if (sfb.next_kb < sfb.end_kb) {
           sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
           sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
           ++sfb.next_kb;
@@ -367,7 +376,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
         if constexpr (Cfg::kHasC) {
-          const float* cg = p.c + tile.group * p.c_sg;
+          const float* cg = p.c + tile.d_group * p.c_sg;
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -384,14 +393,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
 
       if (tile.compute) {
+        const int num_k_blocks = tile.kb1 - tile.kb0;  // of this tile (its split's range)
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
           sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
           sfb.step = p.sfb_sc;
-          sfb.v0 = num_k_blocks > 0 ? __ldg(sfb.row0) : 0.0f;
-          sfb.v1 = num_k_blocks > 0 ? __ldg(sfb.row1) : 0.0f;
-          sfb.next_kb = 1;
+          sfb.v0 = tile.kb0 < tile.kb1 ? __ldg(sfb.row0 + tile.kb0 * sfb.step) : 0.0f;
+          sfb.v1 = tile.kb0 < tile.kb1 ? __ldg(sfb.row1 + tile.kb0 * sfb.step) : 0.0f;
+          sfb.next_kb = tile.kb0 + 1;
+          sfb.end_kb = tile.kb1;
         }
         if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
@@ -509,10 +520,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           tl::cuda::detail::gemm_sm90_store_tma<Cfg>(acc, &tma_d, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer,
                                                      tile.row_limit, p.n, tile.m0 + consumer * Cfg::kConsumerRows,
                                                      tile.n0,
-                                                     boxes_done, tile.group);
+                                                     boxes_done, tile.d_group);
       }
       if (!via_tma) {
-        TC* d = static_cast<TC*>(p.d) + tile.group * p.d_sg;
+        TC* d = static_cast<TC*>(p.d) + tile.d_group * p.d_sg;
         const bool full_tile = tile.m0 + kBlockM <= tile.row_limit && tile.n0 + kBlockN <= p.n;
         tl::cuda::detail::gemm_sm90_store_direct<Cfg>(acc, d, tile.row_limit, p.n, p.d_sr, tile.m0 + r0,
                                                       tile.n0 + c0, full_tile, vec_ok);

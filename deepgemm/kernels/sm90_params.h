@@ -32,6 +32,7 @@ struct Sm90GemmParams {
   int32_t num_groups;  // groups of B (and of A/D when masked)
   int32_t sfb_rows;    // ceil(N / 128)
   int32_t raster_group;
+  int32_t splits;  // split-K (plain GEMMs): K cut into this many ranges, partial D slices in d's groups
 };
 
 }  // namespace deepgemm::kernels

@@ -50,6 +50,7 @@ std::string GemmConfig::to_string() const {
   if (promotion_k) s += rt::str(" promotion every ", promotion_k, " of K");
   if (num_stages) s += rt::str(" stages ", num_stages);
   if (num_multicast) s += rt::str(" multicast ", num_multicast);
+  if (split_k > 1) s += rt::str(" split-k ", split_k);
   s += rt::str(" tasks ", num_tasks, backend == "cpu" ? " threads " : " sms ", num_threads);
   return s;
 }

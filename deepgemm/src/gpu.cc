@@ -213,14 +213,35 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
                           info.smem_per_block_optin, sfb_rows, multicast_ok);
 
+  // Split-K for plain GEMMs with too few tiles (DG_GPU_SPLIT_K forces it): the kernel writes FP32
+  // partials of each K range into a workspace, a second kernel sums them with C into D.
+  const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1;
+  if (split_ok) choose_split_k(blk, x.m, x.n, x.k, x.fp8, out_bytes, sms);
+  if (const int64_t forced_split = rt::env_int("DG_GPU_SPLIT_K", 0); forced_split > 0) {
+    const int64_t k_blocks = ceil_div(x.k, blk.block_k);
+    RT_USER_CHECK(forced_split == 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
+                  forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",
+                  blk.block_k, " in K (", k_blocks, " here)");
+    blk.splits = int(forced_split);
+    blk.grid = int(std::min<int64_t>(ceil_div(x.m, blk.block_m) * ceil_div(x.n, blk.block_n) * blk.splits,
+                                     sms / blk.multicast * blk.multicast));
+  }
+  const bool split = blk.splits > 1;
+  rt::Tensor workspace;
+  if (split) {
+    workspace = rt::Tensor::empty({blk.splits, x.m, x.n}, rt::DType::F32, x.d.tensor.device());
+    blk.tma_store = false;
+    blk.smem_bytes = sm90_smem_bytes(x.fp8, blk.block_m, blk.block_n, blk.stages, false, 4, sfb_rows);
+  }
+
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
-  spec.out = out_dtype;
+  spec.out = split ? rt::DType::F32 : out_dtype;
   spec.block_m = blk.block_m;
   spec.block_n = blk.block_n;
   spec.stages = blk.stages;
   spec.grouping = x.grouping == Grouping::MContiguous ? 1 : x.grouping == Grouping::MMasked ? 2 : 0;
-  spec.has_c = x.c.present();
+  spec.has_c = x.c.present() && !split;
   spec.tma_store = blk.tma_store;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
@@ -285,10 +306,10 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     params.sfb_sr = sfb.s_r;
     params.sfb_sc = sfb.s_c;
   }
-  params.d = x.d.tensor.data();
-  params.d_sg = x.d.s_g;
-  params.d_sr = x.d.s_r;
-  if (x.c.present()) {
+  params.d = split ? workspace.data() : x.d.tensor.data();
+  params.d_sg = split ? x.m * x.n : x.d.s_g;
+  params.d_sr = split ? x.n : x.d.s_r;
+  if (x.c.present() && !split) {
     params.c = static_cast<const float*>(x.c.tensor.data());
     params.c_sg = x.c.s_g;
     params.c_sr = x.c.s_r;
@@ -301,6 +322,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.num_groups = int32_t(x.num_groups);
   params.sfb_rows = int32_t(ceil_div(x.n, 128));
   params.raster_group = blk.raster_group;
+  params.splits = blk.splits;
 
   const int threads = 128 * (1 + sm90_consumers(blk.block_m));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
@@ -313,9 +335,22 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
                   stream, args);
 
+  if (split) {
+    const rt::CudaKernel reduce =
+        jit_kernel(split_k_reduce_source(out_dtype, x.c.present()), kSplitKReduceKernel, device);
+    const float* w = static_cast<const float*>(workspace.data());
+    const float* c = x.c.present() ? static_cast<const float*>(x.c.tensor.data()) : nullptr;
+    void* d = x.d.tensor.data();
+    const int splits = blk.splits, m = int(x.m), n = int(x.n);
+    const int64_t c_sr = x.c.present() ? x.c.s_r : 0, d_sr = x.d.s_r;
+    const unsigned blocks = unsigned(std::clamp<int64_t>(ceil_div(x.m * x.n, 256), 1, int64_t(sms) * 8));
+    reduce.launch_with(rt::Dim3{blocks, 1, 1}, rt::Dim3{256, 1, 1}, 0, stream, w, splits, m, n, c, c_sr, d, d_sr);
+  }
+
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
                        blk.tma_store ? ".tma_store" : "");
+  cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;
   cfg.block_n = blk.block_n;
   cfg.block_k = blk.block_k;

@@ -30,6 +30,7 @@ struct Sm90KernelSpec {
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
 inline constexpr const char* kFp4ToFp8Kernel = "deepgemm_fp4_to_fp8";
+inline constexpr const char* kSplitKReduceKernel = "deepgemm_split_k_reduce";
 
 // extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, sfb, d, Sm90GemmParams p) for `spec`.
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
@@ -38,6 +39,9 @@ std::string layout_copy_source(rt::DType in, rt::DType out);
 // extern "C" kFp4ToFp8Kernel(const uint8_t* in, uint8_t* out, int groups, int rows, int cols, int64_t s_g,
 // s_r, s_c).
 std::string fp4_to_fp8_source();
+// extern "C" kSplitKReduceKernel(const float* w, int splits, int m, int n, const float* c, int64_t c_sr,
+// Out* d, int64_t d_sr): D = [C +] the sum of the split-K partials.
+std::string split_k_reduce_source(rt::DType out, bool has_c);
 
 // Our kernel headers and the device primitives, as NVRTC's in-memory include files.
 const std::vector<rt::EmbeddedFile>& kernel_headers();

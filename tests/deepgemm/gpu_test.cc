@@ -166,6 +166,64 @@ TEST(GpuFp8Gemm, PartialLastKBlock) {
   }
 }
 
+// Split-K: forced on a ragged shape with uneven K ranges (8 k-blocks in 3), both outputs, C separate
+// and in place; as the heuristic picks it for a few-tile shape; and where it cannot apply.
+TEST(GpuFp8Gemm, SplitK) {
+  REQUIRE_HOPPER();
+  {
+    const int64_t m = 200, n = 328, k = 1024;
+    const Fp8Problem p = make_problem(m, n, k, true);
+    const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed());
+    const std::vector<double> cv = testutil::to_f64(c);
+    const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+    const Ref ref_c = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
+    dgtest::ScopedEnv env("DG_GPU_SPLIT_K", "3");
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+    deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
+    EXPECT_EQ(deepgemm::last_config().split_k, 3);
+    expect_close(host(d), ref, k, true, "split-k 3 -> bf16");
+    rt::Tensor d32 = gpu(poisoned({m, n}, rt::DType::F32));
+    deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d32, gpu(c));
+    expect_close(host(d32), ref_c, k, false, "split-k 3 + c");
+    rt::Tensor inplace = gpu(c);
+    deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), inplace, inplace);
+    expect_close(host(inplace), ref_c, k, false, "split-k 3 + c in place");
+    // BF16 too.
+    const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+    const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+    const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
+    rt::Tensor db = gpu(poisoned({m, n}, rt::DType::BF16));
+    deepgemm::bf16_gemm_nt(gpu(a), gpu(b), db);
+    EXPECT_EQ(deepgemm::last_config().split_k, 3);
+    expect_close(host(db), dgtest::ref_gemm(av.data(), bv.data(), m, n, k), k, true, "bf16 split-k 3");
+  }
+  {
+    const int64_t m = 128, n = 2112, k = 7168;  // the heuristic splits this one
+    const Fp8Problem p = make_problem(m, n, k, false);
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+    deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
+    EXPECT_GT(deepgemm::last_config().split_k, 1) << deepgemm::last_config().to_string();
+    expect_close(host(d), dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k), k, true, "heuristic split-k");
+  }
+  // Not for grouped GEMMs, and not more ranges than blocks of K.
+  const dgtest::ContiguousProblem g = dgtest::make_contiguous({100, 28}, 64, 256);
+  {
+    dgtest::ScopedEnv env("DG_GPU_SPLIT_K", "2");
+    rt::Tensor d = gpu(poisoned({g.layout.total, 64}, rt::DType::BF16));
+    dgtest::expect_user_error(
+        [&] {
+          deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(g.qa), gpu(g.sfa), gpu(g.qb), gpu(g.sfb), d,
+                                                     gpu(dgtest::i32_tensor(g.layout.m_indices)));
+        },
+        {"DG_GPU_SPLIT_K=2", "plain GEMM"});
+    const Fp8Problem p = make_problem(64, 64, 256, false);
+    dgtest::ScopedEnv env3("DG_GPU_SPLIT_K", "3");
+    rt::Tensor d2 = gpu(poisoned({64, 64}, rt::DType::BF16));
+    dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
+                              {"DG_GPU_SPLIT_K=3", "(2 here)"});
+  }
+}
+
 TEST(GpuFp8Gemm, AllLayouts) {
   REQUIRE_HOPPER();
   const int64_t m = 208, n = 320, k = 512;

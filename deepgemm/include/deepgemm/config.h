@@ -8,6 +8,7 @@
 //   DG_GPU_CONFIG=BMxBNxS[xC]  force the GPU kernel's block M (64, 128, 256), block N, pipeline
 //                        stages and (C = 2) clusters of 2 multicasting B, e.g. 128x128x5 or
 //                        256x128x3x2 (tuning; a user error when the kernel cannot take it)
+//   DG_GPU_SPLIT_K=S     force split-K with S ranges (1 = off; plain GEMMs; tuning)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
 //   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
@@ -45,6 +46,7 @@ struct GemmConfig {
   int num_threads = 0;  // CPU: OpenMP threads; GPU: SMs used
   int num_stages = 0;       // GPU only
   int num_multicast = 0;    // GPU only
+  int split_k = 1;          // GPU only: K ranges computed apart and summed (few-tile shapes)
   std::string to_string() const;
 };
 
