@@ -10,7 +10,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <string>
+#include <utility>
 
 #include "backend.h"
 #include "deepgemm/kernels/sm90_params.h"
@@ -181,6 +183,16 @@ MatrixArg group_of(const MatrixArg& v, int64_t g) {
   return r;
 }
 
+// The FP32 workspace of split-K, at least `floats` long. Allocating device memory on every call
+// would cost more than the GEMM (cuMemAlloc, and cuMemFree synchronizes): one grow-only buffer is
+// kept per calling thread, device and stream, so calls that reuse it are ordered on that stream.
+rt::Tensor split_k_workspace(int64_t floats, int device, rt::CuStream stream) {
+  thread_local std::map<std::pair<int, rt::CuStream>, rt::Tensor> buffers;
+  rt::Tensor& buf = buffers[{device, stream}];
+  if (!buf.defined() || buf.numel() < floats) buf = rt::Tensor::empty({floats}, rt::DType::F32, rt::Device::cuda(device));
+  return buf;
+}
+
 // One kernel launch over operands already in the kernel's forms.
 struct Sm90Call {
   bool fp8 = true;
@@ -229,7 +241,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const bool split = blk.splits > 1;
   rt::Tensor workspace;
   if (split) {
-    workspace = rt::Tensor::empty({blk.splits, x.m, x.n}, rt::DType::F32, x.d.tensor.device());
+    workspace = split_k_workspace(blk.splits * x.m * x.n, device, stream);
     blk.tma_store = false;
     blk.smem_bytes = sm90_smem_bytes(x.fp8, blk.block_m, blk.block_n, blk.stages, false, 4, sfb_rows);
   }
