@@ -225,11 +225,14 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
                           info.smem_per_block_optin, sfb_rows, multicast_ok);
 
-  // Split-K for plain GEMMs with too few tiles (DG_GPU_SPLIT_K forces it): the kernel writes FP32
-  // partials of each K range into a workspace, a second kernel sums them with C into D.
+  // Split-K for plain GEMMs with too few tiles: the kernel writes FP32 partials of each K range into
+  // a workspace, a second kernel sums them with C into D. Off unless DG_GPU_SPLIT_K asks: "auto" for
+  // the model's choice (not yet measured against no split; docs/perf.md), a number to force one.
   const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1;
-  if (split_ok) choose_split_k(blk, x.m, x.n, x.k, x.fp8, out_bytes, sms);
-  if (const int64_t forced_split = rt::env_int("DG_GPU_SPLIT_K", 0); forced_split > 0) {
+  const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "");
+  if (split_ok && split_env == "auto") choose_split_k(blk, x.m, x.n, x.k, x.fp8, out_bytes, sms);
+  if (const int64_t forced_split = split_env.empty() || split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
+      forced_split > 0) {
     const int64_t k_blocks = ceil_div(x.k, blk.block_k);
     RT_USER_CHECK(forced_split == 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
                   forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",

@@ -167,7 +167,8 @@ TEST(GpuFp8Gemm, PartialLastKBlock) {
 }
 
 // Split-K: forced on a ragged shape with uneven K ranges (8 k-blocks in 3), both outputs, C separate
-// and in place; as the heuristic picks it for a few-tile shape; and where it cannot apply.
+// and in place; as the heuristic picks it (DG_GPU_SPLIT_K=auto) for a few-tile shape; and where it
+// cannot apply.
 TEST(GpuFp8Gemm, SplitK) {
   REQUIRE_HOPPER();
   {
@@ -200,6 +201,7 @@ TEST(GpuFp8Gemm, SplitK) {
   {
     const int64_t m = 128, n = 2112, k = 7168;  // the heuristic splits this one
     const Fp8Problem p = make_problem(m, n, k, false);
+    dgtest::ScopedEnv env("DG_GPU_SPLIT_K", "auto");
     rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
     deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
     EXPECT_GT(deepgemm::last_config().split_k, 1) << deepgemm::last_config().to_string();

@@ -8,7 +8,8 @@
 //   DG_GPU_CONFIG=BMxBNxS[xC]  force the GPU kernel's block M (64, 128, 256), block N, pipeline
 //                        stages and (C = 2) clusters of 2 multicasting B, e.g. 128x128x5 or
 //                        256x128x3x2 (tuning; a user error when the kernel cannot take it)
-//   DG_GPU_SPLIT_K=S     force split-K with S ranges (1 = off; plain GEMMs; tuning)
+//   DG_GPU_SPLIT_K=S|auto  split-K for plain GEMMs: S ranges of K, or the heuristic's choice
+//                        (off by default until measured faster; docs/deepgemm.md)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
 //   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
