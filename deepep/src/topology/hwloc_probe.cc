@@ -1,7 +1,5 @@
 // hwloc, loaded at run time: the build only needs its header (for the object layout and the
 // function types), so binaries start on machines without the library and report it instead.
-#include <dlfcn.h>
-
 #include <cstdio>
 #include <string>
 #include <type_traits>
@@ -36,27 +34,18 @@ struct HwlocApi {
 const HwlocApi* load_hwloc(std::string& why) {
   static std::string error;
   static const HwlocApi* api = []() -> const HwlocApi* {
-    void* lib = dlopen("libhwloc.so.15", RTLD_NOW | RTLD_LOCAL);
-    if (!lib) {
-      const char* e = dlerror();
-      error = std::string("hwloc not found (libhwloc.so.15: ") + (e ? e : "?") + ")";
-      return nullptr;
-    }
+    void* lib = open_library("libhwloc.so.15", "hwloc", error);
+    if (!lib) return nullptr;
     static HwlocApi a;
-    bool ok = true;
-    auto sym = [&](auto& fn, const char* name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      ok = ok && fn != nullptr;
-    };
-    sym(a.get_api_version, "hwloc_get_api_version");
-    sym(a.topology_init, "hwloc_topology_init");
-    sym(a.set_io_types_filter, "hwloc_topology_set_io_types_filter");
-    sym(a.topology_load, "hwloc_topology_load");
-    sym(a.topology_destroy, "hwloc_topology_destroy");
-    sym(a.nbobjs_by_depth, "hwloc_get_nbobjs_by_depth");
-    sym(a.obj_by_depth, "hwloc_get_obj_by_depth");
-    sym(a.bitmap_first, "hwloc_bitmap_first");
-    sym(a.bitmap_next, "hwloc_bitmap_next");
+    const bool ok = load_symbol(lib, a.get_api_version, "hwloc_get_api_version") &&
+                    load_symbol(lib, a.topology_init, "hwloc_topology_init") &&
+                    load_symbol(lib, a.set_io_types_filter, "hwloc_topology_set_io_types_filter") &&
+                    load_symbol(lib, a.topology_load, "hwloc_topology_load") &&
+                    load_symbol(lib, a.topology_destroy, "hwloc_topology_destroy") &&
+                    load_symbol(lib, a.nbobjs_by_depth, "hwloc_get_nbobjs_by_depth") &&
+                    load_symbol(lib, a.obj_by_depth, "hwloc_get_obj_by_depth") &&
+                    load_symbol(lib, a.bitmap_first, "hwloc_bitmap_first") &&
+                    load_symbol(lib, a.bitmap_next, "hwloc_bitmap_next");
     if (!ok) {
       error = "libhwloc.so.15 lacks a function of the hwloc 2 API";
       return nullptr;

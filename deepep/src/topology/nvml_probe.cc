@@ -1,7 +1,5 @@
 // NVML, loaded at run time (libnvidia-ml.so.1 comes with the driver, not the toolkit: no header
 // here). Declared below: the few entry points and the one struct read, as NVML's API defines them.
-#include <dlfcn.h>
-
 #include <cctype>
 #include <string>
 #include <type_traits>
@@ -46,27 +44,21 @@ std::string canonical_bus_id(const char* id) {
 }  // namespace
 
 void probe_nvml(Topology& topology) {
-  void* lib = dlopen("libnvidia-ml.so.1", RTLD_NOW | RTLD_LOCAL);
+  std::string why;
+  void* lib = open_library("libnvidia-ml.so.1", "NVML", why);
   if (!lib) {
-    const char* e = dlerror();
-    topology.nvml_status = std::string("NVML not found (libnvidia-ml.so.1: ") + (e ? e : "?") + "): no NVLink information";
+    topology.nvml_status = why + ": no NVLink information";
     return;
   }
   NvmlApi api;
-  bool ok = true;
-  auto sym = [&](auto& fn, const char* name) {
-    fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-    ok = ok && fn != nullptr;
-  };
-  sym(api.init, "nvmlInit_v2");
-  sym(api.shutdown, "nvmlShutdown");
-  sym(api.device_count, "nvmlDeviceGetCount_v2");
-  sym(api.device_by_index, "nvmlDeviceGetHandleByIndex_v2");
-  sym(api.pci_info, "nvmlDeviceGetPciInfo_v3");
-  sym(api.nvlink_state, "nvmlDeviceGetNvLinkState");
-  sym(api.nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2");
-  sym(api.error_string, "nvmlErrorString");
-  sym(api.driver_version, "nvmlSystemGetDriverVersion");
+  const bool ok = load_symbol(lib, api.init, "nvmlInit_v2") && load_symbol(lib, api.shutdown, "nvmlShutdown") &&
+                  load_symbol(lib, api.device_count, "nvmlDeviceGetCount_v2") &&
+                  load_symbol(lib, api.device_by_index, "nvmlDeviceGetHandleByIndex_v2") &&
+                  load_symbol(lib, api.pci_info, "nvmlDeviceGetPciInfo_v3") &&
+                  load_symbol(lib, api.nvlink_state, "nvmlDeviceGetNvLinkState") &&
+                  load_symbol(lib, api.nvlink_remote_pci, "nvmlDeviceGetNvLinkRemotePciInfo_v2") &&
+                  load_symbol(lib, api.error_string, "nvmlErrorString") &&
+                  load_symbol(lib, api.driver_version, "nvmlSystemGetDriverVersion");
   if (!ok) {
     topology.nvml_status = "libnvidia-ml.so.1 lacks an entry point this build uses";
     return;
