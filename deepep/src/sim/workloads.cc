@@ -1,0 +1,167 @@
+// Workloads for the simulator: ring and torus all-reduce, and MoE dispatch through the hierarchical
+// plan.
+#include <algorithm>
+#include <map>
+#include <random>
+#include <set>
+
+#include "deepep/simulator.h"
+#include "rt/error.h"
+
+namespace deepep::sim {
+namespace {
+
+// One ring phase (a reduce-scatter or an all-gather) on every ring in `rings`: k - 1 steps of
+// `data / k` per member, half of it each way round. A member's first send waits for what it last
+// received (`last[g]`: transfer ids), each later one for its previous receive in that direction;
+// `last` becomes this phase's final receives.
+void ring_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& rings, double data,
+                std::vector<std::vector<int>>& last) {
+  std::vector<std::vector<int>> next = last;
+  for (const std::vector<int>& ring : rings) {
+    const int k = int(ring.size());
+    if (k < 2) continue;
+    for (int g : ring) next[size_t(g)].clear();
+    for (int dir : {1, -1}) {
+      std::vector<int> prev(static_cast<size_t>(k), -1);  // per member: what it received at the previous step
+      for (int step = 0; step + 1 < k; ++step) {
+        std::vector<int> now(static_cast<size_t>(k), -1);
+        for (int i = 0; i < k; ++i) {
+          const int to = ((i + dir) % k + k) % k;
+          Transfer t;
+          t.src = ring[size_t(i)];
+          t.dst = ring[size_t(to)];
+          t.bytes = data / 2 / k;
+          t.after = step == 0 ? last[size_t(t.src)] : std::vector<int>{prev[size_t(i)]};
+          now[size_t(to)] = int(out.size());
+          out.push_back(std::move(t));
+        }
+        prev = now;
+      }
+      for (int i = 0; i < k; ++i) next[size_t(ring[size_t(i)])].push_back(prev[size_t(i)]);
+    }
+  }
+  last = std::move(next);
+}
+
+}  // namespace
+
+std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
+  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::ring_all_reduce: ", gpus, " GPUs, ", bytes, " bytes");
+  std::vector<Transfer> out;
+  std::vector<int> ring(static_cast<size_t>(gpus));
+  for (int g = 0; g < gpus; ++g) ring[size_t(g)] = g;
+  std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
+  ring_phase(out, {ring}, bytes, last);  // reduce-scatter
+  ring_phase(out, {ring}, bytes, last);  // all-gather
+  return out;
+}
+
+std::vector<Transfer> torus_all_reduce(int x, int y, int z, double bytes) {
+  RT_USER_CHECK(x >= 1 && y >= 1 && z >= 1 && bytes >= 0, "deepep::sim::torus_all_reduce: bad shape");
+  const int dims[3] = {x, y, z};
+  const int n = x * y * z;
+  auto id = [=](const int c[3]) { return (c[2] * y + c[1]) * x + c[0]; };
+  // The rings along dimension d: every line of the torus in that direction.
+  auto rings_along = [&](int d) {
+    std::vector<std::vector<int>> rings;
+    const int a = (d + 1) % 3, b = (d + 2) % 3;
+    for (int i = 0; i < dims[a]; ++i)
+      for (int j = 0; j < dims[b]; ++j) {
+        std::vector<int> ring;
+        for (int t = 0; t < dims[d]; ++t) {
+          int c[3];
+          c[d] = t;
+          c[a] = i;
+          c[b] = j;
+          ring.push_back(id(c));
+        }
+        rings.push_back(std::move(ring));
+      }
+    return rings;
+  };
+  std::vector<Transfer> out;
+  // Three thirds of the data, each reducing its dimensions in a rotated order, so all six links of
+  // every GPU carry traffic at once.
+  for (int part = 0; part < 3; ++part) {
+    const int order[3] = {part, (part + 1) % 3, (part + 2) % 3};
+    std::vector<std::vector<int>> last(static_cast<size_t>(n));
+    double data = bytes / 3;
+    for (int d : order) {  // reduce-scatter: each dimension leaves 1/size of the data
+      ring_phase(out, rings_along(d), data, last);
+      data /= dims[d];
+    }
+    for (int i = 2; i >= 0; --i) {  // all-gather, the other way
+      data *= dims[order[i]];
+      ring_phase(out, rings_along(order[i]), data, last);
+    }
+  }
+  return out;
+}
+
+std::vector<PlannedSend> plan_hierarchical_dispatch(int src_rank, const std::vector<int>& dest, int topk,
+                                                    int ranks_per_node) {
+  RT_USER_CHECK(topk >= 1 && ranks_per_node >= 1 && dest.size() % size_t(topk) == 0,
+                "deepep::sim::plan_hierarchical_dispatch: ", dest.size(), " destinations for top-", topk);
+  const int src_node = src_rank / ranks_per_node, local = src_rank % ranks_per_node;
+  std::map<std::tuple<int, int, int>, int64_t> sends;  // (stage, from, to) -> tokens
+  for (size_t t = 0; t < dest.size() / size_t(topk); ++t) {
+    std::set<int> ranks, nodes;
+    for (int j = 0; j < topk; ++j) {
+      const int r = dest[t * size_t(topk) + size_t(j)];
+      if (r < 0) continue;
+      ranks.insert(r);
+      nodes.insert(r / ranks_per_node);
+    }
+    for (int node : nodes) {
+      if (node == src_node) {
+        for (int r : ranks)
+          if (r / ranks_per_node == node && r != src_rank) ++sends[{0, src_rank, r}];
+        continue;
+      }
+      const int forwarder = node * ranks_per_node + local;  // the token crosses the network once
+      ++sends[{0, src_rank, forwarder}];
+      for (int r : ranks)
+        if (r / ranks_per_node == node && r != forwarder) ++sends[{1, forwarder, r}];
+    }
+  }
+  std::vector<PlannedSend> plan;
+  for (const auto& [key, tokens] : sends) plan.push_back({std::get<1>(key), std::get<2>(key), tokens, std::get<0>(key)});
+  return plan;
+}
+
+std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
+                                        int topk, int experts, uint64_t seed) {
+  RT_USER_CHECK(gpus >= 1 && tokens_per_rank >= 0 && topk >= 1 && topk <= experts && experts >= 1,
+                "deepep::sim::dispatch_workload: bad shape");
+  std::mt19937_64 rng(seed);
+  std::vector<Transfer> out;
+  std::vector<int> dest(static_cast<size_t>(tokens_per_rank) * static_cast<size_t>(topk));
+  std::vector<int> pick(static_cast<size_t>(experts));
+  for (int e = 0; e < experts; ++e) pick[size_t(e)] = e;
+  for (int src = 0; src < gpus; ++src) {
+    for (int t = 0; t < tokens_per_rank; ++t) {
+      for (int j = 0; j < topk; ++j) {  // top-k distinct experts: a partial shuffle
+        std::uniform_int_distribution<int> u(j, experts - 1);
+        std::swap(pick[size_t(j)], pick[size_t(u(rng))]);
+        dest[size_t(t) * size_t(topk) + size_t(j)] = int(int64_t(pick[size_t(j)]) * gpus / experts);
+      }
+    }
+    std::map<int, int> first_leg;  // forwarder -> the stage-0 transfer that reaches it
+    for (const PlannedSend& s : plan_hierarchical_dispatch(src, dest, topk, ranks_per_node)) {
+      Transfer t;
+      t.src = s.from;
+      t.dst = s.to;
+      t.bytes = double(s.tokens) * token_bytes;
+      if (s.stage == 0) {
+        first_leg[s.to] = int(out.size());
+      } else {
+        t.after = {first_leg.at(s.from)};
+      }
+      out.push_back(std::move(t));
+    }
+  }
+  return out;
+}
+
+}  // namespace deepep::sim

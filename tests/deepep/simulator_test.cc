@@ -1,0 +1,117 @@
+// The simulator against closed forms on small networks: pipelined transfers, link contention, ring
+// and torus all-reduce, routing lengths, the hierarchical dispatch plan, and its errors.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <map>
+
+#include "deepep/simulator.h"
+#include "rt/error.h"
+
+namespace {
+
+using namespace deepep::sim;
+
+TEST(Simulator, PipelinedTransferMatchesTheClosedForm) {
+  const double bw = 100e9, lat = 1e-6, bytes = 64e6, chunk = 1e6;
+  const Network net = nvlink_domain(8, bw, lat);
+  const Result r = simulate(net, {{0, 5, bytes, {}}}, chunk);
+  // Two hops (GPU -> NVSwitch -> GPU): the last chunk leaves the first link at bytes/bw and needs
+  // one more chunk time on the second, plus both latencies.
+  EXPECT_NEAR(r.seconds, bytes / bw + chunk / bw + 2 * lat, 1e-12);
+  EXPECT_EQ(r.chunk_hops, 2 * 64);
+}
+
+TEST(Simulator, SharedLinksSerialize) {
+  const double bw = 100e9, bytes = 64e6;
+  const Network net = nvlink_domain(8, bw, 0.0);
+  const Result one = simulate(net, {{1, 0, bytes, {}}});
+  const Result two = simulate(net, {{1, 0, bytes, {}}, {2, 0, bytes, {}}});  // both into GPU 0
+  const Result apart = simulate(net, {{1, 0, bytes, {}}, {2, 3, bytes, {}}});
+  EXPECT_NEAR(two.seconds, 2 * bytes / bw + double(1 << 20) / bw, 1e-9);  // the switch -> GPU 0 link is shared
+  EXPECT_NEAR(apart.seconds, one.seconds, 1e-12);            // disjoint links do not interfere
+  EXPECT_NEAR(two.max_link_busy, 2 * bytes / bw, 1e-12);
+}
+
+TEST(Simulator, DependenciesOrderTransfers) {
+  const Network net = nvlink_domain(4, 100e9, 1e-6);
+  const Result chain = simulate(net, {{0, 1, 1e6, {}}, {1, 2, 1e6, {0}}, {2, 3, 1e6, {1}}});
+  const Result alone = simulate(net, {{0, 1, 1e6, {}}});
+  EXPECT_NEAR(chain.seconds, 3 * alone.seconds, 1e-12);
+}
+
+TEST(Simulator, RingAllReduceApproachesTheBandwidthBound) {
+  // A ring of 8 (torus 8x1x1): bidirectional halves, each GPU sends 2 (n-1)/n of the data over two
+  // links.
+  const int n = 8;
+  const double bw = 100e9, bytes = 1e9;
+  const Network net = torus3d(n, 1, 1, bw, 1e-6);
+  const Result r = simulate(net, ring_all_reduce(n, bytes), 256e3);
+  const double bound = 2.0 * (n - 1) / n * bytes / (2 * bw);
+  EXPECT_GT(r.seconds, bound);
+  EXPECT_LT(r.seconds, bound * 1.05) << "ring all-reduce should be within 5% of the bound for 1 GB";
+}
+
+TEST(Simulator, TorusAllReduceUsesAllSixLinks) {
+  const double bw = 100e9, bytes = 1e9;
+  const Network net = torus3d(4, 4, 4, bw, 1e-6);
+  const Result r = simulate(net, torus_all_reduce(4, 4, 4, bytes), 256e3);
+  const int n = 64;
+  const double bound = 2.0 * (n - 1) / n * bytes / (6 * bw);  // six links out of every GPU
+  EXPECT_GT(r.seconds, bound);
+  EXPECT_LT(r.seconds, bound * 1.25) << "utilization " << bound / r.seconds;
+}
+
+TEST(Simulator, RoutesTakeTheShortestWays) {
+  const Network torus = torus3d(8, 4, 2);
+  auto hops = [&](const Network& n, int s, int d) { return int(n.route(s, d).size()); };
+  EXPECT_EQ(hops(torus, 0, 0), 0);
+  EXPECT_EQ(hops(torus, 0, 7), 1);                  // wraps round in x
+  EXPECT_EQ(hops(torus, 0, 4), 4);                  // x distance 4 either way
+  EXPECT_EQ(hops(torus, 0, 8 * 2 + 3 + 32), 3 + 2 + 1);  // x 3, y 2, z 1
+  const Network tree = fat_tree(128, 8, 32, 4);
+  EXPECT_EQ(hops(tree, 0, 7), 2);    // same node: NVSwitch
+  EXPECT_EQ(hops(tree, 0, 9), 2);    // same leaf
+  EXPECT_EQ(hops(tree, 0, 100), 4);  // through a spine
+  const std::vector<int> r = tree.route(0, 100);
+  EXPECT_EQ(tree.links()[size_t(r.front())].from, 0);
+  EXPECT_EQ(tree.links()[size_t(r.back())].to, 100);
+}
+
+TEST(Simulator, HierarchicalPlanCrossesTheNetworkOncePerNode) {
+  // Ranks of 4 per node; rank 1 sends 2 tokens: token 0 to ranks 5, 6 (node 1) and 2 (own node),
+  // token 1 to ranks 6, 9 (nodes 1 and 2) and itself.
+  const std::vector<int> dest = {5, 6, 2, 6, 9, 1};
+  std::map<std::tuple<int, int, int>, int64_t> got;
+  for (const PlannedSend& s : plan_hierarchical_dispatch(1, dest, 3, 4)) got[{s.stage, s.from, s.to}] = s.tokens;
+  const std::map<std::tuple<int, int, int>, int64_t> want = {
+      {{0, 1, 2}, 1},                  // inside the node: straight
+      {{0, 1, 5}, 2},                  // node 1's forwarder (local index 1): both tokens, once each
+      {{1, 5, 6}, 2},                  // forwarded to rank 6
+      {{0, 1, 9}, 1},                  // node 2's forwarder is rank 9 itself: no forward
+  };
+  EXPECT_EQ(got, want);
+  // A whole dispatch simulates; forwards wait for their first leg.
+  const Network net = fat_tree(32, 8, 16, 2);
+  const std::vector<Transfer> w = dispatch_workload(32, 8, 64, 7168, 8, 64, 1);
+  EXPECT_FALSE(w.empty());
+  EXPECT_GT(simulate(net, w).seconds, 0.0);
+}
+
+TEST(Simulator, BadInputIsAClearError) {
+  const Network net = nvlink_domain(4);
+  try {
+    simulate(net, {{0, 1, 1e6, {1}}, {1, 2, 1e6, {0}}});
+    ADD_FAILURE() << "a dependency cycle ran";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("dependency cycle"), std::string::npos) << e.what();
+  }
+  try {
+    simulate(net, {{0, 4, 1e6, {}}});
+    ADD_FAILURE() << "a transfer to a GPU that does not exist ran";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("is not on"), std::string::npos) << e.what();
+  }
+}
+
+}  // namespace
