@@ -1,5 +1,6 @@
 // Networks and their routing: NVLink domains, 3-D tori, two-level fat-trees.
 #include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 
 #include "deepep/simulator.h"
@@ -108,8 +109,14 @@ Network fat_tree(int gpus, int gpus_per_node, int leaf_radix, int spines, double
     if (s / gpus_per_node == d / gpus_per_node) return path_links(n, {s, nvswitch[size_t(s / gpus_per_node)], d});
     const int ls = leaf[size_t(s / leaf_radix)], ld = leaf[size_t(d / leaf_radix)];
     if (ls == ld) return path_links(n, {s, ls, d});
-    // Spread flows over the spines by their endpoints (static ECMP).
-    const int sp = spine[size_t((s * 31 + d) % spines)];
+    // Spread flows over the spines by a hash of their endpoints (static ECMP). A well-mixed hash
+    // matters: hierarchical dispatch pairs every source with the same local index on each node,
+    // which a linear one (s * 31 + d) folds onto two spines.
+    uint32_t h = uint32_t(s) * 0x9E3779B1u + uint32_t(d) * 0x85EBCA77u;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    const int sp = spine[size_t(h % uint32_t(spines))];
     return path_links(n, {s, ls, sp, ld, d});
   });
   return net;

@@ -1,0 +1,109 @@
+// bench_sim_deepep: deepep's network simulator (deepep/simulator.h) on the cluster shapes the issue
+// asks about, printed as the tables of docs/deepep.md ("Simulator"). Deterministic (fixed seeds);
+// runs on the CPU.
+//
+//   bench_sim_deepep [--quick]     --quick: the smaller sizes only
+//
+// Chunks (the store-and-forward unit) are 1 MiB for all-reduce, 256 KiB for dispatch and 16 KiB for
+// low-latency dispatch: small enough to pipeline the messages of each, few enough events to run.
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "deepep/simulator.h"
+
+namespace {
+
+using namespace deepep::sim;
+
+double wall_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  const double gib = 1024.0 * 1024 * 1024;
+
+  // 1. All-reduce on 3-D tori: 100 GB/s per link and direction, 1 us per hop; the bound is the
+  //    injection bandwidth of a GPU's links (busbw = algbw * 2 (n-1) / n, as nccl-tests defines it).
+  std::printf("## All-reduce of 1 GiB on 3-D tori (100 GB/s links, 1 us)\n\n");
+  std::printf("| GPUs | torus | time ms | algbw GB/s | busbw GB/s | bound GB/s | utilization | events | sim s |\n");
+  std::printf("|---|---|---|---|---|---|---|---|---|\n");
+  const int sides[][3] = {{2, 2, 2}, {4, 4, 4}, {8, 8, 8}, {16, 16, 16}, {22, 22, 22}};
+  for (const auto& s : sides) {
+    const int n = s[0] * s[1] * s[2];
+    if (quick && n > 512) break;
+    const auto t0 = std::chrono::steady_clock::now();
+    const Network net = torus3d(s[0], s[1], s[2], 100e9, 1e-6);
+    const Result r = simulate(net, torus_all_reduce(s[0], s[1], s[2], gib), 1 << 20);
+    int links = 0;  // out of GPU 0: 6, fewer where a side is 2 (one neighbour) or 1
+    for (const Link& l : net.links()) links += l.from == 0;
+    const double algbw = gib / r.seconds, busbw = algbw * 2.0 * (n - 1) / n, bound = links * 100e9;
+    std::printf("| %d | %dx%dx%d | %.2f | %.0f | %.0f | %.0f | %.2f | %lld | %.1f |\n", n, s[0], s[1], s[2],
+                r.seconds * 1e3, algbw / 1e9, busbw / 1e9, bound / 1e9, busbw / bound, (long long)r.chunk_hops,
+                wall_since(t0));
+    std::fflush(stdout);
+  }
+
+  // 2. Ring all-reduce in NVLink domains and on fat-trees (nodes of 8, 50 GB/s NICs).
+  std::printf("\n## Ring all-reduce of 1 GiB\n\n| network | GPUs | time ms | busbw GB/s | events |\n|---|---|---|---|---|\n");
+  std::vector<Network> rings = {nvlink_domain(8), nvlink_domain(72), fat_tree(64), fat_tree(256)};
+  if (!quick) rings.push_back(fat_tree(1024));
+  for (const Network& net : rings) {
+    const int n = net.gpus();
+    const Result r = simulate(net, ring_all_reduce(n, gib), 1 << 20);
+    std::printf("| %s | %d | %.2f | %.0f | %lld |\n", net.name().c_str(), n, r.seconds * 1e3,
+                gib / r.seconds * 2.0 * (n - 1) / n / 1e9, (long long)r.chunk_hops);
+    std::fflush(stdout);
+  }
+
+  // 3. Dispatch with DeepEP's settings: 4096 tokens per GPU of 7168 FP8 values plus 56 FP32 scales,
+  //    top-8 of max(256, GPUs) experts, hierarchical plan (nodes of 8, or the whole NVLink domain).
+  const double token_bytes = 7168 + 56 * 4;
+  std::printf("\n## Dispatch, 4096 tokens per GPU (7392 bytes each), top-8\n\n");
+  std::printf("| network | GPUs | time ms | GB/s per GPU sent | events |\n|---|---|---|---|---|\n");
+  struct Case {
+    Network net;
+    int ranks_per_node, tokens;
+  };
+  std::vector<Case> cases;
+  cases.push_back({nvlink_domain(8), 8, 4096});
+  cases.push_back({nvlink_domain(72), 72, 4096});
+  cases.push_back({fat_tree(64), 8, 4096});
+  if (!quick) cases.push_back({fat_tree(512), 8, 4096});
+  for (const Case& c : cases) {
+    const int n = c.net.gpus();
+    const std::vector<Transfer> w = dispatch_workload(n, c.ranks_per_node, c.tokens, token_bytes, 8, std::max(256, n), 7);
+    double sent = 0;
+    for (const Transfer& t : w) sent += t.bytes;
+    const Result r = simulate(c.net, w, 256 << 10);
+    std::printf("| %s | %d | %.3f | %.0f | %lld |\n", c.net.name().c_str(), n, r.seconds * 1e3,
+                sent / n / r.seconds / 1e9, (long long)r.chunk_hops);
+    std::fflush(stdout);
+  }
+
+  // 4. Low-latency dispatch (128 tokens per GPU) as the cluster grows, and the latency of one hop.
+  std::printf("\n## Low-latency dispatch, 128 tokens per GPU, top-8 (fat-tree, nodes of 8)\n\n");
+  std::printf("| GPUs | time us | events |\n|---|---|---|\n");
+  for (int n : {8, 64, 512, 2048, 4096}) {
+    if (quick && n > 512) break;
+    const Network net = n == 8 ? nvlink_domain(8) : fat_tree(n);
+    const Result r = simulate(net, dispatch_workload(n, 8, 128, token_bytes, 8, std::max(256, n), 7), 16 << 10);
+    std::printf("| %d | %.1f | %lld |\n", n, r.seconds * 1e6, (long long)r.chunk_hops);
+    std::fflush(stdout);
+  }
+  // One token through each kind of path: what a hop costs (latency plus one token's serialization).
+  const Network tree = fat_tree(64);
+  const double one = simulate(tree, {{0, 1, token_bytes, {}}}).seconds;       // NVLink: 2 hops
+  const double across = simulate(tree, {{0, 40, token_bytes, {}}}).seconds;   // NIC, spine: 4 hops
+  const std::vector<Transfer> forwarded = {{0, 40, token_bytes, {}}, {40, 41, token_bytes, {0}}};
+  const double fwd = simulate(tree, forwarded).seconds;                      // 4 + 2 hops
+  std::printf("\none token: 2 NVLink hops %.2f us (%.2f us per hop); 4 network hops %.2f us (%.2f us per hop); "
+              "across and forwarded (4 + 2 hops) %.2f us\n",
+              one * 1e6, one / 2 * 1e6, across * 1e6, across / 4 * 1e6, fwd * 1e6);
+  return 0;
+}
