@@ -65,7 +65,7 @@ int main(int argc, char** argv) {
   //    top-8 of max(256, GPUs) experts, hierarchical plan (nodes of 8, or the whole NVLink domain).
   const double token_bytes = 7168 + 56 * 4;
   std::printf("\n## Dispatch, 4096 tokens per GPU (7392 bytes each), top-8\n\n");
-  std::printf("| network | GPUs | time ms | GB/s per GPU sent | events |\n|---|---|---|---|---|\n");
+  std::printf("| network | GPUs | dispatch ms | GB/s per GPU sent | combine ms (BF16) | events |\n|---|---|---|---|---|---|\n");
   struct Case {
     Network net;
     int ranks_per_node, tokens;
@@ -81,8 +81,10 @@ int main(int argc, char** argv) {
     double sent = 0;
     for (const Transfer& t : w) sent += t.bytes;
     const Result r = simulate(c.net, w, 256 << 10);
-    std::printf("| %s | %d | %.3f | %.0f | %lld |\n", c.net.name().c_str(), n, r.seconds * 1e3,
-                sent / n / r.seconds / 1e9, (long long)r.chunk_hops);
+    const Result back =
+        simulate(c.net, combine_workload(n, c.ranks_per_node, c.tokens, 7168 * 2, 8, std::max(256, n), 7), 256 << 10);
+    std::printf("| %s | %d | %.3f | %.0f | %.3f | %lld |\n", c.net.name().c_str(), n, r.seconds * 1e3,
+                sent / n / r.seconds / 1e9, back.seconds * 1e3, (long long)(r.chunk_hops + back.chunk_hops));
     std::fflush(stdout);
   }
 

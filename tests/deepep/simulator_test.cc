@@ -96,6 +96,14 @@ TEST(Simulator, HierarchicalPlanCrossesTheNetworkOncePerNode) {
   const std::vector<Transfer> w = dispatch_workload(32, 8, 64, 7168, 8, 64, 1);
   EXPECT_FALSE(w.empty());
   EXPECT_GT(simulate(net, w).seconds, 0.0);
+  // Combine mirrors it: the same sends reversed, so the same bytes (per token) travel.
+  const std::vector<Transfer> back = combine_workload(32, 8, 64, 7168, 8, 64, 1);
+  ASSERT_EQ(back.size(), w.size());
+  double there = 0, back_bytes = 0;
+  for (const Transfer& t : w) there += t.bytes;
+  for (const Transfer& t : back) back_bytes += t.bytes;
+  EXPECT_DOUBLE_EQ(there, back_bytes);
+  EXPECT_GT(simulate(net, back).seconds, 0.0);
 }
 
 TEST(Simulator, BadInputIsAClearError) {

@@ -106,5 +106,10 @@ std::vector<PlannedSend> plan_hierarchical_dispatch(int src_rank, const std::vec
 // `ranks_per_node` GPUs: the first leg (to the node) then the forward (inside it).
 std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
                                         int topk, int experts, uint64_t seed);
+// Combine, the way back of the same routing (same seed): each expert's results go to the forwarder
+// of its node (reduced there) and one transfer per token and node returns to the source; inside the
+// source's node, straight back. `token_bytes`: of a combined token (BF16: 2 x hidden).
+std::vector<Transfer> combine_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
+                                       int topk, int experts, uint64_t seed);
 
 }  // namespace deepep::sim

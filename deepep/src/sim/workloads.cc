@@ -4,6 +4,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <tuple>
 
 #include "deepep/simulator.h"
 #include "rt/error.h"
@@ -130,12 +131,16 @@ std::vector<PlannedSend> plan_hierarchical_dispatch(int src_rank, const std::vec
   return plan;
 }
 
-std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
-                                        int topk, int experts, uint64_t seed) {
+namespace {
+
+// Every GPU's hierarchical plan for `tokens_per_rank` tokens routed to top-k distinct experts at
+// random (seeded): the routing dispatch and combine share.
+template <class Fn>
+void for_each_plan(int gpus, int ranks_per_node, int tokens_per_rank, int topk, int experts, uint64_t seed, Fn&& fn) {
   RT_USER_CHECK(gpus >= 1 && tokens_per_rank >= 0 && topk >= 1 && topk <= experts && experts >= 1,
-                "deepep::sim::dispatch_workload: bad shape");
+                "deepep::sim: bad MoE workload shape (", gpus, " GPUs, ", tokens_per_rank, " tokens, top-", topk, " of ",
+                experts, " experts)");
   std::mt19937_64 rng(seed);
-  std::vector<Transfer> out;
   std::vector<int> dest(static_cast<size_t>(tokens_per_rank) * static_cast<size_t>(topk));
   std::vector<int> pick(static_cast<size_t>(experts));
   for (int e = 0; e < experts; ++e) pick[size_t(e)] = e;
@@ -147,20 +152,50 @@ std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens
         dest[size_t(t) * size_t(topk) + size_t(j)] = int(int64_t(pick[size_t(j)]) * gpus / experts);
       }
     }
-    std::map<int, int> first_leg;  // forwarder -> the stage-0 transfer that reaches it
-    for (const PlannedSend& s : plan_hierarchical_dispatch(src, dest, topk, ranks_per_node)) {
-      Transfer t;
-      t.src = s.from;
-      t.dst = s.to;
-      t.bytes = double(s.tokens) * token_bytes;
-      if (s.stage == 0) {
-        first_leg[s.to] = int(out.size());
-      } else {
-        t.after = {first_leg.at(s.from)};
-      }
-      out.push_back(std::move(t));
-    }
+    fn(src, plan_hierarchical_dispatch(src, dest, topk, ranks_per_node));
   }
+}
+
+}  // namespace
+
+std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
+                                        int topk, int experts, uint64_t seed) {
+  std::vector<Transfer> out;
+  for_each_plan(gpus, ranks_per_node, tokens_per_rank, topk, experts, seed,
+                [&](int, const std::vector<PlannedSend>& plan) {
+                  std::map<int, int> first_leg;  // forwarder -> the stage-0 transfer that reaches it
+                  for (const PlannedSend& s : plan) {
+                    Transfer t{s.from, s.to, double(s.tokens) * token_bytes, {}};
+                    if (s.stage == 0)
+                      first_leg[s.to] = int(out.size());
+                    else
+                      t.after = {first_leg.at(s.from)};
+                    out.push_back(std::move(t));
+                  }
+                });
+  return out;
+}
+
+std::vector<Transfer> combine_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
+                                       int topk, int experts, uint64_t seed) {
+  std::vector<Transfer> out;
+  for_each_plan(gpus, ranks_per_node, tokens_per_rank, topk, experts, seed,
+                [&](int, const std::vector<PlannedSend>& plan) {
+                  // The forwards come back first (experts -> forwarder, reduced there), then one
+                  // transfer per node to the source once all of that node's results are in.
+                  std::map<int, std::vector<int>> into_forwarder;
+                  for (const PlannedSend& s : plan)
+                    if (s.stage == 1) {
+                      into_forwarder[s.from].push_back(int(out.size()));
+                      out.push_back({s.to, s.from, double(s.tokens) * token_bytes, {}});
+                    }
+                  for (const PlannedSend& s : plan)
+                    if (s.stage == 0) {
+                      auto it = into_forwarder.find(s.to);
+                      out.push_back({s.to, s.from, double(s.tokens) * token_bytes,
+                                     it == into_forwarder.end() ? std::vector<int>{} : it->second});
+                    }
+                });
   return out;
 }
 
