@@ -3,6 +3,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <mutex>
+#include <unordered_map>
 #include <utility>
 
 #include "rt/cuda_driver.h"
@@ -13,6 +16,7 @@ namespace rt {
 namespace {
 
 constexpr int64_t kHostAlignment = 64;  // a cache line and an AVX-512 vector
+constexpr size_t kHostCacheMinBytes = size_t(4) << 20;  // host blocks from here on are cached when freed
 
 std::string describe(const Shape& shape) {
   std::string out = "[";
@@ -31,12 +35,73 @@ int64_t checked_numel(const Shape& shape, const char* where) {
   return n;
 }
 
+// Freed large host blocks, kept for the next allocation of about the same size (the way PyTorch's
+// caching allocator keeps device memory). Without it every large tensor is fresh memory from the
+// kernel, and touching it costs a page fault per 4 KiB: for deepep's dispatch, whose outputs are new
+// on every call, those faults were about 40% of the processes' CPU time. Bounded (kHostCacheBytes);
+// never destroyed, so tensors alive at exit can still return their blocks.
+class HostBlockCache {
+ public:
+  static HostBlockCache& instance() {
+    static HostBlockCache* cache = new HostBlockCache;
+    return *cache;
+  }
+  // A cached block of `bytes` to at most twice that, or null.
+  void* take(size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * bytes) return nullptr;
+    void* p = it->second.first;
+    sizes_[p] = it->first;
+    cached_ -= it->first;
+    free_.erase(it);
+    return p;
+  }
+  // Records the size of a block it did not hand out (fresh from aligned_alloc).
+  void track(void* p, size_t bytes) {
+    std::lock_guard<std::mutex> lock(mutex_);
+    sizes_[p] = bytes;
+  }
+  void give(void* p) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    auto it = sizes_.find(p);
+    const size_t bytes = it->second;
+    sizes_.erase(it);
+    if (cached_ + bytes <= kHostCacheBytes) {
+      free_.emplace(bytes, std::make_pair(p, bytes));
+      cached_ += bytes;
+      return;
+    }
+    lock.unlock();
+    std::free(p);
+  }
+
+ private:
+  static constexpr size_t kHostCacheBytes = size_t(1) << 30;
+  std::mutex mutex_;
+  std::multimap<size_t, std::pair<void*, size_t>> free_;  // size -> block
+  std::unordered_map<void*, size_t> sizes_;                // blocks handed out -> their size
+  size_t cached_ = 0;
+};
+
 std::shared_ptr<void> allocate(int64_t bytes, Device device, const Shape& shape, DType dtype) {
   switch (device.kind) {
     case Device::Kind::CPU: {
       // aligned_alloc wants a multiple of the alignment; never zero so the pointer is never null.
       const int64_t rounded = (bytes + kHostAlignment - 1) / kHostAlignment * kHostAlignment;
-      void* p = std::aligned_alloc(kHostAlignment, static_cast<size_t>(rounded > 0 ? rounded : kHostAlignment));
+      const size_t size = static_cast<size_t>(rounded > 0 ? rounded : kHostAlignment);
+      if (size >= kHostCacheMinBytes) {
+        HostBlockCache& cache = HostBlockCache::instance();
+        void* p = cache.take(size);
+        if (!p) {
+          p = std::aligned_alloc(kHostAlignment, size);
+          RT_USER_CHECK(p != nullptr, "Tensor::empty: out of host memory allocating ", bytes, " bytes for ",
+                        name(dtype), describe(shape));
+          cache.track(p, size);
+        }
+        return std::shared_ptr<void>(p, [](void* q) { HostBlockCache::instance().give(q); });
+      }
+      void* p = std::aligned_alloc(kHostAlignment, size);
       RT_USER_CHECK(p != nullptr, "Tensor::empty: out of host memory allocating ", bytes, " bytes for ", name(dtype),
                     describe(shape));
       return std::shared_ptr<void>(p, std::free);

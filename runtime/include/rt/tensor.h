@@ -35,8 +35,9 @@ class Tensor {
  public:
   Tensor() = default;  // undefined: defined() is false and every accessor but defined() is an error
 
-  // Uninitialized storage (CPU: 64-byte aligned; CUDA: cuMemAlloc, 256-byte aligned, on the
-  // device's primary context). Fill it before reading: see DESIGN on poisoning. On CUDA, a missing
+  // Uninitialized storage (CPU: 64-byte aligned, and blocks of 4 MiB or more recycled through a
+  // bounded per-process cache when freed, so large tensors need not fault in fresh pages; CUDA:
+  // cuMemAlloc, 256-byte aligned, on the device's primary context). Fill it before reading: see DESIGN on poisoning. On CUDA, a missing
   // driver or device, or too little memory, is a user error.
   static Tensor empty(Shape shape, DType dtype, Device device = Device::cpu());
   // A tensor over memory owned elsewhere; `keep_alive` (if any) is held as long as any handle is.
