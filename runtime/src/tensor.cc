@@ -1,5 +1,7 @@
 #include "rt/tensor.h"
 
+#include <pthread.h>
+
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -43,7 +45,13 @@ int64_t checked_numel(const Shape& shape, const char* where) {
 class HostBlockCache {
  public:
   static HostBlockCache& instance() {
-    static HostBlockCache* cache = new HostBlockCache;
+    static HostBlockCache* cache = [] {
+      auto* c = new HostBlockCache;
+      // A fork while another thread holds the lock would leave the child's copy locked forever.
+      pthread_atfork([] { instance().mutex_.lock(); }, [] { instance().mutex_.unlock(); },
+                     [] { instance().mutex_.unlock(); });
+      return c;
+    }();
     return *cache;
   }
   // A cached block of `bytes` to at most twice that, or null.
