@@ -19,8 +19,8 @@ int64_t get_tma_aligned_size(int64_t x, int64_t element_size) {
 rt::Tensor get_mn_major_tma_aligned_tensor(const rt::Tensor& scales) {
   const char* fn = "deepgemm::get_mn_major_tma_aligned_tensor";
   RT_USER_CHECK(scales.defined(), fn, ": scales is an undefined tensor");
-  RT_USER_CHECK(scales.device().is_cpu(), fn, ": the GPU kernels are not in this build yet (scales is on ",
-                scales.device().to_string(), "); pass a CPU tensor");
+  RT_USER_CHECK(scales.device().is_cpu(), fn, ": runs on CPU tensors only (scales is on ", scales.device().to_string(),
+                "); the GPU GEMMs take scales in any layout and make this form themselves");
   RT_USER_CHECK(scales.dtype() == rt::DType::F32 || scales.dtype() == rt::DType::UE8M0, fn,
                 ": scales must be float32 or ue8m0 (got ", rt::name(scales.dtype()), ")");
   RT_USER_CHECK(scales.dim() == 2 || scales.dim() == 3, fn, ": scales must be [MN, K/128] or [G, MN, K/128] (got ",

@@ -40,8 +40,8 @@ struct Input {
 
 Input check_input(const char* fn, const rt::Tensor& x) {
   RT_USER_CHECK(x.defined(), "deepgemm::", fn, ": x is an undefined tensor");
-  RT_USER_CHECK(x.device().is_cpu(), "deepgemm::", fn, ": the GPU kernels are not in this build yet (x is on ",
-                x.device().to_string(), "); pass a CPU tensor");
+  RT_USER_CHECK(x.device().is_cpu(), "deepgemm::", fn, ": the quantization casts run on CPU tensors only (no GPU ",
+                "kernel for them yet; x is on ", x.device().to_string(), "); cast on the CPU and copy the results");
   RT_USER_CHECK(x.dtype() == rt::DType::F32 || x.dtype() == rt::DType::BF16 || x.dtype() == rt::DType::F16,
                 "deepgemm::", fn, ": x must be float32, bfloat16 or float16 (got ", rt::name(x.dtype()), ")");
   RT_USER_CHECK(x.dim() == 2, "deepgemm::", fn, ": x must be a 2-d tensor (got shape ", x.shape_string(), ")");
@@ -148,8 +148,8 @@ std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp4(const rt::Tensor& x, int
 
 rt::Tensor cast_scales_to_ue8m0(const rt::Tensor& scales) {
   RT_USER_CHECK(scales.defined(), "deepgemm::cast_scales_to_ue8m0: scales is an undefined tensor");
-  RT_USER_CHECK(scales.device().is_cpu(), "deepgemm::cast_scales_to_ue8m0: the GPU kernels are not in this build yet (",
-                "scales is on ", scales.device().to_string(), "); pass a CPU tensor");
+  RT_USER_CHECK(scales.device().is_cpu(), "deepgemm::cast_scales_to_ue8m0: runs on CPU tensors only (no GPU kernel ",
+                "for it yet; scales is on ", scales.device().to_string(), "); the GEMMs take float32 scales directly");
   RT_USER_CHECK(scales.dtype() == rt::DType::F32, "deepgemm::cast_scales_to_ue8m0: scales must be float32 (got ",
                 rt::name(scales.dtype()), ")");
   RT_USER_CHECK(scales.is_contiguous(), "deepgemm::cast_scales_to_ue8m0: scales must be contiguous (shape ",

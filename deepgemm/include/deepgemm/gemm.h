@@ -22,8 +22,8 @@
 // - Layout rules (what the GPU's TMA needs, checked for every device): every tensor's data pointer is
 //   16-byte aligned, the innermost dimension is contiguous (stride 1) and the other strides are
 //   multiples of 16 bytes; d must not overlap an input (c may be d itself).
-// - All tensors of a call are on one device. CPU tensors run the threaded CPU path (OpenMP); the
-//   CUDA kernels are not in this build yet, so CUDA tensors give a user error naming the call.
+// - All tensors of a call are on one device. CPU tensors run the threaded CPU path (OpenMP); CUDA
+//   tensors run the Hopper kernels (sm_90a; other GPUs get a user error naming the call).
 // - Bad input is an rt::Error of kind User naming the function and the argument.
 // - Each call records the configuration it used: deepgemm::last_config() (deepgemm/config.h), and
 //   DG_PRINT_CONFIGS=1 prints it once per distinct call shape.
