@@ -107,7 +107,7 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // kernel's own rules are checked.
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
-                            int64_t smem_limit, int sfb_rows, bool multicast_ok) {
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m) {
   int bm = 0, bn = 0, stages = 0, multicast = 0, used = 0;
   const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
   if (fields == 3 && text[size_t(used)] == 'x') {
@@ -130,6 +130,9 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
                       "of B's scales"
                     : "BF16: block_n <= 256, <= 192 for block_m 256",
                 "), stages >= 2");
+  RT_USER_CHECK(bm <= max_block_m, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m ", bm,
+                " is taller than the ", max_block_m, " rows this call allows (the contiguous layout's groups start ",
+                "on 128-row boundaries)");
   GpuBlocking b;
   b.block_m = bm;
   b.block_n = bn;
@@ -215,15 +218,17 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
   const int sms = get_num_sms();
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
+  // The contiguous layout's groups start on 128-row boundaries: a taller tile could span two groups.
+  const int max_block_m = x.grouping == Grouping::MContiguous ? 128 : 256;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows);
+                                        info.smem_per_block_optin, sfb_rows, max_block_m);
   // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
   // read directly.
   const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty())
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
-                          info.smem_per_block_optin, sfb_rows, multicast_ok);
+                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m);
 
   // Split-K for plain GEMMs with too few tiles: the kernel writes FP32 partials of each K range into
   // a workspace, a second kernel sums them with C into D. Off unless DG_GPU_SPLIT_K asks: "auto" for

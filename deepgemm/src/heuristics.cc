@@ -116,7 +116,7 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows) {
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, int max_block_m) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -140,6 +140,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   double best_cost = 0;
   for (int i = 0; i < num_candidates; ++i) {
     const Candidate& c = candidates[i];
+    if (c.bm > max_block_m) continue;
     // The fewest stages worth running: smaller tiles (and 256-row FP8 tiles, 3) fit more.
     if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0, out_bytes, sfb_rows) > smem_limit) continue;
     const int64_t tiles =

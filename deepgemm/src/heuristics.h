@@ -31,10 +31,12 @@ struct GpuBlocking {
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
 // `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
-// No multicast: measured no faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG
-// asks for it.
+// `max_block_m`: the tallest tile allowed (128 for the M-grouped contiguous layout, whose groups
+// start on 128-row boundaries: a 256-row tile could hold two groups). No multicast: measured no
+// faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG asks for it.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0);
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
+                                int max_block_m = 256);
 // Split-K for a plain GEMM whose tiles leave SMs idle: K cut into `splits` ranges (2, 4 or 8), each
 // a tile of its own, the FP32 partials summed by a second pass. Chosen when the model -- rounds of
 // tiles, each as long as the larger of its tensor-core time and its operand loads at about 50 GB/s

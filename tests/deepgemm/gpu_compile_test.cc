@@ -129,6 +129,9 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
       }
     }
   }
+  // The contiguous layout never gets 256-row tiles (its groups start on 128-row boundaries).
+  for (int64_t m : {4096, 32768})
+    EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);
   // Few tiles and a long K: split.
   deepgemm::detail::GpuBlocking b = deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem);
   deepgemm::detail::choose_split_k(b, 128, 2112, 7168, true, 2, 132);

@@ -320,6 +320,31 @@ TEST(GpuGrouped, Fp8ContiguousWithPadding) {
   }
 }
 
+// Groups that start at odd multiples of 128 rows, with enough tiles that the heuristic would like
+// 256-row tiles (which could hold two groups): it must not take them, and DG_GPU_CONFIG may not force
+// them.
+TEST(GpuGrouped, ContiguousGroupsOnOdd128RowBoundaries) {
+  REQUIRE_HOPPER();
+  const std::vector<int64_t> ms = {128, 384, 128, 640, 128, 1664};  // starts at 0, 128, 512, 640, 1280, 1408
+  const int64_t n = 4096, k = 256;
+  const dgtest::ContiguousProblem p = dgtest::make_contiguous(ms, n, k);
+  const rt::Tensor idx = gpu(dgtest::i32_tensor(p.layout.m_indices));
+  rt::Tensor d = gpu(poisoned({p.layout.total, n}, rt::DType::BF16));
+  deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx);
+  EXPECT_LE(deepgemm::last_config().block_m, 128) << deepgemm::last_config().to_string();
+  const std::vector<double> dv = host(d);
+  for (size_t gi = 0; gi < ms.size(); ++gi) {
+    const int64_t mg = ms[gi];
+    const std::vector<double> ag = dgtest::rows_of(p.deq_a, k, p.layout.start[gi], mg);
+    expect_close(dgtest::rows_of(dv, n, p.layout.start[gi], mg), dgtest::ref_gemm(ag.data(), p.deq_b[gi].data(), mg, n, k),
+                 k, true, "group " + std::to_string(gi));
+  }
+  dgtest::ScopedEnv env("DG_GPU_CONFIG", "256x128x3");
+  dgtest::expect_user_error(
+      [&] { deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx); },
+      {"DG_GPU_CONFIG='256x128x3'", "128-row boundaries"});
+}
+
 TEST(GpuGrouped, Fp8MaskedLeavesTheRestUntouched) {
   REQUIRE_HOPPER();
   const int64_t g = 4, max_m = 256, n = 384, k = 512;
