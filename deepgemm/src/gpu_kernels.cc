@@ -2,11 +2,12 @@
 
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <utility>
 
 #include "rt/cuda_device.h"
+#include "rt/env.h"
 #include "rt/error.h"
-#include "rt/nvrtc.h"
 
 const rt::EmbeddedFile* deepgemm_kernels_embedded_files(std::size_t* count);
 const rt::EmbeddedFile* deepgemm_device_embedded_files(std::size_t* count);
@@ -83,15 +84,24 @@ const std::vector<rt::EmbeddedFile>& kernel_headers() {
   return headers;
 }
 
+rt::NvrtcOptions jit_options(const std::string& arch) {
+  rt::NvrtcOptions options;
+  options.arch = arch;
+  std::istringstream flags(rt::env_string("DG_JIT_FLAGS", ""));
+  for (std::string flag; flags >> flag;) options.extra.push_back(flag);
+  return options;
+}
+
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device) {
   static std::mutex mutex;
   static std::map<std::pair<int, std::string>, rt::CudaKernel> loaded;
+  const rt::NvrtcOptions options = jit_options(rt::cuda_device(device).arch_name());
+  std::string key_text = source;
+  for (const std::string& flag : options.extra) key_text += "\n// " + flag;  // flags make another kernel
   std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(device, source);
+  const auto key = std::make_pair(device, key_text);
   auto it = loaded.find(key);
   if (it != loaded.end()) return it->second;
-  rt::NvrtcOptions options;
-  options.arch = rt::cuda_device(device).arch_name();
   const rt::NvrtcResult compiled = rt::compile_cuda(source, name + ".cu", kernel_headers(), options);
   rt::CudaKernel kernel = rt::CudaModule::load(compiled, name, device).function(name);
   loaded.emplace(key, kernel);

@@ -10,6 +10,7 @@
 #include "rt/cuda_module.h"
 #include "rt/dtype.h"
 #include "rt/embedded_file.h"
+#include "rt/nvrtc.h"
 
 namespace deepgemm::detail {
 
@@ -46,7 +47,12 @@ std::string split_k_reduce_source(rt::DType out, bool has_c);
 // Our kernel headers and the device primitives, as NVRTC's in-memory include files.
 const std::vector<rt::EmbeddedFile>& kernel_headers();
 
-// The extern "C" kernel `name` of `source`, compiled for CUDA device `device` once per process.
+// NVRTC's options for `arch`, with the user's extra flags from DG_JIT_FLAGS (whitespace-separated,
+// e.g. "-DTL_CUDA_WAIT_TIMEOUT_NS=4000000000" to make a hung pipeline trap, or "--use_fast_math").
+rt::NvrtcOptions jit_options(const std::string& arch);
+
+// The extern "C" kernel `name` of `source`, compiled for CUDA device `device` once per process and
+// set of options.
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device);
 
 }  // namespace deepgemm::detail

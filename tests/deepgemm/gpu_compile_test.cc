@@ -5,6 +5,7 @@
 
 #include <string>
 
+#include "dg_test_util.h"
 #include "gpu_kernels.h"
 #include "heuristics.h"
 #include "rt/nvrtc.h"
@@ -84,6 +85,18 @@ TEST(GpuCompile, HostAndKernelAgreeOnSharedMemory) {
   } catch (const rt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("host and kernel disagree on shared memory"), std::string::npos) << e.what();
   }
+}
+
+// DG_JIT_FLAGS reach NVRTC: a define it sets is seen by the kernel source.
+TEST(GpuCompile, JitFlagsFromTheEnvironment) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  dgtest::ScopedEnv env("DG_JIT_FLAGS", "  -DDG_PROBE=7   -DDG_OTHER ");
+  const rt::NvrtcOptions options = deepgemm::detail::jit_options("sm_90a");
+  EXPECT_EQ(options.extra, (std::vector<std::string>{"-DDG_PROBE=7", "-DDG_OTHER"}));
+  const std::string source =
+      "static_assert(DG_PROBE == 7, \"the flag did not arrive\");\n"
+      "extern \"C\" __global__ void probe(int* x) { *x = DG_PROBE; }\n";
+  EXPECT_NE(rt::compile_cuda(source, "probe.cu", {}, options).ptx.find("probe"), std::string::npos);
 }
 
 TEST(GpuCompile, LayoutCopies) {

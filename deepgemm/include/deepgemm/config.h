@@ -11,6 +11,8 @@
 //   DG_GPU_SPLIT_K=S|auto  split-K for plain GEMMs: S ranges of K, or the heuristic's choice
 //                        (off by default until measured faster; docs/deepgemm.md)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
+//   DG_JIT_FLAGS="..."   extra NVRTC options for the GPU kernels, whitespace-separated (e.g.
+//                        -DTL_CUDA_WAIT_TIMEOUT_NS=4000000000: a stuck pipeline traps instead of hanging)
 //   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
 
