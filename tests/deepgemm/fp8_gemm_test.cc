@@ -33,6 +33,17 @@ using dgtest::make_problem;
 
 using testutil::poisoned;
 
+// The CPU kernels' ISA variants this CPU runs (DG_CPU_ISA values).
+std::vector<const char*> cpu_isas() {
+  [[maybe_unused]] const rt::CpuInfo& cpu = rt::cpu_info();
+  std::vector<const char*> isas = {"generic"};
+#if defined(__x86_64__)
+  if (cpu.has_avx2 && cpu.has_fma && cpu.has_f16c) isas.push_back("avx2");
+  if (cpu.has_avx512f) isas.push_back("avx512");
+#endif
+  return isas;
+}
+
 TEST(Fp8Gemm, AllLayoutsMatchDequantizedReference) {
   const int64_t m = 208, n = 320, k = 512;  // partial MR/NR tiles, a partial 128-block of N, 2 K passes
   const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
@@ -169,13 +180,7 @@ TEST(Fp8Gemm, EveryCpuIsa) {
   const int64_t m = 96, n = 208, k = 384;  // tt: a is [K, M], M a multiple of 16 bytes
   const Fp8Problem p = make_problem(m, n, k, true);
   const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
-  const rt::CpuInfo& cpu = rt::cpu_info();
-  std::vector<const char*> isas = {"generic"};
-#if defined(__x86_64__)
-  if (cpu.has_avx2 && cpu.has_fma && cpu.has_f16c) isas.push_back("avx2");
-  if (cpu.has_avx512f) isas.push_back("avx512");
-#endif
-  for (const char* isa : isas) {
+  for (const char* isa : cpu_isas()) {
     dgtest::ScopedEnv env("DG_CPU_ISA", isa);
     rt::Tensor d = poisoned({m, n}, rt::DType::F32);
     deepgemm::fp8_gemm_tt(dgtest::transpose(p.qa), dgtest::transpose(p.sfa), p.qb, p.sfb, d);
@@ -204,13 +209,7 @@ TEST(Fp8Gemm, EveryE4m3CodeConvertsExactly) {
   for (int64_t j = 0; j < n; ++j) p[j * k + (j * 37) % k] = 0x38;  // 1.0 at a permuted position
   const rt::Tensor ones_a = dgtest::f32_tensor({4, 2}, std::vector<double>(8, 1.0));
   const rt::Tensor ones_b = dgtest::f32_tensor({2, 2}, {1, 1, 1, 1});
-  const rt::CpuInfo& cpu = rt::cpu_info();
-  std::vector<const char*> isas = {"generic"};
-#if defined(__x86_64__)
-  if (cpu.has_avx2 && cpu.has_fma && cpu.has_f16c) isas.push_back("avx2");
-  if (cpu.has_avx512f) isas.push_back("avx512");
-#endif
-  for (const char* isa : isas) {
+  for (const char* isa : cpu_isas()) {
     dgtest::ScopedEnv env("DG_CPU_ISA", isa);
     rt::Tensor d = poisoned({4, n}, rt::DType::F32);
     deepgemm::fp8_gemm_nt(codes, ones_a, perm, ones_b, d);

@@ -50,10 +50,9 @@
 //
 // Hooks for later steps (not implemented yet):
 // - Split-K / stream-K scheduling for shapes with fewer tiles than SMs or a poor last wave.
-// - Cluster of 2 along M with TMA multicast of the B tile (tma_load_2d_multicast, and
-//   mbarrier_arrive_cluster in consumer_release so each stage is freed in both CTAs): the producer
-//   loop and the release call are the only places that change; the empty barrier count becomes
-//   cluster_size * consumer warps.
+// - Cluster of 2 along M with TMA multicast of the B tile: deepgemm/kernels/sm90_gemm.cuh does it
+//   (kMulticast; tma_load_3d_multicast, remote mbarrier_arrive_cluster releases) and measured it no
+//   faster on the H200 (docs/perf.md).
 // - Ping-pong consumers (each owning a whole tile, epilogue of one under the mainloop of the other)
 //   and stmatrix in the epilogue.
 // - FP8 with fine-grained scaling (DeepGEMM): same ring and scheduler, wgmma k32 e4m3, promotion of

@@ -55,40 +55,9 @@ TL_DEVICE void tma_load_3d(void* smem_dst, const TmaDescriptor* desc, mbarrier_t
       : "memory");
 }
 
-// With an L2 cache policy (a 64-bit createpolicy value, e.g. kTmaEvictFirst / kTmaEvictLast).
-TL_DEVICE void tma_load_2d_hint(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1,
-                                uint64_t policy) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%3, "
-      "%4}], [%2], %5;" ::"r"(smem_addr(smem_dst)),
-      "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "l"(policy)
-      : "memory");
-}
-
-// L2 eviction-priority policies for the *_hint loads (createpolicy.fractional with fraction 1.0).
-TL_DEVICE uint64_t tma_policy_evict_first() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-TL_DEVICE uint64_t tma_policy_evict_last() {
-  uint64_t p;
-  asm volatile("createpolicy.fractional.L2::evict_last.b64 %0, 1.0;" : "=l"(p));
-  return p;
-}
-
 // Multicast: one load lands at the same shared-memory offset in every CTA of `cta_mask` (bit i =
 // cluster CTA rank i) and completes on the barrier at `bar`'s offset in each of them. Each receiving
 // CTA's full barrier must expect the bytes of every multicast it receives.
-TL_DEVICE void tma_load_2d_multicast(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1,
-                                     uint16_t cta_mask) {
-  asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster [%0], [%1, "
-      "{%4, %5}], [%2], %3;" ::"r"(smem_addr(smem_dst)),
-      "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "h"(cta_mask), "r"(c0), "r"(c1)
-      : "memory");
-}
-
 TL_DEVICE void tma_load_3d_multicast(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1, int c2,
                                      uint16_t cta_mask) {
   asm volatile(
