@@ -5,8 +5,9 @@
 #                                 gpu-bundle/ (the device machine has no GoogleTest to build them)
 #   scripts/gpu_check.sh run      (on the GPU machine, from the repository root) runs them; logs go
 #                                 to $OUT (or gpu-logs/), a summary table is printed last.
-#                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1: deepgemm only;
-#                                 TL_SKIP_DEMO=1: not the README demo
+#                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1, TL_SKIP_DEEPGEMM=1,
+#                                 TL_SKIP_DEEPEP=1: not that product's steps; TL_SKIP_DEMO=1: not the
+#                                 README demo. On a machine with several GPUs the deepep steps use all.
 #
 # With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"].
 set -uo pipefail
@@ -17,11 +18,11 @@ if [ "$mode" = bundle ]; then
   set -e
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null
   cmake --build build-gpu -j "$(nproc)" --target tl runtime_tests tilelang_tests deepgemm_tests bench_gpu_matmul \
-    bench_gpu_attention bench_gpu_deepgemm deepep_topology
+    bench_gpu_attention bench_gpu_deepgemm deepep_topology deepep_tests bench_deepep
   rm -rf gpu-bundle && mkdir -p gpu-bundle
   cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/tests/deepgemm_tests \
     build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm \
-    build-gpu/tools/deepep_topology/deepep_topology gpu-bundle/
+    build-gpu/tools/deepep_topology/deepep_topology build-gpu/tests/deepep_tests build-gpu/bench/bench_deepep gpu-bundle/
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
@@ -45,11 +46,30 @@ step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$out/gpu.txt" 2>&1
 step runtime_tests gpu-bundle/runtime_tests
 step deepep_topology gpu-bundle/deepep_topology
+# deepep on the GPU: its suite (the DeepEPGpu tests run the cuda_ipc path, several processes per GPU
+# when there is one), the memory checker on the kernels, then the benchmark beside NCCL (NCCL needs
+# one GPU per rank: on one GPU, two processes share it and there is no NCCL peer).
+if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
+  ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
+  step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1
+  step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
+    gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks'
+  if [ -z "${TL_SKIP_BENCH:-}" ]; then
+    step bench_deepep_gpu gpu-bundle/bench_deepep --gpu --ranks $((ngpu > 1 ? ngpu : 2)) --ar-max 4G
+    if [ "$ngpu" -gt 1 ]; then
+      step bench_nccl_deepep torchrun --nproc-per-node "$ngpu" bench/nccl_deepep.py --ar-max 4G
+      # Two processes sharing one GPU: the protocol's efficiency against HBM rather than the links.
+      CUDA_VISIBLE_DEVICES=0 step bench_deepep_one_gpu gpu-bundle/bench_deepep --gpu --ranks 2 --ar-max 1G
+    fi
+  fi
+fi
 # deepgemm: the whole suite (its Gpu* tests run the kernels), then the memory checker on the kernels.
+if [ -z "${TL_SKIP_DEEPGEMM:-}" ]; then
 step deepgemm_tests gpu-bundle/deepgemm_tests --gtest_brief=1
 step sanitizer_deepgemm compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/deepgemm_tests \
   --gtest_filter='GpuFp8Gemm.AllLayouts:GpuGrouped.*:GpuBf16Gemm.*'
 [ -z "${TL_SKIP_BENCH:-}" ] && step bench_gpu_deepgemm gpu-bundle/bench_gpu_deepgemm
+fi
 if [ -z "${TL_SKIP_TILELANG:-}" ]; then  # TL_SKIP_TILELANG=1: the deepgemm steps only
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
 # shards at once: most of the time is NVRTC compiling kernels.

@@ -7,6 +7,7 @@
 #include "engine/engine.h"
 #include "rt/env.h"
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep {
 
@@ -25,7 +26,13 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
   // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
   wire::Writer w;
-  w.put_str(error).put_str(rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'"));
+  if (options_.cuda_device >= 0 && options_.device_window_bytes <= 0)
+    error = rt::str("device_window_bytes=", options_.device_window_bytes, " must be positive");
+  // The device number is each rank's own; whether there is a device plane, and its size, are shared.
+  w.put_str(error).put_str(rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'",
+                                   options_.cuda_device >= 0
+                                       ? rt::str(" device window of ", options_.device_window_bytes, " bytes")
+                                       : std::string(" no device window")));
   const std::vector<std::string> all = group_->allgather(w.str(), "communicator creation");
   std::string first_desc;
   for (int r = 0; r < group_->size(); ++r) {
@@ -50,9 +57,12 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   eo.log_reroutes = options_.log_reroutes;
   eo.faults = options_.faults;
   engine_ = std::make_unique<Engine>(entry.create(*group_, tc), eo);
+  if (options_.cuda_device >= 0)
+    device_plane_ = std::make_unique<DevicePlane>(*group_, *engine_, options_.cuda_device, options_.device_window_bytes);
 }
 
-Comm::~Comm() = default;
+// The device plane goes first: its windows are unmapped while the engine can still be used.
+Comm::~Comm() { device_plane_.reset(); }
 
 int Comm::rank() const { return group_->rank(); }
 int Comm::size() const { return group_->size(); }

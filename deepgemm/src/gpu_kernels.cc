@@ -1,13 +1,11 @@
 #include "gpu_kernels.h"
 
-#include <map>
-#include <mutex>
 #include <sstream>
 #include <utility>
 
-#include "rt/cuda_device.h"
 #include "rt/env.h"
 #include "rt/error.h"
+#include "rt/jit_kernel.h"
 
 const rt::EmbeddedFile* deepgemm_kernels_embedded_files(std::size_t* count);
 const rt::EmbeddedFile* deepgemm_device_embedded_files(std::size_t* count);
@@ -93,19 +91,7 @@ rt::NvrtcOptions jit_options(const std::string& arch) {
 }
 
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device) {
-  static std::mutex mutex;
-  static std::map<std::pair<int, std::string>, rt::CudaKernel> loaded;
-  const rt::NvrtcOptions options = jit_options(rt::cuda_device(device).arch_name());
-  std::string key_text = source;
-  for (const std::string& flag : options.extra) key_text += "\n// " + flag;  // flags make another kernel
-  std::lock_guard<std::mutex> lock(mutex);
-  const auto key = std::make_pair(device, key_text);
-  auto it = loaded.find(key);
-  if (it != loaded.end()) return it->second;
-  const rt::NvrtcResult compiled = rt::compile_cuda(source, name + ".cu", kernel_headers(), options);
-  rt::CudaKernel kernel = rt::CudaModule::load(compiled, name, device).function(name);
-  loaded.emplace(key, kernel);
-  return kernel;
+  return rt::jit_kernel(source, name, device, kernel_headers(), jit_options("").extra);
 }
 
 }  // namespace deepgemm::detail

@@ -76,6 +76,10 @@ DriverLoad load_driver() {
   resolve(d.cuMemcpyDtoHAsync, {"cuMemcpyDtoHAsync_v2"});
   resolve(d.cuMemsetD8, {"cuMemsetD8_v2"});
   resolve(d.cuMemsetD8Async, {"cuMemsetD8Async"});
+  resolve(d.cuMemcpyDtoDAsync, {"cuMemcpyDtoDAsync_v2"});
+  resolve(d.cuIpcGetMemHandle, {"cuIpcGetMemHandle"});
+  resolve(d.cuIpcOpenMemHandle, {"cuIpcOpenMemHandle_v2", "cuIpcOpenMemHandle"});
+  resolve(d.cuIpcCloseMemHandle, {"cuIpcCloseMemHandle"});
   resolve(d.cuModuleLoadData, {"cuModuleLoadData"});
   resolve(d.cuModuleLoadDataEx, {"cuModuleLoadDataEx"});
   resolve(d.cuModuleUnload, {"cuModuleUnload"});

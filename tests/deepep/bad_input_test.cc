@@ -160,6 +160,11 @@ TEST(DeepEPTransport, Registry) {
   }), {"nccl: not implemented yet"});
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions o = test_options();
+    o.transport = "cuda_ipc";
+    deepep::Comm comm(g, o);
+  }), {"cuda_ipc: it carries CUDA tensors beside a host transport", "CommOptions::cuda_device"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = test_options();
     o.transport = "carrier-pigeon";
     deepep::Comm comm(g, o);
   }), {"unknown transport 'carrier-pigeon'", "shm, cuda_ipc, nccl"});

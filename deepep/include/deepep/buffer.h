@@ -67,6 +67,9 @@ struct DispatchHandle {
   std::vector<int64_t> recv_counts;            // tokens received from each rank
   std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
   std::vector<int64_t> token_offset;  // per token: first staging row in combine (size num_tokens + 1)
+  // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t in
+  // send_lists[r] (-1 when t did not go to r); the device combine reduces by it.
+  rt::Tensor device_slots;
 };
 
 struct DispatchArgs {
@@ -148,8 +151,9 @@ class Buffer {
   // (a Buffer smaller than this is an error in low-latency calls).
   static int64_t low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts);
 
-  // Local (no communication). topk_idx [tokens, k] int64 or int32, -1 = none; a user error on this
-  // rank for bad shapes or out-of-range indices (dispatch reports the same on every rank).
+  // Local (no communication; CPU tensors out). topk_idx [tokens, k] int64 or int32 (CPU or CUDA),
+  // -1 = none; a user error on this rank for bad shapes or out-of-range indices (dispatch reports
+  // the same on every rank).
   DispatchLayout get_dispatch_layout(const rt::Tensor& topk_idx, int num_experts) const;
 
   DispatchResult dispatch(const DispatchArgs& args);

@@ -20,6 +20,7 @@ namespace deepep {
 
 class Group;
 class Engine;
+class DevicePlane;
 
 struct CommOptions {
   // Ring memory each rank receives into, split among its inbound links (at least two frames of
@@ -36,6 +37,12 @@ struct CommOptions {
   double reroute_threshold = 0.10;
   int health_window = 64;
   bool log_reroutes = true;  // one line on stderr when a route changes
+  // The GPU data plane (cuda_ipc): with a CUDA device, every rank allocates device_window_bytes on
+  // it and maps every other rank's, and operations on CUDA tensors of that device move through
+  // these windows by kernels (the host transport keeps the control plane). -1: CPU tensors only.
+  // Each rank names its own device (ranks may share one).
+  int cuda_device = -1;
+  int64_t device_window_bytes = 256 << 20;
 };
 
 class Comm {
@@ -60,11 +67,14 @@ class Comm {
   void barrier();
 
   Engine& engine() const { return *engine_; }
+  // The GPU data plane; nullptr without options.cuda_device.
+  DevicePlane* device_plane() const { return device_plane_.get(); }
 
  private:
   std::shared_ptr<Group> group_;
   CommOptions options_;
   std::unique_ptr<Engine> engine_;
+  std::unique_ptr<DevicePlane> device_plane_;
 };
 
 }  // namespace deepep

@@ -3,7 +3,8 @@
 // under src/transport/<name>/ and a registry mapping names to factories.
 //
 //   shm       processes of one host through POSIX shared memory rings (implemented)
-//   cuda_ipc  GPUs of one host through CUDA IPC buffers (not implemented yet)
+//   cuda_ipc  GPUs of one host through CUDA IPC buffers: not a frame transport but a data plane
+//             beside one (src/transport/cuda_ipc/, CommOptions::cuda_device)
 //   nccl      GPUs across hosts (not implemented yet)
 //
 // Model: every ordered pair of ranks (src, dst) is a link carrying frames in order, each at most

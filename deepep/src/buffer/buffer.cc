@@ -38,8 +38,12 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
       rt::throw_user_error(rt::str("deepep Buffer: the ranks disagree: rank 0 created ", desc0, " but rank ", r,
                                    " created ", d));
   }
-  // One host: shm carries everything, so its rings get both budgets.
-  options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
+  // One host: with a CUDA device the windows carry the data (the shm rings keep options'
+  // size for the control plane and CPU tensors); without, the shm rings carry everything.
+  if (options.cuda_device >= 0)
+    options.device_window_bytes = num_nvl_bytes + num_rdma_bytes;
+  else
+    options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
   comm_ = std::make_unique<Comm>(group_, options);
 }
 
@@ -63,13 +67,16 @@ int64_t Buffer::low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, i
   return std::max<int64_t>(1, num_ranks - 1) * per_link;
 }
 
-DispatchLayout Buffer::get_dispatch_layout(const rt::Tensor& topk_idx, int num_experts) const {
+DispatchLayout Buffer::get_dispatch_layout(const rt::Tensor& topk_ids, int num_experts) const {
   const int R = size();
+  // The layout is computed on the host (the CPU tensors it returns are what dispatch checks).
+  const rt::Tensor topk_idx =
+      topk_ids.defined() && topk_ids.device().is_cuda() ? topk_ids.to(rt::Device::cpu()) : topk_ids;
   std::string err = detail::check_experts(num_experts, R);
   if (err.empty()) err = detail::check_topk(topk_idx, -1, num_experts, false);
   RT_USER_CHECK(err.empty(), "deepep get_dispatch_layout (rank ", rank(), "): ", err);
   const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
-  const int per_rank = num_experts / R;
+  const std::vector<int32_t> owner = detail::expert_owners(num_experts, R);
   const int nodes = group_->num_nodes();
   DispatchLayout l;
   l.num_tokens_per_rank = rt::Tensor::empty({R}, rt::DType::I32);
@@ -84,13 +91,14 @@ DispatchLayout Buffer::get_dispatch_layout(const rt::Tensor& topk_idx, int num_e
   int32_t* per_expert = l.num_tokens_per_expert.data_as<int32_t>();
   uint8_t* in_rank = static_cast<uint8_t*>(l.is_token_in_rank.data());
   std::vector<uint8_t> node_hit(static_cast<size_t>(nodes));
+  const detail::TopkReader topk(topk_idx);
   for (int64_t t = 0; t < T; ++t) {
     std::fill(node_hit.begin(), node_hit.end(), 0);
     for (int64_t k = 0; k < K; ++k) {
-      const int64_t e = detail::topk_at(topk_idx, t * K + k);
+      const int64_t e = topk[t * K + k];
       if (e < 0) continue;
       ++per_expert[e];
-      const int r = int(e / per_rank);
+      const int r = owner[size_t(e)];
       uint8_t& hit = in_rank[t * R + r];
       if (!hit) {
         hit = 1;

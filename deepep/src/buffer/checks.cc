@@ -1,6 +1,7 @@
 #include "buffer/checks.h"
 
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep::detail {
 
@@ -11,9 +12,12 @@ std::string dtype_list(std::initializer_list<rt::DType> dtypes) {
 }
 
 std::string check_matrix(const rt::Tensor& t, const char* role, std::initializer_list<rt::DType> dtypes, int64_t rows,
-                         int64_t cols) {
+                         int64_t cols, rt::Device device) {
   if (!t.defined()) return rt::str(role, " is undefined");
-  if (!t.device().is_cpu()) return rt::str(role, " is on ", t.device().to_string(), "; this transport moves CPU tensors");
+  if (t.device() != device && device.is_cpu())
+    return rt::str(role, " is on ", t.device().to_string(),
+                   "; this communicator moves CPU tensors (give it a CUDA device: CommOptions::cuda_device)");
+  if (t.device() != device) return rt::str(role, " is on ", t.device().to_string(), "; expected ", device.to_string());
   bool ok = false;
   for (rt::DType d : dtypes) ok |= t.dtype() == d;
   if (!ok) return rt::str(role, " has dtype ", rt::name(t.dtype()), "; expected ", dtype_list(dtypes));
@@ -26,6 +30,19 @@ std::string check_matrix(const rt::Tensor& t, const char* role, std::initializer
   return "";
 }
 
+std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device) {
+  *device = rt::Device::cpu();
+  if (!x.defined() || x.device().is_cpu()) return "";
+  const DevicePlane* plane = comm.device_plane();
+  if (plane == nullptr)
+    return rt::str(role, " is on ", x.device().to_string(),
+                   "; this communicator moves CPU tensors (give it a CUDA device: CommOptions::cuda_device)");
+  if (x.device() != rt::Device::cuda(plane->device()))
+    return rt::str(role, " is on ", x.device().to_string(), " but this rank's communicator uses cuda:", plane->device());
+  *device = x.device();
+  return "";
+}
+
 std::string check_experts(int num_experts, int num_ranks) {
   if (num_experts <= 0) return rt::str("num_experts=", num_experts, " must be positive");
   if (num_experts % num_ranks != 0)
@@ -34,19 +51,27 @@ std::string check_experts(int num_experts, int num_ranks) {
   return "";
 }
 
+std::vector<int32_t> expert_owners(int num_experts, int num_ranks) {
+  std::vector<int32_t> owner(static_cast<size_t>(num_experts));
+  const int per_rank = num_experts / num_ranks;
+  for (int e = 0; e < num_experts; ++e) owner[size_t(e)] = e / per_rank;
+  return owner;
+}
+
 std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct) {
   std::string err = check_matrix(topk_idx, "topk_idx", {rt::DType::I64, rt::DType::I32}, rows);
   if (!err.empty()) return err;
   const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
+  const TopkReader topk(topk_idx);
   if (K <= 0) return rt::str("topk_idx has shape ", topk_idx.shape_string(), "; k must be at least 1");
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < K; ++k) {
-      const int64_t v = topk_at(topk_idx, t * K + k);
+      const int64_t v = topk[t * K + k];
       if (v < -1 || v >= num_experts)
         return rt::str("topk_idx[", t, ", ", k, "] = ", v, " is out of range [-1, ", num_experts, ")");
       if (distinct && v >= 0)
         for (int64_t j = 0; j < k; ++j)
-          if (topk_at(topk_idx, t * K + j) == v)
+          if (topk[t * K + j] == v)
             return rt::str("topk_idx[", t, "] selects expert ", v, " twice (at ", j, " and ", k, ")");
     }
   return "";

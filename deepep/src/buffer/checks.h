@@ -7,21 +7,38 @@
 #include <string>
 #include <vector>
 
+#include "deepep/comm.h"
 #include "rt/tensor.h"
 
 namespace deepep::detail {
 
+// A contiguous 2-d tensor of one of `dtypes` on `device` (rows, cols: -1 for any).
 std::string check_matrix(const rt::Tensor& t, const char* role, std::initializer_list<rt::DType> dtypes,
-                         int64_t rows = -1, int64_t cols = -1);
+                         int64_t rows = -1, int64_t cols = -1, rt::Device device = rt::Device::cpu());
+// Where an operation's data lives, from its main tensor `x` (named `role` in errors): the CPU, or the CUDA device of the
+// communicator's device plane. Sets *device; returns an error when x is on a device the
+// communicator cannot move (no device plane, another GPU).
+std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device);
 // topk_idx: [rows, k] int64/int32 with entries in [-1, num_experts); with `distinct`, no expert twice
 // in a row.
 std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct);
 std::string check_experts(int num_experts, int num_ranks);
-// The top-k index at flat position i (int64 or int32 storage).
-inline int64_t topk_at(const rt::Tensor& t, int64_t i) {
-  return t.dtype() == rt::DType::I64 ? static_cast<const int64_t*>(t.data())[i]
-                                     : static_cast<const int32_t*>(t.data())[i];
-}
+// The rank holding each expert (e / (num_experts / num_ranks)): a table, so the per-(token, k)
+// loops do not divide.
+std::vector<int32_t> expert_owners(int num_experts, int num_ranks);
+// Top-k indices of int64 or int32 storage by flat position, with the tensor's accessors called once
+// (the per-element loops over them are on every dispatch's critical path).
+class TopkReader {
+ public:
+  explicit TopkReader(const rt::Tensor& t)
+      : i64_(t.dtype() == rt::DType::I64 ? static_cast<const int64_t*>(t.data()) : nullptr),
+        i32_(i64_ ? nullptr : static_cast<const int32_t*>(t.data())) {}
+  int64_t operator[](int64_t i) const { return i64_ ? i64_[i] : i32_[i]; }
+
+ private:
+  const int64_t* i64_;
+  const int32_t* i32_;
+};
 std::string dtype_list(std::initializer_list<rt::DType> dtypes);
 
 }  // namespace deepep::detail

@@ -7,9 +7,11 @@
 #include <cstring>
 
 #include "buffer/checks.h"
+#include "buffer/dispatch_plan.h"
 #include "deepep/buffer.h"
 #include "engine/engine.h"
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 #include "tl/device/numeric.h"
 
 namespace deepep {
@@ -88,25 +90,33 @@ void reduce_tokens(uint8_t* out, const uint8_t* stage, const std::vector<int64_t
 CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights) {
   Engine& e = comm_->engine();
   const std::string what = "combine";
+  DevicePlane* const plane = x.defined() && x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size();
   using rt::DType;
-  std::string err;
-  if (handle.num_ranks != R)
+  rt::Device dev;
+  std::string err = detail::data_device(x, "x", *comm_, &dev);
+  const bool gpu = dev.is_cuda();
+  if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
+  if (err.empty() && gpu && !handle.device_slots.defined())
+    err = "x is on the GPU but the handle is from a dispatch of CPU tensors; combine with the handle of a GPU dispatch";
   if (err.empty())
-    err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens);
+    err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens, -1, dev);
   const bool weights = topk_weights.defined();
   int64_t K = 0;
   if (err.empty() && weights) {
-    err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, handle.num_recv_tokens);
+    err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, handle.num_recv_tokens, -1, dev);
     if (err.empty()) K = topk_weights.size(1);
   }
   const int64_t H = err.empty() ? x.size(1) : 0;
   e.agree(what,
           rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
-                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), ")"),
+                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "", ")"),
           err);
+  if (plane) plane->mark("agree");
+  if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights);
   const DType dt = x.dtype();
   const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);

@@ -10,10 +10,13 @@
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
+#include "buffer/dispatch_plan.h"
 #include "deepep/buffer.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
+#include "rt/cuda_memory.h"
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep {
 namespace {
@@ -25,17 +28,23 @@ size_t align8(size_t v) { return (v + 7) / 8 * 8; }
 DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   Engine& e = comm_->engine();
   const std::string what = "dispatch";
+  DevicePlane* const plane = a.x.defined() && a.x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size(), me = rank();
   const bool cached = a.handle != nullptr;
   using rt::DType;
-  std::string err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3});
+  rt::Device dev;
+  std::string err = detail::data_device(a.x, "x", *comm_, &dev);
+  if (err.empty()) err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, -1, -1, dev);
+  const bool gpu = dev.is_cuda();
   const bool fp8 = err.empty() && a.x.dtype() == DType::F8E4M3;
   const int64_t T = err.empty() ? a.x.size(0) : 0, H = err.empty() ? a.x.size(1) : 0;
   int64_t S = 0, K = 0;
   if (err.empty() && fp8) {
     if (H % 128 != 0) err = rt::str("FP8 x has hidden size ", H, "; it must be a multiple of 128");
-    if (err.empty()) err = detail::check_matrix(a.x_scales, "x_scales (FP8 x needs them)", {DType::F32}, T, H / 128);
+    if (err.empty())
+      err = detail::check_matrix(a.x_scales, "x_scales (FP8 x needs them)", {DType::F32}, T, H / 128, dev);
     S = H / 128;
   } else if (err.empty() && a.x_scales.defined()) {
     err = rt::str("x_scales were given for ", rt::name(a.x.dtype()), " x; scales go with f8e4m3 x only");
@@ -50,23 +59,41 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     else if (h->num_tokens != T)
       err = rt::str("x has ", T, " tokens but the handle's dispatch had ", h->num_tokens);
   }
+  // The routing is computed on the host: a GPU dispatch reads its top-k indices from a copy.
+  rt::Tensor topk = a.topk_idx;
   if (err.empty() && !cached) {
     err = detail::check_experts(a.num_experts, R);
-    if (err.empty()) err = detail::check_topk(a.topk_idx, T, a.num_experts, false);
-    if (err.empty()) K = a.topk_idx.size(1);
+    if (err.empty() && gpu) {
+      err = detail::check_matrix(a.topk_idx, "topk_idx", {DType::I64, DType::I32}, T, -1, dev);
+      if (err.empty()) {  // into a pooled block: fresh host memory would fault on every page
+        topk = e.pool().empty(a.topk_idx.shape(), a.topk_idx.dtype());
+        rt::cuda_copy_to_host(dev.id, topk.data(), reinterpret_cast<rt::CuDevicePtr>(a.topk_idx.data()),
+                              size_t(topk.nbytes()));
+      }
+      if (plane) plane->mark("topk-copy");
+    }
+    if (err.empty()) err = detail::check_topk(topk, T, a.num_experts, false);
+    if (plane) plane->mark("check-topk");
+    if (err.empty()) K = topk.size(1);
     if (err.empty() && a.topk_weights.defined())
-      err = detail::check_matrix(a.topk_weights, "topk_weights", {DType::F32}, T, K);
+      err = detail::check_matrix(a.topk_weights, "topk_weights", {DType::F32}, T, K, dev);
   }
   // Routing: tokens per destination, in token order.
   std::vector<std::vector<int32_t>> send_lists(static_cast<size_t>(R));
   std::vector<uint8_t> in_rank;
+  std::vector<int64_t> expert_counts;  // (token, k) pairs per expert: what each receiver counts per local expert
   if (err.empty() && !cached) {
-    const int per_rank = a.num_experts / R;
+    expert_counts.assign(size_t(a.num_experts), 0);
+    const std::vector<int32_t> owner = detail::expert_owners(a.num_experts, R);
+    const detail::TopkReader ids(topk);
     in_rank.assign(size_t(T * R), 0);
     for (int64_t t = 0; t < T; ++t)
       for (int64_t k = 0; k < K; ++k) {
-        const int64_t ex = detail::topk_at(a.topk_idx, t * K + k);
-        if (ex >= 0) in_rank[size_t(t * R + ex / per_rank)] = 1;
+        const int64_t ex = ids[t * K + k];
+        if (ex >= 0) {
+          in_rank[size_t(t * R + owner[size_t(ex)])] = 1;
+          ++expert_counts[size_t(ex)];
+        }
       }
     for (int64_t t = 0; err.empty() && t < T; ++t)
       for (int r = 0; r < R; ++r)
@@ -88,28 +115,46 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     }
   }
   if (err.empty() && cached) send_lists = h->send_lists;
+  if (plane) plane->mark("routing");
   std::vector<int64_t> counts(size_t(R), 0);
   for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   const bool weights = !cached && a.topk_weights.defined();
   const std::string desc =
       rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
               cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
-              ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, ")");
+              ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, gpu ? ", on the GPU" : "",
+              ")");
   wire::Writer w;
-  w.put_vec(counts);
+  w.put_vec(counts).put_vec(expert_counts);
   const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
-  std::vector<int64_t> recv_counts(static_cast<size_t>(R)), prefix(size_t(R) + 1, 0);
-  std::vector<int32_t> rank_prefix(size_t(R * R), 0);
+  if (plane) plane->mark("agree");
+  detail::DispatchPlan p;
+  p.id = next_id_++;
+  p.T = T, p.H = H, p.S = S, p.K = K;
+  p.fp8 = fp8, p.cached = cached, p.weights = weights;
+  p.experts_per_rank = cached ? 0 : a.num_experts / R;
+  p.recv_counts.assign(size_t(R), 0);
+  p.prefix.assign(size_t(R) + 1, 0);
+  p.rank_prefix.assign(size_t(R * R), 0);
+  p.recv_per_expert.assign(size_t(p.experts_per_rank), 0);
   for (int s = 0; s < R; ++s) {
     wire::Reader rd(all[size_t(s)]);
-    const std::vector<int64_t> c = rd.get_vec<int64_t>();
-    RT_ICHECK(c.size() == size_t(R), "counts from rank ", s);
-    recv_counts[size_t(s)] = c[size_t(me)];
-    prefix[size_t(s) + 1] = prefix[size_t(s)] + c[size_t(me)];
-    for (int j = 0; j < R; ++j) rank_prefix[size_t(s * R + j)] = int32_t((s ? rank_prefix[size_t((s - 1) * R + j)] : 0) + c[size_t(j)]);
+    const std::vector<int64_t> c = rd.get_vec<int64_t>(), ec = rd.get_vec<int64_t>();
+    RT_ICHECK(c.size() == size_t(R) && (cached || ec.size() == size_t(a.num_experts)), "counts from rank ", s);
+    p.recv_counts[size_t(s)] = c[size_t(me)];
+    p.prefix[size_t(s) + 1] = p.prefix[size_t(s)] + c[size_t(me)];
+    for (int j = 0; j < R; ++j)
+      p.rank_prefix[size_t(s * R + j)] = int32_t((s ? p.rank_prefix[size_t((s - 1) * R + j)] : 0) + c[size_t(j)]);
+    for (int j = 0; j < p.experts_per_rank; ++j)
+      p.recv_per_expert[size_t(j)] += int(ec[size_t(me * p.experts_per_rank + j)]);
   }
-  const int64_t N = prefix[size_t(R)];
-  const uint64_t id = next_id_++;
+  for (int& c : p.recv_per_expert) c = (c + a.expert_alignment - 1) / a.expert_alignment * a.expert_alignment;
+  p.send_lists = std::move(send_lists);
+  p.in_rank = std::move(in_rank);
+  if (gpu) return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p));
+  const int64_t N = p.prefix[size_t(R)];
+  const std::vector<int64_t>& recv_counts = p.recv_counts;
+  const std::vector<int64_t>& prefix = p.prefix;
 
   // Record layout.
   const size_t es = size_t(rt::bits(a.x.dtype()) / 8);
@@ -126,8 +171,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     out.recv_topk_idx = e.pool().empty({N, K}, DType::I64);
     if (weights) out.recv_topk_weights = e.pool().empty({N, K}, DType::F32);
   }
-  const int per_rank = cached ? 0 : a.num_experts / R;
-  const int64_t lo = int64_t(me) * per_rank, hi = lo + per_rank;
+  const int64_t lo = int64_t(me) * p.experts_per_rank, hi = lo + p.experts_per_rank;
   const uint8_t* x = static_cast<const uint8_t*>(a.x.data());
   const uint8_t* xs = fp8 ? static_cast<const uint8_t*>(a.x_scales.data()) : nullptr;
   const float* wsrc = weights ? a.topk_weights.data_as<float>() : nullptr;
@@ -143,7 +187,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
   for (int d = 0; d < R; ++d) {
-    const std::vector<int32_t>* list = &send_lists[size_t(d)];
+    const std::vector<int32_t>* list = &p.send_lists[size_t(d)];
     auto read = [=](size_t first, size_t n, uint8_t* dst) {
       const std::vector<int32_t>& l = *list;
       for (size_t i = 0; i < n; ++i, dst += rec) {
@@ -185,33 +229,37 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     out.handle = a.handle;
     return out;
   }
-  out.num_recv_tokens_per_expert.assign(size_t(per_rank), 0);
-  for (int64_t i = 0; i < N * K; ++i)
-    if (ridx[i] >= 0) ++out.num_recv_tokens_per_expert[size_t(ridx[i])];
-  for (int& c : out.num_recv_tokens_per_expert) c = (c + a.expert_alignment - 1) / a.expert_alignment * a.expert_alignment;
-
-  auto handle = std::make_shared<DispatchHandle>();
-  handle->id = id;
-  handle->num_ranks = R;
-  handle->num_tokens = T;
-  handle->num_recv_tokens = N;
-  handle->hidden = H;
-  handle->num_topk = int(K);
-  handle->is_token_in_rank = e.pool().empty({T, R}, DType::Bool);
-  if (T) std::memcpy(handle->is_token_in_rank.data(), in_rank.data(), in_rank.size());
-  handle->rank_prefix_matrix = e.pool().empty({R, R}, DType::I32);
-  std::memcpy(handle->rank_prefix_matrix.data(), rank_prefix.data(), rank_prefix.size() * 4);
-  handle->recv_src_idx = recv_src;
-  handle->recv_counts = recv_counts;
-  handle->send_lists = std::move(send_lists);
-  handle->token_offset.assign(size_t(T) + 1, 0);
-  for (int64_t t = 0; t < T; ++t) {
-    int64_t n = 0;
-    for (int r = 0; r < R; ++r) n += in_rank[size_t(t * R + r)];
-    handle->token_offset[size_t(t) + 1] = handle->token_offset[size_t(t)] + n;
-  }
-  out.handle = handle;
+  out.num_recv_tokens_per_expert = p.recv_per_expert;
+  out.handle = detail::make_dispatch_handle(std::move(p), R, std::move(recv_src), e.pool());
   return out;
 }
 
+namespace detail {
+
+std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt::Tensor recv_src_idx, TensorPool& pool) {
+  using rt::DType;
+  auto handle = std::make_shared<DispatchHandle>();
+  handle->id = p.id;
+  handle->num_ranks = R;
+  handle->num_tokens = p.T;
+  handle->num_recv_tokens = p.prefix[size_t(R)];
+  handle->hidden = p.H;
+  handle->num_topk = int(p.K);
+  handle->is_token_in_rank = pool.empty({p.T, R}, DType::Bool);
+  if (p.T) std::memcpy(handle->is_token_in_rank.data(), p.in_rank.data(), p.in_rank.size());
+  handle->rank_prefix_matrix = pool.empty({R, R}, DType::I32);
+  std::memcpy(handle->rank_prefix_matrix.data(), p.rank_prefix.data(), p.rank_prefix.size() * 4);
+  handle->recv_src_idx = std::move(recv_src_idx);
+  handle->recv_counts = p.recv_counts;
+  handle->send_lists = std::move(p.send_lists);
+  handle->token_offset.assign(size_t(p.T) + 1, 0);
+  for (int64_t t = 0; t < p.T; ++t) {
+    int64_t n = 0;
+    for (int r = 0; r < R; ++r) n += p.in_rank[size_t(t * R + r)];
+    handle->token_offset[size_t(t) + 1] = handle->token_offset[size_t(t)] + n;
+  }
+  return handle;
+}
+
+}  // namespace detail
 }  // namespace deepep

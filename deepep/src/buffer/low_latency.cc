@@ -104,11 +104,11 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   const int64_t K = err.empty() ? topk_idx.size(1) : 0;
   const int Le = err.empty() ? num_experts / R : 0;
   std::vector<int32_t> mine(size_t(std::max(num_experts, 0)), 0);
-  if (err.empty())
-    for (int64_t i = 0; i < T * K; ++i) {
-      const int64_t ex = detail::topk_at(topk_idx, i);
-      if (ex >= 0) ++mine[size_t(ex)];
-    }
+  if (err.empty()) {
+    const detail::TopkReader topk(topk_idx);
+    for (int64_t i = 0; i < T * K; ++i)
+      if (topk[i] >= 0) ++mine[size_t(topk[i])];
+  }
   wire::Writer w;
   w.put_vec(mine);
   const auto all = e.agree(what,
@@ -131,7 +131,9 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
     std::copy(c.begin(), c.end(), handle->counts.begin() + int64_t(s) * num_experts);
   }
   handle->topk_idx = e.pool().empty({T, K}, DType::I64);
-  for (int64_t i = 0; i < T * K; ++i) handle->topk_idx.data_as<int64_t>()[i] = detail::topk_at(topk_idx, i);
+  const detail::TopkReader topk(topk_idx);
+  int64_t* const kept = handle->topk_idx.data_as<int64_t>();
+  for (int64_t i = 0; i < T * K; ++i) kept[i] = topk[i];
   const int64_t M = int64_t(R) * max_tokens_per_rank;  // rows per expert
   const int64_t S = use_fp8 ? H / 128 : 0;
   auto count = [h = handle.get()](int s, int64_t ex) { return h->counts[size_t(s) * size_t(h->num_experts) + size_t(ex)]; };
@@ -255,10 +257,13 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   }
   if (err.empty()) err = detail::check_topk(topk_idx, T, handle.num_experts, true);
   if (err.empty() && topk_idx.size(1) != K) err = rt::str("topk_idx has ", topk_idx.size(1), " columns; the dispatch had ", K);
-  if (err.empty())
+  if (err.empty()) {
+    const detail::TopkReader topk(topk_idx);
+    const int64_t* const kept = handle.topk_idx.data_as<int64_t>();
     for (int64_t i = 0; i < T * K && err.empty(); ++i)
-      if (detail::topk_at(topk_idx, i) != handle.topk_idx.data_as<int64_t>()[i])
+      if (topk[i] != kept[i])
         err = rt::str("topk_idx differs from the one given to the dispatch (at flat index ", i, ")");
+  }
   if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K);
   e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, ")"), err);
 

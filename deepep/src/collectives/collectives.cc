@@ -2,11 +2,13 @@
 #include <cstring>
 
 #include "bootstrap/wire.h"
+#include "buffer/checks.h"
 #include "collectives/reduce.h"
 #include "deepep/collectives.h"
 #include "deepep/comm.h"
 #include "engine/engine.h"
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep {
 namespace {
@@ -14,9 +16,13 @@ namespace {
 // Reduce-scatter temporaries are bounded by processing big tensors in blocks of this many bytes.
 constexpr size_t kBlockBytes = 64u << 20;
 
-std::string check_tensor(const rt::Tensor& t, const char* role) {
+std::string check_tensor(const rt::Tensor& t, const char* role, rt::Device device = rt::Device::cpu()) {
   if (!t.defined()) return rt::str(role, " is undefined");
-  if (!t.device().is_cpu()) return rt::str(role, " is on ", t.device().to_string(), "; this transport moves CPU tensors");
+  if (t.device() != device)
+    return rt::str(role, " is on ", t.device().to_string(), "; ",
+                   device.is_cpu() ? "this collective moves CPU tensors (all_reduce also CUDA tensors, with a device "
+                                     "plane: CommOptions::cuda_device)"
+                                   : rt::str("expected ", device.to_string()));
   if (!t.is_contiguous()) return rt::str(role, " ", t.shape_string(), " is not contiguous");
   if (rt::bits(t.dtype()) % 8 != 0) return rt::str(role, " has packed dtype ", rt::name(t.dtype()), "; not supported");
   return "";
@@ -58,7 +64,7 @@ WriteFn writer(uint8_t* base, size_t es) {
 }
 
 // Auto: direct (2 steps) for small messages, where latency dominates; ring above 4 MiB, where it
-// is faster here because it reduces on receive with no temporaries (bench_cpu_deepep, docs/deepep.md).
+// is faster here because it reduces on receive with no temporaries (bench_deepep, docs/deepep.md).
 constexpr int64_t kRingFromBytes = 4 << 20;
 Algorithm resolve(Algorithm a, int64_t bytes, int ranks) {
   if (a != Algorithm::Auto) return a;
@@ -148,6 +154,58 @@ const char* name(ReduceOp op) {
   return "?";
 }
 
+// All-reduce of a CUDA tensor through the device windows, in chunks, each cut into one part per
+// rank. Every rank pushes part p of its chunk into rank p's window (a region per source); after a
+// barrier rank p reduces its part (its own copy in place, the others from its window) in rank order
+// and pushes the result into every other rank's window; after another barrier every rank copies
+// the other parts' results from its window into its tensor. Each rank writes 2 (n-1)/n of the data
+// over the links (the bandwidth-optimal amount; writes, which the links carry better than reads),
+// and nothing is copied in first: the reduction reads its own part where it is.
+void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp op) {
+  const int R = plane.size(), me = plane.rank();
+  const int64_t es = rt::bits(tensor.dtype()) / 8, n = tensor.numel();
+  // Window: R source regions of one part each, then the chunk's results.
+  const int64_t W = plane.window().bytes();
+  int64_t chunk = std::max<int64_t>(1, (W / 2 - 256 * int64_t(R)) / es);
+  auto part_bytes = [&](int64_t c) { return (((c + R - 1) / R) * es + 255) / 256 * 256; };
+  while (chunk > 1 && part_bytes(chunk) * R + chunk * es > W) chunk /= 2;
+  const int64_t stride = part_bytes(chunk), out_off = stride * R;
+  RT_USER_CHECK(stride * R + chunk * es <= W, "deepep all_reduce: the device window (", W,
+                " bytes) is too small for ", R, " ranks");
+  const uint64_t data = reinterpret_cast<uint64_t>(tensor.data());
+  std::vector<CopyDesc> copies;  // per chunk: the R - 1 pushes, then the R - 1 collects
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    for (int r = 0; r < R; ++r)
+      if (r != me)
+        copies.push_back({plane.window().window(r) + uint64_t(me * stride), data + (uint64_t(c0) + p.off[size_t(r)]) * es,
+                          int64_t(p.len[size_t(r)]) * es});
+    for (int r = 0; r < R; ++r)
+      if (r != me)
+        copies.push_back({data + (uint64_t(c0) + p.off[size_t(r)]) * es,
+                          plane.window().window(me) + uint64_t(out_off) + p.off[size_t(r)] * es,
+                          int64_t(p.len[size_t(r)]) * es});
+  }
+  DeviceTables tables;
+  tables.add(copies);
+  const uint64_t descs = plane.upload(tables);
+  const int opcode = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2;
+  uint64_t at = descs;
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    const int64_t largest = int64_t(p.len[0]) * es;
+    plane.multi_copy(at, R - 1, largest);
+    at += uint64_t(R - 1) * sizeof(CopyDesc);
+    plane.sync_and_barrier("all_reduce");
+    plane.all_reduce_part(tensor.dtype(), opcode, data + (uint64_t(c0) + p.off[size_t(me)]) * es,
+                          int64_t(p.len[size_t(me)]), 0, stride, out_off + int64_t(p.off[size_t(me)]) * es);
+    plane.sync_and_barrier("all_reduce");
+    plane.multi_copy(at, R - 1, largest);
+    at += uint64_t(R - 1) * sizeof(CopyDesc);
+  }
+  plane.sync();
+}
+
 const char* name(Algorithm a) {
   switch (a) {
     case Algorithm::Auto: return "auto";
@@ -161,13 +219,18 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   Engine& e = comm.engine();
   const std::string what = "all_reduce";
   e.begin_op(what);
-  std::string err = check_tensor(tensor, "the tensor");
+  rt::Device dev;
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev);
+  if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
   const Algorithm a = resolve(algorithm, err.empty() ? tensor.nbytes() : 0, comm.size());
-  e.agree(what, rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", name(a), ")"), err);
+  e.agree(what,
+          rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", dev.is_cuda() ? "on the GPU" : name(a), ")"),
+          err);
   const size_t n = size_t(tensor.numel());
   if (comm.size() == 1 || n == 0) return;
+  if (dev.is_cuda()) return all_reduce_on_device(*comm.device_plane(), tensor, op);
   const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
   uint8_t* data = static_cast<uint8_t*>(tensor.data());
   if (a == Algorithm::Direct) {

@@ -25,7 +25,7 @@
 
 #include "deepep/health.h"
 #include "deepep/transport.h"
-#include "engine/host_pool.h"
+#include "engine/tensor_pool.h"
 
 namespace deepep {
 
@@ -92,7 +92,7 @@ class Engine {
   LinkStats link_stats(int src, int dst) const;
 
   // Outputs and scratch of the operations (reused between calls).
-  HostPool& pool() { return pool_; }
+  TensorPool& pool() { return pool_; }
 
  private:
   struct ChunkState {
@@ -169,7 +169,7 @@ class Engine {
   std::vector<LinkHealth> health_;
   std::vector<uint8_t> notify_mask_;
   std::vector<uint8_t> bounce_;
-  HostPool pool_;
+  TensorPool pool_;
 };
 
 }  // namespace deepep

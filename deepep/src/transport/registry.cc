@@ -28,8 +28,13 @@ void register_builtins() {
     auto not_yet = [](const char* what) {
       return [what](const Group&) { return rt::str("not implemented yet (", what, ")"); };
     };
+    // cuda_ipc moves CUDA tensors beside the frame transport rather than as one (a data plane).
     table().push_back({"cuda_ipc", "GPUs of one host through CUDA IPC buffers",
-                       not_yet("GPU buffers shared with CUDA IPC; see docs/deepep.md"), nullptr});
+                       [](const Group&) {
+                         return std::string("it carries CUDA tensors beside a host transport, not frames: give the "
+                                            "communicator a device with CommOptions::cuda_device (docs/deepep.md)");
+                       },
+                       nullptr});
     table().push_back({"nccl", "GPUs across hosts through NCCL",
                        not_yet("NCCL loaded at run time; see docs/deepep.md"), nullptr});
   });

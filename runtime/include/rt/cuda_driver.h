@@ -30,6 +30,12 @@ struct alignas(64) CuTensorMap {
 };
 static_assert(sizeof(CuTensorMap) == 128 && alignof(CuTensorMap) == 64);
 
+// CUipcMemHandle: an opaque 64-byte handle to device memory another process can map.
+struct CuIpcMemHandle {
+  char reserved[64];
+};
+static_assert(sizeof(CuIpcMemHandle) == 64);
+
 // CUlaunchAttribute: an id, padding to 8 bytes, then a 64-byte value union.
 struct CuLaunchAttribute {
   int id;  // a cu::kLaunchAttribute* value
@@ -126,6 +132,9 @@ inline constexpr unsigned kStreamNonBlocking = 1;
 inline constexpr unsigned kEventDefault = 0;
 inline constexpr unsigned kEventDisableTiming = 2;
 
+// CUipcMem_flags.
+inline constexpr unsigned kIpcMemLazyEnablePeerAccess = 1;
+
 // CUjit_option (for cuModuleLoadDataEx).
 inline constexpr int kJitInfoLogBuffer = 3;
 inline constexpr int kJitInfoLogBufferSizeBytes = 4;
@@ -166,6 +175,10 @@ struct CudaDriver {
   CuResult (*cuMemcpyDtoHAsync)(void*, CuDevicePtr, size_t, CuStream);        // _v2
   CuResult (*cuMemsetD8)(CuDevicePtr, unsigned char, size_t);                 // _v2
   CuResult (*cuMemsetD8Async)(CuDevicePtr, unsigned char, size_t, CuStream);
+  CuResult (*cuMemcpyDtoDAsync)(CuDevicePtr, CuDevicePtr, size_t, CuStream);  // _v2
+  CuResult (*cuIpcGetMemHandle)(CuIpcMemHandle*, CuDevicePtr);
+  CuResult (*cuIpcOpenMemHandle)(CuDevicePtr*, CuIpcMemHandle, unsigned flags);  // _v2
+  CuResult (*cuIpcCloseMemHandle)(CuDevicePtr);
   CuResult (*cuModuleLoadData)(CuModule*, const void* image);
   CuResult (*cuModuleLoadDataEx)(CuModule*, const void* image, unsigned num_options, int* options, void** values);
   CuResult (*cuModuleUnload)(CuModule);

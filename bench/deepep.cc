@@ -1,7 +1,10 @@
-// bench_cpu_deepep: deepep on the CPU over the shm transport, several processes on this machine.
+// bench_deepep: deepep between several processes of this machine: CPU tensors over the shm
+// transport, or with --gpu CUDA tensors over the cuda_ipc device windows (rank r on GPU
+// r % visible GPUs, so several ranks share a GPU when there are fewer GPUs than ranks).
 //
-//   bench_cpu_deepep [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
-//                    [--ll-tokens 128] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--skip memcpy,dispatch,ll,allreduce]
+//   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
+//                [--ll-tokens 128] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
+//                [--skip memcpy,dispatch,ll,allreduce]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
 // DEEPEP_RENDEZVOUS are set, runs as that one rank under any launcher). Measures, in the same run:
@@ -12,8 +15,12 @@
 //             rank in dispatch, bytes it sends in combine, divided by the time) and the aggregate of
 //             all ranks; time = the slowest rank's, median over --iters after one warm-up;
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
-//   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring; algbw = bytes / time and
-//             busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
+//   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring (--gpu: the device path); algbw =
+//             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
+// With --gpu, memcpy and ll are not run (the low-latency mode has no GPU path yet), every call's
+// time includes its host synchronization (the GPU path is synchronous), the device windows are
+// --window bytes per rank, and the first dispatch and combine are checked bit for bit against the
+// CPU path on the same inputs.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -32,6 +39,7 @@
 #include <vector>
 
 #include "deepep/deepep.h"
+#include "rt/cuda_device.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
 
@@ -49,6 +57,8 @@ struct Options {
   int iters = 5;
   int64_t ar_min = 1 << 10;
   int64_t ar_max = int64_t(1) << 30;
+  int64_t window = int64_t(1) << 30;
+  bool gpu = false;
   std::string skip;
 };
 
@@ -157,6 +167,32 @@ std::vector<double> slowest(deepep::Group& g, const std::vector<double>& mine) {
   return out;
 }
 
+// With --gpu, this rank's device: ranks spread over the visible GPUs.
+rt::Device data_device(const Options& o, int rank) {
+  if (!o.gpu) return rt::Device::cpu();
+  const int n = rt::cuda_device_count();
+  if (n == 0) throw std::runtime_error("--gpu: no CUDA device is visible: " + rt::cuda_unavailable_reason());
+  return rt::Device::cuda(rank % n);
+}
+
+deepep::CommOptions comm_options(const Options& o, int rank) {
+  deepep::CommOptions co;
+  co.log_reroutes = false;
+  if (o.gpu) {
+    co.cuda_device = data_device(o, rank).id;
+    co.device_window_bytes = o.window;
+  }
+  return co;
+}
+
+// Whether two results hold the same bytes (either may be on the GPU).
+bool same_bytes(const rt::Tensor& a, const rt::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  const rt::Tensor x = a.to(rt::Device::cpu()), y = b.to(rt::Device::cpu());
+  return x.nbytes() == y.nbytes() && std::memcmp(x.data(), y.data(), size_t(x.nbytes())) == 0;
+}
+
 template <class F>
 double timed(deepep::Comm& comm, F&& f) {
   deepep::barrier(comm);
@@ -170,12 +206,11 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
   const bool lead = me == 0;
   auto want = [&](const char* what) { return !skipped(o, what); };
 
+  const rt::Device dev = data_device(o, me);
   if (want("dispatch")) {
-    deepep::CommOptions co;
-    co.log_reroutes = false;
-    deepep::Buffer buf(g, int64_t(R - 1) * (2 << 20), 0, false, co);
+    deepep::Buffer buf(g, o.gpu ? o.window : int64_t(R - 1) * (2 << 20), 0, false, comm_options(o, me));
     const int64_t T = o.tokens, H = o.hidden, S = H / 128;
-    deepep::DispatchArgs a;
+    deepep::DispatchArgs a;  // on the CPU; `on` is the same on the benchmark's device
     a.x = random_fill({T, H}, rt::DType::F8E4M3, uint64_t(me) + 1);
     a.x_scales = random_fill({T, S}, rt::DType::F32, uint64_t(me) + 100);
     a.topk_idx = random_topk(me, o.tokens, o.topk, o.experts);
@@ -183,16 +218,34 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     a.num_experts = o.experts;
     const deepep::DispatchLayout layout = buf.get_dispatch_layout(a.topk_idx, o.experts);
     a.layout = &layout;
+    deepep::DispatchArgs on = a;
+    on.x = a.x.to(dev), on.x_scales = a.x_scales.to(dev), on.topk_idx = a.topk_idx.to(dev);
+    on.topk_weights = a.topk_weights.to(dev);
     std::vector<double> td, tc;
     int64_t recv_rows = 0;
     rt::Tensor y;
     for (int it = 0; it <= o.iters; ++it) {
       deepep::DispatchResult d;
-      const double t1 = timed(buf.comm(), [&] { d = buf.dispatch(a); });
-      if (!y.defined()) y = random_fill({d.recv_x.size(0), H}, rt::DType::BF16, uint64_t(me) + 300);
-      const double t2 = timed(buf.comm(), [&] { buf.combine(y, *d.handle, d.recv_topk_weights); });
+      const double t1 = timed(buf.comm(), [&] { d = buf.dispatch(on); });
+      if (!y.defined()) y = random_fill({d.recv_x.size(0), H}, rt::DType::BF16, uint64_t(me) + 300).to(dev);
+      deepep::CombineResult c;
+      const double t2 = timed(buf.comm(), [&] { c = buf.combine(y, *d.handle, d.recv_topk_weights); });
       recv_rows = d.recv_x.size(0);
       if (it > 0) td.push_back(t1), tc.push_back(t2);
+      if (it == 0 && o.gpu) {  // the device path against the CPU path, on the same inputs
+        deepep::Buffer cpu(g, int64_t(R - 1) * (2 << 20), 0, false);
+        const deepep::DispatchResult dc = cpu.dispatch(a);
+        const deepep::CombineResult cc = cpu.combine(y.to(rt::Device::cpu()), *dc.handle, dc.recv_topk_weights);
+        const bool ok = same_bytes(d.recv_x, dc.recv_x) && same_bytes(d.recv_x_scales, dc.recv_x_scales) &&
+                        same_bytes(d.recv_topk_idx, dc.recv_topk_idx) &&
+                        same_bytes(d.recv_topk_weights, dc.recv_topk_weights) &&
+                        same_bytes(c.combined_x, cc.combined_x) &&
+                        same_bytes(c.combined_topk_weights, cc.combined_topk_weights);
+        const auto all = g->allgather(ok ? "1" : "0", "check");
+        for (int r = 0; r < R; ++r)
+          if (all[size_t(r)] != "1") throw std::runtime_error(rt::str("rank ", r, ": the GPU dispatch/combine differs from the CPU path"));
+        if (lead) std::printf("\n   check: GPU dispatch and combine equal the CPU path bit for bit on every rank\n");
+      }
     }
     td = slowest(*g, td);
     tc = slowest(*g, tc);
@@ -202,8 +255,8 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     if (lead) {
       const double dbytes = double(total_rows) * double(H + S * 4), cbytes = double(total_rows) * double(H * 2);
       const double md = median(td), mc = median(tc);
-      std::printf("\n== dispatch (FP8 e4m3 + scales) and combine (BF16): %d ranks, %d tokens/rank, hidden %d, top-%d of %d experts\n",
-                  R, o.tokens, o.hidden, o.topk, o.experts);
+      std::printf("\n== dispatch (FP8 e4m3 + scales) and combine (BF16)%s: %d ranks, %d tokens/rank, hidden %d, top-%d of %d experts\n",
+                  o.gpu ? " on the GPU (cuda_ipc)" : "", R, o.tokens, o.hidden, o.topk, o.experts);
       std::printf("   received rows: %.0f per rank (each token to %.2f ranks on average)\n", double(total_rows) / R,
                   double(total_rows) / (double(R) * o.tokens));
       std::printf("   dispatch: %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", md * 1e3, dbytes / R / md * 1e-9,
@@ -211,13 +264,14 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
                   cbytes / mc * 1e-9);
       const double agg = (dbytes + cbytes) / (md + mc);
-      std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
+      if (!o.gpu)
+        std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
                   agg * 1e-9, 100 * agg / memcpy_bw, R, memcpy_bw * 1e-9);
       std::fflush(stdout);
     }
   }
 
-  if (want("ll")) {
+  if (want("ll") && !o.gpu) {
     const int64_t bytes = deepep::Buffer::low_latency_size_hint(o.ll_tokens, o.hidden, R, o.experts);
     deepep::CommOptions co;
     co.log_reroutes = false;
@@ -249,20 +303,22 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
   }
 
   if (want("allreduce")) {
-    deepep::CommOptions co;
-    co.log_reroutes = false;
+    deepep::CommOptions co = comm_options(o, me);
     co.inbound_bytes = int64_t(R - 1) * (8 << 20);
     deepep::Comm comm(g, co);
     if (lead) {
-      std::printf("\n== all_reduce f32 sum, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n", R);
-      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s\n", "size", "direct us", "algbw", "busbw", "ring us", "algbw", "busbw");
+      std::printf("\n== all_reduce f32 sum%s, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n",
+                  o.gpu ? " on the GPU (cuda_ipc)" : "", R);
+      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s\n", "size", o.gpu ? "device us" : "direct us", "algbw", "busbw",
+                  "ring us", "algbw", "busbw");
     }
     for (int64_t bytes = o.ar_min; bytes <= o.ar_max; bytes *= 4) {
       const int64_t n = bytes / 4;
-      rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me));
-      double res[2];
+      const rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me)).to(dev);
+      double res[2] = {0, 0};
       int k = 0;
       for (deepep::Algorithm algo : {deepep::Algorithm::Direct, deepep::Algorithm::Ring}) {
+        if (o.gpu && algo == deepep::Algorithm::Ring) break;  // the device path has one algorithm
         // Enough repetitions for ~0.3 s, at least 3, after one warm-up.
         std::vector<double> ts;
         deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo);
@@ -276,9 +332,12 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       }
       if (lead) {
         const double f = 2.0 * (R - 1) / R;
-        std::printf("   %10s  %12.1f %8.2fG %8.2fG  %12.1f %8.2fG %8.2fG\n", human(double(bytes)).c_str(), res[0] * 1e6,
-                    double(bytes) / res[0] * 1e-9, double(bytes) / res[0] * f * 1e-9, res[1] * 1e6,
-                    double(bytes) / res[1] * 1e-9, double(bytes) / res[1] * f * 1e-9);
+        std::printf("   %10s  %12.1f %8.2fG %8.2fG", human(double(bytes)).c_str(), res[0] * 1e6,
+                    double(bytes) / res[0] * 1e-9, double(bytes) / res[0] * f * 1e-9);
+        if (res[1] > 0)
+          std::printf("  %12.1f %8.2fG %8.2fG", res[1] * 1e6, double(bytes) / res[1] * 1e-9,
+                      double(bytes) / res[1] * f * 1e-9);
+        std::printf("\n");
         std::fflush(stdout);
       }
     }
@@ -308,8 +367,10 @@ int main(int argc, char** argv) {
     else if (a == "--ar-min") o.ar_min = parse_size(next());
     else if (a == "--ar-max") o.ar_max = parse_size(next());
     else if (a == "--skip") o.skip = next();
+    else if (a == "--window") o.window = parse_size(next());
+    else if (a == "--gpu") o.gpu = true;
     else {
-      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/cpu_deepep.cc)\n", a.c_str());
+      std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/deepep.cc)\n", a.c_str());
       return 2;
     }
   }
@@ -320,10 +381,13 @@ int main(int argc, char** argv) {
       run_rank(g, o, bw);
       return 0;
     }
-    const bool skip_memcpy = skipped(o, "memcpy");
+    const bool skip_memcpy = o.gpu || skipped(o, "memcpy");
     const double bw1 = skip_memcpy ? 0 : memcpy_bandwidth(1, 256 << 20);
     const double bwn = skip_memcpy ? 1 : memcpy_bandwidth(o.ranks, 256 << 20);
-    if (skip_memcpy)
+    if (o.gpu)
+      std::printf("deepep GPU benchmark: %d ranks over the cuda_ipc device windows (%s each)\n", o.ranks,
+                  human(double(o.window)).c_str());
+    else if (skip_memcpy)
       std::printf("deepep CPU benchmark: %u cores; memcpy not measured (ratios below are meaningless)\n",
                   std::thread::hardware_concurrency());
     else
@@ -376,7 +440,7 @@ int main(int argc, char** argv) {
     }
     return failed ? 1 : 0;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "bench_cpu_deepep: %s\n", e.what());
+    std::fprintf(stderr, "bench_deepep: %s\n", e.what());
     return 1;
   }
 }

@@ -1,9 +1,10 @@
-#include "engine/host_pool.h"
+#include "engine/tensor_pool.h"
 
 #include <sys/mman.h>
 
 #include <cstdlib>
 
+#include "rt/cuda_memory.h"
 #include "rt/error.h"
 
 namespace deepep {
@@ -19,20 +20,27 @@ size_t capacity_for(size_t bytes) {
   return c;
 }
 
-}  // namespace
-
-HostPool::State::~State() {
-  for (auto& [cap, p] : free) std::free(p);
+void release(const rt::Device& device, void* block) {
+  if (device.is_cpu())
+    std::free(block);
+  else
+    rt::cuda_free(device.id, reinterpret_cast<rt::CuDevicePtr>(block));
 }
 
-HostPool::HostPool() : state_(std::make_shared<State>()) {}
+}  // namespace
 
-size_t HostPool::cached_bytes() const {
+TensorPool::State::~State() {
+  for (auto& [cap, p] : free) release(device, p);
+}
+
+TensorPool::TensorPool(rt::Device device) : state_(std::make_shared<State>()) { state_->device = device; }
+
+size_t TensorPool::cached_bytes() const {
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->cached;
 }
 
-rt::Tensor HostPool::empty(const rt::Shape& shape, rt::DType dtype) {
+rt::Tensor TensorPool::empty(const rt::Shape& shape, rt::DType dtype) {
   int64_t numel = 1;
   for (int64_t d : shape) {
     RT_USER_CHECK(d >= 0, "deepep: negative dimension");
@@ -53,7 +61,10 @@ rt::Tensor HostPool::empty(const rt::Shape& shape, rt::DType dtype) {
       state_->free.erase(it);
     }
   }
-  if (!block) {
+  const rt::Device device = state_->device;
+  if (!block && device.is_cuda()) {
+    block = reinterpret_cast<void*>(rt::cuda_malloc(device.id, cap, rt::str("deepep output ", rt::name(dtype))));
+  } else if (!block) {
     block = std::aligned_alloc(cap >= kHuge ? kHuge : 64, cap);
     RT_USER_CHECK(block != nullptr, "deepep: out of host memory allocating ", cap, " bytes");
     if (cap >= kHuge) madvise(block, cap, MADV_HUGEPAGE);
@@ -62,13 +73,13 @@ rt::Tensor HostPool::empty(const rt::Shape& shape, rt::DType dtype) {
   std::shared_ptr<void> owner(block, [state, got](void* p) {
     std::lock_guard<std::mutex> lock(state->mutex);
     if (state->cached + got > kMaxCached) {
-      std::free(p);
+      release(state->device, p);
       return;
     }
     state->free.emplace(got, p);
     state->cached += got;
   });
-  return rt::Tensor::wrap(block, shape, dtype, rt::Device::cpu(), {}, std::move(owner));
+  return rt::Tensor::wrap(block, shape, dtype, device, {}, std::move(owner));
 }
 
 }  // namespace deepep

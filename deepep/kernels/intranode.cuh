@@ -1,0 +1,307 @@
+// Device code of the cuda_ipc data plane (src/transport/cuda_ipc/): kernels that move tokens and
+// reduce tensors through the device windows every rank of the host maps (IpcWindow). They run
+// between host barriers, so none of them waits for another rank; each only reads or writes memory
+// the protocol gave it for this phase. JIT-compiled by NVRTC (device_ops.cc) with no toolkit
+// headers: conversions are PTX.
+//
+// Launch shapes: every kernel loops grid-stride, so any grid works; device_ops.cc picks them.
+#pragma once
+
+namespace deepep::kernels {
+
+typedef long long i64;
+typedef unsigned long long u64;
+typedef unsigned int u32;
+
+template <class A, class B>
+struct same_type {
+  static constexpr bool value = false;
+};
+template <class A>
+struct same_type<A, A> {
+  static constexpr bool value = true;
+};
+
+// --- copies ---------------------------------------------------------------------------------------
+
+// One warp copies `bytes` from src to dst: 16-byte vectors when both ends and the size allow,
+// four in flight per lane so a peer's link (NVLink) sees enough outstanding requests.
+__device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
+  if (((u64(dst) | u64(src) | u64(bytes)) & 15) == 0) {
+    int4* d = reinterpret_cast<int4*>(dst);
+    const int4* s = reinterpret_cast<const int4*>(src);
+    const i64 n = bytes / 16;
+    i64 i = lane;
+    for (; i + 96 < n; i += 128) {
+      const int4 a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
+      d[i] = a;
+      d[i + 32] = b;
+      d[i + 64] = c;
+      d[i + 96] = e;
+    }
+    for (; i < n; i += 32) d[i] = s[i];
+  } else if (((u64(dst) | u64(src) | u64(bytes)) & 3) == 0) {
+    for (i64 i = lane; i < bytes / 4; i += 32) reinterpret_cast<u32*>(dst)[i] = reinterpret_cast<const u32*>(src)[i];
+  } else {
+    for (i64 i = lane; i < bytes; i += 32) dst[i] = src[i];
+  }
+}
+
+// A list of independent copies: descriptor j = {dst, src, bytes}; blockIdx.y picks the descriptor
+// and the warps of blockIdx.x split it into 16 KiB pieces (kCopyPiece).
+constexpr i64 kCopyPiece = 16 << 10;
+
+struct CopyDesc {
+  u64 dst, src;
+  i64 bytes;
+};
+
+__device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
+  const CopyDesc c = descs[blockIdx.y];
+  const int lane = threadIdx.x & 31;
+  const i64 piece = kCopyPiece;
+  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
+  for (i64 p = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; p * piece < c.bytes; p += warps) {
+    const i64 at = p * piece, n = c.bytes - at < piece ? c.bytes - at : piece;
+    warp_copy(reinterpret_cast<unsigned char*>(c.dst) + at, reinterpret_cast<const unsigned char*>(c.src) + at, n,
+              lane);
+  }
+}
+
+// --- dispatch -------------------------------------------------------------------------------------
+
+// Where one destination keeps what it receives, in its window (byte offsets); rows from source s
+// start at row `first_row` (the rows of ranks before s).
+struct DispatchRegion {
+  i64 x, scales, topk, weights, src;  // offsets of the arrays; -1 where the dispatch has none
+  i64 first_row;
+};
+
+// One warp per (token, destination rank): the row and its scales, the top-k indices remapped to
+// the destination's local experts (-1 elsewhere, weight 0 there) and the token's index here.
+// send_tokens lists tokens grouped by destination (send_begin[d] .. send_begin[d + 1]).
+__device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, i64 x_row, const unsigned char* scales,
+                                                      i64 s_row, const void* topk, int topk_i64, int k,
+                                                      const float* weights, const int* send_tokens,
+                                                      const i64* send_begin, const DispatchRegion* regions,
+                                                      const u64* windows, int ranks, int experts_per_rank) {
+  const int lane = threadIdx.x & 31;
+  const i64 total = send_begin[ranks];
+  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
+  for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
+    int d = 0;
+    while (send_begin[d + 1] <= w) ++d;
+    const DispatchRegion g = regions[d];
+    const i64 t = send_tokens[w];
+    const i64 row = g.first_row + (w - send_begin[d]);
+    unsigned char* base = reinterpret_cast<unsigned char*>(windows[d]);
+    warp_copy(base + g.x + row * x_row, x + t * x_row, x_row, lane);
+    if (g.scales >= 0) warp_copy(base + g.scales + row * s_row, scales + t * s_row, s_row, lane);
+    if (g.topk >= 0 && lane < k) {
+      const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
+      const i64 lo = i64(d) * experts_per_rank;
+      const bool local = e >= lo && e < lo + experts_per_rank;
+      reinterpret_cast<i64*>(base + g.topk)[row * k + lane] = local ? e - lo : -1;
+      if (g.weights >= 0) reinterpret_cast<float*>(base + g.weights)[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
+    }
+    if (g.src >= 0 && lane == 0) reinterpret_cast<int*>(base + g.src)[row] = int(t);
+  }
+}
+
+// --- combine --------------------------------------------------------------------------------------
+
+// Where one source stages the rows returned to it: this rank's rows start at `first_row`.
+struct CombineRegion {
+  i64 x, weights;  // offsets in the source's window (weights -1: none)
+  i64 first_row;
+};
+
+// One warp per received row: back to its source's staging area, with its weights. recv_begin[s]:
+// the first of the rows this rank received from s.
+__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, i64 x_row, const float* weights, int k,
+                                                     const i64* recv_begin, const CombineRegion* regions,
+                                                     const u64* windows, int ranks) {
+  const int lane = threadIdx.x & 31;
+  const i64 total = recv_begin[ranks];
+  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
+  for (i64 i = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
+    int s = 0;
+    while (recv_begin[s + 1] <= i) ++s;
+    const CombineRegion g = regions[s];
+    const i64 row = g.first_row + (i - recv_begin[s]);
+    unsigned char* base = reinterpret_cast<unsigned char*>(windows[s]);
+    warp_copy(base + g.x + row * x_row, x + i * x_row, x_row, lane);
+    if (g.weights >= 0 && lane < k) reinterpret_cast<float*>(base + g.weights)[row * k + lane] = weights[i * k + lane];
+  }
+}
+
+// Element conversions (PTX, round to nearest even as the CPU path does).
+template <class T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static __device__ __forceinline__ float load(const float* p, i64 i) { return p[i]; }
+  static __device__ __forceinline__ void store(float* p, i64 i, float v) { p[i] = v; }
+};
+struct bf16_t {
+  unsigned short bits;
+};
+struct f16_t {
+  unsigned short bits;
+};
+template <>
+struct Elem<bf16_t> {
+  static __device__ __forceinline__ float load(const bf16_t* p, i64 i) { return __int_as_float(int(u32(p[i].bits) << 16)); }
+  static __device__ __forceinline__ void store(bf16_t* p, i64 i, float v) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    p[i].bits = h;
+  }
+};
+template <>
+struct Elem<f16_t> {
+  static __device__ __forceinline__ float load(const f16_t* p, i64 i) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(p[i].bits));
+    return v;
+  }
+  static __device__ __forceinline__ void store(f16_t* p, i64 i, float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    p[i].bits = h;
+  }
+};
+
+// At the source: out[t] = the token's staged rows summed in rank order in f32 (rank r's row of
+// token t is staged row stage_first[r] + slot[t * ranks + r], -1 when t did not go to r); 0 for a
+// token that went nowhere. bf16 starts from the first row and the others from 0, as the CPU path
+// does, so both give the same bits. With weights, out_w[t] sums the staged weights the same way.
+// V elements of one 16-byte vector.
+template <class T>
+union Vec16 {
+  int4 q;
+  T e[16 / sizeof(T)];
+};
+
+template <class T>
+__device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 hidden, const int* slot,
+                                                    const i64* stage_first, int ranks, i64 tokens, float* out_w,
+                                                    const float* stage_w, int k) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr bool kFromFirst = same_type<T, bf16_t>::value;
+  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element.
+  const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
+  const i64 step = vec ? V : 1;
+  for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
+    for (i64 c = threadIdx.x * step; c < hidden; c += blockDim.x * step) {
+      float acc[V];
+      bool first = true;
+      for (int r = 0; r < ranks; ++r) {
+        const int s = slot[t * ranks + r];
+        if (s < 0) continue;
+        const i64 at = (stage_first[r] + s) * hidden + c;
+        Vec16<T> in;
+        if (vec) in.q = *reinterpret_cast<const int4*>(stage + at);
+        for (int j = 0; j < step; ++j) {
+          const float v = vec ? Elem<T>::load(in.e, j) : Elem<T>::load(stage, at);
+          acc[j] = (kFromFirst && first) ? v : (first ? 0.0f : acc[j]) + v;
+        }
+        first = false;
+      }
+      if (first)
+        for (int j = 0; j < step; ++j) acc[j] = 0.0f;
+      if (vec) {
+        Vec16<T> o;
+        for (int j = 0; j < V; ++j) Elem<T>::store(o.e, j, acc[j]);
+        *reinterpret_cast<int4*>(out + t * hidden + c) = o.q;
+      } else {
+        Elem<T>::store(out, t * hidden + c, acc[0]);
+      }
+    }
+    if (out_w != nullptr && threadIdx.x < k) {
+      float sum = 0.0f;
+      for (int r = 0; r < ranks; ++r) {
+        const int s = slot[t * ranks + r];
+        if (s >= 0) sum += stage_w[(stage_first[r] + s) * k + threadIdx.x];
+      }
+      out_w[t * k + threadIdx.x] = sum;
+    }
+  }
+}
+
+// --- all-reduce -----------------------------------------------------------------------------------
+
+enum ReduceOp { kSum = 0, kMax = 1, kMin = 2 };
+
+template <class Acc, int kOp>
+__device__ __forceinline__ Acc combine_op(Acc acc, Acc v) {
+  if (kOp == kSum) return acc + v;
+  if (kOp == kMax) return v > acc ? v : acc;
+  return v < acc ? v : acc;
+}
+
+template <class T, class Acc>
+__device__ __forceinline__ Acc load_elem(const T* p, i64 i) {
+  if constexpr (same_type<T, bf16_t>::value || same_type<T, f16_t>::value)
+    return Elem<T>::load(p, i);
+  else
+    return Acc(p[i]);
+}
+
+template <class T, class Acc>
+__device__ __forceinline__ T round_elem(Acc v) {
+  if constexpr (same_type<T, bf16_t>::value || same_type<T, f16_t>::value) {
+    T out;
+    Elem<T>::store(&out, 0, v);
+    return out;
+  } else {
+    return T(v);
+  }
+}
+
+// This rank's part of a chunk (`count` elements at `mine`, in the caller's tensor): every rank's
+// copy of it reduced in rank order in f32 (f64 for double, exactly for integers), rounded once,
+// written back to `mine` and pushed into every other rank's window at out_off. Rank r's copy is
+// `mine` itself for r = me, else the part r pushed into this rank's window at in_off + r * in_stride.
+template <class T, class Acc, int kOp>
+__device__ __forceinline__ void all_reduce_part_body(const u64* windows, T* mine, i64 count, i64 in_off, i64 in_stride,
+                                                     i64 out_off, int ranks, int me) {
+  constexpr int V = 16 / sizeof(T);
+  const unsigned char* own = reinterpret_cast<const unsigned char*>(windows[me]);
+  auto source = [&](int r) { return r == me ? mine : reinterpret_cast<const T*>(own + in_off + r * in_stride); };
+  const i64 tid = i64(blockIdx.x) * blockDim.x + threadIdx.x, threads = i64(gridDim.x) * blockDim.x;
+  // 16-byte vectors where every address allows (windows are 256-byte aligned), then the rest.
+  const bool vec = ((u64(mine) | u64(in_off) | u64(in_stride) | u64(out_off)) & 15) == 0;
+  const i64 vectors = vec ? count / V : 0;
+  for (i64 v = tid; v < vectors; v += threads) {
+    Acc acc[V];
+    for (int r = 0; r < ranks; ++r) {
+      Vec16<T> in;
+      in.q = reinterpret_cast<const int4*>(source(r))[v];
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const Acc x = load_elem<T, Acc>(in.e, j);
+        acc[j] = r == 0 ? x : combine_op<Acc, kOp>(acc[j], x);
+      }
+    }
+    Vec16<T> out;
+#pragma unroll
+    for (int j = 0; j < V; ++j) out.e[j] = round_elem<T, Acc>(acc[j]);
+    reinterpret_cast<int4*>(mine)[v] = out.q;
+    for (int r = 0; r < ranks; ++r)
+      if (r != me) reinterpret_cast<int4*>(windows[r] + out_off)[v] = out.q;
+  }
+  for (i64 i = vectors * V + tid; i < count; i += threads) {
+    Acc acc = Acc(0);
+    for (int r = 0; r < ranks; ++r) {
+      const Acc x = load_elem<T, Acc>(source(r), i);
+      acc = r == 0 ? x : combine_op<Acc, kOp>(acc, x);
+    }
+    const T out = round_elem<T, Acc>(acc);
+    mine[i] = out;
+    for (int r = 0; r < ranks; ++r)
+      if (r != me) reinterpret_cast<T*>(windows[r] + out_off)[i] = out;
+  }
+}
+
+}  // namespace deepep::kernels

@@ -1,0 +1,232 @@
+#include "transport/cuda_ipc/device_plane.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <string_view>
+
+#include "deepep/group.h"
+#include "engine/engine.h"
+#include "rt/cuda_device.h"
+#include "rt/cuda_memory.h"
+#include "rt/env.h"
+#include "rt/error.h"
+#include "rt/jit_kernel.h"
+
+const rt::EmbeddedFile* deepep_kernels_embedded_files(std::size_t* count);
+
+namespace deepep {
+
+static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(CombineRegion) == 24,
+              "the mirrors of kernels/intranode.cuh's structures");
+
+const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
+  static const std::vector<rt::EmbeddedFile> headers = [] {
+    size_t n = 0;
+    const rt::EmbeddedFile* files = deepep_kernels_embedded_files(&n);
+    return std::vector<rt::EmbeddedFile>(files, files + n);
+  }();
+  return headers;
+}
+
+namespace {
+
+const char* element_type(rt::DType dtype) {
+  switch (dtype) {
+    case rt::DType::F32: return "float";
+    case rt::DType::BF16: return "bf16_t";
+    case rt::DType::F16: return "f16_t";
+    case rt::DType::F64: return "double";
+    case rt::DType::I32: return "int";
+    case rt::DType::I64: return "long long";
+    default: return nullptr;
+  }
+}
+
+const char* accumulator_type(rt::DType dtype) {
+  switch (dtype) {
+    case rt::DType::F64: return "double";
+    case rt::DType::I32: return "int";
+    case rt::DType::I64: return "long long";
+    default: return "float";
+  }
+}
+
+constexpr unsigned kThreads = 256;
+
+unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
+  const int64_t cap = int64_t(rt::cuda_device(device).sm_count) * 8;
+  return unsigned(std::clamp<int64_t>((work_items + items_per_block - 1) / items_per_block, 1, cap));
+}
+
+// One kernel: extern "C" name(params) { body }.
+struct KernelText {
+  std::string name, params, body;
+  std::string source() const {
+    return rt::str("#include \"deepep/kernels/intranode.cuh\"\nusing namespace deepep::kernels;\n",
+                   "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
+  }
+  rt::CudaKernel load(int device) const { return rt::jit_kernel(source(), name, device, device_kernel_headers()); }
+};
+
+KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
+
+KernelText dispatch_scatter_text() {
+  return {"deepep_dispatch_scatter",
+          "const unsigned char* x, i64 x_row, const unsigned char* scales, i64 s_row, const void* topk, int topk_i64, "
+          "int k, const float* weights, const int* send_tokens, const i64* send_begin, const DispatchRegion* regions, "
+          "const u64* windows, int ranks, int experts_per_rank",
+          "dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, send_tokens, send_begin, regions, "
+          "windows, ranks, experts_per_rank);"};
+}
+
+KernelText combine_scatter_text() {
+  return {"deepep_combine_scatter",
+          "const unsigned char* x, i64 x_row, const float* weights, int k, const i64* recv_begin, "
+          "const CombineRegion* regions, const u64* windows, int ranks",
+          "combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);"};
+}
+
+KernelText combine_reduce_text(rt::DType dtype) {
+  const char* t = element_type(dtype);
+  RT_ICHECK(dtype == rt::DType::F32 || dtype == rt::DType::BF16 || dtype == rt::DType::F16, "combine_reduce of ",
+            rt::name(dtype));
+  return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
+          rt::str(t, "* out, const ", t, "* stage, i64 hidden, const int* slot, const i64* stage_first, int ranks, ",
+                  "i64 tokens, float* out_w, const float* stage_w, int k"),
+          "combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, stage_w, k);"};
+}
+
+KernelText all_reduce_text(rt::DType dtype, int op) {
+  const char* t = element_type(dtype);
+  RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce_part of ", rt::name(dtype), " op ", op);
+  return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
+          rt::str("const u64* windows, ", t, "* mine, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me"),
+          rt::str("all_reduce_part_body<", t, ", ", accumulator_type(dtype), ", ", op,
+                  ">(windows, mine, count, in_off, in_stride, out_off, ranks, me);")};
+}
+
+constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::F16,
+                                    rt::DType::F64, rt::DType::I32,  rt::DType::I64};
+
+}  // namespace
+
+std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
+  std::vector<KernelText> all = {multi_copy_text(), dispatch_scatter_text(), combine_scatter_text()};
+  for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
+  for (rt::DType d : kReducible)
+    for (int op = 0; op < 3; ++op) all.push_back(all_reduce_text(d, op));
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const KernelText& k : all) out.emplace_back(k.name, k.source());
+  return out;
+}
+
+int64_t DeviceTables::add(const void* data, size_t bytes) {
+  const int64_t at = int64_t((bytes_.size() + 15) / 16 * 16);
+  bytes_.resize(size_t(at) + bytes);
+  if (bytes) std::copy_n(static_cast<const uint8_t*>(data), bytes, bytes_.begin() + at);
+  return at;
+}
+
+DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
+    : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
+      stream_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
+
+DevicePlane::~DevicePlane() { rt::cuda_free(device(), tables_); }
+
+uint64_t DevicePlane::upload(const DeviceTables& tables) {
+  const int64_t n = int64_t(tables.bytes().size());
+  if (n > tables_capacity_) {
+    rt::cuda_free(device(), tables_);
+    tables_capacity_ = std::max<int64_t>(n, 1 << 16);
+    tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
+  }
+  if (n) {
+    const rt::CudaDriver& d = rt::cuda_driver();
+    rt::cuda_context(device());
+    RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, tables.bytes().data(), size_t(n), stream()), "cuMemcpyHtoDAsync",
+                n, " bytes of tables");
+  }
+  return tables_;
+}
+
+void DevicePlane::sync() { stream_.synchronize(); }
+
+void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
+  if (dst.nbytes() == 0) return;
+  const rt::CudaDriver& d = rt::cuda_driver();
+  rt::cuda_context(device());
+  RT_CU_CHECK(d.cuMemcpyHtoDAsync(reinterpret_cast<rt::CuDevicePtr>(dst.data()), src, size_t(dst.nbytes()), stream()),
+              "cuMemcpyHtoDAsync", dst.nbytes(), " bytes");
+}
+
+void DevicePlane::mark(const char* phase) {
+  if (!profile_) return;
+  if (std::string_view(phase) == "start") marks_.clear();  // an operation that failed left its marks
+  marks_.emplace_back(phase, std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch()).count());
+}
+
+void DevicePlane::report(const char* operation) {
+  if (!profile_ || marks_.empty()) return;
+  std::string line = rt::str("deepep profile (rank ", rank_, ") ", operation, ":");
+  for (size_t i = 1; i < marks_.size(); ++i)
+    line += rt::str(" ", marks_[i].first, " ", (marks_[i].second - marks_[i - 1].second) / 1000, " us");
+  std::fprintf(stderr, "%s (total %lld us)\n", line.c_str(),
+               static_cast<long long>((marks_.back().second - marks_.front().second) / 1000));
+  marks_.clear();
+}
+
+void DevicePlane::sync_and_barrier(const std::string& what) {
+  sync();
+  engine_.barrier(what);
+}
+
+void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
+  if (count == 0 || max_bytes == 0) return;
+  const rt::CudaKernel k = multi_copy_text().load(device());
+  constexpr int64_t kPiece = 16 << 10;  // kernels::kCopyPiece
+  const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
+  k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
+}
+
+void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk,
+                                   bool topk_i64, int k, uint64_t weights, uint64_t send_tokens, uint64_t send_begin,
+                                   uint64_t regions, int64_t sends, int experts_per_rank) {
+  if (sends == 0) return;
+  const rt::CudaKernel kern = dispatch_scatter_text().load(device());
+  const int topk_flag = topk_i64 ? 1 : 0;
+  const uint64_t windows = window_.window_table();
+  kern.launch_with({grid_for(device(), sends, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, scales,
+                   s_row, topk, topk_flag, k, weights, send_tokens, send_begin, regions, windows, size_,
+                   experts_per_rank);
+}
+
+void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin,
+                                  uint64_t regions, int64_t rows) {
+  if (rows == 0) return;
+  const rt::CudaKernel kern = combine_scatter_text().load(device());
+  const uint64_t windows = window_.window_table();
+  kern.launch_with({grid_for(device(), rows, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, weights,
+                   k, recv_begin, regions, windows, size_);
+}
+
+void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
+                                 uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k) {
+  if (tokens == 0) return;
+  const rt::CudaKernel kern = combine_reduce_text(dtype).load(device());
+  const unsigned grid = unsigned(std::min<int64_t>(tokens, int64_t(rt::cuda_device(device()).sm_count) * 16));
+  kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, stage, hidden, slots, stage_first, size_, tokens,
+                   out_w, stage_w, k);
+}
+
+void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off,
+                                  int64_t in_stride, int64_t out_off) {
+  if (count <= 0) return;
+  const rt::CudaKernel kern = all_reduce_text(dtype, op).load(device());
+  const uint64_t windows = window_.window_table();
+  kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, count,
+                   in_off, in_stride, out_off, size_, rank_);
+}
+
+}  // namespace deepep

@@ -1,0 +1,115 @@
+// The cuda_ipc data plane of a communicator: the device windows (IpcWindow), a private stream and
+// the kernels of kernels/intranode.cuh, JIT-compiled per device. Operations on CUDA tensors
+// (buffer/gpu_*.cc, collectives/gpu_all_reduce.cc) run as phases: kernels on the stream, then
+// sync_and_barrier(), so every rank's writes into the windows are complete before anyone reads.
+// The stream synchronizes with the legacy default stream, where rt::Tensor's copies run.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "deepep/transport.h"
+#include "engine/tensor_pool.h"
+#include "rt/cuda_stream.h"
+#include "rt/dtype.h"
+#include "rt/embedded_file.h"
+#include "transport/cuda_ipc/ipc_window.h"
+
+namespace deepep {
+
+class Engine;
+
+// Mirrors of the kernels' structures (kernels/intranode.cuh), laid out identically.
+struct CopyDesc {
+  uint64_t dst, src;
+  int64_t bytes;
+};
+struct DispatchRegion {
+  int64_t x, scales, topk, weights, src;
+  int64_t first_row;
+};
+struct CombineRegion {
+  int64_t x, weights;
+  int64_t first_row;
+};
+
+// Small per-operation tables (send lists, regions, offsets) gathered on the host and uploaded in
+// one copy before the kernels that read them.
+class DeviceTables {
+ public:
+  // Appends `bytes` of `data` (16-byte aligned); returns its offset.
+  int64_t add(const void* data, size_t bytes);
+  template <class T>
+  int64_t add(const std::vector<T>& v) {
+    return add(v.data(), v.size() * sizeof(T));
+  }
+  const std::vector<uint8_t>& bytes() const { return bytes_; }
+
+ private:
+  std::vector<uint8_t> bytes_;
+};
+
+class DevicePlane {
+ public:
+  // Collective over the group.
+  DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes);
+  ~DevicePlane();
+
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  int device() const { return window_.device(); }
+  const IpcWindow& window() const { return window_; }
+  rt::CuStream stream() const { return stream_.handle(); }
+
+  // Uploads `tables` (the previous operation's tables are no longer in use: every operation ends
+  // synchronized); returns the device address of offset 0.
+  uint64_t upload(const DeviceTables& tables);
+  // Waits for this rank's kernels, then for every rank (the engine's barrier, bounded like every
+  // wait of the communicator).
+  void sync_and_barrier(const std::string& what);
+  void sync();
+  // Outputs of the device operations (a caching pool on this device).
+  TensorPool& pool() { return pool_; }
+  // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
+  void copy_to_device(const rt::Tensor& dst, const void* src);
+
+  // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
+  // every phase on stderr (one line per operation and rank) and starts over.
+  void mark(const char* phase);
+  void report(const char* operation);
+
+  // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
+  void multi_copy(uint64_t descs, int count, int64_t max_bytes);
+  void dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk, bool topk_i64, int k,
+                        uint64_t weights, uint64_t send_tokens, uint64_t send_begin, uint64_t regions, int64_t sends,
+                        int experts_per_rank);
+  void combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin, uint64_t regions,
+                       int64_t rows);
+  void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
+                      uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k);
+  // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min.
+  void all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off, int64_t in_stride,
+                       int64_t out_off);
+
+ private:
+  Engine& engine_;
+  int rank_ = 0;
+  int size_ = 0;
+  IpcWindow window_;
+  rt::CudaStream stream_;
+  rt::CuDevicePtr tables_ = 0;
+  int64_t tables_capacity_ = 0;
+  TensorPool pool_;
+  bool profile_ = false;
+  std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
+};
+
+// Every kernel the plane compiles, as (name, NVRTC source), and the headers they include: what the
+// CPU-only tests compile for sm_90a.
+std::vector<std::pair<std::string, std::string>> device_kernel_sources();
+const std::vector<rt::EmbeddedFile>& device_kernel_headers();
+
+}  // namespace deepep

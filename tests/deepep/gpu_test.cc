@@ -1,0 +1,331 @@
+// The cuda_ipc data plane: dispatch, combine and all_reduce of CUDA tensors, with several processes
+// per GPU when the machine has one (the windows are then shared through CUDA IPC on one device).
+// Dispatch and combine must give the CPU path's bits (that path is checked against the reference
+// in dispatch_test.cc); all_reduce is checked against a float64 reference. Skipped without a GPU.
+// The parent never touches CUDA (its children fork from it): a probe process looks for the GPU.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "moe_ref.h"
+#include "rt/cuda_device.h"
+#include "transport/cuda_ipc/device_plane.h"
+#include "rt/nvrtc.h"
+
+namespace {
+
+using deepep_test::expect_all_failed_with;
+using deepep_test::expect_all_ok;
+using deepep_test::MoeCase;
+using deepep_test::Routing;
+using deepep_test::run_ranks;
+using deepep_test::test_options;
+using deepep_test::test_seed;
+
+// Whether a GPU of compute capability 7.0 or newer is visible, asked in a child process.
+bool gpu_present() {
+  static const bool present = [] {
+    const pid_t pid = fork();
+    if (pid == 0) {
+      bool ok = false;
+      try {
+        ok = rt::cuda_device_count() > 0 && rt::cuda_device(0).sm_major >= 7;
+      } catch (...) {
+      }
+      _exit(ok ? 0 : 1);
+    }
+    int status = 0;
+    waitpid(pid, &status, 0);
+    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  }();
+  return present;
+}
+
+#define REQUIRE_GPU() \
+  if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU (sm_70+) visible"
+
+// This rank's device: ranks spread over the visible GPUs, several per GPU when there are more ranks.
+deepep::CommOptions gpu_options(int rank) {
+  deepep::CommOptions o = test_options();
+  o.cuda_device = rank % rt::cuda_device_count();
+  return o;
+}
+
+rt::Device device_of(int rank) { return rt::Device::cuda(rank % rt::cuda_device_count()); }
+
+void expect_same(const rt::Tensor& cpu, const rt::Tensor& gpu, const char* what) {
+  EP_CHECK(cpu.defined() == gpu.defined(), what, ": defined on one path only");
+  if (!cpu.defined()) return;
+  EP_CHECK(gpu.device().is_cuda(), what, " is on ", gpu.device().to_string());
+  EP_CHECK(cpu.shape() == gpu.shape() && cpu.dtype() == gpu.dtype(), what, ": ", cpu.shape_string(), " vs ",
+           gpu.shape_string());
+  const rt::Tensor back = gpu.to(rt::Device::cpu());
+  const auto* a = static_cast<const uint8_t*>(cpu.data());
+  const auto* b = static_cast<const uint8_t*>(back.data());
+  for (int64_t i = 0; i < cpu.nbytes(); ++i)
+    EP_CHECK(a[i] == b[i], what, ": byte ", i, " differs (cpu ", int(a[i]), ", gpu ", int(b[i]), ")");
+}
+
+// Random bf16 rows, the same on both paths.
+rt::Tensor random_bf16(int64_t rows, int64_t cols, uint64_t seed) {
+  rt::Tensor t = rt::Tensor::empty({rows, cols}, rt::DType::BF16);
+  std::mt19937_64 gen(seed);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  for (int64_t i = 0; i < rows * cols; ++i) t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(u(gen));
+  return t;
+}
+
+// Dispatch (BF16 or FP8), combine, a second combine in f32 and a cached dispatch, on both paths
+// (with `faults` injected on both communicators).
+void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faults = {}) {
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::CommOptions cpu_options = test_options(), device_options = gpu_options(me);
+    cpu_options.faults = device_options.faults = faults;
+    deepep::Buffer cpu(g, 8 << 20, 0, false, cpu_options);
+    deepep::Buffer gpu(g, 8 << 20, 0, false, device_options);
+    for (bool fp8 : {false, true}) {
+      deepep::DispatchArgs a;
+      a.x = fp8 ? c.x_fp8(me) : c.x_bf16(me);
+      if (fp8) a.x_scales = c.x_scales(me);
+      a.topk_idx = c.topk_tensor(me);
+      a.topk_weights = c.weights_tensor(me);
+      a.num_experts = c.experts;
+      a.expert_alignment = 4;
+      deepep::DispatchArgs ag = a;
+      ag.x = a.x.to(dev);
+      if (fp8) ag.x_scales = a.x_scales.to(dev);
+      ag.topk_idx = a.topk_idx.to(dev);
+      ag.topk_weights = a.topk_weights.to(dev);
+      const deepep::DispatchResult dc = cpu.dispatch(a), dg = gpu.dispatch(ag);
+      expect_same(dc.recv_x, dg.recv_x, "recv_x");
+      expect_same(dc.recv_x_scales, dg.recv_x_scales, "recv_x_scales");
+      expect_same(dc.recv_topk_idx, dg.recv_topk_idx, "recv_topk_idx");
+      expect_same(dc.recv_topk_weights, dg.recv_topk_weights, "recv_topk_weights");
+      expect_same(dc.handle->recv_src_idx, dg.handle->recv_src_idx, "recv_src_idx");
+      EP_CHECK(dc.num_recv_tokens_per_expert == dg.num_recv_tokens_per_expert, "num_recv_tokens_per_expert");
+      expect_same(dc.handle->rank_prefix_matrix, dg.handle->rank_prefix_matrix.to(dev), "rank_prefix_matrix");
+
+      const int64_t N = dc.recv_x.size(0);
+      const rt::Tensor y = random_bf16(N, c.hidden, test_seed() + uint64_t(me) * 7 + fp8);
+      const deepep::CombineResult cc = cpu.combine(y, *dc.handle, dc.recv_topk_weights);
+      const deepep::CombineResult cg = gpu.combine(y.to(dev), *dg.handle, dg.recv_topk_weights);
+      expect_same(cc.combined_x, cg.combined_x, "combined_x");
+      expect_same(cc.combined_topk_weights, cg.combined_topk_weights, "combined_topk_weights");
+
+      // f32 rows, no weights, the same handle again.
+      rt::Tensor y32 = rt::Tensor::empty({N, c.hidden}, rt::DType::F32);
+      for (int64_t i = 0; i < y32.numel(); ++i) y32.data_as<float>()[i] = y.data_as<tl::bfloat16_t>()[i].to_float() * 3;
+      expect_same(cpu.combine(y32, *dc.handle).combined_x, gpu.combine(y32.to(dev), *dg.handle).combined_x,
+                  "combined_x (f32)");
+
+      // Cached: new rows along the same routing.
+      MoeCase c2 = c;
+      c2.data_seed = c.seed + 11;
+      deepep::DispatchArgs cached;
+      cached.x = fp8 ? c2.x_fp8(me) : c2.x_bf16(me);
+      if (fp8) cached.x_scales = c2.x_scales(me);
+      cached.handle = dc.handle;
+      deepep::DispatchArgs cached_g;
+      cached_g.x = cached.x.to(dev);
+      if (fp8) cached_g.x_scales = cached.x_scales.to(dev);
+      cached_g.handle = dg.handle;
+      const deepep::DispatchResult kc = cpu.dispatch(cached), kg = gpu.dispatch(cached_g);
+      expect_same(kc.recv_x, kg.recv_x, "cached recv_x");
+      expect_same(kc.recv_x_scales, kg.recv_x_scales, "cached recv_x_scales");
+    }
+  }));
+}
+
+MoeCase make(int ranks, int experts, int topk, Routing routing, int hidden) {
+  MoeCase c;
+  c.seed = test_seed() ^ uint64_t(ranks * 977 + experts);
+  c.ranks = ranks;
+  c.experts = experts;
+  c.topk = topk;
+  c.routing = routing;
+  c.hidden = hidden;
+  return c;
+}
+
+TEST(DeepEPGpu, DispatchCombineTwoRanks) {
+  REQUIRE_GPU();
+  dispatch_combine_like_cpu(make(2, 16, 4, Routing::Uniform, 512));
+}
+
+TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
+  REQUIRE_GPU();
+  MoeCase c = make(4, 32, 6, Routing::Sparse, 384);
+  c.zero_tokens_rank = true;
+  dispatch_combine_like_cpu(c);
+}
+
+// Lost and corrupted frames on the host transport (the control plane; the device data moves by
+// stores into the windows, with no frames to lose): the results do not change.
+TEST(DeepEPGpu, DispatchCombineWithInjectedLoss) {
+  REQUIRE_GPU();
+  deepep::FaultConfig faults;
+  faults.drop = 0.10;
+  faults.corrupt = 0.05;
+  faults.seed = test_seed();
+  dispatch_combine_like_cpu(make(3, 24, 4, Routing::Uniform, 256), faults);
+}
+
+// A rank killed as it starts the combine: the others get the clear error within the bound.
+TEST(DeepEPGpu, KilledRankIsAClearErrorOnTheOthers) {
+  REQUIRE_GPU();
+  MoeCase c = make(3, 12, 4, Routing::Uniform, 256);
+  auto outcomes = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    deepep::CommOptions o = gpu_options(me);
+    o.faults.kill_rank = 1;
+    o.faults.kill_at_op = 2;
+    deepep::Buffer buf(g, 8 << 20, 0, false, o);
+    deepep::DispatchArgs a;
+    a.x = c.x_bf16(me).to(device_of(me));
+    a.topk_idx = c.topk_tensor(me).to(device_of(me));
+    a.num_experts = c.experts;
+    const deepep::DispatchResult d = buf.dispatch(a);  // op 1
+    try {
+      buf.combine(d.recv_x, *d.handle);  // op 2: rank 1 dies as it starts
+    } catch (const deepep::CommError& e) {
+      EP_CHECK(std::string(e.what()).find("rank 1") != std::string::npos, e.what());
+      return;
+    }
+    EP_CHECK(false, "no error although rank 1 died");
+  });
+  ASSERT_EQ(outcomes.size(), 3u);
+  EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
+  for (int r : {0, 2}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
+}
+
+// all_reduce against a float64 reference, with a window small enough to take several chunks.
+TEST(DeepEPGpu, AllReduceInChunks) {
+  REQUIRE_GPU();
+  for (int ranks : {2, 3}) {
+    expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+      const int me = g->rank(), R = g->size();
+      deepep::CommOptions o = gpu_options(me);
+      o.device_window_bytes = 64 << 10;  // 32 KiB per chunk
+      deepep::Comm comm(g, o);
+      const rt::Device dev = device_of(me);
+      auto value = [](int r, int64_t i) { return float(std::sin(double(i) * 0.37 + r * 1.3) * (r + 1)); };
+      for (int64_t n : {int64_t(1), int64_t(1000), int64_t(50001)}) {
+        for (rt::DType dt : {rt::DType::F32, rt::DType::BF16}) {
+          rt::Tensor t = rt::Tensor::empty({n}, dt);
+          for (int64_t i = 0; i < n; ++i) {
+            if (dt == rt::DType::F32)
+              t.data_as<float>()[i] = value(me, i);
+            else
+              t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(value(me, i));
+          }
+          const rt::Tensor d = t.to(dev);
+          deepep::all_reduce(comm, d);
+          const rt::Tensor back = d.to(rt::Device::cpu());
+          for (int64_t i = 0; i < n; ++i) {
+            double want = 0, mag = 0;
+            for (int r = 0; r < R; ++r) {
+              const double v = dt == rt::DType::F32 ? value(r, i) : tl::bfloat16_t::from_float(value(r, i)).to_float();
+              want += v;
+              mag += std::fabs(v);
+            }
+            const double got = dt == rt::DType::F32 ? back.data_as<float>()[i] : back.data_as<tl::bfloat16_t>()[i].to_float();
+            const double tol = (dt == rt::DType::F32 ? 1e-6 : 8e-3) * (mag + 1e-3);
+            EP_CHECK(std::fabs(got - want) <= tol, rt::name(dt), "[", n, "] element ", i, ": got ", got, " want ", want);
+          }
+        }
+      }
+      // Max over int32, exact.
+      rt::Tensor m = rt::Tensor::empty({777}, rt::DType::I32);
+      for (int64_t i = 0; i < 777; ++i) m.data_as<int32_t>()[i] = int32_t((i * 31 + me * 977) % 1013) - 500;
+      const rt::Tensor md = m.to(dev);
+      deepep::all_reduce(comm, md, deepep::ReduceOp::Max);
+      const rt::Tensor mb = md.to(rt::Device::cpu());
+      for (int64_t i = 0; i < 777; ++i) {
+        int32_t want = INT32_MIN;
+        for (int r = 0; r < R; ++r) want = std::max(want, int32_t((i * 31 + r * 977) % 1013) - 500);
+        EP_CHECK(mb.data_as<int32_t>()[i] == want, "max element ", i);
+      }
+    }));
+  }
+}
+
+// Bad input on the GPU path: the same clear error on every rank, and the communicator still works.
+TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    // A window too small for the traffic.
+    deepep::Buffer small(g, 4096, 0, false, gpu_options(me));
+    deepep::DispatchArgs a;
+    a.x = c.x_bf16(me).to(dev);
+    a.topk_idx = c.topk_tensor(me).to(dev);
+    a.num_experts = c.experts;
+    try {
+      small.dispatch(a);
+      EP_CHECK(false, "a dispatch through a 4 KiB window succeeded");
+    } catch (const rt::Error& e) {
+      EP_CHECK(std::string(e.what()).find("device window (4096 bytes per rank") != std::string::npos, e.what());
+    }
+    // topk_idx on the CPU while x is on the GPU.
+    deepep::DispatchArgs b = a;
+    b.topk_idx = c.topk_tensor(me);
+    try {
+      small.dispatch(b);
+      EP_CHECK(false, "a CPU topk_idx with CUDA x was accepted");
+    } catch (const rt::Error& e) {
+      EP_CHECK(std::string(e.what()).find("topk_idx is on cpu; expected cuda") != std::string::npos, e.what());
+    }
+    // Still usable: a small all_reduce through the same communicator.
+    rt::Tensor t = rt::Tensor::empty({8}, rt::DType::F32);
+    for (int i = 0; i < 8; ++i) t.data_as<float>()[i] = float(me + i);
+    const rt::Tensor d = t.to(dev);
+    deepep::all_reduce(small.comm(), d);
+    EP_CHECK(d.to(rt::Device::cpu()).data_as<float>()[3] == 7.0f);
+  }));
+  // One rank passes CUDA tensors, the other CPU tensors: the ranks disagree.
+  expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+                           const int me = g->rank();
+                           deepep::Buffer buf(g, 1 << 20, 0, false, gpu_options(me));
+                           deepep::DispatchArgs a;
+                           a.x = me == 0 ? c.x_bf16(me).to(device_of(me)) : c.x_bf16(me);
+                           a.topk_idx = me == 0 ? c.topk_tensor(me).to(device_of(me)) : c.topk_tensor(me);
+                           a.num_experts = c.experts;
+                           buf.dispatch(a);
+                         }),
+                         {"disagree", "on the GPU"});
+}
+
+// A CUDA tensor given to a communicator without a device plane (runs without a GPU: the check
+// comes before any device access).
+TEST(DeepEPGpu, CudaTensorsNeedADevicePlane) {
+  expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+                           deepep::Comm comm(g, test_options());
+                           static float fake[4];
+                           const rt::Tensor t = rt::Tensor::wrap(fake, {4}, rt::DType::F32, rt::Device::cuda(0));
+                           deepep::all_reduce(comm, t);
+                         }),
+                         {"is on cuda:0", "CommOptions::cuda_device"});
+}
+
+// Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed).
+TEST(DeepEPGpu, KernelsCompileForHopper) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  rt::NvrtcOptions options;
+  options.arch = "sm_90a";
+  options.want_cubin = false;
+  const auto sources = deepep::device_kernel_sources();
+  EXPECT_GE(sources.size(), 20u);
+  for (const auto& [name, source] : sources) {
+    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+    EXPECT_NE(r.ptx.find(name), std::string::npos) << name;
+  }
+}
+
+}  // namespace
