@@ -58,17 +58,26 @@ std::vector<int32_t> expert_owners(int num_experts, int num_ranks) {
   return owner;
 }
 
-std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct) {
+std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows) {
   std::string err = check_matrix(topk_idx, "topk_idx", {rt::DType::I64, rt::DType::I32}, rows);
+  if (err.empty() && topk_idx.size(1) <= 0)
+    err = rt::str("topk_idx has shape ", topk_idx.shape_string(), "; k must be at least 1");
+  return err;
+}
+
+std::string topk_range_error(int64_t t, int64_t k, int64_t value, int num_experts) {
+  return rt::str("topk_idx[", t, ", ", k, "] = ", value, " is out of range [-1, ", num_experts, ")");
+}
+
+std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct) {
+  std::string err = check_topk_shape(topk_idx, rows);
   if (!err.empty()) return err;
   const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
   const TopkReader topk(topk_idx);
-  if (K <= 0) return rt::str("topk_idx has shape ", topk_idx.shape_string(), "; k must be at least 1");
   for (int64_t t = 0; t < T; ++t)
     for (int64_t k = 0; k < K; ++k) {
       const int64_t v = topk[t * K + k];
-      if (v < -1 || v >= num_experts)
-        return rt::str("topk_idx[", t, ", ", k, "] = ", v, " is out of range [-1, ", num_experts, ")");
+      if (v < -1 || v >= num_experts) return topk_range_error(t, k, v, num_experts);
       if (distinct && v >= 0)
         for (int64_t j = 0; j < k; ++j)
           if (topk[t * K + j] == v)

@@ -72,8 +72,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       }
       if (plane) plane->mark("topk-copy");
     }
-    if (err.empty()) err = detail::check_topk(topk, T, a.num_experts, false);
-    if (plane) plane->mark("check-topk");
+    if (err.empty()) err = detail::check_topk_shape(topk, T);  // the values: in the routing pass below
     if (err.empty()) K = topk.size(1);
     if (err.empty() && a.topk_weights.defined())
       err = detail::check_matrix(a.topk_weights, "topk_weights", {DType::F32}, T, K, dev);
@@ -87,12 +86,15 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     const std::vector<int32_t> owner = detail::expert_owners(a.num_experts, R);
     const detail::TopkReader ids(topk);
     in_rank.assign(size_t(T * R), 0);
-    for (int64_t t = 0; t < T; ++t)
+    for (int64_t t = 0; t < T && err.empty(); ++t)
       for (int64_t k = 0; k < K; ++k) {
         const int64_t ex = ids[t * K + k];
-        if (ex >= 0) {
+        if (ex >= 0 && ex < a.num_experts) {
           in_rank[size_t(t * R + owner[size_t(ex)])] = 1;
           ++expert_counts[size_t(ex)];
+        } else if (ex != -1) {
+          err = detail::topk_range_error(t, k, ex, a.num_experts);
+          break;
         }
       }
     for (int64_t t = 0; err.empty() && t < T; ++t)
