@@ -1,4 +1,5 @@
-// Buffer: expert-parallel dispatch and combine with DeepEP's semantics, on CPU tensors.
+// Buffer: expert-parallel dispatch and combine with DeepEP's semantics, on CPU tensors, or on CUDA
+// tensors with a device plane (CommOptions::cuda_device; normal mode only).
 //
 // Normal mode (training, prefill):
 //   layout = buffer.get_dispatch_layout(topk_idx, num_experts);              // local
@@ -23,8 +24,9 @@
 // e4m3 * scale). Normal dispatch moves FP8 given by the caller; low_latency_dispatch with use_fp8
 // quantizes BF16 input: scale = max(amax, 1e-4) / 448 per 128-channel block.
 //
-// Every call is synchronous on the CPU (the returned Event is complete); one low-latency receive
-// may be pending (hook not called yet) per Buffer: any other call on the Buffer completes it first.
+// Every call is synchronous (the returned Event is complete; on the GPU the results are ready); one
+// low-latency receive may be pending (hook not called yet) per Buffer: any other call on the Buffer
+// completes it first.
 #pragma once
 
 #include <cstdint>

@@ -1,4 +1,5 @@
-// Collectives on a communicator, on CPU tensors (contiguous). Every rank calls the same collective
+// Collectives on a communicator, on CPU tensors (contiguous); all_reduce also on CUDA tensors of the
+// communicator's device plane (CommOptions::cuda_device). Every rank calls the same collective
 // with tensors of the same dtype and size (checked: a disagreement is an error on every rank).
 //
 // dtypes: f32, f16, bf16, i32 (and i64, f64) for reductions; any dtype for data movement.
