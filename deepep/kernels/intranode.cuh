@@ -48,8 +48,8 @@ __device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned cha
 }
 
 // A list of independent copies: descriptor j = {dst, src, bytes}; blockIdx.y picks the descriptor
-// and the warps of blockIdx.x split it into 16 KiB pieces (kCopyPiece).
-constexpr i64 kCopyPiece = 16 << 10;
+// and the warps of blockIdx.x split it into 8 KiB pieces (kCopyPiece).
+constexpr i64 kCopyPiece = 8 << 10;
 
 struct CopyDesc {
   u64 dst, src;
@@ -183,39 +183,75 @@ union Vec16 {
   T e[16 / sizeof(T)];
 };
 
+// Ranks a combine reduces over at most (the staged rows of one token are found once per block).
+constexpr int kMaxCombineRanks = 256;
+
 template <class T>
 __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 hidden, const int* slot,
                                                     const i64* stage_first, int ranks, i64 tokens, float* out_w,
                                                     const float* stage_w, int k) {
   constexpr int V = 16 / sizeof(T);
   constexpr bool kFromFirst = same_type<T, bf16_t>::value;
-  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element.
+  // The token's staged rows, in rank order (found once per token, not per column).
+  __shared__ i64 rows[kMaxCombineRanks];
+  __shared__ int nrows;
+  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
+  // each thread takes two columns so that two loads per row are in flight.
   const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
   const i64 step = vec ? V : 1;
   for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
-    for (i64 c = threadIdx.x * step; c < hidden; c += blockDim.x * step) {
-      float acc[V];
-      bool first = true;
+    __syncthreads();  // the previous token's rows are no longer read
+    if (threadIdx.x == 0) {
+      int n = 0;
       for (int r = 0; r < ranks; ++r) {
         const int s = slot[t * ranks + r];
-        if (s < 0) continue;
-        const i64 at = (stage_first[r] + s) * hidden + c;
-        Vec16<T> in;
-        if (vec) in.q = *reinterpret_cast<const int4*>(stage + at);
-        for (int j = 0; j < step; ++j) {
-          const float v = vec ? Elem<T>::load(in.e, j) : Elem<T>::load(stage, at);
-          acc[j] = (kFromFirst && first) ? v : (first ? 0.0f : acc[j]) + v;
-        }
-        first = false;
+        if (s >= 0) rows[n++] = (stage_first[r] + s) * hidden;
       }
-      if (first)
-        for (int j = 0; j < step; ++j) acc[j] = 0.0f;
+      nrows = n;
+    }
+    __syncthreads();
+    const int n = nrows;
+    for (i64 c0 = threadIdx.x * step; c0 < hidden; c0 += 2 * blockDim.x * step) {
+      const i64 c1 = c0 + blockDim.x * step;
+      const bool two = c1 < hidden;
+      float acc0[V], acc1[V];
+      for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = 0.0f;
+      for (int i = 0; i < n; ++i) {
+        const bool from_first = kFromFirst && i == 0;
+        if (vec) {
+          Vec16<T> a, b;
+          a.q = *reinterpret_cast<const int4*>(stage + rows[i] + c0);
+          if (two) b.q = *reinterpret_cast<const int4*>(stage + rows[i] + c1);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float x = Elem<T>::load(a.e, j);
+            acc0[j] = from_first ? x : acc0[j] + x;
+            if (two) {
+              const float y = Elem<T>::load(b.e, j);
+              acc1[j] = from_first ? y : acc1[j] + y;
+            }
+          }
+        } else {
+          const float x = Elem<T>::load(stage, rows[i] + c0);
+          acc0[0] = from_first ? x : acc0[0] + x;
+          if (two) {
+            const float y = Elem<T>::load(stage, rows[i] + c1);
+            acc1[0] = from_first ? y : acc1[0] + y;
+          }
+        }
+      }
       if (vec) {
-        Vec16<T> o;
-        for (int j = 0; j < V; ++j) Elem<T>::store(o.e, j, acc[j]);
-        *reinterpret_cast<int4*>(out + t * hidden + c) = o.q;
+        Vec16<T> o0, o1;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          Elem<T>::store(o0.e, j, acc0[j]);
+          Elem<T>::store(o1.e, j, acc1[j]);
+        }
+        *reinterpret_cast<int4*>(out + t * hidden + c0) = o0.q;
+        if (two) *reinterpret_cast<int4*>(out + t * hidden + c1) = o1.q;
       } else {
-        Elem<T>::store(out, t * hidden + c, acc[0]);
+        Elem<T>::store(out, t * hidden + c0, acc0[0]);
+        if (two) Elem<T>::store(out, t * hidden + c1, acc1[0]);
       }
     }
     if (out_w != nullptr && threadIdx.x < k) {

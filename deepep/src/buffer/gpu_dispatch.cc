@@ -141,6 +141,7 @@ CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const D
                                 const rt::Tensor& topk_weights) {
   using rt::DType;
   const int R = plane.size(), me = plane.rank();
+  RT_USER_CHECK(R <= 256, "deepep combine: the GPU path reduces over at most 256 ranks, this group has ", R);
   const int32_t* rp = h.rank_prefix_matrix.data_as<int32_t>();
   auto count = [&](int s, int j) { return int64_t(rp[s * R + j]) - (s ? rp[(s - 1) * R + j] : 0); };
   const int64_t H = x.size(1);

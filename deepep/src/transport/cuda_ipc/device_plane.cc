@@ -185,7 +185,7 @@ void DevicePlane::sync_and_barrier(const std::string& what) {
 void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   if (count == 0 || max_bytes == 0) return;
   const rt::CudaKernel k = multi_copy_text().load(device());
-  constexpr int64_t kPiece = 16 << 10;  // kernels::kCopyPiece
+  constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
   const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
   k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
 }
