@@ -190,18 +190,21 @@ void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp
   tables.add(copies);
   const uint64_t descs = plane.upload(tables);
   const int opcode = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2;
-  uint64_t at = descs;
+  // A chunk's collects (local copies out of this rank's results) and the next chunk's pushes (writes
+  // into the peers' source regions, free since their reductions passed the barrier) are adjacent in
+  // the table and go in one launch, so the local copies overlap the link writes.
+  const uint64_t group = uint64_t(R - 1) * sizeof(CopyDesc);
+  plane.multi_copy(descs, R - 1, int64_t(split(size_t(std::min(chunk, n)), R).len[0]) * es);
+  uint64_t at = descs + group;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
     const Parts p = split(size_t(std::min(chunk, n - c0)), R);
-    const int64_t largest = int64_t(p.len[0]) * es;
-    plane.multi_copy(at, R - 1, largest);
-    at += uint64_t(R - 1) * sizeof(CopyDesc);
     plane.sync_and_barrier("all_reduce");
     plane.all_reduce_part(tensor.dtype(), opcode, data + (uint64_t(c0) + p.off[size_t(me)]) * es,
                           int64_t(p.len[size_t(me)]), 0, stride, out_off + int64_t(p.off[size_t(me)]) * es);
     plane.sync_and_barrier("all_reduce");
-    plane.multi_copy(at, R - 1, largest);
-    at += uint64_t(R - 1) * sizeof(CopyDesc);
+    const bool last = c0 + chunk >= n;
+    plane.multi_copy(at, last ? R - 1 : 2 * (R - 1), int64_t(p.len[0]) * es);
+    at += last ? group : 2 * group;
   }
   plane.sync();
 }
