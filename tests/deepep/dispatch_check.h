@@ -13,13 +13,7 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
                                                                  bool with_layout, int alignment = 1) {
   const int me = buf.rank(), R = c.ranks, T = c.tokens(me), H = c.hidden, K = c.topk;
   const int per_rank = c.experts / R;
-  deepep::DispatchArgs a;
-  a.x = fp8 ? c.x_fp8(me) : c.x_bf16(me);
-  if (fp8) a.x_scales = c.x_scales(me);
-  a.topk_idx = c.topk_tensor(me);
-  a.topk_weights = c.weights_tensor(me);
-  a.num_experts = c.experts;
-  a.expert_alignment = alignment;
+  deepep::DispatchArgs a = c.dispatch_args(me, fp8, alignment);
   deepep::DispatchLayout layout;
   if (with_layout) {
     layout = buf.get_dispatch_layout(a.topk_idx, c.experts);

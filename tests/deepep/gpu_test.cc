@@ -89,13 +89,7 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
     deepep::Buffer cpu(g, 8 << 20, 0, false, cpu_options);
     deepep::Buffer gpu(g, 8 << 20, 0, false, device_options);
     for (bool fp8 : {false, true}) {
-      deepep::DispatchArgs a;
-      a.x = fp8 ? c.x_fp8(me) : c.x_bf16(me);
-      if (fp8) a.x_scales = c.x_scales(me);
-      a.topk_idx = c.topk_tensor(me);
-      a.topk_weights = c.weights_tensor(me);
-      a.num_experts = c.experts;
-      a.expert_alignment = 4;
+      const deepep::DispatchArgs a = c.dispatch_args(me, fp8, 4);
       deepep::DispatchArgs ag = a;
       ag.x = a.x.to(dev);
       if (fp8) ag.x_scales = a.x_scales.to(dev);

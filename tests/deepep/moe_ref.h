@@ -110,6 +110,17 @@ struct MoeCase {
       for (int k = 0; k < topk; ++k) w.data_as<float>()[t * topk + k] = weight(rank, t, k);
     return w;
   }
+  // This rank's normal-mode dispatch arguments (CPU tensors): BF16 rows, or FP8 with scales.
+  deepep::DispatchArgs dispatch_args(int rank, bool fp8, int alignment) const {
+    deepep::DispatchArgs a;
+    a.x = fp8 ? x_fp8(rank) : x_bf16(rank);
+    if (fp8) a.x_scales = x_scales(rank);
+    a.topk_idx = topk_tensor(rank);
+    a.topk_weights = weights_tensor(rank);
+    a.num_experts = experts;
+    a.expert_alignment = alignment;
+    return a;
+  }
 };
 
 // The tokens rank `me` receives in normal dispatch: (source rank, source token), in order.
