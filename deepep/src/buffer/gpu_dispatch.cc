@@ -55,23 +55,19 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   const int R = plane.size(), me = plane.rank();
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
   // Every rank checks every destination's space the same way, so all raise the same error.
-  for (int d = 0; d < R; ++d) {
-    int64_t need = 0;
-    const int64_t rows = p.rank_prefix[size_t((R - 1) * R + d)];
-    dispatch_region(p, rows, x_row, &need);
-    if (need > plane.window().bytes()) window_too_small("dispatch", plane, d, rt::str("receives ", rows, " tokens"), need);
-  }
   DeviceTables tables;
   std::vector<int32_t> send_tokens;
   std::vector<int64_t> send_begin(size_t(R) + 1, 0);
   std::vector<DispatchRegion> regions(static_cast<size_t>(R));
   for (int d = 0; d < R; ++d) {
+    int64_t need = 0;
+    const int64_t rows = p.rank_prefix[size_t((R - 1) * R + d)];
+    regions[size_t(d)] = dispatch_region(p, rows, x_row, &need);
+    if (need > plane.window().bytes()) window_too_small("dispatch", plane, d, rt::str("receives ", rows, " tokens"), need);
+    regions[size_t(d)].first_row = me ? p.rank_prefix[size_t((me - 1) * R + d)] : 0;
     const auto& list = p.send_lists[size_t(d)];
     send_tokens.insert(send_tokens.end(), list.begin(), list.end());
     send_begin[size_t(d) + 1] = int64_t(send_tokens.size());
-    int64_t unused = 0;
-    regions[size_t(d)] = dispatch_region(p, p.rank_prefix[size_t((R - 1) * R + d)], x_row, &unused);
-    regions[size_t(d)].first_row = me ? p.rank_prefix[size_t((me - 1) * R + d)] : 0;
   }
   const int64_t at_tokens = tables.add(send_tokens), at_begin = tables.add(send_begin), at_regions = tables.add(regions);
 

@@ -29,6 +29,15 @@ const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
   return headers;
 }
 
+// One kernel: extern "C" name(params) { body }.
+struct KernelText {
+  std::string name, params, body;
+  std::string source() const {
+    return rt::str("#include \"deepep/kernels/intranode.cuh\"\nusing namespace deepep::kernels;\n",
+                   "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
+  }
+};
+
 namespace {
 
 const char* element_type(rt::DType dtype) {
@@ -58,16 +67,6 @@ unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
   const int64_t cap = int64_t(rt::cuda_device(device).sm_count) * 8;
   return unsigned(std::clamp<int64_t>((work_items + items_per_block - 1) / items_per_block, 1, cap));
 }
-
-// One kernel: extern "C" name(params) { body }.
-struct KernelText {
-  std::string name, params, body;
-  std::string source() const {
-    return rt::str("#include \"deepep/kernels/intranode.cuh\"\nusing namespace deepep::kernels;\n",
-                   "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
-  }
-  rt::CudaKernel load(int device) const { return rt::jit_kernel(source(), name, device, device_kernel_headers()); }
-};
 
 KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
 
@@ -152,6 +151,15 @@ uint64_t DevicePlane::upload(const DeviceTables& tables) {
 
 void DevicePlane::sync() { stream_.synchronize(); }
 
+// Names are unique per kernel text (dtype and op are in them), so launches look up a short name
+// rather than building and comparing the generated source every time.
+rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
+  auto it = kernels_.find(text.name);
+  if (it == kernels_.end())
+    it = kernels_.emplace(text.name, rt::jit_kernel(text.source(), text.name, device(), device_kernel_headers())).first;
+  return it->second;
+}
+
 void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
   if (dst.nbytes() == 0) return;
   const rt::CudaDriver& d = rt::cuda_driver();
@@ -184,7 +192,7 @@ void DevicePlane::sync_and_barrier(const std::string& what) {
 
 void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   if (count == 0 || max_bytes == 0) return;
-  const rt::CudaKernel k = multi_copy_text().load(device());
+  const rt::CudaKernel k = kernel(multi_copy_text());
   constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
   const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
   k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
@@ -194,7 +202,7 @@ void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, i
                                    bool topk_i64, int k, uint64_t weights, uint64_t send_tokens, uint64_t send_begin,
                                    uint64_t regions, int64_t sends, int experts_per_rank) {
   if (sends == 0) return;
-  const rt::CudaKernel kern = dispatch_scatter_text().load(device());
+  const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), sends, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, scales,
@@ -205,7 +213,7 @@ void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, i
 void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin,
                                   uint64_t regions, int64_t rows) {
   if (rows == 0) return;
-  const rt::CudaKernel kern = combine_scatter_text().load(device());
+  const rt::CudaKernel kern = kernel(combine_scatter_text());
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), rows, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, weights,
                    k, recv_begin, regions, windows, size_);
@@ -214,7 +222,7 @@ void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, i
 void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
                                  uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k) {
   if (tokens == 0) return;
-  const rt::CudaKernel kern = combine_reduce_text(dtype).load(device());
+  const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
   const unsigned grid = unsigned(std::min<int64_t>(tokens, int64_t(rt::cuda_device(device()).sm_count) * 16));
   kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, stage, hidden, slots, stage_first, size_, tokens,
                    out_w, stage_w, k);
@@ -223,7 +231,7 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off,
                                   int64_t in_stride, int64_t out_off) {
   if (count <= 0) return;
-  const rt::CudaKernel kern = all_reduce_text(dtype, op).load(device());
+  const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, count,
                    in_off, in_stride, out_off, size_, rank_);

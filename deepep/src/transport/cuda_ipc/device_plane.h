@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -13,6 +14,7 @@
 
 #include "deepep/transport.h"
 #include "engine/tensor_pool.h"
+#include "rt/cuda_module.h"
 #include "rt/cuda_stream.h"
 #include "rt/dtype.h"
 #include "rt/embedded_file.h"
@@ -21,6 +23,7 @@
 namespace deepep {
 
 class Engine;
+struct KernelText;  // device_plane.cc: one generated kernel
 
 // Mirrors of the kernels' structures (kernels/intranode.cuh), laid out identically.
 struct CopyDesc {
@@ -95,6 +98,8 @@ class DevicePlane {
                        int64_t out_off);
 
  private:
+  rt::CudaKernel kernel(const KernelText& text);  // compiled and loaded once per plane
+
   Engine& engine_;
   int rank_ = 0;
   int size_ = 0;
@@ -105,6 +110,7 @@ class DevicePlane {
   TensorPool pool_;
   bool profile_ = false;
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
+  std::map<std::string, rt::CudaKernel> kernels_;        // by kernel name
 };
 
 // Every kernel the plane compiles, as (name, NVRTC source), and the headers they include: what the
