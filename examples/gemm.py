@@ -1,26 +1,26 @@
-# A blocked GEMM written as an explicit tile program, in TileLang's style: each block of 128 threads
-# computes a block_M x block_N tile of C, staging tiles of A and B through shared memory while a
-# fragment accumulates in float32.
+# A blocked GEMM written as an explicit tile program, in TileLang's style: each block of `threads`
+# threads computes a block_M x block_N tile of C, staging tiles of A and B through shared memory
+# (num_stages deep) while a fragment accumulates in float32.
 #
 #   tl run examples/gemm.py --param M=1024 --param N=1024 --param K=1024 --in a.npy --in b.npy --out c.npy
 import tilelang
 import tilelang.language as T
 
 
-def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum_dtype="float"):
+def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum_dtype="float", threads=128, num_stages=3):
     @T.prim_func
     def main(
         A: T.Tensor((M, K), dtype),
         B: T.Tensor((K, N), dtype),
         C: T.Tensor((M, N), dtype),
     ):
-        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=128) as (bx, by):
+        with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             B_shared = T.alloc_shared((block_K, block_N), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)
 
             T.clear(C_local)
-            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=3):
+            for k in T.Pipelined(T.ceildiv(K, block_K), num_stages=num_stages):
                 T.copy(A[by * block_M, k * block_K], A_shared)
                 T.copy(B[k * block_K, bx * block_N], B_shared)
                 T.gemm(A_shared, B_shared, C_local)

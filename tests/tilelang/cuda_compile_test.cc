@@ -1,6 +1,6 @@
 // The CUDA backend without a GPU: every example and test program goes through CUDA code generation
 // and NVRTC for sm_90a and sm_80 without error, and the seed matmul's PTX holds the tensor-core
-// instructions, as does the blocked GEMM tile program's. (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
+// instructions, as do the tile programs' gemms (wgmma on sm_90a, mma.sync on sm_80). (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
 #include <gtest/gtest.h>
 
 #include "program_util.h"
@@ -83,18 +83,56 @@ TEST(CudaCompile, SeedMatmulUsesTensorCoresOnHopper) {
   }
 }
 
-TEST(CudaCompile, BlockedGemmUsesMmaSyncAndPipelinedCopies) {
+// T.gemm runs on wgmma on sm_90a and on mma.sync (operands by ldmatrix) on sm_80.
+TEST(CudaCompile, BlockedGemmUsesTensorCoresAndPipelinedCopies) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   for (const char* dtype : {"float16", "bfloat16"})
     for (const char* arch : {"sm_80", "sm_90a"}) {
       Case c{"blocked_gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "512"}, {"K", "256"}, {"dtype", dtype}}, {}};
       std::string ptx = ptx_for(c, arch);
-      EXPECT_NE(ptx.find("mma.sync.aligned.m16n8k16"), std::string::npos) << dtype << " " << arch;
-      EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos) << dtype << " " << arch;  // C in registers
-      // T.Pipelined: the tile copies run ahead with cp.async, 16 bytes a thread.
-      EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos) << dtype << " " << arch;
-      EXPECT_NE(ptx.find("cp.async.wait_group 2"), std::string::npos) << dtype << " " << arch;
+      bool hopper = std::string(arch) == "sm_90a";
+      EXPECT_EQ(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32") != std::string::npos, hopper) << dtype << " " << arch;
+      EXPECT_EQ(ptx.find("mma.sync.aligned.m16n8k16") != std::string::npos, !hopper) << dtype << " " << arch;
+      if (hopper) {
+        // T.Pipelined: the tiles arrive by TMA, on one mbarrier per stage; the gemm of iteration k
+        // runs on while iteration k + 1 loads (one wgmma group left in flight).
+        EXPECT_NE(ptx.find("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"), std::string::npos) << dtype;
+        EXPECT_NE(ptx.find("mbarrier.try_wait.parity"), std::string::npos) << dtype;
+        EXPECT_NE(ptx.find("wgmma.wait_group.sync.aligned 1"), std::string::npos) << dtype;
+        EXPECT_EQ(ptx.find("cp.async.cg.shared.global"), std::string::npos) << dtype;
+      } else {
+        EXPECT_NE(ptx.find("ldmatrix.sync.aligned.m8n8.x4"), std::string::npos) << dtype;  // C in registers
+        // T.Pipelined: the tile copies run 2 stages ahead with cp.async, 16 bytes a thread.
+        EXPECT_NE(ptx.find("cp.async.cg.shared.global"), std::string::npos) << dtype;
+        EXPECT_NE(ptx.find("cp.async.wait_group 2"), std::string::npos) << dtype;
+      }
     }
+}
+
+// Every operand orientation of T.gemm reaches wgmma on sm_90a (K-major and MN-major descriptors).
+TEST(CudaCompile, TransposedTileGemmsUseWgmma) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  for (const char* ta : {"False", "True"})
+    for (const char* tb : {"False", "True"}) {
+      Case c{"gemm_t", "tests/tilelang/programs/gemm_transposed_tile.py", "gemm_t", {{"M", "128"}, {"N", "128"}, {"K", "96"}, {"trans_a", ta}, {"trans_b", tb}}, {}};
+      std::string ptx = ptx_for(c, "sm_90a");
+      EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos) << ta << " " << tb;
+      EXPECT_EQ(ptx.find("mma.sync.aligned"), std::string::npos) << ta << " " << tb;
+    }
+}
+
+// Both gemms of the attention kernel (S = Q K^T, O += P V) run on wgmma at head dims 64 and 128;
+// at head dim 32 V's rows are 64 bytes, which an N-major wgmma operand cannot take, so the kernel
+// stays on mma.sync.
+TEST(CudaCompile, AttentionGemmsUseWgmmaWhereTheTilesAllow) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  for (const char* dim : {"32", "64", "128"}) {
+    Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}}, {}};
+    std::string ptx = ptx_for(c, "sm_90a");
+    bool wgmma = std::string(dim) != "32";
+    EXPECT_EQ(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16") != std::string::npos, wgmma) << dim;
+    EXPECT_EQ(ptx.find("mma.sync.aligned.m16n8k16") != std::string::npos, !wgmma) << dim;
+  }
 }
 
 TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
@@ -116,7 +154,8 @@ TEST(CudaCompile, UnalignedTensorsGetScalarAccesses) {
   };
   std::map<std::string, std::string> gemm{{"M", "256"}, {"N", "256"}, {"K", "256"}};
   std::string aligned = source("examples/gemm.py", "matmul", gemm, {}, true), unaligned = source("examples/gemm.py", "matmul", gemm, {}, false);
-  EXPECT_NE(aligned.find("cp_async_16"), std::string::npos);
+  EXPECT_NE(aligned.find("tile_copy_tma"), std::string::npos);
+  EXPECT_EQ(unaligned.find("tile_copy_tma"), std::string::npos);
   EXPECT_EQ(unaligned.find("cp_async_16"), std::string::npos);
   EXPECT_EQ(unaligned.find("uint4"), std::string::npos);
   std::vector<TensorSpec> seed{{DType::F16, {256, 256}}, {DType::F16, {256, 256}}};

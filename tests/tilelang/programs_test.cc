@@ -90,13 +90,15 @@ TEST(IntegerInputs, Int8MatmulIsExact) {
   EXPECT_EQ(f64(out[0]), ref);  // integer arithmetic: exact
 }
 
-class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t>> {};
+// Tiles of 64 x 64 x 32 and 128 x 128 x 64: on sm_90a the operand rows are 64 and 128 bytes (A)
+// and 128 and 256 bytes (B, two 128-byte swizzle panels), each a different wgmma descriptor.
+class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t, int64_t>> {};
 
 TEST_P(BlockedGemm, MatchesReference) {
-  auto [dtype, m, n, kk] = GetParam();
+  auto [dtype, m, n, kk, tile] = GetParam();
   tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
                                     {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", rt::name(dtype)},
-                                     {"block_M", "64"}, {"block_N", "64"}, {"block_K", "32"}});
+                                     {"block_M", std::to_string(tile)}, {"block_N", std::to_string(tile)}, {"block_K", std::to_string(tile / 2)}});
   rt::Tensor a = random({m, kk}, dtype), b = random({kk, n}, dtype);
   auto out = run(k, {a, b}, {{{m, n}, dtype}});
   expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), "blocked gemm");
@@ -104,9 +106,10 @@ TEST_P(BlockedGemm, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(64, 200), ::testing::Values(136),
-                                            ::testing::Values(72, 128)),
+                                            ::testing::Values(72, 128), ::testing::Values(64, 128)),
                          [](const auto& p) {
-                           return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param));
+                           return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param), "_tile",
+                                          std::get<4>(p.param));
                          });
 
 // T.gemm with each operand stored either way, then an epilogue on the accumulator (on the GPU: the
@@ -355,13 +358,16 @@ TEST(Numerics, RoundingIntoFloat4) {
   EXPECT_EQ(f64(out[0]), (std::vector<double>{0.0, 0.5, 1.0, 3.0, 4.0, -4.0, 6.0, 6.0, -0.0}));
 }
 
-class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool>> {};
+// Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
+// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels.
+class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
-  auto [dtype, causal] = GetParam();
-  const int64_t b = 1, h = 2, s = 100, d = 32;
+  auto [dtype, causal, d] = GetParam();
+  const int64_t b = 1, h = 2, s = 100;
   tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
-                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", "100"}, {"dim", "32"}, {"is_causal", causal ? "True" : "False"}, {"dtype", rt::name(dtype)}});
+                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", "100"}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
+                                     {"dtype", rt::name(dtype)}});
   rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
   auto out = run(k, {q, kk, v}, {{{b, s, h, d}, dtype}});
   std::vector<double> qv = f64(q), kv = f64(kk), vv = f64(v), ref(qv.size());
@@ -392,7 +398,10 @@ TEST_P(FlashAttention, MatchesReference) {
   EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal;
 }
 
-INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention, ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool()),
-                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full"); });
+INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool(), ::testing::Values(32, 128)),
+                         [](const auto& p) {
+                           return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param));
+                         });
 
 }  // namespace

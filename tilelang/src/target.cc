@@ -22,6 +22,13 @@ Target Target::best() {
   return d.is_cuda() ? cuda(rt::cuda_device(d.id).arch_name()) : cpu();
 }
 
+int Target::sm() const {
+  int v = 0;
+  for (char c : arch)
+    if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
+  return v;
+}
+
 std::string Target::name() const { return kind == Kind::CPU ? "cpu" : "cuda:" + arch; }
 
 }  // namespace tilelang

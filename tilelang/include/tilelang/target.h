@@ -18,6 +18,7 @@ struct Target {
   // else the CPU; TL_DEVICE=cpu|cuda|cuda:N overrides.
   static Target best();
   std::string name() const;  // "cpu", "cuda:sm_90a"
+  int sm() const;            // CUDA: the architecture's number ("sm_90a" -> 90); CPU: 0
 };
 
 }  // namespace tilelang

@@ -28,6 +28,29 @@ bool ldmatrix_operand(const ir::Region& r) {
   return ld && m0 && m1 && *ld % 8 == 0 && (*m0 * *ld + *m1) % 8 == 0;
 }
 
+// Whether a register-accumulator gemm operand can be swizzled (see swizzled_tiles).
+bool swizzlable(const ir::Region& r) {
+  const ir::Buffer& b = r.buffer;
+  size_t rank = r.ranges.size();
+  auto ld = ir::as_const_int(b->shape[rank - 1]);
+  auto row0 = ir::as_const_int(r.ranges[rank - 2].min);
+  int64_t chunks = ld ? *ld * rt::bits(b->dtype) / 128 : 0;
+  if ((chunks != 2 && chunks != 4 && (chunks == 0 || chunks % 8 != 0)) || !row0 || *row0 % 8 != 0 || !ir::is_const_int(r.ranges[rank - 1].min, 0)) return false;
+  if (rank > 2) {  // leading dimensions (pipeline stages) start at multiples of 8 rows
+    auto rows = ir::as_const_int(b->shape[rank - 2]);
+    if (!rows || *rows % 8 != 0) return false;
+  }
+  return true;
+}
+
+// Whether wgmma can read a gemm operand once it is swizzled: K-major (rows along M or N) with rows
+// of any swizzle width, MN-major with rows of whole 128-byte panels.
+bool wgmma_operand(const ir::Region& r, bool k_major) {
+  if (!ldmatrix_operand(r) || !swizzlable(r)) return false;
+  int64_t row_bytes = *ir::as_const_int(r.buffer->shape.back()) * rt::bits(r.buffer->dtype) / 8;
+  return k_major || row_bytes % 128 == 0;
+}
+
 bool whole(const ir::Region& r) {
   for (size_t d = 0; d < r.ranges.size(); ++d)
     if (!ir::is_const_int(r.ranges[d].min, 0) || !ir::structural_equal(r.ranges[d].extent, r.buffer->shape[d])) return false;
@@ -37,7 +60,7 @@ bool whole(const ir::Region& r) {
 // The 2-D float fragments a kernel allocates, with the accumulator layout each would take.
 class Candidates : public ir::IRVisitor {
  public:
-  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads) : out_(out), threads_(threads) {}
+  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup) : out_(out), threads_(threads), warpgroup_(warpgroup) {}
 
  protected:
   using ir::IRVisitor::visit;
@@ -46,7 +69,8 @@ class Candidates : public ir::IRVisitor {
     if (b->scope == ir::Scope::Fragment && b->dtype == ir::DType::F32 && b->shape.size() == 2 && threads_ % 32 == 0) {
       auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
       if (rows && cols)
-        if (auto l = ir::FragmentLayout::accumulator(*rows, *cols, threads_ / 32)) out_.emplace(b.get(), *l);
+        if (auto l = warpgroup_ ? ir::FragmentLayout::warpgroup_accumulator(*rows, *cols, threads_ / 32) : ir::FragmentLayout::accumulator(*rows, *cols, threads_ / 32))
+          out_.emplace(b.get(), *l);
     }
     ir::IRVisitor::visit(n);
   }
@@ -54,6 +78,7 @@ class Candidates : public ir::IRVisitor {
  private:
   std::map<const ir::BufferNode*, ir::FragmentLayout>& out_;
   int64_t threads_;
+  bool warpgroup_;
 };
 
 // Walks a kernel body and strikes out the candidates some access rules out.
@@ -101,7 +126,9 @@ class Screen : public ir::IRVisitor {
     strike(n.b.buffer.get());
     auto it = candidates_.find(n.c.buffer.get());
     if (it != candidates_.end()) {
-      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c) && ldmatrix_operand(n.a) && ldmatrix_operand(n.b);
+      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c);
+      if (it->second.warpgroup) ok = ok && wgmma_operand(n.a, !n.trans_a) && wgmma_operand(n.b, n.trans_b) && (n.trans_b || it->second.cols % 64 == 0);
+      else ok = ok && ldmatrix_operand(n.a) && ldmatrix_operand(n.b);
       if (ok) accumulated.insert(it->first);
       else strike(it->first);
     }
@@ -137,7 +164,8 @@ class Screen : public ir::IRVisitor {
   void reduced(const RowReduction& red) {
     ir::FragmentLayout& l = candidates_.at(red.source);
     auto rows = ir::as_const_int(red.rows->extent), cols = ir::as_const_int(red.cols->extent);
-    auto whole_rows = ir::FragmentLayout::accumulator(l.rows, l.cols, l.warps_m * l.warps_n, true);
+    // The warpgroup layout already has whole rows per warp.
+    auto whole_rows = l.warpgroup ? std::optional(l) : ir::FragmentLayout::accumulator(l.rows, l.cols, l.warps_m * l.warps_n, true);
     if (!rows || !cols || *rows != l.rows || *cols != l.cols || !whole_rows) return strike(red.source);
     l = *whole_rows;
     visit_expr(red.init);
@@ -223,9 +251,9 @@ std::optional<TileNest> tile_nest(const ir::ForNode& n) {
   return TileNest{outer, inner, *rows, *cols};
 }
 
-std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep) {
+std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, bool warpgroup) {
   std::map<const ir::BufferNode*, ir::FragmentLayout> candidates;
-  Candidates(candidates, kernel.threads).visit_stmt(kernel.body);
+  Candidates(candidates, kernel.threads, warpgroup).visit_stmt(kernel.body);
   Screen screen(candidates, kernel.threads, dep);
   screen.visit_stmt(kernel.body);
   for (auto it = candidates.begin(); it != candidates.end();)
@@ -234,21 +262,6 @@ std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir:
 }
 
 namespace {
-
-// Whether a register-accumulator gemm operand can be swizzled (see swizzled_tiles).
-bool swizzlable(const ir::Region& r) {
-  const ir::Buffer& b = r.buffer;
-  size_t rank = r.ranges.size();
-  auto ld = ir::as_const_int(b->shape[rank - 1]);
-  auto row0 = ir::as_const_int(r.ranges[rank - 2].min);
-  int64_t chunks = ld ? *ld * rt::bits(b->dtype) / 128 : 0;
-  if (chunks < 2 || (chunks & (chunks - 1)) != 0 || !row0 || *row0 % 8 != 0 || !ir::is_const_int(r.ranges[rank - 1].min, 0)) return false;
-  if (rank > 2) {  // leading dimensions (pipeline stages) start at multiples of 8 rows
-    auto rows = ir::as_const_int(b->shape[rank - 2]);
-    if (!rows || *rows % 8 != 0) return false;
-  }
-  return true;
-}
 
 class SwizzleScreen : public ir::IRVisitor {
  public:
@@ -270,7 +283,10 @@ class SwizzleScreen : public ir::IRVisitor {
       if (const auto* l = ir::as<ir::BufferLoadNode>(n.args.at(0))) ruled_out.insert(l->buffer.get());
     ir::IRVisitor::visit(n);
   }
-  void visit(const ir::CopyNode& n) override { ruled_out.insert({n.src.buffer.get(), n.dst.buffer.get()}); }
+  void visit(const ir::CopyNode& n) override {
+    // A bulk copy (TMA) writes its tile in whichever layout the tile has.
+    if (!n.barrier) ruled_out.insert({n.src.buffer.get(), n.dst.buffer.get()});
+  }
   void visit(const ir::FillNode& n) override { ruled_out.insert(n.dst.buffer.get()); }
   void visit(const ir::ReduceNode& n) override { ruled_out.insert({n.src.buffer.get(), n.dst.buffer.get()}); }
 
@@ -287,6 +303,42 @@ std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kerne
   for (const ir::BufferNode* b : screen.wanted)
     if (!screen.ruled_out.count(b)) out.insert(b);
   return out;
+}
+
+namespace {
+
+// Whether every gemm accumulating into a register fragment reads swizzled operands.
+class GemmOperandsSwizzled : public ir::IRVisitor {
+ public:
+  GemmOperandsSwizzled(const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers, const std::set<const ir::BufferNode*>& swizzled)
+      : registers_(registers), swizzled_(swizzled) {}
+  bool ok = true;
+
+ protected:
+  using ir::IRVisitor::visit;
+  void visit(const ir::GemmNode& n) override {
+    if (registers_.count(n.c.buffer.get())) ok = ok && swizzled_.count(n.a.buffer.get()) && swizzled_.count(n.b.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+
+ private:
+  const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers_;
+  const std::set<const ir::BufferNode*>& swizzled_;
+};
+
+}  // namespace
+
+TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch) {
+  TensorCorePlan mma{register_fragments(kernel, dep), {}};
+  mma.swizzled = swizzled_tiles(kernel, mma.registers);
+  if (arch != "sm_90a" || mma.registers.empty()) return mma;
+  TensorCorePlan wgmma{register_fragments(kernel, dep, true), {}};
+  wgmma.swizzled = swizzled_tiles(kernel, wgmma.registers);
+  bool same_fragments = wgmma.registers.size() == mma.registers.size();
+  for (const auto& [fragment, layout] : mma.registers) same_fragments = same_fragments && wgmma.registers.count(fragment);
+  GemmOperandsSwizzled check(wgmma.registers, wgmma.swizzled);
+  check.visit_stmt(kernel.body);
+  return same_fragments && check.ok ? wgmma : mma;
 }
 
 }  // namespace tilelang::analysis

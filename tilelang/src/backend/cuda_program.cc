@@ -69,6 +69,12 @@ class CudaProgram : public Program {
       std::vector<void*> args;
       for (void*& p : pointers) args.push_back(&p);
       for (long long& d : dim_values) args.push_back(&d);
+      // The bulk copies' descriptors, over this run's tensors.
+      std::vector<rt::CuTensorMap> maps;
+      maps.reserve(l.tensor_maps.size());
+      for (const codegen::TensorMapUse& u : l.tensor_maps)
+        maps.push_back(rt::encode_tensor_map(rt::tensor_map_spec(source_.buffers[u.buffer]->name, buffers[u.buffer], u.box, u.swizzle)));
+      for (rt::CuTensorMap& m : maps) args.push_back(&m);
       rt::Dim3 grid;
       unsigned* g[] = {&grid.x, &grid.y, &grid.z};
       bool empty = false;

@@ -100,7 +100,7 @@ class Equal {
       case NodeKind::Barrier: return true;
       case NodeKind::Copy: {
         auto *x = as<CopyNode>(a), *y = as<CopyNode>(b);
-        return region(x->src, y->src) && region(x->dst, y->dst);
+        return region(x->src, y->src) && region(x->dst, y->dst) && (x->barrier ? y->barrier && expr(x->barrier, y->barrier) : !y->barrier);
       }
       case NodeKind::Gemm: {
         auto *x = as<GemmNode>(a), *y = as<GemmNode>(b);

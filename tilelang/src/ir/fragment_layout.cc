@@ -13,10 +13,13 @@ Expr i32(int64_t v) { return make_int(v, DType::I32); }
 }  // namespace
 
 Expr FragmentLayout::row(const Expr& tx, const Expr& r) const {
-  // warp_row_block * warp_rows + atom_row * 16 + lane / 4 + 8 * (c / 2)
+  // mma:    warp_row_block * warp_rows + atom_row * 16 + lane / 4 + 8 * (c / 2)
+  // wgmma:  warpgroup * warpgroup_rows + atom_row * 64 + 16 * (warp % 4) + lane / 4 + 8 * (c / 2)
   Expr warp = floor_div(tx, i32(32)), lane = floor_mod(tx, i32(32));
   Expr atom = floor_div(r, i32(4)), c = floor_mod(r, i32(4));
-  Expr base = add(mul(floor_div(warp, i32(warps_n)), i32(warp_rows())), mul(floor_div(atom, i32(atoms_n())), i32(16)));
+  Expr base = warpgroup ? add(add(mul(floor_div(warp, i32(4)), i32(4 * warp_rows())), mul(floor_div(atom, i32(atoms_n())), i32(64))),
+                              mul(floor_mod(warp, i32(4)), i32(16)))
+                        : add(mul(floor_div(warp, i32(warps_n)), i32(warp_rows())), mul(floor_div(atom, i32(atoms_n())), i32(16)));
   return add(add(base, floor_div(lane, i32(4))), mul(floor_div(c, i32(2)), i32(8)));
 }
 
@@ -28,7 +31,10 @@ Expr FragmentLayout::col(const Expr& tx, const Expr& r) const {
   return add(add(base, mul(floor_mod(lane, i32(4)), i32(2))), floor_mod(c, i32(2)));
 }
 
-std::string FragmentLayout::to_string() const { return rt::str("mma ", rows, "x", cols, " over ", warps_m, "x", warps_n, " warps"); }
+std::string FragmentLayout::to_string() const {
+  if (warpgroup) return rt::str("wgmma ", rows, "x", cols, " over ", warps_m / 4, warps_m == 4 ? " warpgroup" : " warpgroups");
+  return rt::str("mma ", rows, "x", cols, " over ", warps_m, "x", warps_n, " warps");
+}
 
 std::optional<FragmentLayout> FragmentLayout::accumulator(int64_t rows, int64_t cols, int64_t warps, bool whole_rows, int64_t max_per_thread) {
   if (warps <= 0 || rows * cols % (32 * warps) != 0 || rows * cols / (32 * warps) > max_per_thread) return std::nullopt;
@@ -41,6 +47,12 @@ std::optional<FragmentLayout> FragmentLayout::accumulator(int64_t rows, int64_t 
     if (!best || skew(l) < skew(*best)) best = l;
   }
   return best;
+}
+
+std::optional<FragmentLayout> FragmentLayout::warpgroup_accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread) {
+  if (warps <= 0 || warps % 4 != 0 || rows % (16 * warps) != 0 || cols % 8 != 0 || rows * cols / (32 * warps) > max_per_thread) return std::nullopt;
+  FragmentLayout l{rows, cols, warps, 1, true};
+  return l;
 }
 
 }  // namespace tilelang::ir

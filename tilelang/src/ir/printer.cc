@@ -168,7 +168,10 @@ class Printer : public IRVisitor {
     nested(n.body);
   }
   void visit(const BarrierNode&) override { line("barrier()"); }
-  void visit(const CopyNode& n) override { line(rt::str("copy(", region(n.src), " -> ", region(n.dst), ")")); }
+  void visit(const CopyNode& n) override {
+    if (n.barrier) line(rt::str("bulk_copy(", region(n.src), " -> ", region(n.dst), ", barrier=", expr(n.barrier), ")"));
+    else line(rt::str("copy(", region(n.src), " -> ", region(n.dst), ")"));
+  }
   void visit(const GemmNode& n) override {
     std::string s = rt::str("gemm(", region(n.a), ", ", region(n.b), ", ", region(n.c));
     if (n.trans_a) s += ", trans_a";

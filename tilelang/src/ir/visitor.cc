@@ -65,7 +65,11 @@ void IRVisitor::visit(const KernelLaunchNode& n) {
   visit_stmt(n.body);
 }
 void IRVisitor::visit(const BarrierNode&) {}
-void IRVisitor::visit(const CopyNode& n) { visit_region(n.src); visit_region(n.dst); }
+void IRVisitor::visit(const CopyNode& n) {
+  visit_region(n.src);
+  visit_region(n.dst);
+  visit_expr(n.barrier);
+}
 void IRVisitor::visit(const GemmNode& n) {
   visit_region(n.a);
   visit_region(n.b);
@@ -223,8 +227,9 @@ Stmt IRMutator::visit(const KernelLaunchNode& n, const Stmt& self) {
 Stmt IRMutator::visit(const BarrierNode&, const Stmt& self) { return self; }
 Stmt IRMutator::visit(const CopyNode& n, const Stmt& self) {
   Region src = mutate_region(n.src), dst = mutate_region(n.dst);
-  if (same_region(src, n.src) && same_region(dst, n.dst)) return self;
-  return std::make_shared<const CopyNode>(std::move(src), std::move(dst), n.loc);
+  Expr barrier = n.barrier ? mutate(n.barrier) : nullptr;
+  if (same_region(src, n.src) && same_region(dst, n.dst) && barrier == n.barrier) return self;
+  return std::make_shared<const CopyNode>(std::move(src), std::move(dst), n.loc, std::move(barrier));
 }
 Stmt IRMutator::visit(const GemmNode& n, const Stmt& self) {
   Region a = mutate_region(n.a), b = mutate_region(n.b), c = mutate_region(n.c);
@@ -280,7 +285,11 @@ class ExprWalker : public IRVisitor {
     for (const Expr& g : n.grid) walk(g);
     visit_stmt(n.body);
   }
-  void visit(const CopyNode& n) override { walk_region(n.src); walk_region(n.dst); }
+  void visit(const CopyNode& n) override {
+    walk_region(n.src);
+    walk_region(n.dst);
+    if (n.barrier) walk(n.barrier);
+  }
   void visit(const GemmNode& n) override {
     walk_region(n.a);
     walk_region(n.b);

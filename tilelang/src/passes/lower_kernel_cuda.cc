@@ -2,6 +2,8 @@
 
 #include <map>
 #include <set>
+#include <string>
+#include <utility>
 
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
@@ -251,14 +253,14 @@ class BlockLowering {
 
 class KernelLowering : public ir::IRMutator {
  public:
-  explicit KernelLowering(bool tensors_aligned) : tensors_aligned_(tensors_aligned) {}
+  KernelLowering(bool tensors_aligned, std::string arch) : tensors_aligned_(tensors_aligned), arch_(std::move(arch)) {}
 
  protected:
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     analysis::ThreadDependence dep(n.body, n.thread_var.get());
     Registers registers;
-    auto layouts = analysis::register_fragments(n, dep);
-    for (const auto& [fragment, layout] : layouts) {
+    analysis::TensorCorePlan plan = analysis::tensor_core_plan(n, dep, arch_);
+    for (const auto& [fragment, layout] : plan.registers) {
       auto regs = std::make_shared<ir::BufferNode>(*fragment);
       regs->scope = ir::Scope::Local;
       regs->shape = {ir::make_int(layout.per_thread())};
@@ -268,7 +270,7 @@ class KernelLowering : public ir::IRMutator {
     ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers).lower(n.body);
     // Tensor-core operand tiles in the bank-conflict-free layout.
     std::map<const ir::BufferNode*, ir::Buffer> swizzled;
-    for (const ir::BufferNode* tile : analysis::swizzled_tiles(n, layouts)) {
+    for (const ir::BufferNode* tile : plan.swizzled) {
       auto s = std::make_shared<ir::BufferNode>(*tile);
       s->swizzled = true;
       swizzled.emplace(tile, std::move(s));
@@ -279,6 +281,7 @@ class KernelLowering : public ir::IRMutator {
 
  private:
   bool tensors_aligned_;
+  std::string arch_;
 };
 
 }  // namespace
@@ -286,7 +289,7 @@ class KernelLowering : public ir::IRMutator {
 ir::PrimFunc lower_kernel_cuda(const ir::PrimFunc& func, const PassOptions& options) {
   if (options.target.kind != Target::Kind::CUDA) return func;
   ir::PrimFunc out = func;
-  out.body = KernelLowering(options.tensors_aligned).mutate(func.body);
+  out.body = KernelLowering(options.tensors_aligned, options.target.arch).mutate(func.body);
   return out;
 }
 

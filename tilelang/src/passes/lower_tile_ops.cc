@@ -10,14 +10,32 @@
 namespace tilelang::passes {
 namespace {
 
+// A global -> shared copy, which a pipelined loop may turn into a bulk tensor copy.
+bool global_to_shared(const ir::Stmt& s) {
+  const auto* c = ir::as<ir::CopyNode>(s);
+  return c && c->src.buffer->scope == ir::Scope::Global && c->dst.buffer->scope == ir::Scope::Shared;
+}
+
 class Lowerer : public ir::IRMutator {
+ public:
+  explicit Lowerer(bool keep_pipelined_copies) : keep_pipelined_copies_(keep_pipelined_copies) {}
+
  protected:
   ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
     auto lo = ir::as_const_int(n.min), ext = ir::as_const_int(n.extent);
     if (lo && ext && *ext > 0) ranges_[n.var.get()] = {*lo, *lo + *ext - 1};
-    ir::Stmt out = ir::IRMutator::visit(n, self);
+    ir::Stmt out = keep_pipelined_copies_ && n.for_kind == ir::ForKind::Pipelined ? pipelined(n) : ir::IRMutator::visit(n, self);
     ranges_.erase(n.var.get());
     return out;
+  }
+
+  // The loop's own global -> shared copies stay whole; everything else is lowered.
+  ir::Stmt pipelined(const ir::ForNode& n) {
+    const auto* seq = ir::as<ir::SeqNode>(n.body);
+    std::vector<ir::Stmt> body = seq ? seq->stmts : std::vector<ir::Stmt>{n.body};
+    for (ir::Stmt& s : body)
+      if (!global_to_shared(s)) s = mutate(s);
+    return ir::make_for(n.var, n.min, n.extent, n.for_kind, ir::make_seq(std::move(body), n.loc), n.loc, n.num_stages);
   }
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt& self) override {
     for (size_t i = 0; i < n.grid.size(); ++i)
@@ -26,7 +44,8 @@ class Lowerer : public ir::IRMutator {
     return ir::IRMutator::visit(n, self);
   }
 
-  ir::Stmt visit(const ir::CopyNode& n, const ir::Stmt&) override {
+  ir::Stmt visit(const ir::CopyNode& n, const ir::Stmt& self) override {
+    if (n.barrier) return self;
     std::vector<ir::Var> vars;
     std::vector<ir::Expr> extents;
     std::vector<ir::Expr> dst_idx = tile_indices(n.dst, vars, extents, n.loc);
@@ -140,14 +159,17 @@ class Lowerer : public ir::IRMutator {
   }
 
   analysis::VarRanges ranges_;
+  bool keep_pipelined_copies_;
 };
 
 }  // namespace
 
-ir::PrimFunc lower_tile_ops(const ir::PrimFunc& func, const PassOptions&) {
+ir::PrimFunc lower_tile_ops(const ir::PrimFunc& func, const PassOptions& options) {
   ir::PrimFunc out = func;
-  out.body = Lowerer().mutate(func.body);
+  out.body = Lowerer(options.target.kind == Target::Kind::CUDA && options.target.sm() >= 90).mutate(func.body);
   return out;
 }
+
+ir::Stmt lower_copies(const ir::Stmt& stmt) { return Lowerer(false).mutate(stmt); }
 
 }  // namespace tilelang::passes

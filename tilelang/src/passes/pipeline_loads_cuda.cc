@@ -1,11 +1,14 @@
 #include "tilelang/passes/pipeline_loads_cuda.h"
 
 #include <map>
+#include <optional>
 #include <set>
 
 #include "tilelang/analysis/access.h"
 #include "tilelang/analysis/vector_copy.h"
+#include "rt/dtype.h"
 #include "tilelang/ir/op.h"
+#include "tilelang/passes/lower_tile_ops.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
 
@@ -24,8 +27,11 @@ std::vector<ir::Stmt> statements(const ir::Stmt& body) {
   return {body};
 }
 
-// The destination of a global -> shared copy nest that moves 16 bytes a thread; null otherwise.
+// The destination of a global -> shared copy that runs asynchronously: a whole copy (a bulk copy
+// candidate) or a copy nest that moves 16 bytes a thread; null otherwise.
 const ir::BufferNode* async_copy_destination(const ir::Stmt& s, bool tensors_aligned) {
+  if (const auto* c = ir::as<ir::CopyNode>(s))
+    return c->src.buffer->scope == ir::Scope::Global && c->dst.buffer->scope == ir::Scope::Shared ? c->dst.buffer.get() : nullptr;
   std::vector<const ir::ForNode*> nest;
   ir::Stmt cur = s;
   while (const auto* f = ir::as<ir::ForNode>(cur)) {
@@ -98,6 +104,10 @@ class Planner : public ir::IRVisitor {
     for (const ir::Region* r : {&n.a, &n.b, &n.c}) users_[r->buffer.get()].insert(loop_);
     ir::IRVisitor::visit(n);
   }
+  void visit(const ir::CopyNode& n) override {
+    for (const ir::Region* r : {&n.src, &n.dst}) users_[r->buffer.get()].insert(loop_);
+    ir::IRVisitor::visit(n);
+  }
 
  private:
   bool tensors_aligned_;
@@ -106,11 +116,59 @@ class Planner : public ir::IRVisitor {
   std::map<const ir::BufferNode*, std::set<const ir::ForNode*>> users_;  // null: outside pipelined loops
 };
 
+// Whether TMA can move a copy of a box of a global tensor into a whole 2-D shared tile: same dtype
+// (TMA does not convert), a tensor of constant shape with rows of whole 16-byte units at an aligned
+// base, the tile's rows and columns the box's two non-unit sides (the columns the tensor's
+// contiguous dimension), at most 256 elements a side and whole 16-byte units a row, and each stage
+// of the tile a multiple of 128 bytes (TMA writes to 128-byte aligned shared memory).
+bool bulk_copy_allowed(const ir::CopyNode& c, bool tensors_aligned) {
+  const ir::Buffer &src = c.src.buffer, &dst = c.dst.buffer;
+  if (!tensors_aligned || src->dtype != dst->dtype || src->shape.size() > 5 || dst->shape.size() != 2) return false;
+  const int bits = rt::bits(src->dtype);
+  if (bits != 8 && bits != 16 && bits != 32 && bits != 64) return false;
+  const int64_t bytes = bits / 8;
+  int64_t row_elems = 1;  // elements of the dimensions inside the current one
+  for (size_t d = src->shape.size(); d-- > 0;) {
+    auto e = ir::as_const_int(src->shape[d]);
+    if (!e || (d + 1 < src->shape.size() && row_elems * bytes % 16 != 0)) return false;
+    row_elems *= *e;
+  }
+  auto rows = ir::as_const_int(dst->shape[0]), cols = ir::as_const_int(dst->shape[1]);
+  if (!rows || !cols || *rows > 256 || *cols > 256 || *cols * bytes % 16 != 0 || *rows * *cols * bytes % 128 != 0) return false;
+  for (const ir::Range& r : c.dst.ranges)
+    if (!ir::is_const_int(r.min, 0)) return false;
+  if (!ir::is_const_int(c.dst.ranges[0].extent, *rows) || !ir::is_const_int(c.dst.ranges[1].extent, *cols)) return false;
+  std::vector<int64_t> sides;  // the source region's non-unit extents, outermost first
+  for (const ir::Range& r : c.src.ranges) {
+    auto e = ir::as_const_int(r.extent);
+    if (!e) return false;
+    if (*e != 1) sides.push_back(*e);
+  }
+  return sides == std::vector<int64_t>{*rows, *cols} && ir::is_const_int(c.src.ranges.back().extent, *cols);
+}
+
+// The copies chosen to become bulk copies get a placeholder barrier (the pipeliner sets each
+// stage's), which keeps them whole through lower_copies.
+class MarkBulk : public ir::IRMutator {
+ public:
+  explicit MarkBulk(const std::set<const ir::CopyNode*>& bulk) : bulk_(bulk) {}
+
+ protected:
+  ir::Stmt visit(const ir::CopyNode& n, const ir::Stmt& self) override {
+    if (!bulk_.count(&n)) return self;
+    return std::make_shared<const ir::CopyNode>(n.src, n.dst, n.loc, ir::make_int(0));
+  }
+
+ private:
+  const std::set<const ir::CopyNode*>& bulk_;
+};
+
 // Accesses of staged buffers go to one stage: x[i, j] -> x[stage, i, j]; a stored copy becomes
-// asynchronous when `async`.
+// asynchronous when `async`, and a bulk copy completes on `barrier`.
 class ToStage : public ir::IRMutator {
  public:
-  ToStage(const std::map<const ir::BufferNode*, ir::Buffer>& staged, ir::Expr stage, bool async) : staged_(staged), stage_(std::move(stage)), async_(async) {}
+  ToStage(const std::map<const ir::BufferNode*, ir::Buffer>& staged, ir::Expr stage, bool async, ir::Expr barrier = nullptr)
+      : staged_(staged), stage_(std::move(stage)), async_(async), barrier_(std::move(barrier)) {}
 
  protected:
   ir::Expr visit(const ir::BufferLoadNode& n, const ir::Expr& self) override {
@@ -124,6 +182,10 @@ class ToStage : public ir::IRMutator {
     ir::Expr value = mutate(n.value);
     if (async_) value = std::make_shared<const ir::CallNode>(value->dtype, ir::CallKind::Intrinsic, ir::kAsyncCopy, std::vector<ir::Expr>{value}, n.loc);
     return ir::make_store(it->second, indices(n.indices), value, n.loc);
+  }
+  ir::Stmt visit(const ir::CopyNode& n, const ir::Stmt& self) override {
+    if (!staged_.count(n.dst.buffer.get())) return ir::IRMutator::visit(n, self);
+    return std::make_shared<const ir::CopyNode>(n.src, region(n.dst), n.loc, barrier_);
   }
   ir::Stmt visit(const ir::GemmNode& n, const ir::Stmt& self) override {
     if (!staged_.count(n.a.buffer.get()) && !staged_.count(n.b.buffer.get()) && !staged_.count(n.c.buffer.get())) return ir::IRMutator::visit(n, self);
@@ -148,15 +210,35 @@ class ToStage : public ir::IRMutator {
   const std::map<const ir::BufferNode*, ir::Buffer>& staged_;
   ir::Expr stage_;
   bool async_;
+  ir::Expr barrier_;
 };
 
 ir::Stmt intrinsic(const char* name, std::vector<ir::Expr> args, const SourceLoc& loc) {
   return std::make_shared<const ir::EvaluateNode>(std::make_shared<const ir::CallNode>(ir::DType::I32, ir::CallKind::Intrinsic, name, std::move(args), loc), loc);
 }
 
+// The one gemm among a loop's statements that nothing else in the loop touches the accumulator of
+// (so on wgmma it may run on into the next iteration); none when there is not exactly one gemm.
+std::optional<size_t> gemm_to_overlap(const std::vector<ir::Stmt>& rest) {
+  std::optional<size_t> gemm;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    if (!ir::as<ir::GemmNode>(rest[i])) continue;
+    if (gemm) return std::nullopt;
+    gemm = i;
+  }
+  if (!gemm) return std::nullopt;
+  const ir::BufferNode* acc = ir::as<ir::GemmNode>(rest[*gemm])->c.buffer.get();
+  if (acc->scope != ir::Scope::Fragment) return std::nullopt;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    analysis::Accesses a = analysis::accesses_of(rest[i]);
+    if (i != *gemm && (a.read.count(acc) || a.written.count(acc))) return std::nullopt;
+  }
+  return gemm;
+}
+
 class Pipeliner : public ir::IRMutator {
  public:
-  explicit Pipeliner(std::map<const ir::ForNode*, Plan> plans) : plans_(std::move(plans)) {
+  Pipeliner(std::map<const ir::ForNode*, Plan> plans, bool overlap_gemms) : plans_(std::move(plans)), overlap_gemms_(overlap_gemms) {
     for (const auto& [loop, plan] : plans_) staged_.insert(plan.staged.begin(), plan.staged.end());
   }
 
@@ -175,49 +257,82 @@ class Pipeliner : public ir::IRMutator {
     const int64_t stages = n.num_stages;
     std::vector<ir::Stmt> body = statements(n.body), copies, rest;
     for (size_t i = 0; i < body.size(); ++i) (plan.copies.count(i) ? copies : rest).push_back(body[i]);
+    // A gemm left in flight while the next iteration loads: the stage it reads is then refilled
+    // one iteration later, so the loads run one stage less ahead.
+    std::optional<size_t> overlapped = overlap_gemms_ && stages >= 3 ? gemm_to_overlap(rest) : std::nullopt;
+    const int64_t ahead_by = overlapped ? stages - 2 : stages - 1;
+    // Bulk copies complete on one mbarrier per stage, the others (cp.async) in commit groups.
+    bool bulk = false, element_wise = false;
+    for (const ir::Stmt& c : copies) (ir::as<ir::CopyNode>(c) ? bulk : element_wise) = true;
+    ir::Buffer bars = ir::make_buffer(n.var->name + "_stage_bars", ir::DType::I64, {ir::make_int(stages)}, ir::Scope::Shared, loc);
+    auto bar = [&](const ir::Expr& stage) { return ir::make_call(ir::DType::I64, ir::CallKind::Intrinsic, "address_of", {ir::make_load(bars, {stage}, loc)}, loc); };
     // The copies of iteration `iter` (an offset from the loop's start) into stage `stage`, if it exists.
     auto load_ahead = [&](const ir::Expr& iter, const ir::Expr& stage) {
       std::vector<ir::Stmt> out;
-      ToStage to_stage(plan.staged, stage, true);
+      ToStage to_stage(plan.staged, stage, true, bulk ? bar(stage) : nullptr);
       for (const ir::Stmt& c : copies) out.push_back(to_stage.mutate(ir::substitute(c, {{n.var.get(), ir::add(n.min, iter)}})));
       return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), ir::make_seq(std::move(out), loc), nullptr, loc);
     };
+    // A stage's copies are all issued (also past the loop's end, where there are none).
+    auto close = [&](const ir::Expr& stage) {
+      std::vector<ir::Stmt> out;
+      if (element_wise) out.push_back(intrinsic(ir::kAsyncCommit, {}, loc));
+      if (bulk) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
+      return out;
+    };
     ir::Var p = ir::make_var("p", n.var->dtype, loc);
-    ir::Stmt prologue = ir::make_for(p, ir::make_int(0, p->dtype), ir::make_int(stages - 1, p->dtype), ir::ForKind::Unrolled,
-                                     ir::make_seq({load_ahead(p, p), intrinsic(ir::kAsyncCommit, {}, loc)}), loc);
+    std::vector<ir::Stmt> first{load_ahead(p, p)};
+    for (ir::Stmt& s : close(p)) first.push_back(std::move(s));
+    ir::Stmt prologue = ir::make_for(p, ir::make_int(0, p->dtype), ir::make_int(ahead_by, p->dtype), ir::ForKind::Unrolled, ir::make_seq(std::move(first), loc), loc);
     ir::Expr iter = ir::sub(n.var, n.min);
-    ir::Expr ahead = ir::add(iter, ir::make_int(stages - 1, iter->dtype));
-    std::vector<ir::Stmt> steady{load_ahead(ahead, ir::floor_mod(ahead, ir::make_int(stages, iter->dtype))), intrinsic(ir::kAsyncCommit, {}, loc),
-                                 intrinsic(ir::kAsyncWait, {ir::make_int(stages - 1)}, loc), std::make_shared<const ir::BarrierNode>(loc)};
-    ToStage to_stage(plan.staged, ir::floor_mod(iter, ir::make_int(stages, iter->dtype)), false);
-    for (const ir::Stmt& s : rest) steady.push_back(to_stage.mutate(mutate(s)));
+    ir::Expr ahead = ir::add(iter, ir::make_int(ahead_by, iter->dtype));
+    ir::Expr ahead_stage = ir::floor_mod(ahead, ir::make_int(stages, iter->dtype)), stage = ir::floor_mod(iter, ir::make_int(stages, iter->dtype));
+    std::vector<ir::Stmt> steady{load_ahead(ahead, ahead_stage)};
+    for (ir::Stmt& s : close(ahead_stage)) steady.push_back(std::move(s));
+    if (element_wise) steady.push_back(intrinsic(ir::kAsyncWait, {ir::make_int(ahead_by)}, loc));
+    if (bulk) {  // iteration k's use of its stage is the (k / S)-th: phase parity (k / S) % 2
+      ir::Expr parity = ir::floor_mod(ir::floor_div(iter, ir::make_int(stages, iter->dtype)), ir::make_int(2, iter->dtype));
+      steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), parity}, loc));
+    }
+    steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
+    ToStage to_stage(plan.staged, stage, false);
+    for (size_t i = 0; i < rest.size(); ++i) {
+      steady.push_back(to_stage.mutate(mutate(rest[i])));
+      if (overlapped == i) steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
+    }
     ir::Stmt loop = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
-    return ir::make_seq({prologue, loop}, loc);
+    if (!bulk) return ir::make_seq({prologue, loop}, loc);
+    ir::Stmt init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages)}, loc);
+    return ir::make_allocate(bars, ir::make_seq({init, std::make_shared<const ir::BarrierNode>(loc), prologue, loop}, loc), loc);
   }
 
  private:
   std::map<const ir::ForNode*, Plan> plans_;
   std::map<const ir::BufferNode*, ir::Buffer> staged_;
+  bool overlap_gemms_;  // sm_90a: gemms may become asynchronous wgmma
 };
-
-// "sm_90a" -> 90.
-int arch_number(const std::string& arch) {
-  int v = 0;
-  for (char c : arch)
-    if (c >= '0' && c <= '9') v = v * 10 + (c - '0');
-  return v;
-}
 
 }  // namespace
 
 ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& options) {
-  if (options.target.kind != Target::Kind::CUDA || arch_number(options.target.arch) < 80) return func;
-  Planner planner(options.tensors_aligned);
-  planner.visit_stmt(func.body);
-  auto plans = planner.plans();
-  if (plans.empty()) return func;
+  if (options.target.kind != Target::Kind::CUDA || options.target.sm() < 80) return func;
+  // Copies left whole (lower_tile_ops, sm_90+) that the loops load ahead become bulk copies where
+  // TMA can move them; the others are lowered to loop nests as everywhere else.
+  Planner whole(options.tensors_aligned);
+  whole.visit_stmt(func.body);
+  std::set<const ir::CopyNode*> bulk;
+  for (const auto& [loop, plan] : whole.plans()) {
+    std::vector<ir::Stmt> body = statements(loop->body);
+    for (size_t i : plan.copies)
+      if (const auto* c = ir::as<ir::CopyNode>(body[i]); c && bulk_copy_allowed(*c, options.tensors_aligned)) bulk.insert(c);
+  }
   ir::PrimFunc out = func;
-  out.body = Pipeliner(std::move(plans)).mutate(func.body);
+  out.body = lower_copies(MarkBulk(bulk).mutate(func.body));
+  Planner planner(options.tensors_aligned);
+  planner.visit_stmt(out.body);
+  auto plans = planner.plans();
+  if (plans.empty()) return out;
+  out.body = Pipeliner(std::move(plans), options.target.arch == "sm_90a").mutate(out.body);
   return out;
 }
 

@@ -5,6 +5,7 @@
 #include <map>
 #include <optional>
 #include <set>
+#include <string>
 
 #include "tilelang/analysis/thread_dependence.h"
 #include "tilelang/ir/fragment_layout.h"
@@ -49,12 +50,27 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
 // tile (the fragment then takes whole rows per warp). Each thread then touches only the elements
 // its registers hold; so a fragment touched under per-thread control (an if or loop on the
 // thread index) stays in shared memory, as do all other fragments.
-std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep);
+//
+// With `warpgroup`, the layouts are wgmma's (FragmentLayout::warpgroup_accumulator) and the gemms'
+// operands must also be tiles wgmma can read (swizzlable, see swizzled_tiles; K-major rows of 32,
+// 64 or a multiple of 128 bytes, MN-major rows of a multiple of 128 bytes and an N-major B read in
+// whole 64-column panels).
+std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep,
+                                                                      bool warpgroup = false);
 
 // The shared tiles of a kernel to swizzle (device/cuda/swizzle.h), given its register fragments:
-// operands of gemms that accumulate in registers, with rows of a power of two (at least two) of
-// 16-byte chunks, read from column 0 and a row that is a multiple of 8 of their 2-D slice, and
-// otherwise used only through element loads and stores (not by other gemms, not by address).
+// operands of gemms that accumulate in registers, with rows of 2, 4 or a multiple of 8 16-byte
+// chunks, read from column 0 and a row that is a multiple of 8 of their 2-D slice, and otherwise
+// used only through element loads and stores and bulk copies (not by other gemms, not by address).
 std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kernel, const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers);
+
+// The register fragments and swizzled tiles of a kernel for `arch` ("sm_90a", "sm_80", ...): wgmma
+// layouts on sm_90a when they keep the same fragments in registers and every gemm into them reads
+// swizzled operands, else mma.sync's.
+struct TensorCorePlan {
+  std::map<const ir::BufferNode*, ir::FragmentLayout> registers;
+  std::set<const ir::BufferNode*> swizzled;
+};
+TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch);
 
 }  // namespace tilelang::analysis

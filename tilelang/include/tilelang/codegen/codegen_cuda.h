@@ -5,10 +5,20 @@
 #include <string>
 #include <vector>
 
+#include "rt/tensor_map.h"
 #include "tilelang/ir/ir.h"
 #include "tilelang/target.h"
 
 namespace tilelang::codegen {
+
+// A TMA descriptor a kernel takes (after the dimensions, in order): over buffer `buffer` (an index
+// into CudaSource::buffers), boxes of `box` elements (the tensor's order, outermost first).
+struct TensorMapUse {
+  int buffer = -1;
+  std::vector<uint32_t> box;
+  rt::TmaSwizzle swizzle = rt::TmaSwizzle::None;
+  bool operator==(const TensorMapUse&) const = default;
+};
 
 struct CudaLaunch {
   enum class Kind { Kernel, HopperGemm };
@@ -26,6 +36,7 @@ struct CudaLaunch {
   int block_m = 0, block_n = 0, block_k = 0;
   uint32_t box_a[2] = {0, 0}, box_b[2] = {0, 0}, box_c[2] = {0, 0};
   bool tma_store = false;  // C written through TMA (else plain stores)
+  std::vector<TensorMapUse> tensor_maps;  // Kernel: the bulk copies' descriptors
   SourceLoc loc;
 };
 

@@ -7,6 +7,13 @@
 // 2(l%4) + 1. A thread's register r = 4 * atom + c holds the element of its atom at row
 // l/4 + 8 * (c / 2), column 2(l%4) + c % 2. device/cuda/mma_sync.h's tile_gemm_mma_regs uses the
 // same numbering.
+//
+// The warpgroup kind is the accumulator of Hopper's wgmma (device/cuda/tile_gemm_wgmma.h): the
+// rows are split evenly over the warpgroups (4 consecutive warps), a warpgroup's rows into tiles of
+// 64, and warp w % 4 of a warpgroup holds rows 16 (w % 4) .. + 15 of each 64-row tile, all columns.
+// It is stored as warps_m = warps, warps_n = 1: a warp's atom row am lies 64 rows (not 16) after
+// the one before, and the warp's first row is that of its warpgroup plus 16 (w % 4). A row lives in
+// one warp, as in the whole-rows mma layout.
 #pragma once
 
 #include <optional>
@@ -19,6 +26,7 @@ namespace tilelang::ir {
 struct FragmentLayout {
   int64_t rows, cols;        // the tile
   int64_t warps_m, warps_n;  // the warp grid over it
+  bool warpgroup = false;    // wgmma's accumulator (above) rather than mma.sync's
 
   int64_t warp_rows() const { return rows / warps_m; }
   int64_t warp_cols() const { return cols / warps_n; }
@@ -29,7 +37,7 @@ struct FragmentLayout {
   // The tile coordinates register `r` of thread `tx` holds (int32 expressions).
   Expr row(const Expr& tx, const Expr& r) const;
   Expr col(const Expr& tx, const Expr& r) const;
-  std::string to_string() const;  // "mma 128x128 over 2x2 warps"
+  std::string to_string() const;  // "mma 128x128 over 2x2 warps", "wgmma 128x128 over 1 warpgroup"
   bool operator==(const FragmentLayout&) const = default;
 
   // The layout of a rows x cols accumulator over `warps` warps: warp tiles as square as the
@@ -38,6 +46,9 @@ struct FragmentLayout {
   // whole 16 x 16 steps so that operands load with ldmatrix.x4. None when the tile does not split
   // so, or would take more than `max_per_thread` registers of each thread.
   static std::optional<FragmentLayout> accumulator(int64_t rows, int64_t cols, int64_t warps, bool whole_rows = false, int64_t max_per_thread = 128);
+  // The warpgroup layout of a rows x cols accumulator over `warps` warps (a multiple of 4, each
+  // warpgroup's rows a multiple of 64); none otherwise or above `max_per_thread` registers.
+  static std::optional<FragmentLayout> warpgroup_accumulator(int64_t rows, int64_t cols, int64_t warps, int64_t max_per_thread = 128);
 };
 
 }  // namespace tilelang::ir

@@ -279,10 +279,16 @@ struct BarrierNode : StmtNode {
 // dst = src over regions of equal element count (unit dimensions do not count). Reads outside the
 // source buffer give 0 and writes outside the destination buffer are dropped, so tiles may hang
 // over the edge of a tensor.
+//
+// With a `barrier` (the address of a shared mbarrier, set by pipeline_loads_cuda), the copy is a
+// bulk tensor copy (TMA) of a box of a global tensor into a shared tile: one thread issues it, it
+// completes asynchronously on the barrier, and what lies outside the tensor arrives as zeros.
 struct CopyNode : StmtNode {
   static constexpr NodeKind kKind = NodeKind::Copy;
-  CopyNode(Region src, Region dst, SourceLoc loc) : StmtNode(kKind, std::move(loc)), src(std::move(src)), dst(std::move(dst)) {}
+  CopyNode(Region src, Region dst, SourceLoc loc, Expr barrier = nullptr)
+      : StmtNode(kKind, std::move(loc)), src(std::move(src)), dst(std::move(dst)), barrier(std::move(barrier)) {}
   Region src, dst;
+  Expr barrier;
 };
 
 // Block sizes a schedule chose for a gemm (0: the backend decides).

@@ -46,6 +46,13 @@ inline constexpr const char* kWarpShflXor = "warp_shfl_xor";      // (value, lan
 inline constexpr const char* kAsyncCopy = "async_copy";           // (value) stored by cp.async, complete after a wait
 inline constexpr const char* kAsyncCommit = "async_copy_commit";  // (): closes the thread's group of cp.async copies
 inline constexpr const char* kAsyncWait = "async_copy_wait";      // (n): waits until at most n groups are in flight
+// (n), right after a gemm: on wgmma the gemm may stay in flight up to here, until at most n of the
+// thread's gemm groups are pending (a software-pipelined loop's gemm; no-op for synchronous gemms).
+inline constexpr const char* kGemmInFlight = "gemm_in_flight";
+// The mbarriers of a pipelined loop's bulk copies (one per stage, tile_copy_tma.h):
+inline constexpr const char* kBulkInit = "bulk_copy_init";      // (address_of(bars[0]), stages): set up by one thread
+inline constexpr const char* kBulkArrive = "bulk_copy_arrive";  // (address_of(bar)): a stage's copies are all issued
+inline constexpr const char* kBulkWait = "bulk_copy_wait";      // (address_of(bar), parity): they have landed
 Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
 
 std::optional<int64_t> as_const_int(const Expr& e);

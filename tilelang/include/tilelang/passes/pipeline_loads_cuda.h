@@ -14,6 +14,11 @@ namespace tilelang::passes {
 //          k's group has landed; barrier; the rest of the body on stage k % S
 // (the block lowering then ends each iteration with a barrier before the stage is overwritten).
 // Other loops, and copies that do not qualify, stay as written.
+//
+// On sm_90a, with S >= 3, the one gemm of a loop whose accumulator nothing else in the loop touches
+// is followed by gemm_in_flight(1): on wgmma it runs on while the next iteration loads and waits,
+// and is complete one iteration later. The stage it reads is then refilled an iteration later too,
+// so the copies run S - 2 iterations ahead instead of S - 1.
 ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& options);
 
 }  // namespace tilelang::passes

@@ -12,11 +12,27 @@
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 #include "tilelang/ir/substitute.h"
+#include "tilelang/ir/visitor.h"
 
 namespace tilelang::codegen {
 namespace {
 
 constexpr int64_t kSmemAlign = 128;
+constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern repeats every 1024 bytes
+
+// Whether a kernel body runs a gemm on wgmma (an accumulator in the warpgroup layout).
+bool calls_wgmma(const ir::Stmt& body) {
+  struct Finder : ir::IRVisitor {
+    bool found = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::GemmNode& n) override {
+      const ir::FragmentLayout* l = n.c.buffer->layout.get();
+      found = found || (l && l->warpgroup);
+    }
+  } finder;
+  finder.visit_stmt(body);
+  return finder.found;
+}
 
 class CudaCodegen : public CodegenC {
  public:
@@ -46,6 +62,8 @@ class CudaCodegen : public CodegenC {
          << "// NVRTC has no <cstdint>: numeric.h provides the fixed-width types in tl::.\n"
          << "using tl::int8_t;\nusing tl::uint8_t;\nusing tl::int32_t;\nusing tl::int64_t;\n";
     if (uses_hopper_gemm_) head << "#include \"tl/device/cuda/gemm_sm90.h\"\n";
+    if (uses_wgmma_) head << "#include \"tl/device/cuda/tile_gemm_wgmma.h\"\n";
+    if (uses_bulk_copy_) head << "#include \"tl/device/cuda/tile_copy_tma.h\"\n";
     out_.code = head.str() + kernels_.str();
     out_.user_code = user_code_;
     return out_;
@@ -61,6 +79,11 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncCopy) RT_UNREACHABLE("an async copy the block lowering did not vectorize");
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
+    if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
+    auto barrier = [&](const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); };
+    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ">(", barrier(a[0]), ")");
+    if (f == ir::kBulkArrive) return rt::str("tl::cuda::tile_copy_arrive(", barrier(a[0]), ")");
+    if (f == ir::kBulkWait) return rt::str("tl::cuda::tile_copy_wait(", barrier(a[0]), ", ", a[1], ")");
     bool f64 = t == ir::DType::F64;
     if (!rt::is_float(t)) {
       if (f == "abs") return rt::str("abs(", a[0], ")");
@@ -90,7 +113,40 @@ class CudaCodegen : public CodegenC {
     if (n.for_kind == ir::ForKind::Unrolled || n.for_kind == ir::ForKind::Vectorized) line("#pragma unroll");
   }
 
+  // A wgmma gemm followed by gemm_in_flight(n) leaves n groups in flight; the loop around it drains
+  // them once it ends.
+  void visit(const ir::SeqNode& n) override {
+    for (size_t i = 0; i < n.stmts.size(); ++i) {
+      const auto* g = ir::as<ir::GemmNode>(n.stmts[i]);
+      const auto* next = i + 1 < n.stmts.size() ? ir::as<ir::EvaluateNode>(n.stmts[i + 1]) : nullptr;
+      const auto* call = next ? ir::as<ir::CallNode>(next->value) : nullptr;
+      const ir::FragmentLayout* l = g ? g->c.buffer->layout.get() : nullptr;
+      if (l && l->warpgroup && call && call->name == ir::kGemmInFlight) {
+        gemm_pending_ = *ir::as_const_int(call->args.at(0));
+        visit_stmt(n.stmts[i]);
+        gemm_pending_ = 0;
+        ++i;
+        continue;
+      }
+      visit_stmt(n.stmts[i]);
+    }
+  }
+
   void visit(const ir::ForNode& n) override {
+    ++loop_depth_;
+    visit_loop(n);
+    --loop_depth_;
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (it->loop_depth <= loop_depth_) {
+        ++it;
+        continue;
+      }
+      line(rt::str("tl::cuda::wgmma_drain<", it->regs, ">(", it->acc, ");"));
+      it = in_flight_.erase(it);
+    }
+  }
+
+  void visit_loop(const ir::ForNode& n) {
     // A vector the kernel lowering made (one 16-byte copy, perhaps under a bounds guard that holds
     // for the whole vector): a single load and store, or one cp.async.
     const auto* st = ir::as<ir::BufferStoreNode>(n.body);
@@ -123,7 +179,7 @@ class CudaCodegen : public CodegenC {
     if (!b->swizzled) return CodegenC::flat(b, idx);
     ir::Expr row = ir::cast(ir::DType::I64, idx[0]);
     for (size_t d = 1; d + 1 < idx.size(); ++d) row = ir::add(ir::mul(row, ir::cast(ir::DType::I64, b->shape[d])), ir::cast(ir::DType::I64, idx[d]));
-    return rt::str("tl::cuda::swizzled_offset<", expr(b->shape.back()), ", ", rt::bits(b->dtype) / 8, ">(", expr(analysis::canonical(row)), ", ",
+    return rt::str("tl::cuda::swizzled_offset<", expr(b->shape.back()), ", ", rt::bits(b->dtype) / 8, ", ", flat_rows(b), ">(", expr(analysis::canonical(row)), ", ",
                    expr(ir::cast(ir::DType::I64, idx.back())), ")");
   }
 
@@ -146,7 +202,8 @@ class CudaCodegen : public CodegenC {
       return;
     }
     // Shared and fragment tiles: carved out of the block's dynamic shared memory.
-    int64_t offset = (smem_top_ + kSmemAlign - 1) / kSmemAlign * kSmemAlign;
+    int64_t align = b->swizzled ? kSwizzledAlign : kSmemAlign;
+    int64_t offset = (smem_top_ + align - 1) / align * align;
     line(rt::str(storage_type(b->dtype), "* __restrict__ ", name, " = reinterpret_cast<", storage_type(b->dtype), "*>(tl_smem + ", offset, ");"));
     int64_t saved = smem_top_;
     smem_top_ = offset + bytes;
@@ -155,7 +212,44 @@ class CudaCodegen : public CodegenC {
     smem_top_ = saved;  // the tile is dead after its scope: later scopes reuse the bytes
   }
 
-  void visit(const ir::BarrierNode&) override { line("__syncthreads();"); }
+  // In a kernel with wgmma, the barrier also hands the shared tiles this thread wrote to the async
+  // proxy wgmma reads through (tile_gemm_wgmma.h).
+  void visit(const ir::BarrierNode&) override { line(kernel_uses_wgmma_ ? "tl::cuda::fence_proxy_async_shared(); __syncthreads();" : "__syncthreads();"); }
+
+  // A bulk copy (pipeline_loads_cuda): thread 0 loads the box with TMA, in the tile's swizzle; a
+  // swizzled tile with rows longer than 128 bytes takes one box per 128-byte panel (swizzle.h).
+  void visit(const ir::CopyNode& n) override {
+    RT_ICHECK(n.barrier && in_kernel_, "an element-wise copy reached the CUDA code generator at ", n.loc.to_string());
+    uses_bulk_copy_ = true;
+    const ir::Buffer &src = n.src.buffer, &dst = n.dst.buffer;
+    const int64_t bytes = rt::bits(dst->dtype) / 8, cols = *ir::as_const_int(dst->shape.back()), rows = *ir::as_const_int(n.dst.ranges[n.dst.ranges.size() - 2].extent);
+    int64_t row_bytes = cols * bytes, panels = 1;
+    rt::TmaSwizzle swizzle = rt::TmaSwizzle::None;
+    if (dst->swizzled) {
+      swizzle = row_bytes == 32 ? rt::TmaSwizzle::B32 : row_bytes == 64 ? rt::TmaSwizzle::B64 : rt::TmaSwizzle::B128;
+      if (row_bytes > 128) panels = row_bytes / 128;
+    }
+    const int64_t inner = cols / panels;
+    TensorMapUse use{index_of(src), {}, swizzle};
+    for (const ir::Range& r : n.src.ranges) use.box.push_back(static_cast<uint32_t>(*ir::as_const_int(r.extent)));
+    use.box.back() = static_cast<uint32_t>(inner);
+    auto found = std::find(tensor_maps_.begin(), tensor_maps_.end(), use);
+    size_t map = found - tensor_maps_.begin();
+    if (found == tensor_maps_.end()) tensor_maps_.push_back(use);
+    for (int64_t p = 0; p < panels; ++p) {
+      std::vector<ir::Expr> at;
+      for (const ir::Range& r : n.dst.ranges) at.push_back(r.min);
+      at.back() = ir::add(at.back(), ir::make_int(p * inner, at.back()->dtype));
+      std::string coords;  // innermost first
+      for (size_t d = n.src.ranges.size(); d-- > 0;) {
+        ir::Expr c = n.src.ranges[d].min;
+        if (d + 1 == n.src.ranges.size()) c = ir::add(c, ir::make_int(p * inner, c->dtype));
+        coords += rt::str(", ", expr(ir::cast(ir::DType::I32, c)));
+      }
+      line(rt::str("tl::cuda::tile_copy_tma(", buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", reinterpret_cast<tl::cuda::mbarrier_t*>", expr(n.barrier), ", ",
+                   rows * inner * bytes, "u", coords, ");"));
+    }
+  }
 
   void visit(const ir::KernelLaunchNode& n) override {
     // Launches inside launches were rejected by the verifier; reaching one here is a bug.
@@ -178,11 +272,19 @@ class CudaCodegen : public CodegenC {
     size_t ra = n.a.ranges.size();
     ir::Expr k = n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent;
     if (const ir::FragmentLayout* l = n.c.buffer->layout.get()) {
-      // The accumulator in registers (lower_kernel_cuda checked the operands for ldmatrix).
+      // The accumulator in registers (lower_kernel_cuda checked the operands for ldmatrix or wgmma).
       auto flag = [](bool b) { return b ? "true" : "false"; };
+      if (l->warpgroup) {
+        line(rt::str("tl::cuda::tile_gemm_wgmma<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_a), ", ", flag(n.trans_b), ", ", l->atoms_m(), ", ",
+                     l->cols, ", ", expr(k), ", ", lda, ", ", flat_rows(n.a.buffer), ", ", ldb, ", ", flat_rows(n.b.buffer), ", ", gemm_pending_, ">(", pa, ", ",
+                     pb, ", ", buffer(n.c.buffer), ", ", flag(n.clear_accum), ");"));
+        if (gemm_pending_ > 0) in_flight_.push_back({buffer(n.c.buffer), l->per_thread(), loop_depth_});
+        return;
+      }
       line(rt::str("tl::cuda::tile_gemm_mma_regs<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_a), ", ", flag(n.trans_b), ", ", l->warps_n, ", ",
-                   l->atoms_m(), ", ", l->atoms_n(), ", ", flag(n.a.buffer->swizzled), ", ", flag(n.b.buffer->swizzled), ", ", lda, ", ", ldb, ">(",
-                   expr(k), ", ", pa, ", ", pb, ", ", buffer(n.c.buffer), ", ", flag(n.clear_accum), ");"));
+                   l->atoms_m(), ", ", l->atoms_n(), ", ", flag(n.a.buffer->swizzled), ", ", flag(n.b.buffer->swizzled), ", ", lda, ", ", ldb, ", ",
+                   flat_rows(n.a.buffer), ", ", flat_rows(n.b.buffer), ">(", expr(k), ", ", pa, ", ", pb, ", ", buffer(n.c.buffer), ", ",
+                   flag(n.clear_accum), ");"));
       return;
     }
     auto [pc, ldc] = view(n.c, "C");
@@ -242,13 +344,30 @@ class CudaCodegen : public CodegenC {
     line(rt::str("const int32_t ", var(n.thread_var.get()), " = static_cast<int32_t>(threadIdx.x);"));
     ++in_kernel_;
     launch_threads_ = n.threads;
+    tensor_maps_.clear();
+    kernel_uses_wgmma_ = calls_wgmma(n.body);
+    uses_wgmma_ |= kernel_uses_wgmma_;
     visit_stmt(n.body);
     --in_kernel_;
     launch.smem_bytes = smem_peak_;
-    kernels_ << "\nextern \"C\" __global__ void __launch_bounds__(" << n.threads << ") " << launch.kernel << "(" << parameters() << ") {\n";
+    launch.tensor_maps = tensor_maps_;
+    std::string params = parameters();
+    for (size_t i = 0; i < tensor_maps_.size(); ++i) params += rt::str(params.empty() ? "" : ", ", "const __grid_constant__ tl::cuda::TmaDescriptor tl_map", i);
+    kernels_ << "\nextern \"C\" __global__ void __launch_bounds__(" << n.threads << ") " << launch.kernel << "(" << params << ") {\n";
     if (smem_peak_ > 0) kernels_ << "  extern __shared__ __align__(1024) unsigned char tl_smem[];\n";
     kernels_ << body_.str() << "}\n";
     out_.launches.push_back(launch);
+  }
+
+  // The rows of a tile with its leading dimensions flattened (constant: tiles have constant shapes).
+  int64_t flat_rows(const ir::Buffer& b) {
+    int64_t rows = 1;
+    for (size_t d = 0; d + 1 < b->shape.size(); ++d) {
+      auto e = ir::as_const_int(b->shape[d]);
+      RT_ICHECK(e, "tile ", b->name, " of a shape not known at compile time");
+      rows *= *e;
+    }
+    return rows;
   }
 
   int index_of(const ir::Buffer& b) {
@@ -311,6 +430,18 @@ class CudaCodegen : public CodegenC {
   std::ostringstream kernels_;
   int in_kernel_ = 0;
   bool uses_hopper_gemm_ = false;
+  bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
+  bool uses_bulk_copy_ = false;
+  std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
+  // wgmma gemms left in flight (gemm_in_flight), drained when the loop at loop_depth ends.
+  struct InFlight {
+    std::string acc;
+    int64_t regs;
+    int loop_depth;
+  };
+  std::vector<InFlight> in_flight_;
+  int64_t gemm_pending_ = 0;
+  int loop_depth_ = 0;
   int64_t smem_top_ = 0, smem_peak_ = 0;
   int64_t launch_threads_ = 0;
   int sm_count_ = 132;

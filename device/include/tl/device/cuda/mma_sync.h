@@ -117,10 +117,10 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 }
 
 // The address of 16-bit element (row, col) of an operand tile with rows of kLd elements (col a
-// multiple of 8, so the 16-byte chunk it starts is whole).
-template <int kLd, bool kSwizzled, class T>
+// multiple of 8, so the 16-byte chunk it starts is whole); a swizzled tile has kRows rows.
+template <int kLd, bool kSwizzled, int kRows, class T>
 __device__ __forceinline__ const T* operand_at(const T* base, int row, int col) {
-  if constexpr (kSwizzled) return base + int64_t(row) * kLd + swizzle_chunk<kLd / 8>(row, col / 8) * 8;
+  if constexpr (kSwizzled) return base + swizzled_offset<kLd, 2, kRows>(row, col);
   else return base + int64_t(row) * kLd + col;
 }
 
@@ -129,9 +129,10 @@ __device__ __forceinline__ const T* operand_at(const T* base, int row, int col) 
 // atoms of 16 x 8 (kAtomsN even); register 4 * (am * kAtomsN + an) + c of a lane holds atom (am, an)
 // at row lane / 4 + 8 * (c / 2), column 2 * (lane % 4) + c % 2. A is M x K (K x M when kTransA), B
 // is K x N (N x K when kTransB), in shared memory with rows 16-byte aligned; kSwizzleA / kSwizzleB:
-// the operand is a swizzled tile (swizzle.h) of rows of lda / ldb elements starting at a row that
-// is a multiple of 8. All threads of the block call it; it does not synchronize.
-template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN, bool kSwizzleA, bool kSwizzleB, int kLda, int kLdb>
+// the operand is a swizzled tile (swizzle.h) of kRowsA / kRowsB rows of lda / ldb elements, read
+// from a row that is a multiple of 8. All threads of the block call it; it does not synchronize.
+template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN, bool kSwizzleA, bool kSwizzleB, int kLda, int kLdb,
+          int kRowsA, int kRowsB>
 __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B, float* acc, bool clear) {
   static_assert(kAtomsN % 2 == 0, "ldmatrix.x4 loads B for two atoms of 8 columns at once");
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
@@ -148,9 +149,9 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B
       const int m = row0 + am * 16;
       // Matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15).
       if constexpr (kTransA)  // A stored K x M: rows of the stored matrix run along k
-        ldmatrix_x4<true>(a[am], operand_at<kLda, kSwizzleA>(A, k0 + (lane & 7) + (lane >> 4) * 8, m + ((lane >> 3) & 1) * 8));
+        ldmatrix_x4<true>(a[am], operand_at<kLda, kSwizzleA, kRowsA>(A, k0 + (lane & 7) + (lane >> 4) * 8, m + ((lane >> 3) & 1) * 8));
       else
-        ldmatrix_x4<false>(a[am], operand_at<kLda, kSwizzleA>(A, m + lrow, k0 + lhalf));
+        ldmatrix_x4<false>(a[am], operand_at<kLda, kSwizzleA, kRowsA>(A, m + lrow, k0 + lhalf));
     }
 #pragma unroll
     for (int an = 0; an < kAtomsN; an += 2) {
@@ -158,9 +159,9 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B
       uint32_t r[4];
       // Matrices: b0 and b1 of column atom an, then b0 and b1 of atom an + 1.
       if constexpr (kTransB)  // B stored N x K: rows run along n
-        ldmatrix_x4<false>(r, operand_at<kLdb, kSwizzleB>(B, n + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
+        ldmatrix_x4<false>(r, operand_at<kLdb, kSwizzleB, kRowsB>(B, n + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
       else
-        ldmatrix_x4<true>(r, operand_at<kLdb, kSwizzleB>(B, k0 + lrow, n + lhalf));
+        ldmatrix_x4<true>(r, operand_at<kLdb, kSwizzleB, kRowsB>(B, k0 + lrow, n + lhalf));
       b[an][0] = r[0], b[an][1] = r[1], b[an + 1][0] = r[2], b[an + 1][1] = r[3];
     }
 #pragma unroll

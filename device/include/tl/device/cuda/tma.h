@@ -55,6 +55,25 @@ TL_DEVICE void tma_load_3d(void* smem_dst, const TmaDescriptor* desc, mbarrier_t
       : "memory");
 }
 
+TL_DEVICE void tma_load_1d(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0) {
+  asm volatile("cp.async.bulk.tensor.1d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3}], [%2];" ::"r"(smem_addr(smem_dst)),
+               "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "r"(c0)
+               : "memory");
+}
+TL_DEVICE void tma_load_4d(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1, int c2, int c3) {
+  asm volatile(
+      "cp.async.bulk.tensor.4d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6}], [%2];" ::"r"(smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+      : "memory");
+}
+TL_DEVICE void tma_load_5d(void* smem_dst, const TmaDescriptor* desc, mbarrier_t* bar, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile(
+      "cp.async.bulk.tensor.5d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4, %5, %6, %7}], [%2];" ::"r"(
+          smem_addr(smem_dst)),
+      "l"(reinterpret_cast<uint64_t>(desc)), "r"(smem_addr(bar)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+      : "memory");
+}
+
 // Multicast: one load lands at the same shared-memory offset in every CTA of `cta_mask` (bit i =
 // cluster CTA rank i) and completes on the barrier at `bar`'s offset in each of them. Each receiving
 // CTA's full barrier must expect the bytes of every multicast it receives.

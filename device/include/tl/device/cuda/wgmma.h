@@ -94,15 +94,15 @@ TL_DEVICE void fence_accumulators(float (&acc)[kN]) {
 
 // ---------------------------------------------------------------------------------------------
 // D[64 x N] (+)= A[64 x 16] * B[16 x N], FP32 accumulate, A and B (bfloat16_t or half_t) from
-// shared memory. kTransB = false: B K-major; true: B N-major. A is always K-major here.
+// shared memory. kTransB = false: B K-major; true: B N-major; kTransA likewise for A (M-major).
 // accumulate = false overwrites D (D = A*B).
-template <class T, int N, bool kTransB>
+template <class T, int N, bool kTransB, bool kTransA = false>
 TL_DEVICE void wgmma_m64k16_ss([[maybe_unused]] uint64_t desc_a, [[maybe_unused]] uint64_t desc_b,
                                [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
   static_assert(is_same_v<T, bfloat16_t> || is_same_v<T, half_t>, "wgmma k16: bfloat16_t or half_t inputs");
 #if defined(TL_CUDA_SM90A)
-  detail::WgmmaSsF32<N>::template run<is_same_v<T, bfloat16_t>, 0, kTransB ? 1 : 0>(desc_a, desc_b, d,
-                                                                                  accumulate ? 1u : 0u);
+  detail::WgmmaSsF32<N>::template run<is_same_v<T, bfloat16_t>, kTransA ? 1 : 0, kTransB ? 1 : 0>(desc_a, desc_b, d,
+                                                                                              accumulate ? 1u : 0u);
 #else
   __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
 #endif

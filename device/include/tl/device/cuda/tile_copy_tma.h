@@ -1,0 +1,48 @@
+// Bulk tensor copies (TMA) of a tile program's software-pipelined loops (tilelang's
+// pipeline_loads_cuda): each stage of the ring of shared tiles has an mbarrier; thread 0 of the block
+// issues the stage's boxes and arrives once, every thread waits on the stage's phase before reading.
+//
+// A stage's barrier completes once per use: stage s serves iterations s, s + S, s + 2S, ..., so
+// iteration k waits for parity (k / S) % 2 of barrier k % S. The arrival comes after the boxes'
+// expect_tx, and the phase completes when it has come and every expected byte has landed (a box
+// partly outside the tensor still delivers all its bytes, the outside as zeros).
+#pragma once
+
+#include "tl/device/cuda/mbarrier.h"
+#include "tl/device/cuda/tma.h"
+
+namespace tl::cuda {
+
+// One thread sets up the kStages barriers (one arrival each); the block synchronizes after.
+template <int kStages>
+TL_DEVICE void tile_copy_barriers_init(mbarrier_t* bars) {
+  if (threadIdx.x != 0) return;
+#pragma unroll
+  for (int s = 0; s < kStages; ++s) mbarrier_init(&bars[s], 1);
+  fence_barrier_init();
+}
+
+// Thread 0 loads the box at `coords` (innermost first) of the tensor behind `desc` into `dst`,
+// completing `bytes` on `bar`.
+template <class... Coords>
+TL_DEVICE void tile_copy_tma(void* dst, const TmaDescriptor& desc, mbarrier_t* bar, uint32_t bytes, Coords... coords) {
+  static_assert(sizeof...(Coords) >= 1 && sizeof...(Coords) <= 5, "TMA boxes have 1 to 5 dimensions");
+  if (threadIdx.x != 0) return;
+  mbarrier_expect_tx(bar, bytes);
+  const int c[] = {int(coords)...};
+  if constexpr (sizeof...(Coords) == 1) tma_load_1d(dst, &desc, bar, c[0]);
+  else if constexpr (sizeof...(Coords) == 2) tma_load_2d(dst, &desc, bar, c[0], c[1]);
+  else if constexpr (sizeof...(Coords) == 3) tma_load_3d(dst, &desc, bar, c[0], c[1], c[2]);
+  else if constexpr (sizeof...(Coords) == 4) tma_load_4d(dst, &desc, bar, c[0], c[1], c[2], c[3]);
+  else tma_load_5d(dst, &desc, bar, c[0], c[1], c[2], c[3], c[4]);
+}
+
+// Closes a stage: thread 0 arrives (after issuing the stage's boxes, or none past the loop's end).
+TL_DEVICE void tile_copy_arrive(mbarrier_t* bar) {
+  if (threadIdx.x == 0) mbarrier_arrive(bar);
+}
+
+// Every thread waits until the stage's boxes of this use have landed.
+TL_DEVICE void tile_copy_wait(mbarrier_t* bar, uint32_t parity) { mbarrier_wait_parity(bar, parity); }
+
+}  // namespace tl::cuda

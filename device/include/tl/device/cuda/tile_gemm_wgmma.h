@@ -1,0 +1,102 @@
+// The gemm of a tile program on Hopper's warpgroup tensor cores (sm_90a): acc (=|+=) opA(A) opB(B)
+// with A and B 16-bit tiles in shared memory, in the swizzled layout of swizzle.h, and the FP32
+// accumulator tile in the registers of the block's threads.
+//
+// Accumulator layout (tilelang/ir/fragment_layout.h, warpgroup kind): the tile's rows are split
+// evenly over the block's warpgroups (128 threads each); a warpgroup's kAtomsM * 64 rows are
+// kAtomsM wgmma tiles of 64 rows, and warp w % 4 of the warpgroup holds rows 16 (w % 4) .. + 15 of
+// each. Register 4 * (am * kCols / 8 + an) + c of a lane l holds row 64 am + 16 (w % 4) + l / 4 +
+// 8 (c / 2), column 8 an + 2 (l % 4) + c % 2 of its warpgroup's rows: per 64-row tile, exactly the
+// registers of one m64nNk16 instruction (wgmma.h), so the mma.sync atom numbering carries over.
+//
+// The call issues the whole K extent as one wgmma group and waits until at most kPending groups of
+// the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
+// it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
+// finished, and wgmma_drain completes the last one before the accumulator is read. The shared tiles must have
+// been made visible to the async proxy (fence.proxy.async) by the threads that wrote them, before
+// the barrier that precedes the call; the code generator emits the fence with every barrier of a
+// kernel that calls this.
+#pragma once
+
+#include "tl/device/cuda/swizzle.h"
+#include "tl/device/cuda/wgmma.h"
+
+namespace tl::cuda {
+
+// A 16-bit operand tile of kRows rows of kLd elements in the swizzled layout, as wgmma descriptors
+// see it; (row, col) arguments are relative to the operand's origin, rows multiples of 8.
+template <int kLd, int kRows>
+struct WgmmaOperand {
+  static constexpr int kRowBytes = kLd * 2;
+  static constexpr uint32_t kAtomBytes = kRowBytes < 128 ? kRowBytes : 128;  // one swizzled row
+  static constexpr SmemSwizzle kSwizzle = kAtomBytes == 128 ? SmemSwizzle::k128B : kAtomBytes == 64 ? SmemSwizzle::k64B : SmemSwizzle::k32B;
+
+  // K-major (rows along M or N, columns along K): 8-row groups 8 swizzled rows apart; a k16 step
+  // moves 32 bytes within a row (or to the next 128-byte panel).
+  template <class T>
+  static TL_DEVICE uint64_t k_major(const T* tile, int mn, int k) {
+    return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(mn, k), 16u, 8u * kAtomBytes, kSwizzle);
+  }
+  // MN-major (rows along K, columns along M or N): 8 k-rows per 1024-byte group, the next 64 M or
+  // N in the next 128-byte panel, kRows * 128 bytes on.
+  template <class T>
+  static TL_DEVICE uint64_t mn_major(const T* tile, int k, int mn) {
+    static_assert(kRowBytes % 128 == 0, "an MN-major wgmma operand has rows of a multiple of 128 bytes");
+    return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(k, mn), uint32_t(kRows) * 128u, 1024u, SmemSwizzle::k128B);
+  }
+};
+
+// The instruction width for kCols accumulator columns: all of them when wgmma has that size, else
+// the widest power of two that divides them.
+__host__ __device__ constexpr int wgmma_instruction_n(int cols) {
+  if (cols <= 256 && (cols % 16 == 0 || cols == 8 || cols == 24)) return cols;
+  for (int n = 128; n >= 8; n /= 2)
+    if (cols % n == 0) return n;
+  return 0;
+}
+
+// acc (=|+=) opA(A) * opB(B) over kK (a multiple of 16): A is M x K (K x M when kTransA), B is
+// K x N (N x K when kTransB), as kRowsA x kLda and kRowsB x kLdb swizzled tiles starting at a row
+// that is a multiple of 8 and at column 0. M = kAtomsM * 64 * warpgroups, N = kCols. All threads of
+// the block call it.
+template <class T, bool kTransA, bool kTransB, int kAtomsM, int kCols, int kK, int kLda, int kRowsA, int kLdb, int kRowsB, int kPending = 0>
+TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
+  constexpr int kInstN = wgmma_instruction_n(kCols);
+  static_assert(kInstN > 0 && kK % 16 == 0, "wgmma tiles: N a multiple of 8, K of 16");
+  static_assert(kTransB || kInstN % 64 == 0, "an N-major B is read in whole 64-column panels");
+  constexpr int kRegs = kAtomsM * kCols / 2;
+  using OpA = WgmmaOperand<kLda, kRowsA>;
+  using OpB = WgmmaOperand<kLdb, kRowsB>;
+  float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
+  const int m0 = int(threadIdx.x / 128) * kAtomsM * 64;
+  fence_accumulators(d);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kK; k += 16)
+#pragma unroll
+    for (int am = 0; am < kAtomsM; ++am) {
+      uint64_t da, db;
+      if constexpr (kTransA) da = OpA::mn_major(A, k, m0 + am * 64);
+      else da = OpA::k_major(A, m0 + am * 64, k);
+#pragma unroll
+      for (int n = 0; n < kCols; n += kInstN) {
+        if constexpr (kTransB) db = OpB::k_major(B, n, k);
+        else db = OpB::mn_major(B, k, n);
+        float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
+        wgmma_m64k16_ss<T, kInstN, !kTransB, kTransA>(da, db, dn, !(clear && k == 0));
+      }
+    }
+  wgmma_commit_group();
+  wgmma_wait_group<kPending>();
+  fence_accumulators(d);
+}
+
+// Waits for every gemm of the warpgroup still in flight, then pins the kRegs accumulator registers
+// so that no read of them moves above the wait.
+template <int kRegs>
+TL_DEVICE void wgmma_drain(float* acc) {
+  wgmma_wait_group<0>();
+  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+}
+
+}  // namespace tl::cuda
