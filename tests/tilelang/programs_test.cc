@@ -90,15 +90,17 @@ TEST(IntegerInputs, Int8MatmulIsExact) {
   EXPECT_EQ(f64(out[0]), ref);  // integer arithmetic: exact
 }
 
-// Tiles of 64 x 64 x 32 and 128 x 128 x 64: on sm_90a the operand rows are 64 and 128 bytes (A)
-// and 128 and 256 bytes (B, two 128-byte swizzle panels), each a different wgmma descriptor.
+// Tiles of 64 x 64 x 32 and 128 x 128 x 64 (x 32 for float32, to fit shared memory): on sm_90a
+// the 16-bit operand rows are 64 and 128 bytes (A) and 128 and 256 bytes (B, two 128-byte swizzle
+// panels), each a different wgmma descriptor and TMA box.
 class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t, int64_t>> {};
 
 TEST_P(BlockedGemm, MatchesReference) {
   auto [dtype, m, n, kk, tile] = GetParam();
   tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
                                     {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", rt::name(dtype)},
-                                     {"block_M", std::to_string(tile)}, {"block_N", std::to_string(tile)}, {"block_K", std::to_string(tile / 2)}});
+                                     {"block_M", std::to_string(tile)}, {"block_N", std::to_string(tile)},
+                                     {"block_K", std::to_string(dtype == DType::F32 ? tile / 4 : tile / 2)}});
   rt::Tensor a = random({m, kk}, dtype), b = random({kk, n}, dtype);
   auto out = run(k, {a, b}, {{{m, n}, dtype}});
   expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), "blocked gemm");

@@ -21,13 +21,20 @@ namespace {
 // layout) that replace it.
 using Registers = std::map<const ir::BufferNode*, ir::Buffer>;
 
+// A statement without its bulk copies: they synchronize through their stages' mbarriers
+// (pipeline_loads_cuda), never through block barriers.
+class WithoutBulkCopies : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::CopyNode& n, const ir::Stmt& self) override { return n.barrier ? ir::make_seq({}, n.loc) : self; }
+};
+
 // Memory other threads can see, that a statement writes and reads.
 struct SharedAccess {
   std::set<const ir::BufferNode*> read, written;
 };
 SharedAccess shared_access(const ir::Stmt& s, const Registers& registers) {
   auto shared = [&](const ir::BufferNode* b) { return b->scope != ir::Scope::Local && !registers.count(b); };
-  analysis::Accesses a = analysis::accesses_of(s);
+  analysis::Accesses a = analysis::accesses_of(WithoutBulkCopies().mutate(s));
   SharedAccess out;
   for (const ir::BufferNode* b : a.read)
     if (shared(b)) out.read.insert(b);

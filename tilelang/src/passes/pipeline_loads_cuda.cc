@@ -261,23 +261,35 @@ class Pipeliner : public ir::IRMutator {
     // one iteration later, so the loads run one stage less ahead.
     std::optional<size_t> overlapped = overlap_gemms_ && stages >= 3 ? gemm_to_overlap(rest) : std::nullopt;
     const int64_t ahead_by = overlapped ? stages - 2 : stages - 1;
-    // Bulk copies complete on one mbarrier per stage, the others (cp.async) in commit groups.
+    // Bulk copies complete on one mbarrier per stage ("full"), the others (cp.async) in commit
+    // groups. With bulk copies only, the block never synchronizes for the stages: each warp
+    // releases a stage it has finished reading on a second mbarrier ("free"), and thread 0 waits
+    // for that before loading into the stage again.
     bool bulk = false, element_wise = false;
     for (const ir::Stmt& c : copies) (ir::as<ir::CopyNode>(c) ? bulk : element_wise) = true;
-    ir::Buffer bars = ir::make_buffer(n.var->name + "_stage_bars", ir::DType::I64, {ir::make_int(stages)}, ir::Scope::Shared, loc);
-    auto bar = [&](const ir::Expr& stage) { return ir::make_call(ir::DType::I64, ir::CallKind::Intrinsic, "address_of", {ir::make_load(bars, {stage}, loc)}, loc); };
+    const bool free_barriers = bulk && !element_wise;
+    ir::Buffer bars = ir::make_buffer(n.var->name + "_stage_bars", ir::DType::I64, {ir::make_int(free_barriers ? 2 * stages : stages)}, ir::Scope::Shared, loc);
+    auto bar = [&](const ir::Expr& index) { return ir::make_call(ir::DType::I64, ir::CallKind::Intrinsic, "address_of", {ir::make_load(bars, {index}, loc)}, loc); };
+    auto free_bar = [&](const ir::Expr& stage) { return bar(ir::add(stage, ir::make_int(stages, stage->dtype))); };
+    auto use_parity = [&](const ir::Expr& iter, int64_t back) {  // parity of phase iter / S - back of its stage
+      return ir::floor_mod(ir::add(ir::floor_div(iter, ir::make_int(stages, iter->dtype)), ir::make_int(back, iter->dtype)), ir::make_int(2, iter->dtype));
+    };
     // The copies of iteration `iter` (an offset from the loop's start) into stage `stage`, if it exists.
     auto load_ahead = [&](const ir::Expr& iter, const ir::Expr& stage) {
       std::vector<ir::Stmt> out;
+      if (free_barriers)  // the stage's use S iterations back is released
+        out.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(stages, iter->dtype)),
+                                  intrinsic(ir::kBulkAcquire, {free_bar(stage), use_parity(iter, 1)}, loc), nullptr, loc));
       ToStage to_stage(plan.staged, stage, true, bulk ? bar(stage) : nullptr);
       for (const ir::Stmt& c : copies) out.push_back(to_stage.mutate(ir::substitute(c, {{n.var.get(), ir::add(n.min, iter)}})));
+      if (free_barriers) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
       return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), ir::make_seq(std::move(out), loc), nullptr, loc);
     };
     // A stage's copies are all issued (also past the loop's end, where there are none).
     auto close = [&](const ir::Expr& stage) {
       std::vector<ir::Stmt> out;
       if (element_wise) out.push_back(intrinsic(ir::kAsyncCommit, {}, loc));
-      if (bulk) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
+      if (bulk && !free_barriers) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
       return out;
     };
     ir::Var p = ir::make_var("p", n.var->dtype, loc);
@@ -290,19 +302,25 @@ class Pipeliner : public ir::IRMutator {
     std::vector<ir::Stmt> steady{load_ahead(ahead, ahead_stage)};
     for (ir::Stmt& s : close(ahead_stage)) steady.push_back(std::move(s));
     if (element_wise) steady.push_back(intrinsic(ir::kAsyncWait, {ir::make_int(ahead_by)}, loc));
-    if (bulk) {  // iteration k's use of its stage is the (k / S)-th: phase parity (k / S) % 2
-      ir::Expr parity = ir::floor_mod(ir::floor_div(iter, ir::make_int(stages, iter->dtype)), ir::make_int(2, iter->dtype));
-      steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), parity}, loc));
-    }
-    steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
+    if (bulk) steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), use_parity(iter, 0)}, loc));
+    if (!free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
     ToStage to_stage(plan.staged, stage, false);
     for (size_t i = 0; i < rest.size(); ++i) {
       steady.push_back(to_stage.mutate(mutate(rest[i])));
-      if (overlapped == i) steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
+      if (overlapped != i) continue;
+      steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
+      // The gemm of the iteration before has finished with its stage.
+      if (free_barriers) {
+        ir::Expr before = ir::floor_mod(ir::add(iter, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
+        steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
+      }
     }
+    if (free_barriers && !overlapped) steady.push_back(intrinsic(ir::kBulkRelease, {free_bar(stage)}, loc));
+    // Beside cp.async copies, the block's barrier frees the stages (block barriers do not see bulk copies).
+    if (bulk && !free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
     ir::Stmt loop = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
     if (!bulk) return ir::make_seq({prologue, loop}, loc);
-    ir::Stmt init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages)}, loc);
+    ir::Stmt init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(free_barriers ? 1 : 0)}, loc);
     return ir::make_allocate(bars, ir::make_seq({init, std::make_shared<const ir::BarrierNode>(loc), prologue, loop}, loc), loc);
   }
 

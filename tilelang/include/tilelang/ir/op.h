@@ -49,10 +49,13 @@ inline constexpr const char* kAsyncWait = "async_copy_wait";      // (n): waits 
 // (n), right after a gemm: on wgmma the gemm may stay in flight up to here, until at most n of the
 // thread's gemm groups are pending (a software-pipelined loop's gemm; no-op for synchronous gemms).
 inline constexpr const char* kGemmInFlight = "gemm_in_flight";
-// The mbarriers of a pipelined loop's bulk copies (one per stage, tile_copy_tma.h):
-inline constexpr const char* kBulkInit = "bulk_copy_init";      // (address_of(bars[0]), stages): set up by one thread
-inline constexpr const char* kBulkArrive = "bulk_copy_arrive";  // (address_of(bar)): a stage's copies are all issued
-inline constexpr const char* kBulkWait = "bulk_copy_wait";      // (address_of(bar), parity): they have landed
+// The mbarriers of a pipelined loop's bulk copies (tile_copy_tma.h): per stage a "full" one, and
+// with free = 1 a "free" one after them (bars[stages + s]) that the warps release the stage on.
+inline constexpr const char* kBulkInit = "bulk_copy_init";        // (address_of(bars[0]), stages, free): set up by one thread
+inline constexpr const char* kBulkArrive = "bulk_copy_arrive";    // (address_of(full)): a stage's copies are all issued
+inline constexpr const char* kBulkWait = "bulk_copy_wait";        // (address_of(full), parity): they have landed
+inline constexpr const char* kBulkRelease = "bulk_copy_release";  // (address_of(free)): this warp is done with the stage
+inline constexpr const char* kBulkAcquire = "bulk_copy_acquire";  // (address_of(free), parity): thread 0 waits for every warp's release
 Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
 
 std::optional<int64_t> as_const_int(const Expr& e);

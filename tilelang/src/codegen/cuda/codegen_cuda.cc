@@ -81,7 +81,9 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
     auto barrier = [&](const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); };
-    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ">(", barrier(a[0]), ")");
+    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", barrier(a[0]), ")");
+    if (f == ir::kBulkRelease) return rt::str("tl::cuda::tile_copy_release(", barrier(a[0]), ")");
+    if (f == ir::kBulkAcquire) return rt::str("tl::cuda::tile_copy_acquire(", barrier(a[0]), ", ", a[1], ")");
     if (f == ir::kBulkArrive) return rt::str("tl::cuda::tile_copy_arrive(", barrier(a[0]), ")");
     if (f == ir::kBulkWait) return rt::str("tl::cuda::tile_copy_wait(", barrier(a[0]), ", ", a[1], ")");
     bool f64 = t == ir::DType::F64;

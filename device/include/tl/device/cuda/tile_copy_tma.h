@@ -6,6 +6,11 @@
 // iteration k waits for parity (k / S) % 2 of barrier k % S. The arrival comes after the boxes'
 // expect_tx, and the phase completes when it has come and every expected byte has landed (a box
 // partly outside the tensor still delivers all its bytes, the outside as zeros).
+//
+// With free barriers (a loop whose copies are all bulk), a second ring of kStages barriers, after
+// the first, takes one arrival per warp when the warp has finished reading a stage; thread 0 waits
+// for the use before last of a stage to be released before it loads into it again (parity
+// (k / S + 1) % 2 for iteration k), so the block needs no barrier for the ring.
 #pragma once
 
 #include "tl/device/cuda/mbarrier.h"
@@ -13,12 +18,16 @@
 
 namespace tl::cuda {
 
-// One thread sets up the kStages barriers (one arrival each); the block synchronizes after.
-template <int kStages>
+// One thread sets up the kStages full barriers (one arrival each) and, with kFree, the kStages free
+// barriers after them (one arrival per warp); the block synchronizes after.
+template <int kStages, bool kFree>
 TL_DEVICE void tile_copy_barriers_init(mbarrier_t* bars) {
   if (threadIdx.x != 0) return;
 #pragma unroll
-  for (int s = 0; s < kStages; ++s) mbarrier_init(&bars[s], 1);
+  for (int s = 0; s < kStages; ++s) {
+    mbarrier_init(&bars[s], 1);
+    if constexpr (kFree) mbarrier_init(&bars[kStages + s], blockDim.x / 32);
+  }
   fence_barrier_init();
 }
 
@@ -44,5 +53,16 @@ TL_DEVICE void tile_copy_arrive(mbarrier_t* bar) {
 
 // Every thread waits until the stage's boxes of this use have landed.
 TL_DEVICE void tile_copy_wait(mbarrier_t* bar, uint32_t parity) { mbarrier_wait_parity(bar, parity); }
+
+// Every thread calls it when done reading a stage; one arrival per warp.
+TL_DEVICE void tile_copy_release(mbarrier_t* free_bar) {
+  __syncwarp();
+  if ((threadIdx.x & 31) == 0) mbarrier_arrive(free_bar);
+}
+
+// Thread 0 waits until every warp has released the stage's use before last.
+TL_DEVICE void tile_copy_acquire(mbarrier_t* free_bar, uint32_t parity) {
+  if (threadIdx.x == 0) mbarrier_wait_parity(free_bar, parity);
+}
 
 }  // namespace tl::cuda
