@@ -114,6 +114,12 @@ INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
                                           std::get<4>(p.param));
                          });
 
+// Shapes that are whole tiles: the accumulator goes out without guards, two elements per store.
+INSTANTIATE_TEST_SUITE_P(WholeTiles, BlockedGemm,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(128), ::testing::Values(128),
+                                            ::testing::Values(64), ::testing::Values(64)),
+                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_128x128x64_tile64"); });
+
 // T.gemm with each operand stored either way, then an epilogue on the accumulator (on the GPU: the
 // four ldmatrix forms of the tensor-core path, with the accumulator in registers).
 class TransposedGemm : public ::testing::TestWithParam<std::tuple<DType, bool, bool>> {};

@@ -164,29 +164,28 @@ ir::Expr CodegenC::element_count(const ir::Buffer& b) {
 }
 
 void CodegenC::visit(const ir::BufferStoreNode& n) {
-  std::string v = expr(n.value);
   if (n.atomic_add) {
     if (n.buffer->dtype == ir::DType::F4E2M1) error_at(n.loc, "atomic_add into float4 tensors is not supported");
-    line(atomic_add(rt::str("&", buffer(n.buffer), "[", flat(n.buffer, n.indices), "]"), v, n.buffer->dtype) + ";");
+    line(atomic_add(rt::str("&", buffer(n.buffer), "[", flat(n.buffer, n.indices), "]"), expr(n.value), n.buffer->dtype) + ";");
     return;
   }
   if (n.buffer->dtype == ir::DType::F4E2M1) {
-    line(rt::str("tl::store_fp4(", buffer(n.buffer), ", ", flat(n.buffer, n.indices), ", ", v, ");"));
+    line(rt::str("tl::store_fp4(", buffer(n.buffer), ", ", flat(n.buffer, n.indices), ", ", expr(n.value), ");"));
     return;
   }
   std::string ref = is_scalar_var(n.buffer) ? buffer(n.buffer) : rt::str(buffer(n.buffer), "[", flat(n.buffer, n.indices), "]");
-  if (converts(n.buffer->dtype)) {
-    // Storing rounds to the buffer's format: a cast to it before the store is redundant, and an
-    // element of the same format is copied as is.
-    ir::Expr value = n.value;
-    if (const auto* c = ir::as<ir::CastNode>(value); c && c->dtype == n.buffer->dtype) value = c->value;
-    const auto* l = ir::as<ir::BufferLoadNode>(value);
-    if (l && l->buffer->dtype == n.buffer->dtype && !is_scalar_var(l->buffer))
-      v = rt::str(buffer(l->buffer), "[", flat(l->buffer, l->indices), "]");
-    else
-      v = rt::str("tl::from_float<", storage_type(n.buffer->dtype), ">(", expr(value), ")");
-  }
-  line(rt::str(ref, " = ", v, ";"));
+  line(rt::str(ref, " = ", stored_value(n.buffer, n.value), ";"));
+}
+
+std::string CodegenC::stored_value(const ir::Buffer& b, const ir::Expr& value) {
+  if (!converts(b->dtype)) return expr(value);
+  // Storing rounds to the buffer's format: a cast to it before the store is redundant, and an
+  // element of the same format is copied as is.
+  ir::Expr v = value;
+  if (const auto* c = ir::as<ir::CastNode>(v); c && c->dtype == b->dtype) v = c->value;
+  const auto* l = ir::as<ir::BufferLoadNode>(v);
+  if (l && l->buffer->dtype == b->dtype && !is_scalar_var(l->buffer)) return rt::str(buffer(l->buffer), "[", flat(l->buffer, l->indices), "]");
+  return rt::str("tl::from_float<", storage_type(b->dtype), ">(", expr(v), ")");
 }
 
 void CodegenC::visit(const ir::LetStmtNode& n) {

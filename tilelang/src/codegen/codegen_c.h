@@ -46,6 +46,7 @@ class CodegenC : public ir::IRVisitor {
 
   // ---- helpers
   virtual std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx);  // row-major offset, 64-bit
+  std::string stored_value(const ir::Buffer& b, const ir::Expr& value);  // `value` in b's storage format
   ir::Expr element_count(const ir::Buffer& b);
   std::string var(const ir::VarNode* v) { return names_.name(v, v->name); }
   std::string buffer(const ir::Buffer& b) { return names_.name(b.get(), b->name); }

@@ -5,8 +5,10 @@
 #include <string>
 #include <utility>
 
+#include "rt/dtype.h"
 #include "rt/error.h"
 #include "tilelang/analysis/access.h"
+#include "tilelang/analysis/linear.h"
 #include "tilelang/analysis/register_fragments.h"
 #include "tilelang/analysis/vector_copy.h"
 #include "tilelang/analysis/thread_dependence.h"
@@ -204,11 +206,44 @@ class BlockLowering {
   // for i, j in a tile nest over register fragments -> for r in registers: i, j = layout(tx, r).
   // (register_fragments admitted only nests over the whole tile, and all fragments of one shape
   // share a layout.)
+  //
+  // A store of each element to memory other threads see, contiguous and aligned along the columns,
+  // goes two elements at a time: registers 2m and 2m + 1 of a thread are adjacent columns of a row,
+  // so the pair is one 4- or 8-byte store (a vectorized loop of 2 the code generator packs).
   ir::Stmt distribute_by_layout(const analysis::TileNest& t, const ir::FragmentLayout& layout, const SourceLoc& loc) {
     ir::Var r = ir::make_var("r", ir::DType::I32, loc);
     ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, r).mutate(t.cols->body));
     ir::VarMap bind{{t.rows->var.get(), ir::cast(t.rows->var->dtype, layout.row(tx_, r))}, {t.cols->var.get(), ir::cast(t.cols->var->dtype, layout.col(tx_, r))}};
+    if (paired_store(body, t.cols->var.get())) {
+      ir::Var pair = ir::make_var("m", ir::DType::I32, loc), lane = ir::make_var("v", ir::DType::I32, loc);
+      ir::Stmt lanes = ir::make_for(lane, ir::make_int(0), ir::make_int(2), ir::ForKind::Vectorized,
+                                    ir::substitute(ir::substitute(body, bind), {{r.get(), ir::add(ir::mul(pair, ir::make_int(2)), lane)}}), loc);
+      return ir::make_for(pair, ir::make_int(0), ir::make_int(layout.per_thread() / 2), ir::ForKind::Unrolled, lanes, loc);
+    }
     return ir::make_for(r, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, ir::substitute(body, bind), loc);
+  }
+
+  // Whether a register-nest body is one unguarded store of a 16- or 32-bit element to shared or
+  // global memory at column `col` of a row, every index but the last a whole number of even rows
+  // and the last `col` plus an even offset (so that two adjacent columns make one aligned store).
+  bool paired_store(const ir::Stmt& body, const ir::VarNode* col) const {
+    const auto* st = ir::as<ir::BufferStoreNode>(body);
+    if (!st || st->atomic_add || st->buffer->scope == ir::Scope::Local || st->indices.empty()) return false;
+    if (st->buffer->scope == ir::Scope::Global && !tensors_aligned_) return false;
+    // (A swizzled tile keeps the order inside each 16-byte chunk, so an even column and the next stay adjacent.)
+    if (rt::bits(st->buffer->dtype) != 16 && rt::bits(st->buffer->dtype) != 32) return false;
+    int64_t stride = 1;
+    for (size_t d = st->indices.size(); d-- > 1;) {
+      auto extent = ir::as_const_int(st->buffer->shape[d]);
+      if (!extent) return false;
+      stride *= *extent;
+      if (stride % 2 != 0 || analysis::uses_var(st->indices[d - 1], col)) return false;
+    }
+    auto lin = analysis::as_linear(st->indices.back());
+    if (!lin || lin->constant % 2 != 0 || lin->coefficient(col) != 1) return false;
+    for (const auto& [v, c] : lin->terms)
+      if (v.get() != col && c % 2 != 0) return false;
+    return true;
   }
 
   // A row reduction of a register fragment (whole rows per warp): each thread combines the

@@ -173,6 +173,25 @@ class CudaCodegen : public CodegenC {
       line(rt::str("*reinterpret_cast<uint4*>(", dst, ") = ", value, ";"));
       return;
     }
+    // Two adjacent elements a register-fragment nest stores (lower_kernel_cuda's paired stores):
+    // both values, then one 4- or 8-byte store.
+    if (n.for_kind == ir::ForKind::Vectorized && st && ir::is_const_int(n.extent, 2) && ir::is_const_int(n.min, 0) &&
+        (rt::bits(st->buffer->dtype) == 16 || rt::bits(st->buffer->dtype) == 32)) {
+      std::string pair = names_.name(&n, "tl_pair");
+      line("{");
+      line(rt::str("  ", storage_type(st->buffer->dtype), " ", pair, "[2];"));
+      std::vector<ir::Expr> first;
+      for (int64_t v = 0; v < 2; ++v) {
+        ir::VarMap at{{n.var.get(), ir::make_int(v, n.var->dtype)}};
+        line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, ir::substitute(st->value, at)), ";"));
+        if (v == 0)
+          for (const ir::Expr& i : st->indices) first.push_back(ir::substitute(i, at));
+      }
+      const char* word = rt::bits(st->buffer->dtype) == 16 ? "tl::uint32_t" : "uint2";
+      line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, first), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
+      line("}");
+      return;
+    }
     CodegenC::visit(n);
   }
 
