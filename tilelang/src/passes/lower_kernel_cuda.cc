@@ -88,10 +88,53 @@ class RegisterElements : public ir::IRMutator {
   ir::Var r_;
 };
 
+// A shared tile's allocation moved down to the statements that use it: through the allocations
+// and lets below it, and to the run of statements of a sequence from its first user to its last
+// (never into a loop: a tile used in a loop lives across its iterations). The code generator reuses
+// a tile's shared memory once its scope ends, so a kernel's later phases (the epilogue after the
+// pipelined loop) can use the memory of the earlier ones.
+ir::Stmt narrow_to_users(const ir::Buffer& buf, const ir::Stmt& body, const SourceLoc& loc) {
+  if (const auto* a = ir::as<ir::AllocateNode>(body)) return ir::make_allocate(a->buffer, narrow_to_users(buf, a->body, loc), a->loc);
+  if (const auto* let = ir::as<ir::LetStmtNode>(body); let && !analysis::uses_buffer(let->value, buf.get()))
+    return ir::make_let(let->var, let->value, narrow_to_users(buf, let->body, loc), let->loc);
+  const auto* seq = ir::as<ir::SeqNode>(body);
+  if (!seq) return ir::make_allocate(buf, body, loc);
+  int first = -1, last = -1;
+  for (size_t i = 0; i < seq->stmts.size(); ++i)
+    if (analysis::uses_buffer(seq->stmts[i], buf.get())) last = static_cast<int>(i), first = first < 0 ? last : first;
+  if (first < 0) return body;
+  std::vector<ir::Stmt> users(seq->stmts.begin() + first, seq->stmts.begin() + last + 1);
+  ir::Stmt scoped = users.size() == 1 ? narrow_to_users(buf, users[0], loc) : ir::make_allocate(buf, ir::make_seq(std::move(users), seq->loc), loc);
+  std::vector<ir::Stmt> out(seq->stmts.begin(), seq->stmts.begin() + first);
+  out.push_back(scoped);
+  out.insert(out.end(), seq->stmts.begin() + last + 1, seq->stmts.end());
+  return ir::make_seq(std::move(out), seq->loc);
+}
+
+class NarrowSharedScopes : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt& self) override {
+    ir::Stmt body = mutate(n.body);
+    if (n.buffer->scope != ir::Scope::Shared && n.buffer->scope != ir::Scope::Fragment) return body == n.body ? self : ir::make_allocate(n.buffer, body, n.loc);
+    return narrow_to_users(n.buffer, body, n.loc);
+  }
+};
+
+// Bytes of shared memory a tile takes (the code generator aligns tiles to at most 1 KiB).
+int64_t shared_bytes(const ir::Buffer& b) {
+  int64_t n = 1;
+  for (const ir::Expr& d : b->shape) {
+    auto e = ir::as_const_int(d);
+    if (!e) return 0;
+    n *= *e;
+  }
+  return (rt::storage_bytes(b->dtype, n) + 1023) / 1024 * 1024;
+}
+
 class BlockLowering {
  public:
-  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers)
-      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned), registers_(registers) {}
+  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers, int64_t smem_limit)
+      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned), registers_(registers), smem_limit_(smem_limit) {}
 
   // A statement at block level: every thread of the block reaches it.
   ir::Stmt lower(const ir::Stmt& s) {
@@ -100,7 +143,12 @@ class BlockLowering {
     if (const auto* seq = ir::as<ir::SeqNode>(s)) return lower_seq(seq->stmts, seq->loc);
     if (const auto* a = ir::as<ir::AllocateNode>(s)) {
       auto reg = registers_.find(a->buffer.get());
-      return ir::make_allocate(reg == registers_.end() ? a->buffer : reg->second, lower(a->body), a->loc);
+      bool smem = reg == registers_.end() && a->buffer->scope != ir::Scope::Local;
+      int64_t bytes = smem ? shared_bytes(a->buffer) : 0;
+      smem_in_scope_ += bytes;
+      ir::Stmt body = lower(a->body);
+      smem_in_scope_ -= bytes;
+      return ir::make_allocate(reg == registers_.end() ? a->buffer : reg->second, body, a->loc);
     }
     if (const auto* g = ir::as<ir::GemmNode>(s)) {
       // A cooperative call of all threads; a register accumulator is each thread's own registers.
@@ -160,6 +208,7 @@ class BlockLowering {
   ir::Stmt distribute(const ir::Stmt& s) {
     if (auto red = analysis::row_reduction(*ir::as<ir::ForNode>(s)); red && registers_.count(red->source)) return distribute_reduction(*red, s->loc);
     if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
+      if (ir::Stmt staged = store_through_shared(*t, s->loc)) return staged;
       for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).read)
         if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
       for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).written)
@@ -221,6 +270,41 @@ class BlockLowering {
       return ir::make_for(pair, ir::make_int(0), ir::make_int(layout.per_thread() / 2), ir::ForKind::Unrolled, lanes, loc);
     }
     return ir::make_for(r, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, ir::substitute(body, bind), loc);
+  }
+
+  // A register fragment stored to a global tensor (the epilogue's T.copy(C_local, C[...])) goes
+  // through a shared tile of the tensor's dtype: the threads write their registers into it (two
+  // columns at a time, swizzled: no bank conflicts), then copy it out row by row, 16 bytes a thread
+  // where the tensor allows, so that a warp writes whole 128-byte lines. Only where the tile fits in
+  // the shared memory left at that point; null otherwise.
+  ir::Stmt store_through_shared(const analysis::TileNest& t, const SourceLoc& loc) {
+    ir::Stmt body = t.cols->body;
+    const auto* guard = ir::as<ir::IfThenElseNode>(body);
+    if (guard && (guard->else_case || dep_.dependent(guard->cond))) return nullptr;
+    const auto* st = ir::as<ir::BufferStoreNode>(guard ? guard->then_case : body);
+    if (!st || st->atomic_add || st->buffer->scope != ir::Scope::Global || !tensors_aligned_) return nullptr;
+    const int bits = rt::bits(st->buffer->dtype);
+    if (bits != 16 && bits != 32) return nullptr;
+    bool from_registers = false;
+    for (const ir::BufferNode* b : analysis::accesses_of(body).read) from_registers |= registers_.count(b) > 0;
+    int64_t row_chunks = t.extent_cols * bits / 128;
+    if (!from_registers || t.extent_cols * bits % 128 != 0 || (row_chunks != 2 && row_chunks != 4 && row_chunks % 8 != 0) || t.extent_rows % 8 != 0) return nullptr;
+    auto tile = std::make_shared<ir::BufferNode>(*ir::make_buffer(st->buffer->name + "_tile", st->buffer->dtype,
+                                                                  {ir::make_int(t.extent_rows), ir::make_int(t.extent_cols)}, ir::Scope::Shared, loc));
+    tile->swizzled = true;
+    if (smem_in_scope_ + shared_bytes(tile) > smem_limit_) return nullptr;
+    const ir::Var &i = t.rows->var, &j = t.cols->var;
+    ir::Expr at_ij = ir::make_load(tile, {i, j}, loc);
+    ir::Stmt fill = ir::make_for(i, ir::make_int(0, i->dtype), ir::make_int(t.extent_rows, i->dtype), ir::ForKind::Parallel,
+                                 ir::make_for(j, ir::make_int(0, j->dtype), ir::make_int(t.extent_cols, j->dtype), ir::ForKind::Parallel,
+                                              ir::make_store(tile, {i, j}, st->value, loc), loc), loc);
+    ir::Stmt out_store = ir::make_store(st->buffer, st->indices, at_ij, loc);
+    if (guard) out_store = ir::make_if(guard->cond, out_store, nullptr, loc);
+    ir::Stmt drain = ir::make_for(i, ir::make_int(0, i->dtype), ir::make_int(t.extent_rows, i->dtype), ir::ForKind::Parallel,
+                                  ir::make_for(j, ir::make_int(0, j->dtype), ir::make_int(t.extent_cols, j->dtype), ir::ForKind::Parallel, out_store, loc), loc);
+    // The barriers around it: the tile may take the shared memory of tiles whose scope just ended
+    // (still read by other warps), and the memory after it may be reused the same way.
+    return ir::make_seq({barrier(loc), lower(ir::make_allocate(tile, ir::make_seq({fill, drain}, loc), loc)), barrier(loc)}, loc);
   }
 
   // Whether a register-nest body is one unguarded store of a 16- or 32-bit element to shared or
@@ -291,11 +375,13 @@ class BlockLowering {
   int64_t threads_;
   bool tensors_aligned_;
   const Registers& registers_;
+  int64_t smem_limit_;         // shared memory one block may use
+  int64_t smem_in_scope_ = 0;  // taken by the shared tiles whose scope the lowering is in
 };
 
 class KernelLowering : public ir::IRMutator {
  public:
-  KernelLowering(bool tensors_aligned, std::string arch) : tensors_aligned_(tensors_aligned), arch_(std::move(arch)) {}
+  KernelLowering(bool tensors_aligned, const Target& target) : tensors_aligned_(tensors_aligned), arch_(target.arch), sm_(target.sm()) {}
 
  protected:
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
@@ -309,7 +395,9 @@ class KernelLowering : public ir::IRMutator {
       regs->layout = std::make_shared<const ir::FragmentLayout>(layout);
       registers.emplace(fragment, std::move(regs));
     }
-    ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers).lower(n.body);
+    // Shared memory one block may use: 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 / sm_89.
+    const int64_t smem_limit = (sm_ >= 90 ? 227 : sm_ == 80 ? 163 : 99) * 1024;
+    ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers, smem_limit).lower(NarrowSharedScopes().mutate(n.body));
     // Tensor-core operand tiles in the bank-conflict-free layout.
     std::map<const ir::BufferNode*, ir::Buffer> swizzled;
     for (const ir::BufferNode* tile : plan.swizzled) {
@@ -324,6 +412,7 @@ class KernelLowering : public ir::IRMutator {
  private:
   bool tensors_aligned_;
   std::string arch_;
+  int sm_;
 };
 
 }  // namespace
@@ -331,7 +420,7 @@ class KernelLowering : public ir::IRMutator {
 ir::PrimFunc lower_kernel_cuda(const ir::PrimFunc& func, const PassOptions& options) {
   if (options.target.kind != Target::Kind::CUDA) return func;
   ir::PrimFunc out = func;
-  out.body = KernelLowering(options.tensors_aligned, options.target.arch).mutate(func.body);
+  out.body = KernelLowering(options.tensors_aligned, options.target).mutate(func.body);
   return out;
 }
 
