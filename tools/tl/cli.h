@@ -19,11 +19,13 @@ struct Options {
   std::string target;                         // --target
   std::string emit;                           // --emit
   int repeat = 0;                             // --repeat: time this many runs
+  std::vector<std::pair<std::string, std::vector<std::string>>> space;  // --space NAME=V1,V2,...
 };
 
 int run_command(const Options& options);
 int compile_command(const Options& options);
 int demo_command(const Options& options);
+int tune_command(const Options& options);
 
 tilelang::CompileOptions compile_options(const Options& options);
 

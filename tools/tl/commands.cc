@@ -1,12 +1,15 @@
-// `tl run` and `tl compile`.
+// `tl run`, `tl compile` and `tl tune`.
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <iostream>
+#include <variant>
 
 #include "cli.h"
 #include "rt/error.h"
 #include "rt/npy.h"
+#include "testutil/tensors.h"
+#include "tilelang/autotune.h"
 
 namespace tl_cli {
 
@@ -77,6 +80,43 @@ int compile_command(const Options& o) {
   std::vector<tilelang::frontend::TensorSpec> specs = o.shapes;
   for (const std::string& arg : o.inputs) specs.push_back(tilelang::spec_of(read_input(arg)));
   std::cout << kernel.emit(stage, specs);
+  return 0;
+}
+
+}  // namespace tl_cli
+
+namespace tl_cli {
+
+int tune_command(const Options& o) {
+  need_file(o, "tune");
+  RT_USER_CHECK(!o.space.empty(), "tl tune needs the parameters to try: --space NAME=V1,V2,...");
+  tilelang::Module module = tilelang::Module::load(o.file);
+  tilelang::CompileOptions options = compile_options(o);
+  rt::Device device = options.target.kind == tilelang::Target::Kind::CUDA ? rt::Device::cuda(0) : rt::Device::cpu();
+  // The inputs: files, or random values of the --shape specs (concrete sizes with a dtype).
+  std::vector<rt::Tensor> inputs;
+  for (const std::string& arg : o.inputs) inputs.push_back(read_input(arg).to(device));
+  for (const tilelang::frontend::TensorSpec& spec : o.shapes) {
+    std::vector<int64_t> shape;
+    for (const tilelang::frontend::Dim& d : spec.shape) {
+      const int64_t* n = std::get_if<int64_t>(&d);
+      RT_USER_CHECK(n, "tl tune: --shape needs concrete sizes (inputs are generated), not a symbol");
+      shape.push_back(*n);
+    }
+    inputs.push_back(testutil::random_tensor(shape, spec.dtype.value_or(rt::DType::F32), testutil::fresh_seed()).to(device));
+  }
+  tilelang::TuneResult r = tilelang::autotune(module, o.kernel, options, o.space, inputs);
+  auto params = [](const std::map<std::string, std::string>& p) {
+    std::string s;
+    for (const auto& [name, value] : p) s += (s.empty() ? "" : " ") + name + "=" + value;
+    return s;
+  };
+  if (r.from_cache) std::printf("from the tuning cache (delete it or change the space to tune again)\n");
+  for (const tilelang::TuneTrial& t : r.trials) {
+    if (t.ms >= 0) std::printf("%-48s %10.3f ms\n", params(t.params).c_str(), t.ms);
+    else std::printf("%-48s     failed: %s\n", params(t.params).c_str(), t.error.substr(0, t.error.find('\n')).c_str());
+  }
+  std::printf("best: %s (%.3f ms) on %s\n", params(r.best).c_str(), r.best_ms, options.target.name().c_str());
   return 0;
 }
 

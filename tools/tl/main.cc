@@ -1,6 +1,7 @@
 // tl: the TileLang command line.
 //   tl run FILE [--in X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]
 //   tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME]
+//   tl tune FILE --space NAME=V1,V2,... [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME] [--target cpu|cuda]
 //   tl demo
 #include <cstdlib>
 #include <iostream>
@@ -14,6 +15,7 @@ namespace {
 const char* kUsage =
     "usage: tl run FILE [--in X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]\n"
     "       tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME]\n"
+    "       tl tune FILE --space NAME=V1,V2,...  [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda]\n"
     "       tl demo\n";
 
 // "64x32", "Mx32:float16": sizes or symbolic names, then an optional dtype.
@@ -64,6 +66,18 @@ tl_cli::Options parse(int argc, char** argv, int first) {
       size_t eq = v.find('=');
       RT_USER_CHECK(eq != std::string::npos && eq > 0, "--param needs NAME=VALUE, not '", v, "'");
       o.params[v.substr(0, eq)] = v.substr(eq + 1);
+    } else if (is("--space")) {
+      std::string v = value(i, a, "--space");
+      size_t eq = v.find('=');
+      RT_USER_CHECK(eq != std::string::npos && eq > 0 && eq + 1 < v.size(), "--space needs NAME=V1,V2,..., not '", v, "'");
+      std::vector<std::string> values;
+      for (size_t at = eq + 1; at <= v.size();) {
+        size_t comma = std::min(v.find(',', at), v.size());
+        RT_USER_CHECK(comma > at, "--space ", v, ": an empty value");
+        values.push_back(v.substr(at, comma - at));
+        at = comma + 1;
+      }
+      o.space.emplace_back(v.substr(0, eq), std::move(values));
     } else if (a.rfind("--", 0) == 0) {
       rt::throw_user_error(rt::str("unknown option ", a, "\n", kUsage));
     } else {
@@ -91,6 +105,7 @@ int main(int argc, char** argv) {
     if (cmd == "run") return tl_cli::run_command(o);
     if (cmd == "compile") return tl_cli::compile_command(o);
     if (cmd == "demo") return tl_cli::demo_command(o);
+    if (cmd == "tune") return tl_cli::tune_command(o);
     std::cerr << "tl: unknown command '" << cmd << "'\n" << kUsage;
     return 2;
   } catch (const rt::Error& e) {
