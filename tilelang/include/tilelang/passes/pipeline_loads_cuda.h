@@ -19,6 +19,16 @@ namespace tilelang::passes {
 // is followed by gemm_in_flight(1): on wgmma it runs on while the next iteration loads and waits,
 // and is complete one iteration later. The stage it reads is then refilled an iteration later too,
 // so the copies run S - 2 iterations ahead instead of S - 1.
+//
+// On sm_90 and later the loop's copies arrive whole (lower_tile_ops keeps them) and those TMA can
+// move (bulk_copy_allowed: a box of a constant-shape, aligned tensor into a whole 2-D tile) become
+// bulk copies (a CopyNode with the address of its stage's mbarrier); the others are lowered to
+// nests as above. Thread 0 issues a stage's boxes and arrives on its "full" barrier; every thread
+// waits for the iteration's phase instead of a cp.async group. When all the loop's copies are bulk,
+// the block barriers go too: each warp releases a stage on a "free" barrier when done with it
+// (after the in-flight gemm's iteration, or at the end of the body), and thread 0 waits on that
+// before loading into the stage again. The barriers live in a shared array allocated around the
+// loop (full ones first) and are initialized before its prologue.
 ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& options);
 
 }  // namespace tilelang::passes
