@@ -4,13 +4,13 @@
 #include <optional>
 #include <set>
 
+#include "rt/dtype.h"
 #include "tilelang/analysis/access.h"
 #include "tilelang/analysis/vector_copy.h"
-#include "rt/dtype.h"
 #include "tilelang/ir/op.h"
-#include "tilelang/passes/lower_tile_ops.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
+#include "tilelang/passes/lower_tile_ops.h"
 
 namespace tilelang::passes {
 namespace {

@@ -20,6 +20,9 @@ namespace {
 constexpr int64_t kSmemAlign = 128;
 constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern repeats every 1024 bytes
 
+// An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
+std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
+
 // Whether a kernel body runs a gemm on wgmma (an accumulator in the warpgroup layout).
 bool calls_wgmma(const ir::Stmt& body) {
   struct Finder : ir::IRVisitor {
@@ -80,12 +83,11 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
-    auto barrier = [&](const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); };
-    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", barrier(a[0]), ")");
-    if (f == ir::kBulkRelease) return rt::str("tl::cuda::tile_copy_release(", barrier(a[0]), ")");
-    if (f == ir::kBulkAcquire) return rt::str("tl::cuda::tile_copy_acquire(", barrier(a[0]), ", ", a[1], ")");
-    if (f == ir::kBulkArrive) return rt::str("tl::cuda::tile_copy_arrive(", barrier(a[0]), ")");
-    if (f == ir::kBulkWait) return rt::str("tl::cuda::tile_copy_wait(", barrier(a[0]), ", ", a[1], ")");
+    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ")");
+    if (f == ir::kBulkRelease) return rt::str("tl::cuda::tile_copy_release(", mbarrier(a[0]), ")");
+    if (f == ir::kBulkAcquire) return rt::str("tl::cuda::tile_copy_acquire(", mbarrier(a[0]), ", ", a[1], ")");
+    if (f == ir::kBulkArrive) return rt::str("tl::cuda::tile_copy_arrive(", mbarrier(a[0]), ")");
+    if (f == ir::kBulkWait) return rt::str("tl::cuda::tile_copy_wait(", mbarrier(a[0]), ", ", a[1], ")");
     bool f64 = t == ir::DType::F64;
     if (!rt::is_float(t)) {
       if (f == "abs") return rt::str("abs(", a[0], ")");
@@ -267,7 +269,7 @@ class CudaCodegen : public CodegenC {
         if (d + 1 == n.src.ranges.size()) c = ir::add(c, ir::make_int(p * inner, c->dtype));
         coords += rt::str(", ", expr(ir::cast(ir::DType::I32, c)));
       }
-      line(rt::str("tl::cuda::tile_copy_tma(", buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", reinterpret_cast<tl::cuda::mbarrier_t*>", expr(n.barrier), ", ",
+      line(rt::str("tl::cuda::tile_copy_tma(", buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", ", mbarrier(expr(n.barrier)), ", ",
                    rows * inner * bytes, "u", coords, ");"));
     }
   }

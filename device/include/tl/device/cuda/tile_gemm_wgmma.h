@@ -12,10 +12,10 @@
 // The call issues the whole K extent as one wgmma group and waits until at most kPending groups of
 // the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
 // it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
-// finished, and wgmma_drain completes the last one before the accumulator is read. The shared tiles must have
-// been made visible to the async proxy (fence.proxy.async) by the threads that wrote them, before
-// the barrier that precedes the call; the code generator emits the fence with every barrier of a
-// kernel that calls this.
+// finished, and wgmma_drain completes the last one before the accumulator is read. Shared tiles
+// written by threads (not by TMA) must have been made visible to the async proxy (fence.proxy.async)
+// by the threads that wrote them, before the barrier that precedes the call; the code generator
+// emits the fence with every barrier of a kernel that calls this.
 #pragma once
 
 #include "tl/device/cuda/swizzle.h"
