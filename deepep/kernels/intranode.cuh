@@ -70,41 +70,116 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
 
 // --- dispatch -------------------------------------------------------------------------------------
 
-// Where one destination keeps what it receives, in its window (byte offsets); rows from source s
-// start at row `first_row` (the rows of ranks before s).
+// The routing of a dispatch, one block per destination rank d: which tokens go to d (one of their
+// top-k experts is d's), each one's position in d's list in token order (slot, -1 when the token
+// does not go there) and the (token, k) pairs per expert of d. summary: [0, ranks) tokens per
+// destination; [ranks], [ranks + 1]: the first out-of-range index (flat t * k + j, -1 when none) and
+// its value (block 0 looks); [ranks + 2, ranks + 2 + experts): pairs per expert.
+constexpr int kRouteTokensPerThread = 4;
+
+template <class Index>
+__device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 tokens, int k, int experts,
+                                                    int experts_per_rank, int ranks, int* slots,
+                                                    unsigned char* in_rank, i64* summary) {
+  const int d = blockIdx.x;
+  const i64 lo = i64(d) * experts_per_rank, hi = lo + experts_per_rank;
+  i64* const expert_pairs = summary + ranks + 2;
+  __shared__ int warp_total[32];
+  __shared__ unsigned long long first_bad;
+  for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x) expert_pairs[e] = 0;
+  if (threadIdx.x == 0) first_bad = ~0ull;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const i64 tile = i64(blockDim.x) * kRouteTokensPerThread;
+  i64 before = 0;  // tokens to d in the tiles before this one
+  for (i64 t0 = 0; t0 < tokens; t0 += tile) {
+    // This thread's tokens: kRouteTokensPerThread consecutive ones, each a bit of `hits`.
+    const i64 first = t0 + i64(threadIdx.x) * kRouteTokensPerThread;
+    unsigned hits = 0;
+    for (int j = 0; j < kRouteTokensPerThread; ++j) {
+      const i64 t = first + j;
+      if (t >= tokens) break;
+      for (int c = 0; c < k; ++c) {
+        const i64 e = i64(topk[t * k + c]);
+        if (e >= lo && e < hi) {
+          hits |= 1u << j;
+          atomicAdd(reinterpret_cast<unsigned long long*>(expert_pairs + e), 1ull);
+        } else if (d == 0 && (e < -1 || e >= experts)) {
+          atomicMin(&first_bad, (unsigned long long)(t * k + c));
+        }
+      }
+    }
+    // Exclusive scan of the per-thread counts over the block: warp shuffles, then the warps' totals.
+    const int n = __popc(hits);
+    int incl = n;
+    for (int o = 1; o < 32; o <<= 1) {
+      const int v = __shfl_up_sync(0xffffffffu, incl, o);
+      if (lane >= o) incl += v;
+    }
+    if (lane == 31) warp_total[warp] = incl;
+    __syncthreads();
+    int warp_before = 0, total = 0;
+    for (int w = 0; w < warps; ++w) {
+      if (w < warp) warp_before += warp_total[w];
+      total += warp_total[w];
+    }
+    int slot = int(before) + warp_before + incl - n;
+    for (int j = 0; j < kRouteTokensPerThread; ++j) {
+      const i64 t = first + j;
+      if (t >= tokens) break;
+      const bool hit = (hits >> j) & 1u;
+      slots[t * ranks + d] = hit ? slot : -1;
+      in_rank[t * ranks + d] = hit ? 1 : 0;
+      slot += hit ? 1 : 0;
+    }
+    before += total;
+    __syncthreads();  // warp_total is rewritten by the next tile
+  }
+  if (threadIdx.x == 0) {
+    summary[d] = before;
+    if (d == 0) {
+      const bool bad = first_bad != ~0ull;
+      summary[ranks] = bad ? i64(first_bad) : -1;
+      summary[ranks + 1] = bad ? i64(topk[first_bad]) : 0;
+    }
+  }
+}
+
+// Where one destination keeps what it receives from this rank: device addresses of the arrays
+// (0 where the dispatch has none), in its window, or this rank's outputs when it is this rank;
+// rows from this rank start at row `first_row` (the rows of the ranks before it).
 struct DispatchRegion {
-  i64 x, scales, topk, weights, src;  // offsets of the arrays; -1 where the dispatch has none
+  u64 x, scales, topk, weights, src;
   i64 first_row;
 };
 
-// One warp per (token, destination rank): the row and its scales, the top-k indices remapped to
-// the destination's local experts (-1 elsewhere, weight 0 there) and the token's index here.
-// send_tokens lists tokens grouped by destination (send_begin[d] .. send_begin[d + 1]).
+// One warp per (token, destination rank) pair with a slot (slots: [tokens, ranks], -1 where the
+// token does not go): the row and its scales, the top-k indices remapped to the destination's local
+// experts (-1 elsewhere, weight 0 there) and the token's index here.
 __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, i64 x_row, const unsigned char* scales,
                                                       i64 s_row, const void* topk, int topk_i64, int k,
-                                                      const float* weights, const int* send_tokens,
-                                                      const i64* send_begin, const DispatchRegion* regions,
-                                                      const u64* windows, int ranks, int experts_per_rank) {
+                                                      const float* weights, const int* slots, i64 tokens,
+                                                      const DispatchRegion* regions, int ranks, int experts_per_rank) {
   const int lane = threadIdx.x & 31;
-  const i64 total = send_begin[ranks];
+  const i64 pairs = tokens * ranks;
   const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < total; w += warps) {
-    int d = 0;
-    while (send_begin[d + 1] <= w) ++d;
+  for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < pairs; w += warps) {
+    const int slot = slots[w];
+    if (slot < 0) continue;
+    const i64 t = w / ranks;
+    const int d = int(w - t * ranks);
     const DispatchRegion g = regions[d];
-    const i64 t = send_tokens[w];
-    const i64 row = g.first_row + (w - send_begin[d]);
-    unsigned char* base = reinterpret_cast<unsigned char*>(windows[d]);
-    warp_copy(base + g.x + row * x_row, x + t * x_row, x_row, lane);
-    if (g.scales >= 0) warp_copy(base + g.scales + row * s_row, scales + t * s_row, s_row, lane);
-    if (g.topk >= 0 && lane < k) {
+    const i64 row = g.first_row + slot;
+    warp_copy(reinterpret_cast<unsigned char*>(g.x) + row * x_row, x + t * x_row, x_row, lane);
+    if (g.scales) warp_copy(reinterpret_cast<unsigned char*>(g.scales) + row * s_row, scales + t * s_row, s_row, lane);
+    if (g.topk && lane < k) {
       const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
       const i64 lo = i64(d) * experts_per_rank;
       const bool local = e >= lo && e < lo + experts_per_rank;
-      reinterpret_cast<i64*>(base + g.topk)[row * k + lane] = local ? e - lo : -1;
-      if (g.weights >= 0) reinterpret_cast<float*>(base + g.weights)[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
+      reinterpret_cast<i64*>(g.topk)[row * k + lane] = local ? e - lo : -1;
+      if (g.weights) reinterpret_cast<float*>(g.weights)[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
     }
-    if (g.src >= 0 && lane == 0) reinterpret_cast<int*>(base + g.src)[row] = int(t);
+    if (g.src && lane == 0) reinterpret_cast<int*>(g.src)[row] = int(t);
   }
 }
 

@@ -6,6 +6,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -95,6 +96,9 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
       if (fp8) ag.x_scales = a.x_scales.to(dev);
       ag.topk_idx = a.topk_idx.to(dev);
       ag.topk_weights = a.topk_weights.to(dev);
+      // With FP8 the GPU dispatch also gets a layout (checked against its routing on the device).
+      const deepep::DispatchLayout layout = cpu.get_dispatch_layout(a.topk_idx, c.experts);
+      if (fp8) ag.layout = &layout;
       const deepep::DispatchResult dc = cpu.dispatch(a), dg = gpu.dispatch(ag);
       expect_same(dc.recv_x, dg.recv_x, "recv_x");
       expect_same(dc.recv_x_scales, dg.recv_x_scales, "recv_x_scales");
@@ -103,6 +107,7 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
       expect_same(dc.handle->recv_src_idx, dg.handle->recv_src_idx, "recv_src_idx");
       EP_CHECK(dc.num_recv_tokens_per_expert == dg.num_recv_tokens_per_expert, "num_recv_tokens_per_expert");
       expect_same(dc.handle->rank_prefix_matrix, dg.handle->rank_prefix_matrix.to(dev), "rank_prefix_matrix");
+      expect_same(dc.handle->is_token_in_rank, dg.handle->is_token_in_rank, "is_token_in_rank");
 
       const int64_t N = dc.recv_x.size(0);
       const rt::Tensor y = random_bf16(N, c.hidden, test_seed() + uint64_t(me) * 7 + fp8);
@@ -275,6 +280,54 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
       EP_CHECK(false, "a CPU topk_idx with CUDA x was accepted");
     } catch (const rt::Error& e) {
       EP_CHECK(std::string(e.what()).find("topk_idx is on cpu; expected cuda") != std::string::npos, e.what());
+    }
+    // Expert indices out of range, found by the routing kernel: the first in token order is named.
+    deepep::Buffer buf(g, 8 << 20, 0, false, gpu_options(me));
+    rt::Tensor bad = c.topk_tensor(me);
+    bad.data_as<int64_t>()[9 * c.topk + 0] = -5;
+    bad.data_as<int64_t>()[5 * c.topk + 2] = c.experts + 3;
+    deepep::DispatchArgs e = a;
+    e.topk_idx = bad.to(dev);
+    try {
+      buf.dispatch(e);
+      EP_CHECK(false, "a dispatch with expert ", c.experts + 3, " of ", c.experts, " succeeded");
+    } catch (const rt::Error& ex) {
+      EP_CHECK(std::string(ex.what()).find(rt::str("topk_idx[5, 2] = ", c.experts + 3, " is out of range")) !=
+                   std::string::npos,
+               ex.what());
+    }
+    // A layout of other tokens (ones that pick no expert; nearly all of these pick one).
+    deepep::Buffer cpu_buf(g, 8 << 20, 0, false, test_options());
+    rt::Tensor other = c.topk_tensor(me);
+    std::fill_n(other.data_as<int64_t>(), other.numel(), int64_t(-1));
+    const deepep::DispatchLayout wrong = cpu_buf.get_dispatch_layout(other, c.experts);
+    deepep::DispatchArgs l = a;
+    l.layout = &wrong;
+    try {
+      buf.dispatch(l);
+      EP_CHECK(false, "a dispatch with the layout of other tokens succeeded");
+    } catch (const rt::Error& ex) {
+      EP_CHECK(std::string(ex.what()).find("does not match topk_idx") != std::string::npos, ex.what());
+    }
+    // Handles used across paths: a CPU dispatch's handle with CUDA x, a GPU dispatch's with CPU x.
+    deepep::DispatchArgs on_cpu = a;
+    on_cpu.x = c.x_bf16(me);
+    on_cpu.topk_idx = c.topk_tensor(me);
+    const deepep::DispatchResult dc = cpu_buf.dispatch(on_cpu), dg = buf.dispatch(a);
+    deepep::DispatchArgs cached;
+    cached.x = a.x;
+    cached.handle = dc.handle;
+    try {
+      buf.dispatch(cached);
+      EP_CHECK(false, "a GPU dispatch with a CPU dispatch's handle succeeded");
+    } catch (const rt::Error& ex) {
+      EP_CHECK(std::string(ex.what()).find("handle is from a dispatch of CPU tensors") != std::string::npos, ex.what());
+    }
+    try {
+      cpu_buf.combine(dg.recv_x.to(rt::Device::cpu()), *dg.handle);
+      EP_CHECK(false, "a CPU combine with a GPU dispatch's handle succeeded");
+    } catch (const rt::Error& ex) {
+      EP_CHECK(std::string(ex.what()).find("handle is from a dispatch of GPU tensors") != std::string::npos, ex.what());
     }
     // Still usable: a small all_reduce through the same communicator.
     rt::Tensor t = rt::Tensor::empty({8}, rt::DType::F32);

@@ -63,14 +63,15 @@ struct DispatchHandle {
   int64_t num_recv_tokens = 0;
   int64_t hidden = 0;
   int num_topk = 0;
-  rt::Tensor is_token_in_rank;    // [num_tokens, size] bool
-  rt::Tensor rank_prefix_matrix;  // [size, size] int32: [i][j] = tokens ranks 0..i sent to rank j
+  rt::Tensor is_token_in_rank;    // [num_tokens, size] bool, on the dispatch's device
+  rt::Tensor rank_prefix_matrix;  // [size, size] int32 (CPU): [i][j] = tokens ranks 0..i sent to rank j
   rt::Tensor recv_src_idx;        // [num_recv_tokens] int32: index of each received token at its source
   std::vector<int64_t> recv_counts;            // tokens received from each rank
+  // CPU dispatches only (empty for GPU ones, whose routing stays on the device):
   std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
   std::vector<int64_t> token_offset;  // per token: first staging row in combine (size num_tokens + 1)
-  // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t in
-  // send_lists[r] (-1 when t did not go to r); the device combine reduces by it.
+  // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t among the
+  // tokens sent to rank r, in token order (-1 when t did not go to r); the device combine reduces by it.
   rt::Tensor device_slots;
 };
 

@@ -58,8 +58,8 @@ std::vector<int32_t> expert_owners(int num_experts, int num_ranks) {
   return owner;
 }
 
-std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows) {
-  std::string err = check_matrix(topk_idx, "topk_idx", {rt::DType::I64, rt::DType::I32}, rows);
+std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows, rt::Device device) {
+  std::string err = check_matrix(topk_idx, "topk_idx", {rt::DType::I64, rt::DType::I32}, rows, -1, device);
   if (err.empty() && topk_idx.size(1) <= 0)
     err = rt::str("topk_idx has shape ", topk_idx.shape_string(), "; k must be at least 1");
   return err;

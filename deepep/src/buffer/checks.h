@@ -24,7 +24,7 @@ std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm,
 std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct);
 // check_topk's checks of the tensor alone (dtype, shape, k >= 1), for callers that check the
 // values in their own pass over them; topk_range_error is the message for a value out of range.
-std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows);
+std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows, rt::Device device = rt::Device::cpu());
 std::string topk_range_error(int64_t t, int64_t k, int64_t value, int num_experts);
 std::string check_experts(int num_experts, int num_ranks);
 // The rank holding each expert (e / (num_experts / num_ranks)): a table, so the per-(token, k)

@@ -100,8 +100,9 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const bool gpu = dev.is_cuda();
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
-  if (err.empty() && gpu && !handle.device_slots.defined())
-    err = "x is on the GPU but the handle is from a dispatch of CPU tensors; combine with the handle of a GPU dispatch";
+  if (err.empty() && gpu != handle.device_slots.defined())
+    err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors; combine with the handle of a GPU dispatch"
+              : "x is on the CPU but the handle is from a dispatch of GPU tensors; combine with the handle of a CPU dispatch";
   if (err.empty())
     err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens, -1, dev);
   const bool weights = topk_weights.defined();

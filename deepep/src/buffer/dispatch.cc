@@ -14,7 +14,6 @@
 #include "deepep/buffer.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
-#include "rt/cuda_memory.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
 
@@ -22,6 +21,26 @@ namespace deepep {
 namespace {
 
 size_t align8(size_t v) { return (v + 7) / 8 * 8; }
+
+// A layout given with the top-k must be the one get_dispatch_layout computes from it.
+std::string check_layout(const DispatchLayout& layout, const std::vector<uint8_t>& in_rank,
+                         const std::vector<int64_t>& counts, int64_t T, int R) {
+  using rt::DType;
+  const rt::Tensor& m = layout.is_token_in_rank;
+  const rt::Tensor& n = layout.num_tokens_per_rank;
+  std::string err = detail::check_matrix(m, "layout.is_token_in_rank", {DType::Bool}, T, R);
+  if (err.empty() && T > 0 && std::memcmp(m.data(), in_rank.data(), in_rank.size()) != 0)
+    err = "layout.is_token_in_rank does not match topk_idx (a layout of other tokens?)";
+  if (err.empty() && (!n.defined() || !n.device().is_cpu() || n.dtype() != DType::I32 || n.dim() != 1 ||
+                      n.size(0) != R || !n.is_contiguous()))
+    err = rt::str("layout.num_tokens_per_rank must be a CPU int32 tensor of ", R, " elements (the group size)",
+                  n.defined() ? rt::str(", not ", rt::name(n.dtype()), n.shape_string()) : std::string());
+  for (int r = 0; err.empty() && r < R; ++r)
+    if (n.data_as<int32_t>()[r] != counts[size_t(r)])
+      err = rt::str("layout.num_tokens_per_rank[", r, "] = ", n.data_as<int32_t>()[r], " but topk_idx sends ",
+                    counts[size_t(r)], " tokens there");
+  return err;
+}
 
 }  // namespace
 
@@ -59,32 +78,37 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     else if (h->num_tokens != T)
       err = rt::str("x has ", T, " tokens but the handle's dispatch had ", h->num_tokens);
   }
-  // The routing is computed on the host: a GPU dispatch reads its top-k indices from a copy.
-  rt::Tensor topk = a.topk_idx;
+  if (err.empty() && cached && gpu != h->device_slots.defined())
+    err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors; use the handle of a GPU dispatch"
+              : "x is on the CPU but the handle is from a dispatch of GPU tensors; use the handle of a CPU dispatch";
   if (err.empty() && !cached) {
     err = detail::check_experts(a.num_experts, R);
-    if (err.empty() && gpu) {
-      err = detail::check_matrix(a.topk_idx, "topk_idx", {DType::I64, DType::I32}, T, -1, dev);
-      if (err.empty()) {  // into a pooled block: fresh host memory would fault on every page
-        topk = e.pool().empty(a.topk_idx.shape(), a.topk_idx.dtype());
-        rt::cuda_copy_to_host(dev.id, topk.data(), reinterpret_cast<rt::CuDevicePtr>(a.topk_idx.data()),
-                              size_t(topk.nbytes()));
-      }
-      if (plane) plane->mark("topk-copy");
-    }
-    if (err.empty()) err = detail::check_topk_shape(topk, T);  // the values: in the routing pass below
-    if (err.empty()) K = topk.size(1);
+    if (err.empty()) err = detail::check_topk_shape(a.topk_idx, T, dev);  // the values: in the routing below
+    if (err.empty()) K = a.topk_idx.size(1);
     if (err.empty() && a.topk_weights.defined())
       err = detail::check_matrix(a.topk_weights, "topk_weights", {DType::F32}, T, K, dev);
   }
-  // Routing: tokens per destination, in token order.
+  // Routing: tokens per destination, in token order; a GPU dispatch's on the device.
   std::vector<std::vector<int32_t>> send_lists(static_cast<size_t>(R));
   std::vector<uint8_t> in_rank;
+  std::vector<int64_t> counts(size_t(R), 0);
   std::vector<int64_t> expert_counts;  // (token, k) pairs per expert: what each receiver counts per local expert
-  if (err.empty() && !cached) {
+  detail::DeviceRoute route;
+  if (err.empty() && !cached && gpu) {
+    try {
+      route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr);
+    } catch (const rt::Error& ex) {  // shared through the agreement, so no rank waits for this one
+      err = ex.what();
+    }
+    if (err.empty() && route.bad_index >= 0)
+      err = detail::topk_range_error(route.bad_index / K, route.bad_index % K, route.bad_value, a.num_experts);
+    counts = route.counts;
+    expert_counts = std::move(route.expert_pairs);
+    in_rank = std::move(route.in_rank);
+  } else if (err.empty() && !cached) {
     expert_counts.assign(size_t(a.num_experts), 0);
     const std::vector<int32_t> owner = detail::expert_owners(a.num_experts, R);
-    const detail::TopkReader ids(topk);
+    const detail::TopkReader ids(a.topk_idx);
     in_rank.assign(size_t(T * R), 0);
     for (int64_t t = 0; t < T && err.empty(); ++t)
       for (int64_t k = 0; k < K; ++k) {
@@ -100,26 +124,15 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (int64_t t = 0; err.empty() && t < T; ++t)
       for (int r = 0; r < R; ++r)
         if (in_rank[size_t(t * R + r)]) send_lists[size_t(r)].push_back(int32_t(t));
-    if (err.empty() && a.layout) {
-      const rt::Tensor& m = a.layout->is_token_in_rank;
-      const rt::Tensor& n = a.layout->num_tokens_per_rank;
-      err = detail::check_matrix(m, "layout.is_token_in_rank", {DType::Bool}, T, R);
-      if (err.empty() && T > 0 && std::memcmp(m.data(), in_rank.data(), in_rank.size()) != 0)
-        err = "layout.is_token_in_rank does not match topk_idx (a layout of other tokens?)";
-      if (err.empty() && (!n.defined() || !n.device().is_cpu() || n.dtype() != DType::I32 || n.dim() != 1 ||
-                          n.size(0) != R || !n.is_contiguous()))
-        err = rt::str("layout.num_tokens_per_rank must be a CPU int32 tensor of ", R, " elements (the group size)",
-                      n.defined() ? rt::str(", not ", rt::name(n.dtype()), n.shape_string()) : std::string());
-      for (int r = 0; err.empty() && r < R; ++r)
-        if (n.data_as<int32_t>()[r] != int32_t(send_lists[size_t(r)].size()))
-          err = rt::str("layout.num_tokens_per_rank[", r, "] = ", n.data_as<int32_t>()[r], " but topk_idx sends ",
-                        send_lists[size_t(r)].size(), " tokens there");
-    }
+    for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   }
-  if (err.empty() && cached) send_lists = h->send_lists;
+  if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, T, R);
+  if (err.empty() && cached) {
+    send_lists = h->send_lists;
+    const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
+    for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
+  }
   if (plane) plane->mark("routing");
-  std::vector<int64_t> counts(size_t(R), 0);
-  for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   const bool weights = !cached && a.topk_weights.defined();
   const std::string desc =
       rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
@@ -153,6 +166,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   for (int& c : p.recv_per_expert) c = (c + a.expert_alignment - 1) / a.expert_alignment * a.expert_alignment;
   p.send_lists = std::move(send_lists);
   p.in_rank = std::move(in_rank);
+  p.device_slots = cached ? h->device_slots : std::move(route.slots);
+  p.device_in_rank = std::move(route.in_rank_on_device);
   if (gpu) return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p));
   const int64_t N = p.prefix[size_t(R)];
   const std::vector<int64_t>& recv_counts = p.recv_counts;
@@ -247,12 +262,17 @@ std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt
   handle->num_recv_tokens = p.prefix[size_t(R)];
   handle->hidden = p.H;
   handle->num_topk = int(p.K);
-  handle->is_token_in_rank = pool.empty({p.T, R}, DType::Bool);
-  if (p.T) std::memcpy(handle->is_token_in_rank.data(), p.in_rank.data(), p.in_rank.size());
   handle->rank_prefix_matrix = pool.empty({R, R}, DType::I32);
   std::memcpy(handle->rank_prefix_matrix.data(), p.rank_prefix.data(), p.rank_prefix.size() * 4);
   handle->recv_src_idx = std::move(recv_src_idx);
   handle->recv_counts = p.recv_counts;
+  if (p.device_slots.defined()) {  // a GPU dispatch: its routing stays on the device
+    handle->is_token_in_rank = std::move(p.device_in_rank);
+    handle->device_slots = std::move(p.device_slots);
+    return handle;
+  }
+  handle->is_token_in_rank = pool.empty({p.T, R}, DType::Bool);
+  if (p.T) std::memcpy(handle->is_token_in_rank.data(), p.in_rank.data(), p.in_rank.size());
   handle->send_lists = std::move(p.send_lists);
   handle->token_offset.assign(size_t(p.T) + 1, 0);
   for (int64_t t = 0; t < p.T; ++t) {

@@ -1,15 +1,17 @@
-// Normal-mode dispatch and combine of CUDA tensors over the cuda_ipc data plane. The routing and
-// the agreement are the CPU path's (dispatch.cc, combine.cc); then every rank's kernel writes
-// straight into the other ranks' device windows, and after a barrier each rank copies what it
-// received out of its own window:
+// Normal-mode dispatch and combine of CUDA tensors over the cuda_ipc data plane. A dispatch's
+// routing is computed on the device (route_on_device: one kernel, only the counts come back for
+// the agreement); the agreement is the CPU path's (dispatch.cc, combine.cc); then every rank's
+// kernel writes straight into the other ranks' device windows, and after a barrier each rank
+// copies what it received out of its own window:
 //   dispatch: one warp per (token, destination) writes the row, its scales, the top-k indices
 //             remapped to the destination's experts, the weights and the source index at the row
 //             the destination's output will have (source s's tokens after those of ranks < s);
+//             the rows a rank sends itself go straight into its outputs;
 //   combine:  one warp per received row writes it back into its source's staging area (rank r's
 //             rows after those of ranks < r), and the source reduces each token's rows in rank order
 //             in f32, as the CPU path does: both paths give the same bits.
 #include <algorithm>
-#include <cstring>
+#include <iterator>
 
 #include "buffer/dispatch_plan.h"
 #include "rt/error.h"
@@ -22,9 +24,14 @@ int64_t align256(int64_t v) { return (v + 255) / 256 * 256; }
 
 uint64_t address(const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : 0; }
 
-// Where a destination receiving `rows` rows keeps them in its window; *bytes: the space needed.
-DispatchRegion dispatch_region(const DispatchPlan& p, int64_t rows, int64_t x_row, int64_t* bytes) {
-  DispatchRegion g{};
+// Byte offsets of a dispatch's arrays in a window receiving `rows` rows (-1 where the dispatch has
+// none); *bytes: the space needed.
+struct WindowArrays {
+  int64_t x, scales, topk, weights, src;
+};
+
+WindowArrays window_arrays(const DispatchPlan& p, int64_t rows, int64_t x_row, int64_t* bytes) {
+  WindowArrays g{};
   int64_t at = 0;
   auto take = [&](bool present, int64_t n) {
     if (!present) return int64_t(-1);
@@ -50,31 +57,37 @@ DispatchRegion dispatch_region(const DispatchPlan& p, int64_t rows, int64_t x_ro
 
 }  // namespace
 
+DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank) {
+  using rt::DType;
+  const int R = plane.size();
+  const int64_t T = topk_idx.size(0);
+  DeviceRoute route;
+  route.slots = plane.pool().empty({T, R}, DType::I32);
+  route.in_rank_on_device = plane.pool().empty({T, R}, DType::Bool);
+  const rt::Tensor summary = plane.pool().empty({R + 2 + int64_t(num_experts)}, DType::I64);
+  plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(topk_idx.size(1)), num_experts,
+                       address(route.slots), address(route.in_rank_on_device), address(summary));
+  std::vector<int64_t> host(size_t(summary.numel()));
+  plane.copy_to_host(host.data(), summary);
+  if (want_host_in_rank) {
+    route.in_rank.resize(size_t(T * R));
+    plane.copy_to_host(route.in_rank.data(), route.in_rank_on_device);
+  }
+  plane.sync();
+  route.counts.assign(host.begin(), host.begin() + R);
+  route.bad_index = host[size_t(R)];
+  route.bad_value = host[size_t(R) + 1];
+  route.expert_pairs.assign(host.begin() + R + 2, host.end());
+  return route;
+}
+
 DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& a, DispatchPlan&& p) {
   using rt::DType;
   const int R = plane.size(), me = plane.rank();
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
-  // Every rank checks every destination's space the same way, so all raise the same error.
-  DeviceTables tables;
-  std::vector<int32_t> send_tokens;
-  std::vector<int64_t> send_begin(size_t(R) + 1, 0);
-  std::vector<DispatchRegion> regions(static_cast<size_t>(R));
-  for (int d = 0; d < R; ++d) {
-    int64_t need = 0;
-    const int64_t rows = p.rank_prefix[size_t((R - 1) * R + d)];
-    regions[size_t(d)] = dispatch_region(p, rows, x_row, &need);
-    if (need > plane.window().bytes()) window_too_small("dispatch", plane, d, rt::str("receives ", rows, " tokens"), need);
-    regions[size_t(d)].first_row = me ? p.rank_prefix[size_t((me - 1) * R + d)] : 0;
-    const auto& list = p.send_lists[size_t(d)];
-    send_tokens.insert(send_tokens.end(), list.begin(), list.end());
-    send_begin[size_t(d) + 1] = int64_t(send_tokens.size());
-  }
-  const int64_t at_tokens = tables.add(send_tokens), at_begin = tables.add(send_begin), at_regions = tables.add(regions);
-
-  // This rank's outputs and where they arrive in its window.
+  // This rank's outputs: the rows it sends itself go straight into them, the other ranks' rows
+  // arrive in its window and are copied out after the barrier.
   const int64_t N = p.prefix[size_t(R)];
-  int64_t unused = 0;
-  const DispatchRegion mine = dispatch_region(p, N, x_row, &unused);
   DispatchResult out;
   out.recv_x = plane.pool().empty({N, p.H}, a.x.dtype());
   if (p.fp8) out.recv_x_scales = plane.pool().empty({N, p.S}, DType::F32);
@@ -84,50 +97,67 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
     if (p.weights) out.recv_topk_weights = plane.pool().empty({N, p.K}, DType::F32);
     recv_src = plane.pool().empty({N}, DType::I32);
   }
+  const rt::Tensor* const outputs[] = {&out.recv_x, &out.recv_x_scales, &out.recv_topk_idx, &out.recv_topk_weights,
+                                       &recv_src};
+  // Every rank checks every destination's space the same way, so all raise the same error.
+  std::vector<DispatchRegion> regions(static_cast<size_t>(R));
+  WindowArrays mine{};
+  for (int d = 0; d < R; ++d) {
+    int64_t need = 0;
+    const int64_t rows = p.rank_prefix[size_t((R - 1) * R + d)];
+    const WindowArrays g = window_arrays(p, rows, x_row, &need);
+    if (need > plane.window().bytes()) window_too_small("dispatch", plane, d, rt::str("receives ", rows, " tokens"), need);
+    const int64_t first_row = me ? p.rank_prefix[size_t((me - 1) * R + d)] : 0;
+    if (d == me) {
+      mine = g;
+      regions[size_t(d)] = {address(out.recv_x), address(out.recv_x_scales), address(out.recv_topk_idx),
+                            address(out.recv_topk_weights), address(recv_src), first_row};
+    } else {
+      const uint64_t w = plane.window().window(d);
+      auto at = [w](int64_t off) { return off < 0 ? uint64_t(0) : w + uint64_t(off); };
+      regions[size_t(d)] = {at(g.x), at(g.scales), at(g.topk), at(g.weights), at(g.src), first_row};
+    }
+  }
+  // The copy-out: the rows of the ranks before this one and of those after it, array by array.
   std::vector<CopyDesc> copies;
   const uint64_t window = plane.window().window(me);
+  const int64_t offsets[] = {mine.x, mine.scales, mine.topk, mine.weights, mine.src};
+  const int64_t own_first = p.prefix[size_t(me)], own_end = p.prefix[size_t(me) + 1];
   int64_t largest = 0;
-  for (auto [t, off] : {std::pair{&out.recv_x, mine.x}, std::pair{&out.recv_x_scales, mine.scales},
-                        std::pair{&out.recv_topk_idx, mine.topk}, std::pair{&out.recv_topk_weights, mine.weights},
-                        std::pair{&recv_src, mine.src}})
-    if (t->defined() && t->nbytes() > 0) {
-      copies.push_back({address(*t), window + uint64_t(off), t->nbytes()});
-      largest = std::max(largest, t->nbytes());
+  for (size_t i = 0; i < std::size(outputs); ++i) {
+    const rt::Tensor& t = *outputs[i];
+    if (!t.defined() || t.nbytes() == 0) continue;
+    const int64_t row = t.nbytes() / N;
+    for (auto [first, end] : {std::pair{int64_t(0), own_first}, std::pair{own_end, N}}) {
+      const int64_t bytes = (end - first) * row;
+      if (bytes == 0) continue;
+      copies.push_back({address(t) + uint64_t(first * row), window + uint64_t(offsets[i] + first * row), bytes});
+      largest = std::max(largest, bytes);
     }
-  const int64_t at_copies = tables.add(copies);
+  }
+  DeviceTables tables;
+  const int64_t at_regions = tables.add(regions), at_copies = tables.add(copies);
   const uint64_t base = plane.upload(tables);
   plane.mark("tables");
 
   plane.dispatch_scatter(address(a.x), x_row, p.fp8 ? address(a.x_scales) : 0, p.S * 4,
                          p.cached ? 0 : address(a.topk_idx), !p.cached && a.topk_idx.dtype() == DType::I64, int(p.K),
-                         p.weights ? address(a.topk_weights) : 0, base + uint64_t(at_tokens), base + uint64_t(at_begin),
-                         base + uint64_t(at_regions), send_begin.back(), p.experts_per_rank);
+                         p.weights ? address(a.topk_weights) : 0, address(p.device_slots), p.T,
+                         base + uint64_t(at_regions), p.experts_per_rank);
   plane.sync();
   plane.mark("scatter");
   plane.sync_and_barrier("dispatch");
   plane.mark("barrier");
   plane.multi_copy(base + uint64_t(at_copies), int(copies.size()), largest);
-
+  plane.sync();
+  plane.mark("copy-out");
   if (p.cached) {
-    plane.sync();
-    plane.mark("copy-out");
     plane.report("cached dispatch");
     out.handle = a.handle;
     return out;
   }
-  // Where each token sits in each destination's list: what the device combine reduces by.
-  std::vector<int32_t> slots(size_t(p.T * R), -1);
-  for (int r = 0; r < R; ++r)
-    for (size_t i = 0; i < p.send_lists[size_t(r)].size(); ++i) slots[size_t(p.send_lists[size_t(r)][i]) * R + r] = int32_t(i);
-  rt::Tensor device_slots = plane.pool().empty({p.T, R}, DType::I32);
-  plane.copy_to_device(device_slots, slots.data());
-  plane.mark("copy-out");
-  plane.sync();
-  plane.mark("sync");
   out.num_recv_tokens_per_expert = p.recv_per_expert;
-  auto handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), pool);
-  handle->device_slots = std::move(device_slots);
-  out.handle = std::move(handle);
+  out.handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), pool);
   plane.mark("handle");
   plane.report("dispatch");
   return out;

@@ -70,13 +70,21 @@ unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
 
 KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
 
+KernelText dispatch_route_text(bool topk_i64) {
+  const char* index = topk_i64 ? "i64" : "int";
+  return {rt::str("deepep_dispatch_route_", topk_i64 ? "i64" : "i32"),
+          rt::str("const ", index, "* topk, i64 tokens, int k, int experts, int experts_per_rank, int ranks, int* slots, ",
+                  "unsigned char* in_rank, i64* summary"),
+          "dispatch_route_body(topk, tokens, k, experts, experts_per_rank, ranks, slots, in_rank, summary);"};
+}
+
 KernelText dispatch_scatter_text() {
   return {"deepep_dispatch_scatter",
           "const unsigned char* x, i64 x_row, const unsigned char* scales, i64 s_row, const void* topk, int topk_i64, "
-          "int k, const float* weights, const int* send_tokens, const i64* send_begin, const DispatchRegion* regions, "
-          "const u64* windows, int ranks, int experts_per_rank",
-          "dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, send_tokens, send_begin, regions, "
-          "windows, ranks, experts_per_rank);"};
+          "int k, const float* weights, const int* slots, i64 tokens, const DispatchRegion* regions, int ranks, "
+          "int experts_per_rank",
+          "dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, tokens, regions, ranks, "
+          "experts_per_rank);"};
 }
 
 KernelText combine_scatter_text() {
@@ -111,7 +119,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
-  std::vector<KernelText> all = {multi_copy_text(), dispatch_scatter_text(), combine_scatter_text()};
+  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_text(false), dispatch_route_text(true),
+                                 dispatch_scatter_text(), combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (rt::DType d : kReducible)
     for (int op = 0; op < 3; ++op) all.push_back(all_reduce_text(d, op));
@@ -168,6 +177,14 @@ void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
               "cuMemcpyHtoDAsync", dst.nbytes(), " bytes");
 }
 
+void DevicePlane::copy_to_host(void* dst, const rt::Tensor& src) {
+  if (src.nbytes() == 0) return;
+  const rt::CudaDriver& d = rt::cuda_driver();
+  rt::cuda_context(device());
+  RT_CU_CHECK(d.cuMemcpyDtoHAsync(dst, reinterpret_cast<rt::CuDevicePtr>(src.data()), size_t(src.nbytes()), stream()),
+              "cuMemcpyDtoHAsync", src.nbytes(), " bytes");
+}
+
 void DevicePlane::mark(const char* phase) {
   if (!profile_) return;
   if (std::string_view(phase) == "start") marks_.clear();  // an operation that failed left its marks
@@ -198,16 +215,22 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
 }
 
+void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
+                                 uint64_t in_rank, uint64_t summary) {
+  const rt::CudaKernel kern = kernel(dispatch_route_text(topk_i64));
+  const int experts_per_rank = experts / size_;
+  kern.launch_with({unsigned(size_), 1, 1}, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank,
+                   size_, slots, in_rank, summary);
+}
+
 void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk,
-                                   bool topk_i64, int k, uint64_t weights, uint64_t send_tokens, uint64_t send_begin,
-                                   uint64_t regions, int64_t sends, int experts_per_rank) {
-  if (sends == 0) return;
+                                   bool topk_i64, int k, uint64_t weights, uint64_t slots, int64_t tokens,
+                                   uint64_t regions, int experts_per_rank) {
+  if (tokens == 0) return;
   const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
-  const uint64_t windows = window_.window_table();
-  kern.launch_with({grid_for(device(), sends, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, scales,
-                   s_row, topk, topk_flag, k, weights, send_tokens, send_begin, regions, windows, size_,
-                   experts_per_rank);
+  kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row,
+                   scales, s_row, topk, topk_flag, k, weights, slots, tokens, regions, size_, experts_per_rank);
 }
 
 void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin,

@@ -31,7 +31,7 @@ struct CopyDesc {
   int64_t bytes;
 };
 struct DispatchRegion {
-  int64_t x, scales, topk, weights, src;
+  uint64_t x, scales, topk, weights, src;
   int64_t first_row;
 };
 struct CombineRegion {
@@ -78,6 +78,8 @@ class DevicePlane {
   TensorPool& pool() { return pool_; }
   // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
   void copy_to_device(const rt::Tensor& dst, const void* src);
+  // Asynchronous copy to pageable host memory on the stream: `dst` holds the data after sync().
+  void copy_to_host(void* dst, const rt::Tensor& src);
 
   // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
   // every phase on stderr (one line per operation and rank) and starts over.
@@ -86,9 +88,12 @@ class DevicePlane {
 
   // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
+  // slots [tokens, size] int32, in_rank [tokens, size] bool, summary [size + 2 + experts] int64:
+  // kernels/intranode.cuh's dispatch_route_body.
+  void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t in_rank,
+                      uint64_t summary);
   void dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk, bool topk_i64, int k,
-                        uint64_t weights, uint64_t send_tokens, uint64_t send_begin, uint64_t regions, int64_t sends,
-                        int experts_per_rank);
+                        uint64_t weights, uint64_t slots, int64_t tokens, uint64_t regions, int experts_per_rank);
   void combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin, uint64_t regions,
                        int64_t rows);
   void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
