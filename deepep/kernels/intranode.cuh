@@ -24,27 +24,41 @@ struct same_type<A, A> {
 
 // --- copies ---------------------------------------------------------------------------------------
 
-// One warp copies `bytes` from src to dst: 16-byte vectors when both ends and the size allow,
-// four in flight per lane so a peer's link (NVLink) sees enough outstanding requests.
-__device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
-  if (((u64(dst) | u64(src) | u64(bytes)) & 15) == 0) {
-    int4* d = reinterpret_cast<int4*>(dst);
-    const int4* s = reinterpret_cast<const int4*>(src);
-    const i64 n = bytes / 16;
-    i64 i = lane;
-    for (; i + 96 < n; i += 128) {
-      const int4 a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
-      d[i] = a;
-      d[i + 32] = b;
-      d[i + 64] = c;
-      d[i + 96] = e;
-    }
-    for (; i < n; i += 32) d[i] = s[i];
-  } else if (((u64(dst) | u64(src) | u64(bytes)) & 3) == 0) {
-    for (i64 i = lane; i < bytes / 4; i += 32) reinterpret_cast<u32*>(dst)[i] = reinterpret_cast<const u32*>(src)[i];
-  } else {
-    for (i64 i = lane; i < bytes; i += 32) dst[i] = src[i];
+// One warp copies `bytes` from src to dst in units U (int4, u32 or bytes), four in flight per lane
+// so that a peer's link (NVLink) or HBM sees enough outstanding requests; the bytes before dst's
+// first U boundary and after the last whole U go one per lane.
+template <class U>
+__device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
+  constexpr i64 kSize = sizeof(U);
+  i64 head = i64((kSize - (u64(dst) & (kSize - 1))) & (kSize - 1));
+  head = head < bytes ? head : bytes;
+  if (lane < head) dst[lane] = src[lane];
+  U* d = reinterpret_cast<U*>(dst + head);
+  const U* s = reinterpret_cast<const U*>(src + head);
+  const i64 n = (bytes - head) / kSize;
+  i64 i = lane;
+  for (; i + 96 < n; i += 128) {
+    const U a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
+    d[i] = a;
+    d[i + 32] = b;
+    d[i + 64] = c;
+    d[i + 96] = e;
   }
+  for (; i < n; i += 32) d[i] = s[i];
+  const i64 done = head + n * kSize;
+  if (lane < bytes - done) dst[done + lane] = src[done + lane];
+}
+
+// The widest unit both ends share an alignment for: 16-byte vectors whenever dst and src are equally
+// aligned modulo 16 (row copies at any row offset of arrays with 16-byte aligned bases).
+__device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
+  const u64 skew = u64(dst) ^ u64(src);
+  if ((skew & 15) == 0)
+    warp_copy_as<int4>(dst, src, bytes, lane);
+  else if ((skew & 3) == 0)
+    warp_copy_as<u32>(dst, src, bytes, lane);
+  else
+    warp_copy_as<unsigned char>(dst, src, bytes, lane);
 }
 
 // A list of independent copies: descriptor j = {dst, src, bytes}; blockIdx.y picks the descriptor
@@ -70,79 +84,81 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
 
 // --- dispatch -------------------------------------------------------------------------------------
 
-// The routing of a dispatch, one block per destination rank d: which tokens go to d (one of their
-// top-k experts is d's), each one's position in d's list in token order (slot, -1 when the token
-// does not go there) and the (token, k) pairs per expert of d. summary: [0, ranks) tokens per
-// destination; [ranks], [ranks + 1]: the first out-of-range index (flat t * k + j, -1 when none) and
-// its value (block 0 looks); [ranks + 2, ranks + 2 + experts): pairs per expert.
-constexpr int kRouteTokensPerThread = 4;
-
+// The routing of a dispatch, in two kernels over chunks of blockDim.x tokens (blockIdx.x, one
+// token per thread) for each destination rank d (blockIdx.y):
+//   dispatch_route_count_body: whether each token goes to d (one of its top-k experts is d's) into
+//     in_rank [tokens, ranks], the chunk's count into chunk_counts[d * chunks + chunk], the (token,
+//     k) pairs per expert of d and the first out-of-range entry (the d = 0 blocks) into summary;
+//   dispatch_route_slots_body: each token's position among those going to d, in token order (slots
+//     [tokens, ranks], -1 where it does not go), and the tokens per destination.
+// summary, zeroed before the first kernel: [0, ranks) tokens per destination; [ranks] the
+// complement of the first out-of-range flat index t * k + j (0: none; the complement lets atomicMax
+// over zeroed memory find the first); [ranks + 1, ranks + 1 + experts) pairs per expert.
 template <class Index>
-__device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 tokens, int k, int experts,
-                                                    int experts_per_rank, int ranks, int* slots,
-                                                    unsigned char* in_rank, i64* summary) {
-  const int d = blockIdx.x;
+__device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64 tokens, int k, int experts,
+                                                          int experts_per_rank, int ranks, unsigned char* in_rank,
+                                                          i64* chunk_counts, i64* summary) {
+  const int d = blockIdx.y;
   const i64 lo = i64(d) * experts_per_rank, hi = lo + experts_per_rank;
-  i64* const expert_pairs = summary + ranks + 2;
-  __shared__ int warp_total[32];
-  __shared__ unsigned long long first_bad;
-  for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x) expert_pairs[e] = 0;
-  if (threadIdx.x == 0) first_bad = ~0ull;
-  __syncthreads();
-  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const i64 tile = i64(blockDim.x) * kRouteTokensPerThread;
-  i64 before = 0;  // tokens to d in the tiles before this one
-  for (i64 t0 = 0; t0 < tokens; t0 += tile) {
-    // This thread's tokens: kRouteTokensPerThread consecutive ones, each a bit of `hits`.
-    const i64 first = t0 + i64(threadIdx.x) * kRouteTokensPerThread;
-    unsigned hits = 0;
-    for (int j = 0; j < kRouteTokensPerThread; ++j) {
-      const i64 t = first + j;
-      if (t >= tokens) break;
-      for (int c = 0; c < k; ++c) {
-        const i64 e = i64(topk[t * k + c]);
-        if (e >= lo && e < hi) {
-          hits |= 1u << j;
-          atomicAdd(reinterpret_cast<unsigned long long*>(expert_pairs + e), 1ull);
-        } else if (d == 0 && (e < -1 || e >= experts)) {
-          atomicMin(&first_bad, (unsigned long long)(t * k + c));
+  const i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x;
+  bool hit = false;
+  if (t < tokens) {
+    constexpr int kLoads = 8;  // entries loaded before any is used, so that their latencies overlap
+    for (int c0 = 0; c0 < k; c0 += kLoads) {
+      i64 e[kLoads];
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) e[j] = c0 + j < k ? i64(topk[t * k + c0 + j]) : -1;
+#pragma unroll
+      for (int j = 0; j < kLoads; ++j) {
+        if (e[j] >= lo && e[j] < hi) {
+          hit = true;
+          atomicAdd(reinterpret_cast<unsigned long long*>(summary + ranks + 1 + e[j]), 1ull);
+        } else if (d == 0 && (e[j] < -1 || e[j] >= experts)) {
+          atomicMax(reinterpret_cast<unsigned long long*>(summary + ranks), ~u64(t * k + c0 + j));
         }
       }
     }
-    // Exclusive scan of the per-thread counts over the block: warp shuffles, then the warps' totals.
-    const int n = __popc(hits);
-    int incl = n;
-    for (int o = 1; o < 32; o <<= 1) {
-      const int v = __shfl_up_sync(0xffffffffu, incl, o);
-      if (lane >= o) incl += v;
-    }
-    if (lane == 31) warp_total[warp] = incl;
-    __syncthreads();
-    int warp_before = 0, total = 0;
-    for (int w = 0; w < warps; ++w) {
-      if (w < warp) warp_before += warp_total[w];
-      total += warp_total[w];
-    }
-    int slot = int(before) + warp_before + incl - n;
-    for (int j = 0; j < kRouteTokensPerThread; ++j) {
-      const i64 t = first + j;
-      if (t >= tokens) break;
-      const bool hit = (hits >> j) & 1u;
-      slots[t * ranks + d] = hit ? slot : -1;
-      in_rank[t * ranks + d] = hit ? 1 : 0;
-      slot += hit ? 1 : 0;
-    }
-    before += total;
-    __syncthreads();  // warp_total is rewritten by the next tile
+    in_rank[t * ranks + d] = hit ? 1 : 0;
   }
-  if (threadIdx.x == 0) {
-    summary[d] = before;
-    if (d == 0) {
-      const bool bad = first_bad != ~0ull;
-      summary[ranks] = bad ? i64(first_bad) : -1;
-      summary[ranks + 1] = bad ? i64(topk[first_bad]) : 0;
-    }
+  const int n = __syncthreads_count(hit);
+  if (threadIdx.x == 0) chunk_counts[i64(d) * gridDim.x + blockIdx.x] = n;
+}
+
+__device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* in_rank, i64 tokens, int ranks,
+                                                          const i64* chunk_counts, int* slots, i64* summary) {
+  const int d = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
+  __shared__ i64 before_sum[32], all_sum[32];
+  __shared__ int warp_hits[32];
+  // Tokens to d in the chunks before this one, and in all of them.
+  i64 before = 0, all = 0;
+  for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
+    const i64 v = chunk_counts[i64(d) * chunks + i];
+    all += v;
+    before += i < chunk ? v : 0;
   }
+  for (int o = 16; o > 0; o >>= 1) {
+    before += __shfl_xor_sync(0xffffffffu, before, o);
+    all += __shfl_xor_sync(0xffffffffu, all, o);
+  }
+  const i64 t = i64(chunk) * blockDim.x + threadIdx.x;
+  const bool hit = t < tokens && in_rank[t * ranks + d] != 0;
+  const unsigned ballot = __ballot_sync(0xffffffffu, hit);
+  if (lane == 0) {
+    before_sum[warp] = before;
+    all_sum[warp] = all;
+    warp_hits[warp] = __popc(ballot);
+  }
+  __syncthreads();
+  before = all = 0;
+  int earlier_warps = 0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) {
+    before += before_sum[w];
+    all += all_sum[w];
+    earlier_warps += w < warp ? warp_hits[w] : 0;
+  }
+  if (t < tokens) slots[t * ranks + d] = hit ? int(before + earlier_warps + __popc(ballot & ((1u << lane) - 1))) : -1;
+  if (chunk == chunks - 1 && threadIdx.x == 0) summary[d] = all;
 }
 
 // Where one destination keeps what it receives from this rank: device addresses of the arrays

@@ -14,6 +14,7 @@
 #include <iterator>
 
 #include "buffer/dispatch_plan.h"
+#include "rt/cuda_memory.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
 
@@ -60,13 +61,14 @@ WindowArrays window_arrays(const DispatchPlan& p, int64_t rows, int64_t x_row, i
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank) {
   using rt::DType;
   const int R = plane.size();
-  const int64_t T = topk_idx.size(0);
+  const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
   DeviceRoute route;
   route.slots = plane.pool().empty({T, R}, DType::I32);
   route.in_rank_on_device = plane.pool().empty({T, R}, DType::Bool);
-  const rt::Tensor summary = plane.pool().empty({R + 2 + int64_t(num_experts)}, DType::I64);
-  plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(topk_idx.size(1)), num_experts,
-                       address(route.slots), address(route.in_rank_on_device), address(summary));
+  const rt::Tensor summary = plane.pool().empty({R + 1 + int64_t(num_experts)}, DType::I64);
+  const rt::Tensor chunk_counts = plane.pool().empty({R * plane.route_chunks(T)}, DType::I64);
+  plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts, address(route.slots),
+                       address(route.in_rank_on_device), address(summary), address(chunk_counts));
   std::vector<int64_t> host(size_t(summary.numel()));
   plane.copy_to_host(host.data(), summary);
   if (want_host_in_rank) {
@@ -75,9 +77,16 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   }
   plane.sync();
   route.counts.assign(host.begin(), host.begin() + R);
-  route.bad_index = host[size_t(R)];
-  route.bad_value = host[size_t(R) + 1];
-  route.expert_pairs.assign(host.begin() + R + 2, host.end());
+  route.expert_pairs.assign(host.begin() + R + 1, host.end());
+  if (host[size_t(R)] != 0) {  // the complement of the first bad entry's index: read its value
+    route.bad_index = int64_t(~uint64_t(host[size_t(R)]));
+    const size_t bytes = size_t(rt::bits(topk_idx.dtype()) / 8);
+    int64_t value = 0;
+    int32_t value32 = 0;
+    rt::cuda_copy_to_host(plane.device(), bytes == 8 ? static_cast<void*>(&value) : &value32,
+                          address(topk_idx) + uint64_t(route.bad_index) * bytes, bytes);
+    route.bad_value = bytes == 8 ? value : value32;
+  }
   return route;
 }
 

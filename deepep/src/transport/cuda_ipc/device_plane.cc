@@ -70,12 +70,18 @@ unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
 
 KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
 
-KernelText dispatch_route_text(bool topk_i64) {
+KernelText dispatch_route_count_text(bool topk_i64) {
   const char* index = topk_i64 ? "i64" : "int";
-  return {rt::str("deepep_dispatch_route_", topk_i64 ? "i64" : "i32"),
-          rt::str("const ", index, "* topk, i64 tokens, int k, int experts, int experts_per_rank, int ranks, int* slots, ",
-                  "unsigned char* in_rank, i64* summary"),
-          "dispatch_route_body(topk, tokens, k, experts, experts_per_rank, ranks, slots, in_rank, summary);"};
+  return {rt::str("deepep_dispatch_route_count_", topk_i64 ? "i64" : "i32"),
+          rt::str("const ", index, "* topk, i64 tokens, int k, int experts, int experts_per_rank, int ranks, ",
+                  "unsigned char* in_rank, i64* chunk_counts, i64* summary"),
+          "dispatch_route_count_body(topk, tokens, k, experts, experts_per_rank, ranks, in_rank, chunk_counts, summary);"};
+}
+
+KernelText dispatch_route_slots_text() {
+  return {"deepep_dispatch_route_slots",
+          "const unsigned char* in_rank, i64 tokens, int ranks, const i64* chunk_counts, int* slots, i64* summary",
+          "dispatch_route_slots_body(in_rank, tokens, ranks, chunk_counts, slots, summary);"};
 }
 
 KernelText dispatch_scatter_text() {
@@ -119,8 +125,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
-  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_text(false), dispatch_route_text(true),
-                                 dispatch_scatter_text(), combine_scatter_text()};
+  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
+                                 dispatch_route_slots_text(), dispatch_scatter_text(), combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (rt::DType d : kReducible)
     for (int op = 0; op < 3; ++op) all.push_back(all_reduce_text(d, op));
@@ -215,12 +221,22 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
 }
 
+int64_t DevicePlane::route_chunks(int64_t tokens) const { return (tokens + kThreads - 1) / kThreads; }
+
 void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
-                                 uint64_t in_rank, uint64_t summary) {
-  const rt::CudaKernel kern = kernel(dispatch_route_text(topk_i64));
+                                 uint64_t in_rank, uint64_t summary, uint64_t chunk_counts) {
+  const rt::CudaDriver& d = rt::cuda_driver();
+  rt::cuda_context(device());
+  RT_CU_CHECK(d.cuMemsetD8Async(summary, 0, size_t(size_ + 1 + experts) * 8, stream()), "cuMemsetD8Async");
+  const int64_t chunks = route_chunks(tokens);
+  if (chunks == 0) return;
   const int experts_per_rank = experts / size_;
-  kern.launch_with({unsigned(size_), 1, 1}, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank,
-                   size_, slots, in_rank, summary);
+  const rt::Dim3 grid{unsigned(chunks), unsigned(size_), 1};
+  kernel(dispatch_route_count_text(topk_i64))
+      .launch_with(grid, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank, size_, in_rank,
+                   chunk_counts, summary);
+  kernel(dispatch_route_slots_text())
+      .launch_with(grid, {kThreads, 1, 1}, 0, stream(), in_rank, tokens, size_, chunk_counts, slots, summary);
 }
 
 void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk,

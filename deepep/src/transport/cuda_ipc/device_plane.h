@@ -88,10 +88,11 @@ class DevicePlane {
 
   // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
-  // slots [tokens, size] int32, in_rank [tokens, size] bool, summary [size + 2 + experts] int64:
-  // kernels/intranode.cuh's dispatch_route_body.
+  // kernels/intranode.cuh's dispatch_route_*_body: slots [tokens, size] int32, in_rank [tokens,
+  // size] bool, summary [size + 1 + experts] int64, chunk_counts [size * route_chunks(tokens)] int64.
+  int64_t route_chunks(int64_t tokens) const;
   void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t in_rank,
-                      uint64_t summary);
+                      uint64_t summary, uint64_t chunk_counts);
   void dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk, bool topk_i64, int k,
                         uint64_t weights, uint64_t slots, int64_t tokens, uint64_t regions, int experts_per_rank);
   void combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin, uint64_t regions,
