@@ -68,6 +68,8 @@ DriverLoad load_driver() {
   resolve(d.cuMemAlloc, {"cuMemAlloc_v2"});
   resolve(d.cuMemFree, {"cuMemFree_v2"});
   resolve(d.cuMemGetInfo, {"cuMemGetInfo_v2"});
+  resolve(d.cuMemHostAlloc, {"cuMemHostAlloc"});
+  resolve(d.cuMemFreeHost, {"cuMemFreeHost"});
   resolve(d.cuMemcpyHtoD, {"cuMemcpyHtoD_v2"});
   resolve(d.cuMemcpyDtoH, {"cuMemcpyDtoH_v2"});
   resolve(d.cuMemcpyDtoD, {"cuMemcpyDtoD_v2"});

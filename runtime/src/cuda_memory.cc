@@ -1,5 +1,7 @@
 #include "rt/cuda_memory.h"
 
+#include <algorithm>
+
 #include "rt/cuda_device.h"
 
 namespace rt {
@@ -28,6 +30,39 @@ void cuda_free(int device, CuDevicePtr ptr) noexcept {
     d.cuMemFree(ptr);  // an error here (deinitialized driver at exit, a sticky fault) leaves nothing to do
   } catch (...) {
   }
+}
+
+void* cuda_host_alloc(int device, size_t bytes, const std::string& what) {
+  const CudaDriver& d = cuda_driver();
+  cuda_context(device);
+  void* ptr = nullptr;
+  const CuResult rc = d.cuMemHostAlloc(&ptr, bytes > 0 ? bytes : 1, 0);
+  if (rc == cu::kErrorOutOfMemory)
+    throw_user_error(str("out of page-locked host memory allocating ", bytes, " bytes for ", what));
+  if (rc != cu::kSuccess) throw_cuda_error(rc, "cuMemHostAlloc", str(bytes, " bytes for ", what), __FILE__, __LINE__);
+  return ptr;
+}
+
+void cuda_host_free(int device, void* ptr) noexcept {
+  if (ptr == nullptr) return;
+  try {
+    const CudaDriver& d = cuda_driver();
+    cuda_context(device);
+    d.cuMemFreeHost(ptr);  // as cuda_free: nothing to do about a failure at exit
+  } catch (...) {
+  }
+}
+
+unsigned char* PinnedBuffer::reserve(size_t bytes, const std::string& what) {
+  if (bytes > bytes_) {
+    cuda_host_free(device_, data_);
+    data_ = nullptr;
+    bytes_ = 0;
+    const size_t grown = std::max(bytes, size_t(64) << 10);
+    data_ = static_cast<unsigned char*>(cuda_host_alloc(device_, grown, what));
+    bytes_ = grown;
+  }
+  return data_;
 }
 
 void cuda_copy_to_device(int device, CuDevicePtr dst, const void* src, size_t bytes) {

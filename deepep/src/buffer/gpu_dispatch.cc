@@ -69,17 +69,15 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   const rt::Tensor chunk_counts = plane.pool().empty({R * plane.route_chunks(T)}, DType::I64);
   plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts, address(route.slots),
                        address(route.in_rank_on_device), address(summary), address(chunk_counts));
-  std::vector<int64_t> host(size_t(summary.numel()));
-  plane.copy_to_host(host.data(), summary);
-  if (want_host_in_rank) {
-    route.in_rank.resize(size_t(T * R));
-    plane.copy_to_host(route.in_rank.data(), route.in_rank_on_device);
-  }
-  plane.sync();
-  route.counts.assign(host.begin(), host.begin() + R);
-  route.expert_pairs.assign(host.begin() + R + 1, host.end());
-  if (host[size_t(R)] != 0) {  // the complement of the first bad entry's index: read its value
-    route.bad_index = int64_t(~uint64_t(host[size_t(R)]));
+  std::vector<const rt::Tensor*> wanted = {&summary};
+  if (want_host_in_rank) wanted.push_back(&route.in_rank_on_device);
+  const auto got = plane.download(wanted);
+  const int64_t* host = reinterpret_cast<const int64_t*>(got[0]);
+  route.counts.assign(host, host + R);
+  route.expert_pairs.assign(host + R + 1, host + R + 1 + num_experts);
+  if (want_host_in_rank) route.in_rank.assign(got[1], got[1] + T * R);
+  if (host[R] != 0) {  // the complement of the first bad entry's index: read its value
+    route.bad_index = int64_t(~uint64_t(host[R]));
     const size_t bytes = size_t(rt::bits(topk_idx.dtype()) / 8);
     int64_t value = 0;
     int32_t value32 = 0;

@@ -167,6 +167,8 @@ struct CudaDriver {
   CuResult (*cuMemAlloc)(CuDevicePtr*, size_t);                // _v2
   CuResult (*cuMemFree)(CuDevicePtr);                          // _v2
   CuResult (*cuMemGetInfo)(size_t* free, size_t* total);       // _v2
+  CuResult (*cuMemHostAlloc)(void**, size_t, unsigned flags);
+  CuResult (*cuMemFreeHost)(void*);
   CuResult (*cuMemcpyHtoD)(CuDevicePtr, const void*, size_t);  // _v2
   CuResult (*cuMemcpyDtoH)(void*, CuDevicePtr, size_t);        // _v2
   CuResult (*cuMemcpyDtoD)(CuDevicePtr, CuDevicePtr, size_t);  // _v2

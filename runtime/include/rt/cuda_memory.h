@@ -15,6 +15,27 @@ CuDevicePtr cuda_malloc(int device, size_t bytes, const std::string& what);
 // cuMemFree. Never throws: a failure (say, the driver already shut down at process exit) is ignored.
 void cuda_free(int device, CuDevicePtr ptr) noexcept;
 
+// Page-locked host memory (cuMemHostAlloc), for asynchronous copies that do not go through the
+// driver's staging buffers. Out of memory is a user error naming `what`.
+void* cuda_host_alloc(int device, size_t bytes, const std::string& what);
+void cuda_host_free(int device, void* ptr) noexcept;
+
+// A growable block of page-locked host memory (what it held is not kept when it grows).
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(int device) : device_(device) {}
+  ~PinnedBuffer() { cuda_host_free(device_, data_); }
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  // At least `bytes` bytes.
+  unsigned char* reserve(size_t bytes, const std::string& what);
+
+ private:
+  int device_;
+  unsigned char* data_ = nullptr;
+  size_t bytes_ = 0;
+};
+
 // Synchronous copies: complete when they return (the legacy default stream is synchronized, so
 // work queued on blocking streams before the call is ordered before the copy). Work on
 // non-blocking streams must be synchronized by the caller first.

@@ -144,7 +144,7 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
+      stream_(device), up_(device), down_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() { rt::cuda_free(device(), tables_); }
 
@@ -156,10 +156,11 @@ uint64_t DevicePlane::upload(const DeviceTables& tables) {
     tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
   }
   if (n) {
+    unsigned char* staged = up_.reserve(size_t(n), "deepep device tables");
+    std::copy_n(tables.bytes().data(), n, staged);
     const rt::CudaDriver& d = rt::cuda_driver();
     rt::cuda_context(device());
-    RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, tables.bytes().data(), size_t(n), stream()), "cuMemcpyHtoDAsync",
-                n, " bytes of tables");
+    RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, staged, size_t(n), stream()), "cuMemcpyHtoDAsync", n, " bytes of tables");
   }
   return tables_;
 }
@@ -183,12 +184,24 @@ void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
               "cuMemcpyHtoDAsync", dst.nbytes(), " bytes");
 }
 
-void DevicePlane::copy_to_host(void* dst, const rt::Tensor& src) {
-  if (src.nbytes() == 0) return;
+std::vector<const unsigned char*> DevicePlane::download(const std::vector<const rt::Tensor*>& tensors) {
+  size_t total = 0;
+  for (const rt::Tensor* t : tensors) total += (size_t(t->nbytes()) + 15) / 16 * 16;
+  unsigned char* const staged = down_.reserve(total, "deepep downloads");
   const rt::CudaDriver& d = rt::cuda_driver();
   rt::cuda_context(device());
-  RT_CU_CHECK(d.cuMemcpyDtoHAsync(dst, reinterpret_cast<rt::CuDevicePtr>(src.data()), size_t(src.nbytes()), stream()),
-              "cuMemcpyDtoHAsync", src.nbytes(), " bytes");
+  std::vector<const unsigned char*> out;
+  size_t at = 0;
+  for (const rt::Tensor* t : tensors) {
+    out.push_back(staged + at);
+    if (t->nbytes() > 0)
+      RT_CU_CHECK(d.cuMemcpyDtoHAsync(staged + at, reinterpret_cast<rt::CuDevicePtr>(t->data()), size_t(t->nbytes()),
+                                      stream()),
+                  "cuMemcpyDtoHAsync", t->nbytes(), " bytes");
+    at += (size_t(t->nbytes()) + 15) / 16 * 16;
+  }
+  sync();
+  return out;
 }
 
 void DevicePlane::mark(const char* phase) {

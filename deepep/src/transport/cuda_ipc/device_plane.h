@@ -14,6 +14,7 @@
 
 #include "deepep/transport.h"
 #include "engine/tensor_pool.h"
+#include "rt/cuda_memory.h"
 #include "rt/cuda_module.h"
 #include "rt/cuda_stream.h"
 #include "rt/dtype.h"
@@ -78,8 +79,9 @@ class DevicePlane {
   TensorPool& pool() { return pool_; }
   // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
   void copy_to_device(const rt::Tensor& dst, const void* src);
-  // Asynchronous copy to pageable host memory on the stream: `dst` holds the data after sync().
-  void copy_to_host(void* dst, const rt::Tensor& src);
+  // Copies small device tensors to the host through page-locked memory and waits for the stream;
+  // returns each one's bytes, valid until the next download.
+  std::vector<const unsigned char*> download(const std::vector<const rt::Tensor*>& tensors);
 
   // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
   // every phase on stderr (one line per operation and rank) and starts over.
@@ -113,6 +115,9 @@ class DevicePlane {
   rt::CudaStream stream_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
+  // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
+  // pageable copies go through the driver's own staging and cost more than the kernels around them.
+  rt::PinnedBuffer up_, down_;
   TensorPool pool_;
   bool profile_ = false;
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
