@@ -17,7 +17,7 @@
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
 //   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring (--gpu: the device path); algbw =
 //             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
-// With --gpu, memcpy and ll are not run (the low-latency mode has no GPU path yet), every call's
+// With --gpu, memcpy is not run, every call's
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
 // --window bytes per rank, and the first dispatch and combine are checked bit for bit against the
 // CPU path on the same inputs.
@@ -271,33 +271,45 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     }
   }
 
-  if (want("ll") && !o.gpu) {
+  if (want("ll")) {
     const int64_t bytes = deepep::Buffer::low_latency_size_hint(o.ll_tokens, o.hidden, R, o.experts);
-    deepep::CommOptions co;
-    co.log_reroutes = false;
-    deepep::Buffer buf(g, 0, bytes, true, co);
+    deepep::Buffer buf(g, 0, bytes, true, comm_options(o, me));
     const int64_t T = o.ll_tokens, H = o.hidden;
     const rt::Tensor x = random_fill({T, H}, rt::DType::BF16, uint64_t(me) + 7);
     const rt::Tensor idx = random_topk(me + 1000, o.ll_tokens, o.topk, o.experts);
     const rt::Tensor w = random_fill({T, o.topk}, rt::DType::F32, uint64_t(me) + 9);
+    const rt::Tensor xd = x.to(dev), idxd = idx.to(dev), wd = w.to(dev);
     std::vector<double> td, tc;
     rt::Tensor y;
     for (int it = 0; it <= o.iters; ++it) {
       deepep::LowLatencyDispatchResult d;
-      const double t1 = timed(buf.comm(), [&] { d = buf.low_latency_dispatch(x, idx, o.ll_tokens, o.experts, true, false); });
-      if (!y.defined()) y = random_fill(d.recv_x.shape(), rt::DType::BF16, uint64_t(me) + 11);
-      const double t2 = timed(buf.comm(), [&] { buf.low_latency_combine(y, idx, w, *d.handle); });
+      const double t1 = timed(buf.comm(), [&] { d = buf.low_latency_dispatch(xd, idxd, o.ll_tokens, o.experts, true, false); });
+      if (!y.defined()) y = random_fill(d.recv_x.shape(), rt::DType::BF16, uint64_t(me) + 11).to(dev);
+      deepep::LowLatencyCombineResult c;
+      const double t2 = timed(buf.comm(), [&] { c = buf.low_latency_combine(y, idxd, wd, *d.handle); });
       if (it > 0) td.push_back(t1), tc.push_back(t2);
+      if (it == 0 && o.gpu) {  // the device path against the CPU path, on the same inputs
+        deepep::Buffer cpu(g, 0, bytes, true);
+        const deepep::LowLatencyDispatchResult dc = cpu.low_latency_dispatch(x, idx, o.ll_tokens, o.experts, true, false);
+        const deepep::LowLatencyCombineResult cc = cpu.low_latency_combine(y.to(rt::Device::cpu()), idx, w, *dc.handle);
+        const bool ok = same_bytes(d.recv_count, dc.recv_count) && same_bytes(c.combined_x, cc.combined_x);
+        const auto all = g->allgather(ok ? "1" : "0", "ll check");
+        for (int r = 0; r < R; ++r)
+          if (all[size_t(r)] != "1")
+            throw std::runtime_error(rt::str("rank ", r, ": the GPU low-latency dispatch/combine differs from the CPU path"));
+        if (lead) std::printf("\n   check: GPU low-latency counts and combine equal the CPU path bit for bit on every rank\n");
+      }
     }
     td = slowest(*g, td);
     tc = slowest(*g, tc);
     if (lead) {
       const double msgs = double(T) * o.topk * R;  // (token, expert) pairs in the group
       const double dbytes = msgs * double(H + H / 128 * 4), cbytes = msgs * double(H * 2);
-      std::printf("\n== low-latency dispatch (FP8) and combine (BF16): %d ranks, %d tokens/rank, hidden %d, top-%d of %d; rings %s per rank\n",
-                  R, o.ll_tokens, o.hidden, o.topk, o.experts, human(double(bytes)).c_str());
-      std::printf("   dispatch: %8.3f ms   aggregate %6.2f GB/s\n", median(td) * 1e3, dbytes / median(td) * 1e-9);
-      std::printf("   combine:  %8.3f ms   aggregate %6.2f GB/s\n", median(tc) * 1e3, cbytes / median(tc) * 1e-9);
+      std::printf("\n== low-latency dispatch (FP8) and combine (BF16)%s: %d ranks, %d tokens/rank, hidden %d, top-%d of %d; %s %s per rank\n",
+                  o.gpu ? " on the GPU (cuda_ipc)" : "", R, o.ll_tokens, o.hidden, o.topk, o.experts,
+                  o.gpu ? "window" : "rings", human(double(bytes)).c_str());
+      std::printf("   dispatch: %8.1f us   aggregate %6.2f GB/s\n", median(td) * 1e6, dbytes / median(td) * 1e-9);
+      std::printf("   combine:  %8.1f us   aggregate %6.2f GB/s\n", median(tc) * 1e6, cbytes / median(tc) * 1e-9);
       std::fflush(stdout);
     }
   }

@@ -71,11 +71,11 @@ void expect_same(const rt::Tensor& cpu, const rt::Tensor& gpu, const char* what)
 }
 
 // Random bf16 rows, the same on both paths.
-rt::Tensor random_bf16(int64_t rows, int64_t cols, uint64_t seed) {
-  rt::Tensor t = rt::Tensor::empty({rows, cols}, rt::DType::BF16);
+rt::Tensor random_bf16(const rt::Shape& shape, uint64_t seed) {
+  rt::Tensor t = rt::Tensor::empty(shape, rt::DType::BF16);
   std::mt19937_64 gen(seed);
   std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  for (int64_t i = 0; i < rows * cols; ++i) t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(u(gen));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(u(gen));
   return t;
 }
 
@@ -110,7 +110,7 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
       expect_same(dc.handle->is_token_in_rank, dg.handle->is_token_in_rank, "is_token_in_rank");
 
       const int64_t N = dc.recv_x.size(0);
-      const rt::Tensor y = random_bf16(N, c.hidden, test_seed() + uint64_t(me) * 7 + fp8);
+      const rt::Tensor y = random_bf16({N, c.hidden}, test_seed() + uint64_t(me) * 7 + fp8);
       const deepep::CombineResult cc = cpu.combine(y, *dc.handle, dc.recv_topk_weights);
       const deepep::CombineResult cg = gpu.combine(y.to(dev), *dg.handle, dg.recv_topk_weights);
       expect_same(cc.combined_x, cg.combined_x, "combined_x");
@@ -200,6 +200,103 @@ TEST(DeepEPGpu, KilledRankIsAClearErrorOnTheOthers) {
   ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
   for (int r : {0, 2}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
+}
+
+// Low-latency dispatch and combine on the GPU (kernels signalling through the windows) against the
+// CPU path (checked against the reference in low_latency_test.cc), bit for bit: every round a
+// dispatch (FP8 or BF16, with or without the receive hook) and a combine of the same rows.
+void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds) {
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    const int64_t bytes = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
+    deepep::Buffer cpu(g, 0, bytes, true, test_options());
+    deepep::Buffer gpu(g, 0, bytes, true, gpu_options(me));
+    const int Le = c.experts / c.ranks, M = c.ranks * c.max_tokens;
+    for (int round = 0; round < rounds; ++round) {
+      MoeCase cr = c;
+      cr.data_seed = c.seed + uint64_t(round) * 13;
+      const rt::Tensor x = cr.x_bf16(me), idx = cr.topk_tensor(me), w = cr.weights_tensor(me);
+      const deepep::LowLatencyDispatchResult dc = cpu.low_latency_dispatch(x, idx, c.max_tokens, c.experts, fp8);
+      const deepep::LowLatencyDispatchResult dg =
+          gpu.low_latency_dispatch(x.to(dev), idx.to(dev), c.max_tokens, c.experts, fp8, hook);
+      EP_CHECK(bool(dg.hook) == hook, "hook returned: ", bool(dg.hook));
+      if (hook) {
+        dg.hook();
+        dg.hook();  // idempotent
+      }
+      expect_same(dc.recv_count, dg.recv_count, "recv_count");
+      expect_same(dc.handle->recv_layout_range, dg.handle->recv_layout_range, "recv_layout_range");
+      expect_same(dc.handle->recv_src_info, dg.handle->recv_src_info, "recv_src_info");
+      // Rows past an expert's count are undefined on both paths: compare the received ones.
+      const rt::Tensor gx = dg.recv_x.to(rt::Device::cpu());
+      const rt::Tensor gs = fp8 ? dg.recv_x_scales.to(rt::Device::cpu()) : rt::Tensor();
+      const int64_t row = dc.recv_x.nbytes() / (int64_t(Le) * M), srow = fp8 ? c.hidden / 128 * 4 : 0;
+      for (int le = 0; le < Le; ++le)
+        for (int64_t i = 0; i < dc.recv_count.data_as<int32_t>()[le]; ++i) {
+          const int64_t at = int64_t(le) * M + i;
+          EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x.data()) + at * row,
+                               static_cast<const uint8_t*>(gx.data()) + at * row, size_t(row)) == 0,
+                   "recv_x of expert ", le, " row ", i);
+          if (fp8)
+            EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x_scales.data()) + at * srow,
+                                 static_cast<const uint8_t*>(gs.data()) + at * srow, size_t(srow)) == 0,
+                     "recv_x_scales of expert ", le, " row ", i);
+        }
+      const rt::Tensor y3 = random_bf16({Le, M, c.hidden}, test_seed() + uint64_t(me * 31 + round));
+      const deepep::LowLatencyCombineResult cc = cpu.low_latency_combine(y3, idx, w, *dc.handle);
+      const deepep::LowLatencyCombineResult cg =
+          gpu.low_latency_combine(y3.to(dev), idx.to(dev), w.to(dev), *dg.handle, hook);
+      if (hook) cg.hook();
+      expect_same(cc.combined_x, cg.combined_x, "combined_x");
+    }
+  }));
+}
+
+TEST(DeepEPGpu, LowLatencyBf16TwoRanks) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  low_latency_like_cpu(c, false, false, 2);
+}
+
+TEST(DeepEPGpu, LowLatencyFp8FourRanksWithEmptyRankAndHook) {
+  REQUIRE_GPU();
+  MoeCase c = make(4, 16, 4, Routing::Uniform, 384);
+  c.max_tokens = 40;
+  c.zero_tokens_rank = true;
+  low_latency_like_cpu(c, true, true, 2);
+}
+
+// Invalid top-k indices on one rank: every rank reports that rank, and the Buffer still works; a
+// window too small for the call is the same error everywhere before anything moves.
+TEST(DeepEPGpu, LowLatencyErrors) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::Buffer buf(g, 0, 8 << 20, true, gpu_options(me));
+    rt::Tensor idx = c.topk_tensor(me);
+    if (me == 1) idx.data_as<int64_t>()[4] = c.experts;
+    try {
+      buf.low_latency_dispatch(c.x_bf16(me).to(dev), idx.to(dev), c.max_tokens, c.experts, true);
+      EP_CHECK(false, "a low-latency dispatch with expert ", c.experts, " of ", c.experts, " succeeded");
+    } catch (const rt::Error& e) {
+      EP_CHECK(std::string(e.what()).find("rank 1 passed an invalid topk_idx") != std::string::npos, e.what());
+    }
+    const deepep::LowLatencyDispatchResult d =
+        buf.low_latency_dispatch(c.x_bf16(me).to(dev), c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false);
+    EP_CHECK(d.recv_count.to(rt::Device::cpu()).data_as<int32_t>()[0] >= 0);
+    deepep::Buffer small(g, 0, 4096, true, gpu_options(me));
+    try {
+      small.low_latency_dispatch(c.x_bf16(me).to(dev), c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false);
+      EP_CHECK(false, "a low-latency dispatch through a 4 KiB window succeeded");
+    } catch (const rt::Error& e) {
+      EP_CHECK(std::string(e.what()).find("device window (4096 bytes per rank") != std::string::npos, e.what());
+    }
+  }));
 }
 
 // all_reduce against a float64 reference, with a window small enough to take several chunks.

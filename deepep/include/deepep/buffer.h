@@ -112,10 +112,14 @@ struct LowLatencyHandle {
   int64_t hidden = 0;
   int64_t num_tokens = 0;  // tokens this rank sent
   int num_topk = 0;
-  rt::Tensor recv_src_info;     // [local_experts, size * max_tokens] int32: source token index of each row
+  // On the dispatch's device (GPU dispatches: on the GPU).
+  rt::Tensor recv_src_info;     // [local_experts, size * max_tokens] int32: source token index of each row (-1 past the count)
   rt::Tensor recv_layout_range; // [local_experts, size] int64: (begin << 32) | count per source rank
-  std::vector<int32_t> counts;  // [size][num_experts]: tokens rank r sends to expert e
   rt::Tensor topk_idx;          // this rank's [num_tokens, k] int64 routing (a copy)
+  std::vector<int32_t> counts;  // CPU dispatches: [size][num_experts], tokens rank r sends to expert e
+  // GPU dispatches: [local_experts, size * max_tokens] int32, each row's top-k slot at its source
+  // (token * k + position; -1 past the count): where combine sends the row back.
+  rt::Tensor recv_src_slot;
 };
 
 struct LowLatencyDispatchResult {

@@ -14,10 +14,12 @@
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
+#include "buffer/gpu_low_latency.h"
 #include "deepep/buffer.h"
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep {
 namespace {
@@ -87,14 +89,23 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   std::string err;
   if (!low_latency_mode_) err = "the Buffer was created with low_latency_mode = false";
   if (err.empty() && max_tokens_per_rank <= 0) err = rt::str("max_tokens_per_rank=", max_tokens_per_rank, " must be positive");
-  if (err.empty()) err = detail::check_matrix(x, "x", {DType::BF16});
+  rt::Device dev;
+  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev);
+  const bool gpu = dev.is_cuda();
+  if (err.empty()) err = detail::check_matrix(x, "x", {DType::BF16}, -1, -1, dev);
   const int64_t T = err.empty() ? x.size(0) : 0, H = err.empty() ? x.size(1) : 0;
   if (err.empty() && T > max_tokens_per_rank)
     err = rt::str("x has ", T, " tokens, more than max_tokens_per_rank=", max_tokens_per_rank);
   if (err.empty()) err = detail::check_experts(num_experts, R);
-  if (err.empty()) err = detail::check_topk(topk_idx, T, num_experts, true);
+  // On the GPU the kernels check the values (and every rank reports a rank's invalid ones).
+  if (err.empty()) err = gpu ? detail::check_topk_shape(topk_idx, T, dev) : detail::check_topk(topk_idx, T, num_experts, true);
   if (err.empty() && use_fp8 && H % 128 != 0) err = rt::str("FP8 needs hidden (", H, ") to be a multiple of 128");
-  if (err.empty()) {
+  if (err.empty() && gpu && reinterpret_cast<uintptr_t>(x.data()) % 16 != 0)
+    err = "x must be 16-byte aligned on the GPU";
+  if (err.empty() && gpu) {
+    err = detail::ll_window_error(comm_->device_plane()->window().bytes(), R, num_experts, max_tokens_per_rank, H,
+                                  topk_idx.size(1), use_fp8);
+  } else if (err.empty()) {
     const int64_t need = low_latency_size_hint(max_tokens_per_rank, H, R, num_experts);
     if (num_nvl_bytes_ + num_rdma_bytes_ < need)
       err = rt::str("buffer too small: low_latency_dispatch(max_tokens_per_rank=", max_tokens_per_rank, ", hidden=", H,
@@ -104,7 +115,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   const int64_t K = err.empty() ? topk_idx.size(1) : 0;
   const int Le = err.empty() ? num_experts / R : 0;
   std::vector<int32_t> mine(size_t(std::max(num_experts, 0)), 0);
-  if (err.empty()) {
+  if (err.empty() && !gpu) {
     const detail::TopkReader topk(topk_idx);
     for (int64_t i = 0; i < T * K; ++i)
       if (topk[i] >= 0) ++mine[size_t(topk[i])];
@@ -113,8 +124,12 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   w.put_vec(mine);
   const auto all = e.agree(what,
                            rt::str("low_latency_dispatch(hidden=", H, ", topk=", K, ", experts=", num_experts,
-                                   ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8, ")"),
+                                   ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8,
+                                   gpu ? ", on the GPU" : "", ")"),
                            err, err.empty() ? w.str() : std::string());
+  if (gpu)
+    return detail::ll_dispatch_on_device({comm_->device_plane(), &e, alive_, next_id_++, return_recv_hook}, x,
+                                         topk_idx, max_tokens_per_rank, num_experts, use_fp8);
   auto handle = std::make_shared<LowLatencyHandle>();
   handle->id = next_id_++;
   handle->num_ranks = R;
@@ -249,23 +264,36 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   if (!low_latency_mode_) err = "the Buffer was created with low_latency_mode = false";
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
+  rt::Device dev;
+  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev);
+  const bool gpu = dev.is_cuda();
+  if (err.empty() && gpu != handle.recv_src_slot.defined())
+    err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors"
+              : "x is on the CPU but the handle is from a dispatch of GPU tensors";
   if (err.empty()) {
-    if (!x.defined() || !x.device().is_cpu() || x.dtype() != DType::BF16 || x.dim() != 3 || !x.is_contiguous() ||
+    if (!x.defined() || x.device() != dev || x.dtype() != DType::BF16 || x.dim() != 3 || !x.is_contiguous() ||
         x.size(0) != Le || x.size(1) != M || x.size(2) != H)
-      err = rt::str("x must be a contiguous CPU bfloat16 tensor [", Le, ", ", M, ", ", H, "] (the dispatch's layout)",
-                    x.defined() ? rt::str(", not ", rt::name(x.dtype()), x.shape_string()) : std::string());
+      err = rt::str("x must be a contiguous ", dev.to_string(), " bfloat16 tensor [", Le, ", ", M, ", ", H,
+                    "] (the dispatch's layout)",
+                    x.defined() ? rt::str(", not ", rt::name(x.dtype()), x.shape_string(), " on ", x.device().to_string())
+                                : std::string());
   }
-  if (err.empty()) err = detail::check_topk(topk_idx, T, handle.num_experts, true);
+  // On the GPU the receive kernel compares the values with the dispatch's routing.
+  if (err.empty())
+    err = gpu ? detail::check_topk_shape(topk_idx, T, dev) : detail::check_topk(topk_idx, T, handle.num_experts, true);
   if (err.empty() && topk_idx.size(1) != K) err = rt::str("topk_idx has ", topk_idx.size(1), " columns; the dispatch had ", K);
-  if (err.empty()) {
+  if (err.empty() && !gpu) {
     const detail::TopkReader topk(topk_idx);
     const int64_t* const kept = handle.topk_idx.data_as<int64_t>();
     for (int64_t i = 0; i < T * K && err.empty(); ++i)
       if (topk[i] != kept[i])
         err = rt::str("topk_idx differs from the one given to the dispatch (at flat index ", i, ")");
   }
-  if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K);
-  e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, ")"), err);
+  if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K, dev);
+  e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
+  if (gpu)
+    return detail::ll_combine_on_device({comm_->device_plane(), &e, alive_, handle.id, return_recv_hook}, x, topk_idx,
+                                        topk_weights, handle);
 
   const size_t row_bytes = size_t(H) * 2;
   auto count = [&handle](int s, int64_t ex) {

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
+#include <utility>
 
 #include "bootstrap/wire.h"
 #include "deepep/error.h"
@@ -104,6 +105,7 @@ void Engine::guarded(const std::string& what, F&& f) {
 }
 
 void Engine::begin_op(const std::string& what) {
+  if (device_receive_) std::exchange(device_receive_, nullptr)();
   finish_pending();
   check_usable(what);
   ++ops_;

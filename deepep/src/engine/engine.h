@@ -62,6 +62,7 @@ class Engine {
 
   int rank() const { return rank_; }
   int size() const { return size_; }
+  std::chrono::milliseconds timeout() const { return options_.timeout; }
   Transport& transport() const { return *transport_; }
   // Payload bytes one frame carries (a record larger than this cannot be sent: buffer too small).
   size_t max_payload() const;
@@ -86,6 +87,9 @@ class Engine {
   void complete_receives();
   void finish_pending();
   bool has_pending() const { return pending_ != nullptr; }
+  // A receive started on the device plane and left to a hook (low-latency GPU calls): the next
+  // begin_op runs `complete` first (it must be idempotent: the hook may have run it already).
+  void defer_device_receive(std::function<void()> complete) { device_receive_ = std::move(complete); }
   uint64_t pending_epoch() const;
 
   std::vector<LinkStats> link_stats() const;
@@ -166,6 +170,7 @@ class Engine {
   int ops_ = 0;
   std::string broken_;
   std::unique_ptr<Exchange> pending_;
+  std::function<void()> device_receive_;
   std::vector<LinkHealth> health_;
   std::vector<uint8_t> notify_mask_;
   std::vector<uint8_t> bounce_;

@@ -29,11 +29,12 @@ const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
   return headers;
 }
 
-// One kernel: extern "C" name(params) { body }.
+// One kernel: extern "C" name(params) { body }, from kernels/<header>.
 struct KernelText {
   std::string name, params, body;
+  std::string header = "intranode.cuh";
   std::string source() const {
-    return rt::str("#include \"deepep/kernels/intranode.cuh\"\nusing namespace deepep::kernels;\n",
+    return rt::str("#include \"deepep/kernels/", header, "\"\nusing namespace deepep::kernels;\n",
                    "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
   }
 };
@@ -119,6 +120,47 @@ KernelText all_reduce_text(rt::DType dtype, int op) {
                   ">(windows, mine, count, in_off, in_stride, out_off, ranks, me);")};
 }
 
+const char* index_type(bool i64) { return i64 ? "i64" : "int"; }
+const char* index_name(bool i64) { return i64 ? "i64" : "i32"; }
+
+KernelText ll_dispatch_send_text(bool topk_i64) {
+  return {rt::str("deepep_ll_dispatch_send_", index_name(topk_i64)),
+          rt::str("const unsigned short* x, i64 tokens, i64 hidden, const ", index_type(topk_i64), "* topk, int k, ",
+                  "int experts, int ranks, int me, int fp8, i64 max_tokens, i64 rec_bytes, const u64* windows, ",
+                  "i64 signal_offset, u64 seq, i64* topk_copy"),
+          "ll_dispatch_send_body(x, tokens, hidden, topk, k, experts, ranks, me, fp8, max_tokens, rec_bytes, windows, "
+          "signal_offset, seq, topk_copy);",
+          "low_latency.cuh"};
+}
+
+KernelText ll_dispatch_recv_text() {
+  return {"deepep_ll_dispatch_recv",
+          "const unsigned char* window, const u64* signals, int ranks, i64 max_tokens, i64 hidden, int fp8, "
+          "i64 rec_bytes, u64 seq, u64 timeout_ns, unsigned char* recv_x, float* recv_scales, int* recv_count, "
+          "i64* layout_range, int* src_info, int* src_slot, int k, int* status",
+          "ll_dispatch_recv_body(window, signals, ranks, max_tokens, hidden, fp8, rec_bytes, seq, timeout_ns, recv_x, "
+          "recv_scales, recv_count, layout_range, src_info, src_slot, k, status);",
+          "low_latency.cuh"};
+}
+
+KernelText ll_combine_send_text() {
+  return {"deepep_ll_combine_send",
+          "const unsigned char* x, i64 hidden, int ranks, int me, i64 max_tokens, const i64* layout_range, "
+          "const int* src_slot, const u64* windows, i64 signal_offset, u64 seq",
+          "ll_combine_send_body(x, hidden, ranks, me, max_tokens, layout_range, src_slot, windows, signal_offset, seq);",
+          "low_latency.cuh"};
+}
+
+KernelText ll_combine_recv_text(bool topk_i64) {
+  return {rt::str("deepep_ll_combine_recv_", index_name(topk_i64)),
+          rt::str("const unsigned short* stage, const u64* signals, int ranks, i64 tokens, i64 hidden, int k, ",
+                  "const i64* routing, const ", index_type(topk_i64), "* topk, const float* weights, ",
+                  "unsigned short* out, u64 seq, u64 timeout_ns, int* status"),
+          "ll_combine_recv_body(stage, signals, ranks, tokens, hidden, k, routing, topk, weights, out, seq, timeout_ns, "
+          "status);",
+          "low_latency.cuh"};
+}
+
 constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::F16,
                                     rt::DType::F64, rt::DType::I32,  rt::DType::I64};
 
@@ -128,6 +170,12 @@ std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
                                  dispatch_route_slots_text(), dispatch_scatter_text(), combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
+  for (bool i64 : {false, true}) {
+    all.push_back(ll_dispatch_send_text(i64));
+    all.push_back(ll_combine_recv_text(i64));
+  }
+  all.push_back(ll_dispatch_recv_text());
+  all.push_back(ll_combine_send_text());
   for (rt::DType d : kReducible)
     for (int op = 0; op < 3; ++op) all.push_back(all_reduce_text(d, op));
   std::vector<std::pair<std::string, std::string>> out;
@@ -174,6 +222,14 @@ rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
   if (it == kernels_.end())
     it = kernels_.emplace(text.name, rt::jit_kernel(text.source(), text.name, device(), device_kernel_headers())).first;
   return it->second;
+}
+
+void DevicePlane::zero(const rt::Tensor& t) {
+  if (t.nbytes() == 0) return;
+  const rt::CudaDriver& d = rt::cuda_driver();
+  rt::cuda_context(device());
+  RT_CU_CHECK(d.cuMemsetD8Async(reinterpret_cast<rt::CuDevicePtr>(t.data()), 0, size_t(t.nbytes()), stream()),
+              "cuMemsetD8Async", t.nbytes(), " bytes");
 }
 
 void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
@@ -287,6 +343,62 @@ void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, count,
                    in_off, in_stride, out_off, size_, rank_);
+}
+
+uint32_t DevicePlane::next_sequence() {
+  sequence_ = sequence_ == 0xffffffffu ? 1 : sequence_ + 1;  // 0 is what a fresh signal area holds
+  return sequence_;
+}
+
+uint64_t DevicePlane::timeout_ns() const { return uint64_t(engine_.timeout().count()) * 1000000ull; }
+
+// Blocks per local expert for the low-latency kernels that move rows: about two waves of the GPU.
+unsigned DevicePlane::ll_blocks_per_expert(int local_experts) const {
+  const int64_t want = int64_t(rt::cuda_device(device()).sm_count) * 2;
+  return unsigned(std::clamp<int64_t>(want / std::max(local_experts, 1), 1, 64));
+}
+
+void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k,
+                                   int experts, bool fp8, int64_t max_tokens, int64_t rec_bytes, uint32_t seq,
+                                   uint64_t topk_copy) {
+  const int fp8_flag = fp8 ? 1 : 0;
+  const uint64_t seq64 = seq;
+  kernel(ll_dispatch_send_text(topk_i64))
+      .launch_with({unsigned(experts), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, tokens, hidden, topk, k, experts, size_,
+                   rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(), window_.signal_offset(), seq64,
+                   topk_copy);
+}
+
+void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
+                                   uint32_t seq, uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count,
+                                   uint64_t layout_range, uint64_t src_info, uint64_t src_slot, int k,
+                                   uint64_t status) {
+  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()), seq64 = seq,
+                 timeout = timeout_ns();
+  const int fp8_flag = fp8 ? 1 : 0;
+  kernel(ll_dispatch_recv_text())
+      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, stream(),
+                   own, signals, size_, max_tokens, hidden, fp8_flag, rec_bytes, seq64, timeout, recv_x, recv_scales,
+                   recv_count, layout_range, src_info, src_slot, k, status);
+}
+
+void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens,
+                                  uint64_t layout_range, uint64_t src_slot, uint32_t seq) {
+  const uint64_t seq64 = seq;
+  kernel(ll_combine_send_text())
+      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, stream(), x,
+                   hidden, size_, rank_, max_tokens, layout_range, src_slot, window_.window_table(),
+                   window_.signal_offset(), seq64);
+}
+
+void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk,
+                                  bool topk_i64, uint64_t weights, uint64_t out, uint32_t seq, uint64_t status) {
+  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()), seq64 = seq,
+                 timeout = timeout_ns();
+  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 4));
+  kernel(ll_combine_recv_text(topk_i64))
+      .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), own, signals, size_, tokens, hidden, k, routing, topk,
+                   weights, out, seq64, timeout, status);
 }
 
 }  // namespace deepep

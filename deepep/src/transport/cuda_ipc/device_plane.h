@@ -77,6 +77,8 @@ class DevicePlane {
   void sync();
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
+  // Zeroes a tensor on the stream.
+  void zero(const rt::Tensor& t);
   // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
   void copy_to_device(const rt::Tensor& dst, const void* src);
   // Copies small device tensors to the host through page-locked memory and waits for the stream;
@@ -101,12 +103,27 @@ class DevicePlane {
                        int64_t rows);
   void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
                       uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k);
+  // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
+  // windows' signal areas instead of host barriers. An operation takes one sequence number, the
+  // same on every rank (operations are collective and ordered by their agreement).
+  uint32_t next_sequence();
+  void ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k, int experts,
+                        bool fp8, int64_t max_tokens, int64_t rec_bytes, uint32_t seq, uint64_t topk_copy);
+  void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes, uint32_t seq,
+                        uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
+                        uint64_t src_info, uint64_t src_slot, int k, uint64_t status);
+  void ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens, uint64_t layout_range,
+                       uint64_t src_slot, uint32_t seq);
+  void ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk, bool topk_i64,
+                       uint64_t weights, uint64_t out, uint32_t seq, uint64_t status);
   // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min.
   void all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off, int64_t in_stride,
                        int64_t out_off);
 
  private:
   rt::CudaKernel kernel(const KernelText& text);  // compiled and loaded once per plane
+  uint64_t timeout_ns() const;                     // the communicator's bound on waiting for a peer
+  unsigned ll_blocks_per_expert(int local_experts) const;
 
   Engine& engine_;
   int rank_ = 0;
@@ -120,6 +137,7 @@ class DevicePlane {
   rt::PinnedBuffer up_, down_;
   TensorPool pool_;
   bool profile_ = false;
+  uint32_t sequence_ = 0;
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
   std::map<std::string, rt::CudaKernel> kernels_;        // by kernel name
 };

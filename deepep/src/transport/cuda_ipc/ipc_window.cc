@@ -35,8 +35,9 @@ IpcWindow::IpcWindow(Group& group, int device, int64_t bytes)
                     rt::cuda_unavailable_reason().empty() ? "" : ": " + rt::cuda_unavailable_reason(), ")");
     if (err.empty()) {
       const rt::CudaDriver& d = rt::cuda_driver();
-      own_ = rt::cuda_malloc(device, size_t(bytes), "the deepep device window");
-      rt::cuda_memset(device, own_, 0, size_t(bytes));
+      const size_t total = size_t(signal_offset() + kSignalBytes);
+      own_ = rt::cuda_malloc(device, total, "the deepep device window");
+      rt::cuda_memset(device, own_, 0, total);
       RT_CU_CHECK(d.cuIpcGetMemHandle(&handle, own_), "cuIpcGetMemHandle", "window of ", bytes, " bytes");
     }
   } catch (const rt::Error& e) {

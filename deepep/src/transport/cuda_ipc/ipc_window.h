@@ -26,6 +26,10 @@ class IpcWindow {
 
   int device() const { return device_; }
   int64_t bytes() const { return bytes_; }
+  // Past the `bytes` of data, every window has kSignalBytes of signal words (zeroed at creation),
+  // at this offset: flags that kernels raise in each other's windows (kernels/low_latency.cuh).
+  static constexpr int64_t kSignalBytes = 128 << 10;
+  int64_t signal_offset() const { return (bytes_ + 255) / 256 * 256; }
   // Rank r's window as mapped in this process (this rank's own for r = rank).
   rt::CuDevicePtr window(int r) const { return windows_.at(size_t(r)); }
   // The same addresses in device memory, [size] u64, for kernels.

@@ -1,0 +1,276 @@
+// Device code of the low-latency (decoding) dispatch and combine on the cuda_ipc data plane
+// (src/buffer/gpu_low_latency.cc). Unlike the normal mode's kernels, these signal each other
+// through the windows instead of waiting for host barriers: a sender writes its rows into the
+// receiver's window, then a flag word in the receiver's signal area (IpcWindow::signals) carrying
+// the operation's sequence number; the receiving kernel polls its flags. The host's agreement at
+// the start of every operation orders operations, so the staging a kernel writes is free and a
+// flag from an earlier operation is told apart by its sequence number.
+//
+// Flags: (sequence << 32) | (bad << 31) | count; bad: the sender's top-k indices were invalid (it
+// sent nothing), so every receiver reports that rank's error.
+#pragma once
+
+#include "deepep/kernels/intranode.cuh"
+
+namespace deepep::kernels {
+
+// Signal words (u64) of a window: where each flag lives.
+constexpr i64 kLlDispatchFlags = 0;       // [experts]: local expert le of the owner, from source s: le * ranks + s
+constexpr i64 kLlCombineFlags = 4096;     // [ranks]: from owner rank r
+constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send that have finished
+constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
+constexpr u64 kLlBad = 1ull << 31;
+
+// Status words of one receiving kernel (zeroed before it): [0] 1 + a rank whose flag never came,
+// [1] 1 + a rank whose top-k indices were invalid, [2] 1 when combine's topk_idx differs from the
+// dispatch's.
+constexpr int kLlTimedOut = 0, kLlBadSource = 1, kLlTopkDiffers = 2;
+
+__device__ __forceinline__ u64 ll_flag(u64 seq, bool bad, i64 count) {
+  return (seq << 32) | (bad ? kLlBad : 0ull) | u64(count);
+}
+__device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 global_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
+__device__ __forceinline__ u64 ll_wait(const u64* flag, u64 seq, u64 timeout_ns) {
+  const u64 start = global_ns();
+  for (;;) {
+    const u64 v = load_acquire_sys(flag);
+    if ((v >> 32) == seq) return v;
+    if (global_ns() - start > timeout_ns) return 0;
+  }
+}
+
+// float -> e4m3, round to nearest even, saturating to +-448, NaN -> 0x7F: the CPU path's to_e4m3
+// (low_latency.cc), the same operations, so both give the same bits. The product a * scale is
+// exact (scale is a power of two), so contracting it into an FMA changes nothing.
+__device__ __forceinline__ u32 to_e4m3(float x) {
+  const u32 u = __float_as_uint(x);
+  const u32 mag = u & 0x7fffffffu;
+  const bool nan = mag > 0x7f800000u;
+  const float a = fminf(__uint_as_float(mag), 448.0f);
+  const u32 ua = __float_as_uint(a);
+  const int e = max(int((ua >> 23) & 0xffu) - 127, -6);
+  const float scale = __uint_as_float(u32(3 - e + 127) << 23);
+  const float r = (a * scale + 8388608.0f) - 8388608.0f;
+  const int code = min((e + 7) * 8 + int(r) - 8, 0x7e);
+  return nan ? 0x7fu : (((u >> 24) & 0x80u) | u32(code));
+}
+
+// One warp quantizes a BF16 row to e4m3 with one scale per 128 channels: scale = max(amax, 1e-4) /
+// 448, value = e4m3(x * 448 / max(amax, 1e-4)), as the CPU path.
+__device__ __forceinline__ void warp_quantize_row(const unsigned short* x, i64 hidden, unsigned char* q, float* scales,
+                                                  int lane) {
+  for (i64 b = 0; b < hidden / 128; ++b) {
+    const uint2 raw = *reinterpret_cast<const uint2*>(x + b * 128 + lane * 4);
+    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
+                  __uint_as_float(raw.y & 0xffff0000u)};
+    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    amax = fmaxf(amax, 1e-4f);
+    const float mul = 448.0f / amax;
+    u32 packed = 0;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) packed |= to_e4m3(v[j] * mul) << (8 * j);
+    *reinterpret_cast<u32*>(q + b * 128 + lane * 4) = packed;
+    if (lane == 0) scales[b] = amax / 448.0f;
+  }
+}
+
+// Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
+// checks all of them, so every block of a sender knows).
+template <class Index>
+__device__ __forceinline__ bool ll_topk_bad(const Index* topk, i64 tokens, int k, int experts) {
+  bool bad = false;
+  for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) {
+    const i64 e = i64(topk[i]);
+    bad |= e < -1 || e >= experts;
+    for (i64 j = i - i % k; j < i && e >= 0; ++j) bad |= i64(topk[j]) == e;
+  }
+  return __syncthreads_or(bad) != 0;
+}
+
+// A dispatch record in the receiver's staging: the row (e4m3, or BF16), its scales (FP8), the
+// token index and its top-k position at the source; rec_bytes apart.
+struct LlTail {
+  int token, k;
+};
+
+// Sender, one block per global expert e (grid = experts): the tokens selecting e, in token order,
+// go to e's owner d into staging[(le * ranks + me) * max_tokens + i], then the flag. Block 0 also
+// keeps the routing (as int64) for the handle.
+template <class Index>
+__device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i64 tokens, i64 hidden,
+                                                      const Index* topk, int k, int experts, int ranks, int me, int fp8,
+                                                      i64 max_tokens, i64 rec_bytes, const u64* windows,
+                                                      i64 signal_offset, u64 seq, i64* topk_copy) {
+  const int e = blockIdx.x, local = experts / ranks, d = e / local, le = e % local;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const bool bad = ll_topk_bad(topk, tokens, k, experts);
+  if (blockIdx.x == 0)
+    for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) topk_copy[i] = i64(topk[i]);
+  unsigned char* const stage =
+      reinterpret_cast<unsigned char*>(windows[d]) + (i64(le) * ranks + me) * max_tokens * rec_bytes;
+  const i64 row_bytes = fp8 ? hidden : hidden * 2;
+  __shared__ int hit_token[1024], hit_k[1024], warp_hits[32];
+  i64 sent = 0;
+  for (i64 t0 = 0; t0 < tokens && !bad; t0 += blockDim.x) {
+    // This chunk's tokens selecting e, compacted in token order.
+    const i64 t = t0 + threadIdx.x;
+    int kk = -1;
+    if (t < tokens)
+      for (int j = 0; j < k; ++j) kk = i64(topk[t * k + j]) == e ? j : kk;
+    const unsigned ballot = __ballot_sync(0xffffffffu, kk >= 0);
+    if (lane == 0) warp_hits[warp] = __popc(ballot);
+    __syncthreads();
+    int before = 0, n = 0;
+    for (int w = 0; w < warps; ++w) {
+      before += w < warp ? warp_hits[w] : 0;
+      n += warp_hits[w];
+    }
+    if (kk >= 0) {
+      const int at = before + __popc(ballot & ((1u << lane) - 1));
+      hit_token[at] = int(t);
+      hit_k[at] = kk;
+    }
+    __syncthreads();
+    for (int i = warp; i < n; i += warps) {
+      unsigned char* rec = stage + (sent + i) * rec_bytes;
+      const unsigned short* src = x + i64(hit_token[i]) * hidden;
+      if (fp8)
+        warp_quantize_row(src, hidden, rec, reinterpret_cast<float*>(rec + row_bytes), lane);
+      else
+        warp_copy(rec, reinterpret_cast<const unsigned char*>(src), row_bytes, lane);
+      if (lane == 0) *reinterpret_cast<LlTail*>(rec + rec_bytes - 8) = LlTail{hit_token[i], hit_k[i]};
+    }
+    sent += n;
+    __syncthreads();  // hit_token and warp_hits are rewritten by the next chunk
+  }
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x == 0)
+    store_release_sys(reinterpret_cast<u64*>(windows[d] + signal_offset) + kLlDispatchFlags + i64(le) * ranks + me,
+                      ll_flag(seq, bad, sent));
+}
+
+// Receiver, grid (local experts, blocks per expert): waits for every source's flag of local expert
+// le, then packs the rows from 0 in (source rank, token) order into recv_x [local, ranks *
+// max_tokens, ...], with the counts, (begin << 32) | count per source, each row's source token and
+// its top-k slot at the source (token * k + position); -1 past the count.
+__device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* window, const u64* signals, int ranks,
+                                                      i64 max_tokens, i64 hidden, int fp8, i64 rec_bytes, u64 seq,
+                                                      u64 timeout_ns, unsigned char* recv_x, float* recv_scales,
+                                                      int* recv_count, i64* layout_range, int* src_info, int* src_slot,
+                                                      int k, int* status) {
+  const int le = blockIdx.x, lane = threadIdx.x & 31;
+  const i64 M = i64(ranks) * max_tokens;
+  const i64 row_bytes = fp8 ? hidden : hidden * 2, s_bytes = fp8 ? hidden / 128 * 4 : 0;
+  __shared__ i64 begin[kLlMaxRanks + 1];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    const u64 v = ll_wait(signals + kLlDispatchFlags + i64(le) * ranks + r, seq, timeout_ns);
+    if (v == 0) atomicMax(status + kLlTimedOut, r + 1);
+    if (v & kLlBad) atomicMax(status + kLlBadSource, r + 1);
+    begin[r + 1] = i64(v & (kLlBad - 1));
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    begin[0] = 0;
+    for (int r = 0; r < ranks; ++r) begin[r + 1] += begin[r];
+  }
+  __syncthreads();
+  const i64 total = begin[ranks];
+  if (blockIdx.y == 0) {
+    if (threadIdx.x == 0) recv_count[le] = int(total);
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+      layout_range[i64(le) * ranks + r] = (begin[r] << 32) | (begin[r + 1] - begin[r]);
+  }
+  const i64 warps = i64(gridDim.y) * (blockDim.x / 32);
+  for (i64 j = i64(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32; j < M; j += warps) {
+    const i64 row = i64(le) * M + j;
+    if (j >= total) {
+      if (lane == 0) src_info[row] = src_slot[row] = -1;
+      continue;
+    }
+    int r = 0;
+    while (begin[r + 1] <= j) ++r;
+    const unsigned char* rec = window + ((i64(le) * ranks + r) * max_tokens + (j - begin[r])) * rec_bytes;
+    warp_copy(recv_x + row * row_bytes, rec, row_bytes, lane);
+    if (fp8) warp_copy(reinterpret_cast<unsigned char*>(recv_scales) + row * s_bytes, rec + row_bytes, s_bytes, lane);
+    if (lane == 0) {
+      const LlTail tail = *reinterpret_cast<const LlTail*>(rec + rec_bytes - 8);
+      src_info[row] = tail.token;
+      src_slot[row] = tail.token * k + tail.k;
+    }
+  }
+}
+
+// Owner of the experts, grid (local experts, blocks per expert): every received row of expert le
+// goes back into its source's staging at the row's top-k slot (rows of 2 * hidden bytes); the block
+// that finishes last raises every source's flag.
+__device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64 hidden, int ranks, int me,
+                                                     i64 max_tokens, const i64* layout_range, const int* src_slot,
+                                                     const u64* windows, i64 signal_offset, u64 seq) {
+  const int le = blockIdx.x, lane = threadIdx.x & 31;
+  const i64 M = i64(ranks) * max_tokens, row_bytes = hidden * 2;
+  const i64 warps = i64(gridDim.y) * (blockDim.x / 32);
+  for (int r = 0; r < ranks; ++r) {
+    const i64 range = layout_range[i64(le) * ranks + r], first = range >> 32, count = range & 0xffffffffll;
+    unsigned char* const stage = reinterpret_cast<unsigned char*>(windows[r]);
+    for (i64 j = i64(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32; j < count; j += warps) {
+      const i64 row = i64(le) * M + first + j;
+      warp_copy(stage + i64(src_slot[row]) * row_bytes, x + row * row_bytes, row_bytes, lane);
+    }
+  }
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  u64* const arrivals = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlCombineArrivals;
+  const u64 blocks = u64(gridDim.x) * gridDim.y;
+  if (atomicAdd(reinterpret_cast<unsigned long long*>(arrivals), 1ull) != blocks - 1) return;
+  *arrivals = 0;  // the next combine's blocks start after this kernel
+  __threadfence_system();
+  for (int r = 0; r < ranks; ++r)
+    store_release_sys(reinterpret_cast<u64*>(windows[r] + signal_offset) + kLlCombineFlags + me, ll_flag(seq, false, 0));
+}
+
+// Source, blocks over tokens: waits for every owner's flag, then out[t] = sum over its top-k slots
+// in order of weight * row, in f32 with separate multiply and add (the CPU path's arithmetic), one
+// rounding to BF16. Block 0 also compares topk_idx with the dispatch's copy.
+template <class Index>
+__device__ __forceinline__ void ll_combine_recv_body(const unsigned short* stage, const u64* signals, int ranks,
+                                                     i64 tokens, i64 hidden, int k, const i64* routing,
+                                                     const Index* topk, const float* weights, unsigned short* out,
+                                                     u64 seq, u64 timeout_ns, int* status) {
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+    if (ll_wait(signals + kLlCombineFlags + r, seq, timeout_ns) == 0) atomicMax(status + kLlTimedOut, r + 1);
+  if (blockIdx.x == 0)
+    for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x)
+      if (i64(topk[i]) != routing[i]) atomicMax(status + kLlTopkDiffers, 1);
+  __syncthreads();
+  for (i64 t = blockIdx.x; t < tokens; t += gridDim.x)
+    for (i64 c = threadIdx.x; c < hidden; c += blockDim.x) {
+      float acc = 0.0f;
+      for (int j = 0; j < k; ++j) {
+        if (routing[t * k + j] < 0) continue;
+        const float v = __uint_as_float(u32(stage[(t * k + j) * hidden + c]) << 16);
+        acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], v));
+      }
+      unsigned short h;
+      asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(acc));
+      out[t * hidden + c] = h;
+    }
+}
+
+}  // namespace deepep::kernels

@@ -1,0 +1,143 @@
+#include "buffer/gpu_low_latency.h"
+
+#include <functional>
+
+#include "deepep/error.h"
+#include "engine/engine.h"
+#include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
+
+namespace deepep::detail {
+namespace {
+
+// kernels/low_latency.cuh's limits and status words.
+constexpr int kMaxExperts = 4096, kMaxRanks = 1024;
+constexpr int kTimedOut = 0, kBadSource = 1, kTopkDiffers = 2;
+
+uint64_t address(const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : 0; }
+
+// A dispatch record in the receiver's staging: the row, its scales (FP8), the token and its top-k
+// position; 16-byte aligned.
+int64_t record_bytes(int64_t hidden, bool fp8) {
+  const int64_t bytes = (fp8 ? hidden + hidden / 128 * 4 : hidden * 2) + 8;
+  return (bytes + 15) / 16 * 16;
+}
+
+// After the receive kernel: its status words, as errors.
+void check_status(DevicePlane& plane, const rt::Tensor& status, const char* what) {
+  const int32_t* s = reinterpret_cast<const int32_t*>(plane.download({&status})[0]);
+  if (s[kTimedOut])
+    throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kTimedOut] - 1,
+                             "'s data did not arrive within the communicator's timeout (dead or stuck?)"));
+  if (s[kBadSource])
+    rt::throw_user_error(rt::str("deepep ", what, ": rank ", s[kBadSource] - 1,
+                                 " passed an invalid topk_idx (an index outside [-1, num_experts) or an expert "
+                                 "twice for one token); nothing of that call was delivered"));
+  if (s[kTopkDiffers])
+    rt::throw_user_error(rt::str("deepep ", what, " (rank ", plane.rank(),
+                                 "): topk_idx differs from the one given to the dispatch"));
+}
+
+// Runs `receive` now, or returns it as the hook (and leaves it to the engine, whose next operation
+// runs it first when the hook has not been called).
+std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::function<void()> receive, const char* what) {
+  auto done = std::make_shared<bool>(false);
+  auto complete = [done, receive = std::move(receive)] {
+    if (*done) return;
+    *done = true;
+    receive();
+  };
+  if (!call.return_recv_hook) {
+    complete();
+    return nullptr;
+  }
+  call.engine->defer_device_receive(complete);
+  return [alive = call.alive, complete, what] {
+    auto a = alive.lock();
+    RT_USER_CHECK(a && *a, "deepep ", what, " hook: the Buffer was destroyed before the hook was called");
+    complete();
+  };
+}
+
+}  // namespace
+
+std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
+                            bool fp8) {
+  if (num_experts > kMaxExperts || ranks > kMaxRanks)
+    return rt::str("the GPU low-latency path takes at most ", kMaxExperts, " experts and ", kMaxRanks, " ranks (got ",
+                   num_experts, " and ", ranks, ")");
+  const int64_t dispatch = int64_t(num_experts) * max_tokens * record_bytes(hidden, fp8);
+  const int64_t combine = int64_t(max_tokens) * k * hidden * 2;
+  const int64_t need = std::max(dispatch, combine);
+  if (need <= window_bytes) return "";
+  return rt::str("the device window (", window_bytes, " bytes per rank, num_nvl_bytes + num_rdma_bytes) is too small: ",
+                 "low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ", num_experts,
+                 " experts and top-", k, " need ", need, " bytes");
+}
+
+LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
+                                               int max_tokens_per_rank, int num_experts, bool use_fp8) {
+  using rt::DType;
+  DevicePlane& plane = *call.plane;
+  const int R = plane.size(), Le = num_experts / R;
+  const int64_t T = x.size(0), H = x.size(1), K = topk_idx.size(1), M = int64_t(R) * max_tokens_per_rank;
+  auto handle = std::make_shared<LowLatencyHandle>();
+  handle->id = call.id;
+  handle->num_ranks = R;
+  handle->num_experts = num_experts;
+  handle->max_tokens_per_rank = max_tokens_per_rank;
+  handle->hidden = H;
+  handle->num_tokens = T;
+  handle->num_topk = int(K);
+  handle->topk_idx = plane.pool().empty({T, K}, DType::I64);
+  handle->recv_src_info = plane.pool().empty({Le, M}, DType::I32);
+  handle->recv_src_slot = plane.pool().empty({Le, M}, DType::I32);
+  handle->recv_layout_range = plane.pool().empty({Le, R}, DType::I64);
+  LowLatencyDispatchResult out;
+  out.recv_x = plane.pool().empty({Le, M, H}, use_fp8 ? DType::F8E4M3 : DType::BF16);
+  if (use_fp8) out.recv_x_scales = plane.pool().empty({Le, M, H / 128}, DType::F32);
+  out.recv_count = plane.pool().empty({Le}, DType::I32);
+  out.handle = handle;
+  const rt::Tensor status = plane.pool().empty({4}, DType::I32);
+  plane.zero(status);
+
+  const int64_t rec = record_bytes(H, use_fp8);
+  const uint32_t seq = plane.next_sequence();
+  plane.ll_dispatch_send(address(x), T, H, address(topk_idx), topk_idx.dtype() == DType::I64, int(K), num_experts,
+                         use_fp8, max_tokens_per_rank, rec, seq, address(handle->topk_idx));
+  // The sources stay referenced until the receive has run (the hook may run it much later).
+  auto receive = [&plane, x, topk_idx, handle, recv_x = out.recv_x, recv_s = out.recv_x_scales,
+                  recv_count = out.recv_count, status, Le, H, K, rec, seq, use_fp8, max_tokens_per_rank] {
+    plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, seq, address(recv_x), address(recv_s),
+                           address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
+                           address(handle->recv_src_slot), int(K), address(status));
+    check_status(plane, status, "low_latency_dispatch");
+  };
+  out.hook = receive_now_or_later(call, std::move(receive), "low_latency_dispatch");
+  return out;
+}
+
+LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
+                                             const rt::Tensor& topk_weights, const LowLatencyHandle& handle) {
+  using rt::DType;
+  DevicePlane& plane = *call.plane;
+  const int R = plane.size(), Le = handle.num_experts / R;
+  const int64_t T = handle.num_tokens, H = handle.hidden, K = handle.num_topk;
+  LowLatencyCombineResult out;
+  out.combined_x = plane.pool().empty({T, H}, DType::BF16);
+  const rt::Tensor status = plane.pool().empty({4}, DType::I32);
+  plane.zero(status);
+  const uint32_t seq = plane.next_sequence();
+  plane.ll_combine_send(address(x), H, Le, handle.max_tokens_per_rank, address(handle.recv_layout_range),
+                        address(handle.recv_src_slot), seq);
+  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, status, T, H,
+                  K, seq] {
+    plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
+                          address(topk_weights), address(result), seq, address(status));
+    check_status(plane, status, "low_latency_combine");
+  };
+  out.hook = receive_now_or_later(call, std::move(receive), "low_latency_combine");
+  return out;
+}
+
+}  // namespace deepep::detail

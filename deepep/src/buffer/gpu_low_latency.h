@@ -1,0 +1,40 @@
+// Low-latency dispatch and combine of CUDA tensors on the cuda_ipc data plane, after the
+// agreement (low_latency.cc checks the inputs and agrees on the call; the values of topk_idx are
+// checked by the kernels). No host barrier: the kernels signal each other through the windows
+// (kernels/low_latency.cuh), so a call is the send kernel, then the receive kernel and a wait for
+// it, now or when the hook is called.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "deepep/buffer.h"
+
+namespace deepep {
+
+class DevicePlane;
+class Engine;
+
+namespace detail {
+
+// The window bytes a low-latency call on the device needs (staging of the dispatch, then of the
+// combine), or "" when `window_bytes` holds them, else the error.
+std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
+                            bool fp8);
+
+struct LowLatencyCall {
+  DevicePlane* plane = nullptr;
+  Engine* engine = nullptr;
+  std::weak_ptr<bool> alive;  // the Buffer still exists (for hooks)
+  uint64_t id = 0;            // the handle's id
+  bool return_recv_hook = false;
+};
+
+LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
+                                               int max_tokens_per_rank, int num_experts, bool use_fp8);
+LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
+                                             const rt::Tensor& topk_weights, const LowLatencyHandle& handle);
+
+}  // namespace detail
+}  // namespace deepep
