@@ -69,24 +69,39 @@ __device__ __forceinline__ u32 to_e4m3(float x) {
   return nan ? 0x7fu : (((u >> 24) & 0x80u) | u32(code));
 }
 
-// One warp quantizes a BF16 row to e4m3 with one scale per 128 channels: scale = max(amax, 1e-4) /
-// 448, value = e4m3(x * 448 / max(amax, 1e-4)), as the CPU path.
-__device__ __forceinline__ void warp_quantize_row(const unsigned short* x, i64 hidden, unsigned char* q, float* scales,
-                                                  int lane) {
-  for (i64 b = 0; b < hidden / 128; ++b) {
-    const uint2 raw = *reinterpret_cast<const uint2*>(x + b * 128 + lane * 4);
-    float v[4] = {__uint_as_float(raw.x << 16), __uint_as_float(raw.x & 0xffff0000u), __uint_as_float(raw.y << 16),
-                  __uint_as_float(raw.y & 0xffff0000u)};
-    float amax = fmaxf(fmaxf(fabsf(v[0]), fabsf(v[1])), fmaxf(fabsf(v[2]), fabsf(v[3])));
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    amax = fmaxf(amax, 1e-4f);
-    const float mul = 448.0f / amax;
-    u32 packed = 0;
+__device__ __forceinline__ float bf16_low(u32 w) { return __uint_as_float(w << 16); }
+__device__ __forceinline__ float bf16_high(u32 w) { return __uint_as_float(w & 0xffff0000u); }
+// Four BF16 values (two words) scaled by `mul`, as four e4m3 bytes.
+__device__ __forceinline__ u32 e4m3x4(u32 a, u32 b, float mul) {
+  return to_e4m3(bf16_low(a) * mul) | to_e4m3(bf16_high(a) * mul) << 8 | to_e4m3(bf16_low(b) * mul) << 16 |
+         to_e4m3(bf16_high(b) * mul) << 24;
+}
+
+// One thread quantizes one 128-channel block of a BF16 row (16-byte aligned) to e4m3, as the CPU
+// path: scale = max(amax, 1e-4) / 448, value = e4m3(x * (448 / max(amax, 1e-4))). Its sixteen
+// loads are in flight at once.
+__device__ __forceinline__ void quantize_block(const unsigned short* x, unsigned char* q, float* scale) {
+  const int4* src = reinterpret_cast<const int4*>(x);
+  int4 v[16];
 #pragma unroll
-    for (int j = 0; j < 4; ++j) packed |= to_e4m3(v[j] * mul) << (8 * j);
-    *reinterpret_cast<u32*>(q + b * 128 + lane * 4) = packed;
-    if (lane == 0) scales[b] = amax / 448.0f;
+  for (int i = 0; i < 16; ++i) v[i] = src[i];
+  float amax = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 16; ++i) {
+    const u32 w[4] = {u32(v[i].x), u32(v[i].y), u32(v[i].z), u32(v[i].w)};
+#pragma unroll
+    for (int j = 0; j < 4; ++j) amax = fmaxf(amax, fmaxf(fabsf(bf16_low(w[j])), fabsf(bf16_high(w[j]))));
   }
+  amax = fmaxf(amax, 1e-4f);
+  const float mul = 448.0f / amax;
+  int4* dst = reinterpret_cast<int4*>(q);
+#pragma unroll
+  for (int i = 0; i < 8; ++i) {
+    const int4 a = v[2 * i], b = v[2 * i + 1];
+    dst[i] = make_int4(int(e4m3x4(u32(a.x), u32(a.y), mul)), int(e4m3x4(u32(a.z), u32(a.w), mul)),
+                       int(e4m3x4(u32(b.x), u32(b.y), mul)), int(e4m3x4(u32(b.z), u32(b.w), mul)));
+  }
+  *scale = amax / 448.0f;
 }
 
 // Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
@@ -146,15 +161,21 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
       hit_k[at] = kk;
     }
     __syncthreads();
-    for (int i = warp; i < n; i += warps) {
-      unsigned char* rec = stage + (sent + i) * rec_bytes;
-      const unsigned short* src = x + i64(hit_token[i]) * hidden;
-      if (fp8)
-        warp_quantize_row(src, hidden, rec, reinterpret_cast<float*>(rec + row_bytes), lane);
-      else
-        warp_copy(rec, reinterpret_cast<const unsigned char*>(src), row_bytes, lane);
-      if (lane == 0) *reinterpret_cast<LlTail*>(rec + rec_bytes - 8) = LlTail{hit_token[i], hit_k[i]};
+    if (fp8) {  // one thread per 128-channel block of every row
+      const i64 blocks = hidden / 128;
+      for (i64 item = threadIdx.x; item < n * blocks; item += blockDim.x) {
+        const i64 i = item / blocks, b = item - i * blocks;
+        unsigned char* rec = stage + (sent + i) * rec_bytes;
+        quantize_block(x + i64(hit_token[i]) * hidden + b * 128, rec + b * 128,
+                       reinterpret_cast<float*>(rec + row_bytes) + b);
+      }
+    } else {
+      for (int i = warp; i < n; i += warps)
+        warp_copy(stage + (sent + i) * rec_bytes, reinterpret_cast<const unsigned char*>(x + i64(hit_token[i]) * hidden),
+                  row_bytes, lane);
     }
+    for (int i = threadIdx.x; i < n; i += blockDim.x)
+      *reinterpret_cast<LlTail*>(stage + (sent + i) * rec_bytes + rec_bytes - 8) = LlTail{hit_token[i], hit_k[i]};
     sent += n;
     __syncthreads();  // hit_token and warp_hits are rewritten by the next chunk
   }
@@ -259,17 +280,35 @@ __device__ __forceinline__ void ll_combine_recv_body(const unsigned short* stage
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x)
       if (i64(topk[i]) != routing[i]) atomicMax(status + kLlTopkDiffers, 1);
   __syncthreads();
+  // Eight columns (16 bytes) per thread when rows allow, else one.
+  const int per = hidden % 8 == 0 ? 8 : 1;
   for (i64 t = blockIdx.x; t < tokens; t += gridDim.x)
-    for (i64 c = threadIdx.x; c < hidden; c += blockDim.x) {
-      float acc = 0.0f;
+    for (i64 c = i64(threadIdx.x) * per; c < hidden; c += i64(blockDim.x) * per) {
+      float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       for (int j = 0; j < k; ++j) {
         if (routing[t * k + j] < 0) continue;
-        const float v = __uint_as_float(u32(stage[(t * k + j) * hidden + c]) << 16);
-        acc = __fadd_rn(acc, __fmul_rn(weights[t * k + j], v));
+        const float w = weights[t * k + j];
+        const unsigned short* row = stage + (t * k + j) * hidden + c;
+        if (per == 8) {
+          const int4 v = *reinterpret_cast<const int4*>(row);
+          const u32 words[4] = {u32(v.x), u32(v.y), u32(v.z), u32(v.w)};
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            acc[2 * q] = __fadd_rn(acc[2 * q], __fmul_rn(w, bf16_low(words[q])));
+            acc[2 * q + 1] = __fadd_rn(acc[2 * q + 1], __fmul_rn(w, bf16_high(words[q])));
+          }
+        } else {
+          acc[0] = __fadd_rn(acc[0], __fmul_rn(w, __uint_as_float(u32(row[0]) << 16)));
+        }
       }
-      unsigned short h;
-      asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(acc));
-      out[t * hidden + c] = h;
+      unsigned short h[8];
+      for (int q = 0; q < per; ++q) asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h[q]) : "f"(acc[q]));
+      if (per == 8)
+        *reinterpret_cast<int4*>(out + t * hidden + c) =
+            make_int4(int(u32(h[0]) | u32(h[1]) << 16), int(u32(h[2]) | u32(h[3]) << 16),
+                      int(u32(h[4]) | u32(h[5]) << 16), int(u32(h[6]) | u32(h[7]) << 16));
+      else
+        out[t * hidden + c] = h[0];
     }
 }
 
