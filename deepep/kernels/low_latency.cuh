@@ -18,6 +18,7 @@ namespace deepep::kernels {
 constexpr i64 kLlDispatchFlags = 0;       // [experts]: local expert le of the owner, from source s: le * ranks + s
 constexpr i64 kLlCombineFlags = 4096;     // [ranks]: from owner rank r
 constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send that have finished
+// (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
 constexpr u64 kLlBad = 1ull << 31;
 
@@ -77,31 +78,16 @@ __device__ __forceinline__ u32 e4m3x4(u32 a, u32 b, float mul) {
          to_e4m3(bf16_high(b) * mul) << 24;
 }
 
-// One thread quantizes one 128-channel block of a BF16 row (16-byte aligned) to e4m3, as the CPU
-// path: scale = max(amax, 1e-4) / 448, value = e4m3(x * (448 / max(amax, 1e-4))). Its sixteen
-// loads are in flight at once.
-__device__ __forceinline__ void quantize_block(const unsigned short* x, unsigned char* q, float* scale) {
-  const int4* src = reinterpret_cast<const int4*>(x);
-  int4 v[16];
-#pragma unroll
-  for (int i = 0; i < 16; ++i) v[i] = src[i];
-  float amax = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 16; ++i) {
-    const u32 w[4] = {u32(v[i].x), u32(v[i].y), u32(v[i].z), u32(v[i].w)};
-#pragma unroll
-    for (int j = 0; j < 4; ++j) amax = fmaxf(amax, fmaxf(fabsf(bf16_low(w[j])), fabsf(bf16_high(w[j]))));
-  }
+// One warp quantizes 128 channels of a BF16 row (lane l holds channels 4l..4l+3 in `raw`) to e4m3,
+// as the CPU path: scale = max(amax, 1e-4) / 448, value = e4m3(x * (448 / max(amax, 1e-4))).
+// Returns the lane's four bytes; *scale gets the block's scale.
+__device__ __forceinline__ u32 warp_quantize_128(uint2 raw, float* scale) {
+  float amax = fmaxf(fmaxf(fabsf(bf16_low(raw.x)), fabsf(bf16_high(raw.x))),
+                     fmaxf(fabsf(bf16_low(raw.y)), fabsf(bf16_high(raw.y))));
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   amax = fmaxf(amax, 1e-4f);
-  const float mul = 448.0f / amax;
-  int4* dst = reinterpret_cast<int4*>(q);
-#pragma unroll
-  for (int i = 0; i < 8; ++i) {
-    const int4 a = v[2 * i], b = v[2 * i + 1];
-    dst[i] = make_int4(int(e4m3x4(u32(a.x), u32(a.y), mul)), int(e4m3x4(u32(a.z), u32(a.w), mul)),
-                       int(e4m3x4(u32(b.x), u32(b.y), mul)), int(e4m3x4(u32(b.z), u32(b.w), mul)));
-  }
   *scale = amax / 448.0f;
+  return e4m3x4(raw.x, raw.y, 448.0f / amax);
 }
 
 // Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
@@ -123,67 +109,115 @@ struct LlTail {
   int token, k;
 };
 
-// Sender, one block per global expert e (grid = experts): the tokens selecting e, in token order,
-// go to e's owner d into staging[(le * ranks + me) * max_tokens + i], then the flag. Block 0 also
-// keeps the routing (as int64) for the handle.
+constexpr int kLlMaxTopk = 32;
+constexpr i64 kLlSendCounters = 12288;  // [experts] signal words: rows of this rank's send written per expert
+
+// Sender, one block per token (grid = max(tokens, 1)): the token's row (quantized once for FP8)
+// goes to the owner of each expert it selects, into staging[(le * ranks + me) * max_tokens + i]
+// where i counts the earlier tokens selecting that expert; the block that writes an expert's last
+// row raises its flag, and experts no token selects get theirs (count 0) from block e % grid.
+// With invalid top-k indices nothing is written and block 0 raises every flag with the bad bit.
+// Block 0 also keeps the routing (as int64) for the handle.
 template <class Index>
 __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i64 tokens, i64 hidden,
                                                       const Index* topk, int k, int experts, int ranks, int me, int fp8,
                                                       i64 max_tokens, i64 rec_bytes, const u64* windows,
                                                       i64 signal_offset, u64 seq, i64* topk_copy) {
-  const int e = blockIdx.x, local = experts / ranks, d = e / local, le = e % local;
+  const int local = experts / ranks;
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const i64 t = blockIdx.x;
+  auto flag_of = [&](i64 e) {
+    return reinterpret_cast<u64*>(windows[e / local] + signal_offset) + kLlDispatchFlags + (e % local) * ranks + me;
+  };
   const bool bad = ll_topk_bad(topk, tokens, k, experts);
   if (blockIdx.x == 0)
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) topk_copy[i] = i64(topk[i]);
-  unsigned char* const stage =
-      reinterpret_cast<unsigned char*>(windows[d]) + (i64(le) * ranks + me) * max_tokens * rec_bytes;
-  const i64 row_bytes = fp8 ? hidden : hidden * 2;
-  __shared__ int hit_token[1024], hit_k[1024], warp_hits[32];
-  i64 sent = 0;
-  for (i64 t0 = 0; t0 < tokens && !bad; t0 += blockDim.x) {
-    // This chunk's tokens selecting e, compacted in token order.
-    const i64 t = t0 + threadIdx.x;
-    int kk = -1;
-    if (t < tokens)
-      for (int j = 0; j < k; ++j) kk = i64(topk[t * k + j]) == e ? j : kk;
-    const unsigned ballot = __ballot_sync(0xffffffffu, kk >= 0);
-    if (lane == 0) warp_hits[warp] = __popc(ballot);
-    __syncthreads();
-    int before = 0, n = 0;
-    for (int w = 0; w < warps; ++w) {
-      before += w < warp ? warp_hits[w] : 0;
-      n += warp_hits[w];
-    }
-    if (kk >= 0) {
-      const int at = before + __popc(ballot & ((1u << lane) - 1));
-      hit_token[at] = int(t);
-      hit_k[at] = kk;
-    }
-    __syncthreads();
-    if (fp8) {  // one thread per 128-channel block of every row
-      const i64 blocks = hidden / 128;
-      for (i64 item = threadIdx.x; item < n * blocks; item += blockDim.x) {
-        const i64 i = item / blocks, b = item - i * blocks;
-        unsigned char* rec = stage + (sent + i) * rec_bytes;
-        quantize_block(x + i64(hit_token[i]) * hidden + b * 128, rec + b * 128,
-                       reinterpret_cast<float*>(rec + row_bytes) + b);
-      }
-    } else {
-      for (int i = warp; i < n; i += warps)
-        warp_copy(stage + (sent + i) * rec_bytes, reinterpret_cast<const unsigned char*>(x + i64(hit_token[i]) * hidden),
-                  row_bytes, lane);
-    }
-    for (int i = threadIdx.x; i < n; i += blockDim.x)
-      *reinterpret_cast<LlTail*>(stage + (sent + i) * rec_bytes + rec_bytes - 8) = LlTail{hit_token[i], hit_k[i]};
-    sent += n;
-    __syncthreads();  // hit_token and warp_hits are rewritten by the next chunk
+  if (bad) {
+    if (blockIdx.x == 0)
+      for (i64 e = threadIdx.x; e < experts; e += blockDim.x) store_release_sys(flag_of(e), ll_flag(seq, true, 0));
+    return;
   }
+  // Experts no token selects: their owners still get a flag.
+  for (i64 e = blockIdx.x; e < experts; e += gridDim.x) {
+    bool used = false;
+    for (i64 i = threadIdx.x; i < tokens * k && !used; i += blockDim.x) used = i64(topk[i]) == e;
+    if (!__syncthreads_or(used) && threadIdx.x == 0) store_release_sys(flag_of(e), ll_flag(seq, false, 0));
+  }
+  if (t >= tokens) return;
+  // For each expert e_j of this token: the tokens before it selecting e_j, and all of them.
+  __shared__ i64 expert[kLlMaxTopk];
+  __shared__ int before[kLlMaxTopk], total[kLlMaxTopk];
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    expert[j] = i64(topk[t * k + j]);
+    before[j] = total[j] = 0;
+  }
+  __syncthreads();
+  for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) {
+    const i64 e = i64(topk[i]);
+    if (e < 0) continue;
+    for (int j = 0; j < k; ++j)
+      if (e == expert[j]) {
+        atomicAdd(total + j, 1);
+        if (i / k < t) atomicAdd(before + j, 1);
+      }
+  }
+  __syncthreads();
+  // The row, once, to every destination: FP8 a 128-channel block per warp (eight in flight per
+  // lane), BF16 16-byte vectors (or bytes) per thread.
+  auto record = [&](int j) {
+    const i64 e = expert[j];
+    return reinterpret_cast<unsigned char*>(windows[e / local]) +
+           (((e % local) * ranks + me) * max_tokens + before[j]) * rec_bytes;
+  };
+  const unsigned short* row = x + t * hidden;
+  if (fp8) {
+    const i64 blocks = hidden / 128;
+    for (i64 b0 = warp; b0 < blocks; b0 += 8 * warps) {
+      uint2 raw[8];
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const i64 b = b0 + i64(i) * warps;
+        raw[i] = b < blocks ? *reinterpret_cast<const uint2*>(row + b * 128 + lane * 4) : make_uint2(0, 0);
+      }
+#pragma unroll
+      for (int i = 0; i < 8; ++i) {
+        const i64 b = b0 + i64(i) * warps;
+        if (b >= blocks) break;
+        float scale;
+        const u32 q = warp_quantize_128(raw[i], &scale);
+        for (int j = 0; j < k; ++j) {
+          if (expert[j] < 0) continue;
+          unsigned char* rec = record(j);
+          *reinterpret_cast<u32*>(rec + b * 128 + lane * 4) = q;
+          if (lane == 0) reinterpret_cast<float*>(rec + hidden)[b] = scale;
+        }
+      }
+    }
+  } else if ((hidden * 2) % 16 == 0) {
+    for (i64 v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
+      const int4 val = reinterpret_cast<const int4*>(row)[v];
+      for (int j = 0; j < k; ++j)
+        if (expert[j] >= 0) reinterpret_cast<int4*>(record(j))[v] = val;
+    }
+  } else {
+    for (i64 c = threadIdx.x; c < hidden; c += blockDim.x)
+      for (int j = 0; j < k; ++j)
+        if (expert[j] >= 0) reinterpret_cast<unsigned short*>(record(j))[c] = row[c];
+  }
+  for (int j = threadIdx.x; j < k; j += blockDim.x)
+    if (expert[j] >= 0) *reinterpret_cast<LlTail*>(record(j) + rec_bytes - 8) = LlTail{int(t), j};
+  // Publish: the block whose row of e_j completes the expert's count raises its flag.
   __threadfence_system();
   __syncthreads();
-  if (threadIdx.x == 0)
-    store_release_sys(reinterpret_cast<u64*>(windows[d] + signal_offset) + kLlDispatchFlags + i64(le) * ranks + me,
-                      ll_flag(seq, bad, sent));
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    const i64 e = expert[j];
+    if (e < 0) continue;
+    u64* const counter = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlSendCounters + e;
+    if (atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull) + 1 != u64(total[j])) continue;
+    *counter = 0;  // the next operation's kernel starts after this one
+    __threadfence_system();
+    store_release_sys(flag_of(e), ll_flag(seq, false, total[j]));
+  }
 }
 
 // Receiver, grid (local experts, blocks per expert): waits for every source's flag of local expert

@@ -11,7 +11,7 @@ namespace deepep::detail {
 namespace {
 
 // kernels/low_latency.cuh's limits and status words.
-constexpr int kMaxExperts = 4096, kMaxRanks = 1024;
+constexpr int kMaxExperts = 4096, kMaxRanks = 1024, kMaxTopk = 32;
 constexpr int kTimedOut = 0, kBadSource = 1, kTopkDiffers = 2;
 
 uint64_t address(const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : 0; }
@@ -63,9 +63,9 @@ std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::func
 
 std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
                             bool fp8) {
-  if (num_experts > kMaxExperts || ranks > kMaxRanks)
-    return rt::str("the GPU low-latency path takes at most ", kMaxExperts, " experts and ", kMaxRanks, " ranks (got ",
-                   num_experts, " and ", ranks, ")");
+  if (num_experts > kMaxExperts || ranks > kMaxRanks || k > kMaxTopk)
+    return rt::str("the GPU low-latency path takes at most ", kMaxExperts, " experts, ", kMaxRanks, " ranks and top-",
+                   kMaxTopk, " (got ", num_experts, ", ", ranks, " and top-", k, ")");
   const int64_t dispatch = int64_t(num_experts) * max_tokens * record_bytes(hidden, fp8);
   const int64_t combine = int64_t(max_tokens) * k * hidden * 2;
   const int64_t need = std::max(dispatch, combine);
@@ -105,6 +105,7 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
   const uint32_t seq = plane.next_sequence();
   plane.ll_dispatch_send(address(x), T, H, address(topk_idx), topk_idx.dtype() == DType::I64, int(K), num_experts,
                          use_fp8, max_tokens_per_rank, rec, seq, address(handle->topk_idx));
+  plane.mark("send");
   // The sources stay referenced until the receive has run (the hook may run it much later).
   auto receive = [&plane, x, topk_idx, handle, recv_x = out.recv_x, recv_s = out.recv_x_scales,
                   recv_count = out.recv_count, status, Le, H, K, rec, seq, use_fp8, max_tokens_per_rank] {
@@ -112,6 +113,8 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
                            address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
                            address(handle->recv_src_slot), int(K), address(status));
     check_status(plane, status, "low_latency_dispatch");
+    plane.mark("receive");
+    plane.report("low_latency_dispatch");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_dispatch");
   return out;
@@ -130,11 +133,14 @@ LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const r
   const uint32_t seq = plane.next_sequence();
   plane.ll_combine_send(address(x), H, Le, handle.max_tokens_per_rank, address(handle.recv_layout_range),
                         address(handle.recv_src_slot), seq);
+  plane.mark("send");
   auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, status, T, H,
                   K, seq] {
     plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
                           address(topk_weights), address(result), seq, address(status));
     check_status(plane, status, "low_latency_combine");
+    plane.mark("receive");
+    plane.report("low_latency_combine");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_combine");
   return out;

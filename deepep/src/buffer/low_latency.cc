@@ -83,6 +83,8 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
                                                       bool return_recv_hook) {
   Engine& e = comm_->engine();
   const char* what = "low_latency_dispatch";
+  DevicePlane* const plane = x.defined() && x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size(), me = rank();
   using rt::DType;
@@ -103,7 +105,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   if (err.empty() && gpu && reinterpret_cast<uintptr_t>(x.data()) % 16 != 0)
     err = "x must be 16-byte aligned on the GPU";
   if (err.empty() && gpu) {
-    err = detail::ll_window_error(comm_->device_plane()->window().bytes(), R, num_experts, max_tokens_per_rank, H,
+    err = detail::ll_window_error(plane->window().bytes(), R, num_experts, max_tokens_per_rank, H,
                                   topk_idx.size(1), use_fp8);
   } else if (err.empty()) {
     const int64_t need = low_latency_size_hint(max_tokens_per_rank, H, R, num_experts);
@@ -127,9 +129,11 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
                                    ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8,
                                    gpu ? ", on the GPU" : "", ")"),
                            err, err.empty() ? w.str() : std::string());
-  if (gpu)
-    return detail::ll_dispatch_on_device({comm_->device_plane(), &e, alive_, next_id_++, return_recv_hook}, x,
-                                         topk_idx, max_tokens_per_rank, num_experts, use_fp8);
+  if (gpu) {
+    plane->mark("agree");
+    return detail::ll_dispatch_on_device({plane, &e, alive_, next_id_++, return_recv_hook}, x, topk_idx,
+                                         max_tokens_per_rank, num_experts, use_fp8);
+  }
   auto handle = std::make_shared<LowLatencyHandle>();
   handle->id = next_id_++;
   handle->num_ranks = R;
@@ -254,6 +258,8 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
                                                     bool return_recv_hook) {
   Engine& e = comm_->engine();
   const char* what = "low_latency_combine";
+  DevicePlane* const plane = x.defined() && x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size(), me = rank();
   using rt::DType;
@@ -291,9 +297,11 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   }
   if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K, dev);
   e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
-  if (gpu)
-    return detail::ll_combine_on_device({comm_->device_plane(), &e, alive_, handle.id, return_recv_hook}, x, topk_idx,
-                                        topk_weights, handle);
+  if (gpu) {
+    plane->mark("agree");
+    return detail::ll_combine_on_device({plane, &e, alive_, handle.id, return_recv_hook}, x, topk_idx, topk_weights,
+                                        handle);
+  }
 
   const size_t row_bytes = size_t(H) * 2;
   auto count = [&handle](int s, int64_t ex) {

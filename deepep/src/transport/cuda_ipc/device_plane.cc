@@ -265,13 +265,17 @@ void DevicePlane::mark(const char* phase) {
   if (std::string_view(phase) == "start") marks_.clear();  // an operation that failed left its marks
   marks_.emplace_back(phase, std::chrono::duration_cast<std::chrono::nanoseconds>(
                                    std::chrono::steady_clock::now().time_since_epoch()).count());
+  if (mark_events_.size() < marks_.size()) mark_events_.emplace_back(device());
+  mark_events_[marks_.size() - 1].record(stream());
 }
 
 void DevicePlane::report(const char* operation) {
   if (!profile_ || marks_.empty()) return;
   std::string line = rt::str("deepep profile (rank ", rank_, ") ", operation, ":");
+  mark_events_[marks_.size() - 1].synchronize();
   for (size_t i = 1; i < marks_.size(); ++i)
-    line += rt::str(" ", marks_[i].first, " ", (marks_[i].second - marks_[i - 1].second) / 1000, " us");
+    line += rt::str(" ", marks_[i].first, " ", (marks_[i].second - marks_[i - 1].second) / 1000, " us [",
+                    int64_t(rt::CudaEvent::elapsed_ms(mark_events_[i - 1], mark_events_[i]) * 1000), "]");
   std::fprintf(stderr, "%s (total %lld us)\n", line.c_str(),
                static_cast<long long>((marks_.back().second - marks_.front().second) / 1000));
   marks_.clear();
@@ -364,7 +368,8 @@ void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, u
   const int fp8_flag = fp8 ? 1 : 0;
   const uint64_t seq64 = seq;
   kernel(ll_dispatch_send_text(topk_i64))
-      .launch_with({unsigned(experts), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, tokens, hidden, topk, k, experts, size_,
+      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, tokens, hidden, topk,
+                   k, experts, size_,
                    rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(), window_.signal_offset(), seq64,
                    topk_copy);
 }

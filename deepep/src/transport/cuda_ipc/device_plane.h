@@ -86,7 +86,8 @@ class DevicePlane {
   std::vector<const unsigned char*> download(const std::vector<const rt::Tensor*>& tensors);
 
   // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
-  // every phase on stderr (one line per operation and rank) and starts over.
+  // every phase on stderr (one line per operation and rank), and in brackets the time between the
+  // events recorded on the stream at the marks (the device's share), and starts over.
   void mark(const char* phase);
   void report(const char* operation);
 
@@ -139,6 +140,7 @@ class DevicePlane {
   bool profile_ = false;
   uint32_t sequence_ = 0;
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
+  std::vector<rt::CudaEvent> mark_events_;               // one per mark, reused
   std::map<std::string, rt::CudaKernel> kernels_;        // by kernel name
 };
 
