@@ -22,9 +22,9 @@ constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send 
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
 constexpr u64 kLlBad = 1ull << 31;
 
-// Status words of one receiving kernel (zeroed before it): [0] 1 + a rank whose flag never came,
-// [1] 1 + a rank whose top-k indices were invalid, [2] 1 when combine's topk_idx differs from the
-// dispatch's.
+// Status words of one receiving kernel, in page-locked host memory (zeroed by the host before it):
+// [0] 1 + a rank whose flag never came, [1] 1 + a rank whose top-k indices were invalid, [2] 1 when
+// combine's topk_idx differs from the dispatch's. Plain stores: any one such rank is reported.
 constexpr int kLlTimedOut = 0, kLlBadSource = 1, kLlTopkDiffers = 2;
 
 __device__ __forceinline__ u64 ll_flag(u64 seq, bool bad, i64 count) {
@@ -90,26 +90,35 @@ __device__ __forceinline__ u32 warp_quantize_128(uint2 raw, float* scale) {
   return e4m3x4(raw.x, raw.y, 448.0f / amax);
 }
 
+constexpr int kLlMaxTopk = 32;
+
 // Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
-// checks all of them, so every block of a sender knows).
+// checks all of them, so every block of a sender knows). A thread per token, its row's loads all in
+// flight and compared in registers.
 template <class Index>
 __device__ __forceinline__ bool ll_topk_bad(const Index* topk, i64 tokens, int k, int experts) {
   bool bad = false;
-  for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) {
-    const i64 e = i64(topk[i]);
-    bad |= e < -1 || e >= experts;
-    for (i64 j = i - i % k; j < i && e >= 0; ++j) bad |= i64(topk[j]) == e;
+  for (i64 t = threadIdx.x; t < tokens; t += blockDim.x) {
+    i64 row[kLlMaxTopk];
+#pragma unroll
+    for (int j = 0; j < kLlMaxTopk; ++j) row[j] = j < k ? i64(topk[t * k + j]) : -1;
+#pragma unroll
+    for (int j = 0; j < kLlMaxTopk; ++j) {
+      bad |= row[j] < -1 || row[j] >= experts;
+#pragma unroll
+      for (int i = 0; i < j; ++i) bad |= row[j] >= 0 && row[j] == row[i];
+    }
   }
   return __syncthreads_or(bad) != 0;
 }
 
-// A dispatch record in the receiver's staging: the row (e4m3, or BF16), its scales (FP8), the
-// token index and its top-k position at the source; rec_bytes apart.
+// A dispatch record in the receiver's staging: the row (e4m3, or BF16) and its scales (FP8), padded
+// to 16 bytes, then the token index and its top-k position at the source in the last 16 bytes;
+// rec_bytes apart.
 struct LlTail {
   int token, k;
 };
 
-constexpr int kLlMaxTopk = 32;
 constexpr i64 kLlSendCounters = 12288;  // [experts] signal words: rows of this rank's send written per expert
 
 // Sender, one block per token (grid = max(tokens, 1)): the token's row (quantized once for FP8)
@@ -162,14 +171,16 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
       }
   }
   __syncthreads();
-  // The row, once, to every destination: FP8 a 128-channel block per warp (eight in flight per
-  // lane), BF16 16-byte vectors (or bytes) per thread.
+  // The row, once, to every destination. FP8: quantized into shared memory (a 128-channel block
+  // per warp, eight in flight per lane), then 16-byte vectors out; BF16: 16-byte vectors (or bytes).
   auto record = [&](int j) {
     const i64 e = expert[j];
     return reinterpret_cast<unsigned char*>(windows[e / local]) +
            (((e % local) * ranks + me) * max_tokens + before[j]) * rec_bytes;
   };
   const unsigned short* row = x + t * hidden;
+  extern __shared__ int4 staged[];  // FP8: the quantized row and its scales (rec_bytes - 16 bytes)
+  unsigned char* const staged_bytes = reinterpret_cast<unsigned char*>(staged);
   if (fp8) {
     const i64 blocks = hidden / 128;
     for (i64 b0 = warp; b0 < blocks; b0 += 8 * warps) {
@@ -184,14 +195,16 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
         const i64 b = b0 + i64(i) * warps;
         if (b >= blocks) break;
         float scale;
-        const u32 q = warp_quantize_128(raw[i], &scale);
-        for (int j = 0; j < k; ++j) {
-          if (expert[j] < 0) continue;
-          unsigned char* rec = record(j);
-          *reinterpret_cast<u32*>(rec + b * 128 + lane * 4) = q;
-          if (lane == 0) reinterpret_cast<float*>(rec + hidden)[b] = scale;
-        }
+        *reinterpret_cast<u32*>(staged_bytes + b * 128 + lane * 4) = warp_quantize_128(raw[i], &scale);
+        if (lane == 0) reinterpret_cast<float*>(staged_bytes + hidden)[b] = scale;
       }
+    }
+    __syncthreads();
+    const i64 vectors = (rec_bytes - 16) / 16;  // the row and scales, padding included
+    for (int j = 0; j < k; ++j) {
+      if (expert[j] < 0) continue;
+      int4* const dst = reinterpret_cast<int4*>(record(j));
+      for (i64 v = threadIdx.x; v < vectors; v += blockDim.x) dst[v] = staged[v];
     }
   } else if ((hidden * 2) % 16 == 0) {
     for (i64 v = threadIdx.x; v < hidden / 8; v += blockDim.x) {
@@ -205,7 +218,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
         if (expert[j] >= 0) reinterpret_cast<unsigned short*>(record(j))[c] = row[c];
   }
   for (int j = threadIdx.x; j < k; j += blockDim.x)
-    if (expert[j] >= 0) *reinterpret_cast<LlTail*>(record(j) + rec_bytes - 8) = LlTail{int(t), j};
+    if (expert[j] >= 0) *reinterpret_cast<LlTail*>(record(j) + rec_bytes - 16) = LlTail{int(t), j};
   // Publish: the block whose row of e_j completes the expert's count raises its flag.
   __threadfence_system();
   __syncthreads();
@@ -228,15 +241,15 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
                                                       i64 max_tokens, i64 hidden, int fp8, i64 rec_bytes, u64 seq,
                                                       u64 timeout_ns, unsigned char* recv_x, float* recv_scales,
                                                       int* recv_count, i64* layout_range, int* src_info, int* src_slot,
-                                                      int k, int* status) {
+                                                      int k, volatile int* status) {
   const int le = blockIdx.x, lane = threadIdx.x & 31;
   const i64 M = i64(ranks) * max_tokens;
   const i64 row_bytes = fp8 ? hidden : hidden * 2, s_bytes = fp8 ? hidden / 128 * 4 : 0;
   __shared__ i64 begin[kLlMaxRanks + 1];
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
     const u64 v = ll_wait(signals + kLlDispatchFlags + i64(le) * ranks + r, seq, timeout_ns);
-    if (v == 0) atomicMax(status + kLlTimedOut, r + 1);
-    if (v & kLlBad) atomicMax(status + kLlBadSource, r + 1);
+    if (v == 0) status[kLlTimedOut] = r + 1;
+    if (v & kLlBad) status[kLlBadSource] = r + 1;
     begin[r + 1] = i64(v & (kLlBad - 1));
   }
   __syncthreads();
@@ -264,7 +277,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
     warp_copy(recv_x + row * row_bytes, rec, row_bytes, lane);
     if (fp8) warp_copy(reinterpret_cast<unsigned char*>(recv_scales) + row * s_bytes, rec + row_bytes, s_bytes, lane);
     if (lane == 0) {
-      const LlTail tail = *reinterpret_cast<const LlTail*>(rec + rec_bytes - 8);
+      const LlTail tail = *reinterpret_cast<const LlTail*>(rec + rec_bytes - 16);
       src_info[row] = tail.token;
       src_slot[row] = tail.token * k + tail.k;
     }
@@ -307,12 +320,12 @@ template <class Index>
 __device__ __forceinline__ void ll_combine_recv_body(const unsigned short* stage, const u64* signals, int ranks,
                                                      i64 tokens, i64 hidden, int k, const i64* routing,
                                                      const Index* topk, const float* weights, unsigned short* out,
-                                                     u64 seq, u64 timeout_ns, int* status) {
+                                                     u64 seq, u64 timeout_ns, volatile int* status) {
   for (int r = threadIdx.x; r < ranks; r += blockDim.x)
-    if (ll_wait(signals + kLlCombineFlags + r, seq, timeout_ns) == 0) atomicMax(status + kLlTimedOut, r + 1);
+    if (ll_wait(signals + kLlCombineFlags + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
   if (blockIdx.x == 0)
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x)
-      if (i64(topk[i]) != routing[i]) atomicMax(status + kLlTopkDiffers, 1);
+      if (i64(topk[i]) != routing[i]) status[kLlTopkDiffers] = 1;
   __syncthreads();
   // Eight columns (16 bytes) per thread when rows allow, else one.
   const int per = hidden % 8 == 0 ? 8 : 1;

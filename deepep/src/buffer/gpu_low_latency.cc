@@ -16,16 +16,15 @@ constexpr int kTimedOut = 0, kBadSource = 1, kTopkDiffers = 2;
 
 uint64_t address(const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : 0; }
 
-// A dispatch record in the receiver's staging: the row, its scales (FP8), the token and its top-k
-// position; 16-byte aligned.
+// A dispatch record in the receiver's staging (kernels/low_latency.cuh): the row and its scales
+// (FP8) padded to 16 bytes, then 16 bytes for the token and its top-k position.
 int64_t record_bytes(int64_t hidden, bool fp8) {
-  const int64_t bytes = (fp8 ? hidden + hidden / 128 * 4 : hidden * 2) + 8;
-  return (bytes + 15) / 16 * 16;
+  const int64_t data = fp8 ? hidden + hidden / 128 * 4 : hidden * 2;
+  return (data + 15) / 16 * 16 + 16;
 }
 
-// After the receive kernel: its status words, as errors.
-void check_status(DevicePlane& plane, const rt::Tensor& status, const char* what) {
-  const int32_t* s = reinterpret_cast<const int32_t*>(plane.download({&status})[0]);
+// After the receive kernel (synchronized): its status words, as errors.
+void check_status(const DevicePlane& plane, const int32_t* s, const char* what) {
   if (s[kTimedOut])
     throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kTimedOut] - 1,
                              "'s data did not arrive within the communicator's timeout (dead or stuck?)"));
@@ -69,6 +68,9 @@ std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, in
   const int64_t dispatch = int64_t(num_experts) * max_tokens * record_bytes(hidden, fp8);
   const int64_t combine = int64_t(max_tokens) * k * hidden * 2;
   const int64_t need = std::max(dispatch, combine);
+  if (fp8 && record_bytes(hidden, fp8) - 16 > (48 << 10))
+    return rt::str("hidden=", hidden, " is too large for the GPU low-latency FP8 dispatch (a row and its scales are ",
+                   "staged in 48 KiB of shared memory)");
   if (need <= window_bytes) return "";
   return rt::str("the device window (", window_bytes, " bytes per rank, num_nvl_bytes + num_rdma_bytes) is too small: ",
                  "low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ", num_experts,
@@ -98,8 +100,6 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
   if (use_fp8) out.recv_x_scales = plane.pool().empty({Le, M, H / 128}, DType::F32);
   out.recv_count = plane.pool().empty({Le}, DType::I32);
   out.handle = handle;
-  const rt::Tensor status = plane.pool().empty({4}, DType::I32);
-  plane.zero(status);
 
   const int64_t rec = record_bytes(H, use_fp8);
   const uint32_t seq = plane.next_sequence();
@@ -108,10 +108,12 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
   plane.mark("send");
   // The sources stay referenced until the receive has run (the hook may run it much later).
   auto receive = [&plane, x, topk_idx, handle, recv_x = out.recv_x, recv_s = out.recv_x_scales,
-                  recv_count = out.recv_count, status, Le, H, K, rec, seq, use_fp8, max_tokens_per_rank] {
+                  recv_count = out.recv_count, Le, H, K, rec, seq, use_fp8, max_tokens_per_rank] {
+    int32_t* const status = plane.ll_status();
     plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, seq, address(recv_x), address(recv_s),
                            address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
-                           address(handle->recv_src_slot), int(K), address(status));
+                           address(handle->recv_src_slot), int(K), reinterpret_cast<uint64_t>(status));
+    plane.sync();
     check_status(plane, status, "low_latency_dispatch");
     plane.mark("receive");
     plane.report("low_latency_dispatch");
@@ -128,16 +130,16 @@ LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const r
   const int64_t T = handle.num_tokens, H = handle.hidden, K = handle.num_topk;
   LowLatencyCombineResult out;
   out.combined_x = plane.pool().empty({T, H}, DType::BF16);
-  const rt::Tensor status = plane.pool().empty({4}, DType::I32);
-  plane.zero(status);
   const uint32_t seq = plane.next_sequence();
   plane.ll_combine_send(address(x), H, Le, handle.max_tokens_per_rank, address(handle.recv_layout_range),
                         address(handle.recv_src_slot), seq);
   plane.mark("send");
-  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, status, T, H,
-                  K, seq] {
+  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, T, H, K,
+                  seq] {
+    int32_t* const status = plane.ll_status();
     plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
-                          address(topk_weights), address(result), seq, address(status));
+                          address(topk_weights), address(result), seq, reinterpret_cast<uint64_t>(status));
+    plane.sync();
     check_status(plane, status, "low_latency_combine");
     plane.mark("receive");
     plane.report("low_latency_combine");

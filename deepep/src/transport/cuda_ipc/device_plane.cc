@@ -137,7 +137,7 @@ KernelText ll_dispatch_recv_text() {
   return {"deepep_ll_dispatch_recv",
           "const unsigned char* window, const u64* signals, int ranks, i64 max_tokens, i64 hidden, int fp8, "
           "i64 rec_bytes, u64 seq, u64 timeout_ns, unsigned char* recv_x, float* recv_scales, int* recv_count, "
-          "i64* layout_range, int* src_info, int* src_slot, int k, int* status",
+          "i64* layout_range, int* src_info, int* src_slot, int k, volatile int* status",
           "ll_dispatch_recv_body(window, signals, ranks, max_tokens, hidden, fp8, rec_bytes, seq, timeout_ns, recv_x, "
           "recv_scales, recv_count, layout_range, src_info, src_slot, k, status);",
           "low_latency.cuh"};
@@ -155,7 +155,7 @@ KernelText ll_combine_recv_text(bool topk_i64) {
   return {rt::str("deepep_ll_combine_recv_", index_name(topk_i64)),
           rt::str("const unsigned short* stage, const u64* signals, int ranks, i64 tokens, i64 hidden, int k, ",
                   "const i64* routing, const ", index_type(topk_i64), "* topk, const float* weights, ",
-                  "unsigned short* out, u64 seq, u64 timeout_ns, int* status"),
+                  "unsigned short* out, u64 seq, u64 timeout_ns, volatile int* status"),
           "ll_combine_recv_body(stage, signals, ranks, tokens, hidden, k, routing, topk, weights, out, seq, timeout_ns, "
           "status);",
           "low_latency.cuh"};
@@ -192,7 +192,7 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device), down_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
+      stream_(device), up_(device), down_(device), status_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() { rt::cuda_free(device(), tables_); }
 
@@ -224,12 +224,10 @@ rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
   return it->second;
 }
 
-void DevicePlane::zero(const rt::Tensor& t) {
-  if (t.nbytes() == 0) return;
-  const rt::CudaDriver& d = rt::cuda_driver();
-  rt::cuda_context(device());
-  RT_CU_CHECK(d.cuMemsetD8Async(reinterpret_cast<rt::CuDevicePtr>(t.data()), 0, size_t(t.nbytes()), stream()),
-              "cuMemsetD8Async", t.nbytes(), " bytes");
+int32_t* DevicePlane::ll_status() {
+  int32_t* status = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep low-latency status"));
+  std::fill_n(status, 4, 0);
+  return status;
 }
 
 void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
@@ -368,8 +366,8 @@ void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, u
   const int fp8_flag = fp8 ? 1 : 0;
   const uint64_t seq64 = seq;
   kernel(ll_dispatch_send_text(topk_i64))
-      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, tokens, hidden, topk,
-                   k, experts, size_,
+      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, size_t(fp8 ? rec_bytes - 16 : 0),
+                   stream(), x, tokens, hidden, topk, k, experts, size_,
                    rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(), window_.signal_offset(), seq64,
                    topk_copy);
 }

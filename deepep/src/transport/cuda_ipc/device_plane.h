@@ -77,8 +77,6 @@ class DevicePlane {
   void sync();
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
-  // Zeroes a tensor on the stream.
-  void zero(const rt::Tensor& t);
   // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
   void copy_to_device(const rt::Tensor& dst, const void* src);
   // Copies small device tensors to the host through page-locked memory and waits for the stream;
@@ -108,6 +106,9 @@ class DevicePlane {
   // windows' signal areas instead of host barriers. An operation takes one sequence number, the
   // same on every rank (operations are collective and ordered by their agreement).
   uint32_t next_sequence();
+  // The receive kernels' status words (kernels/low_latency.cuh), zeroed: page-locked host memory the
+  // kernel writes directly, read after sync(); one receive at a time uses them.
+  int32_t* ll_status();
   void ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k, int experts,
                         bool fp8, int64_t max_tokens, int64_t rec_bytes, uint32_t seq, uint64_t topk_copy);
   void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes, uint32_t seq,
@@ -135,7 +136,7 @@ class DevicePlane {
   int64_t tables_capacity_ = 0;
   // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
-  rt::PinnedBuffer up_, down_;
+  rt::PinnedBuffer up_, down_, status_;
   TensorPool pool_;
   bool profile_ = false;
   uint32_t sequence_ = 0;
