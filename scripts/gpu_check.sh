@@ -53,7 +53,7 @@ if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
   step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1
   step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
-    gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks'
+    gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks:DeepEPGpu.LowLatencyBf16TwoRanks'
   if [ -z "${TL_SKIP_BENCH:-}" ]; then
     step bench_deepep_gpu gpu-bundle/bench_deepep --gpu --ranks $((ngpu > 1 ? ngpu : 2)) --ar-max 4G
     if [ "$ngpu" -gt 1 ]; then

@@ -26,7 +26,8 @@
 //
 // Every call is synchronous (the returned Event is complete; on the GPU the results are ready); one
 // low-latency receive may be pending (hook not called yet) per Buffer: any other call on the Buffer
-// completes it first.
+// completes it first. On the GPU the low-latency kernels signal each other through the device
+// windows (no host barrier); a hook's call has only launched the send kernel.
 #pragma once
 
 #include <cstdint>
@@ -154,8 +155,9 @@ class Buffer {
   Comm& comm() const { return *comm_; }
   std::vector<LinkStats> link_stats() const;
 
-  // Bytes per rank the rings need so low_latency_dispatch / combine never wait for the receiver
-  // (a Buffer smaller than this is an error in low-latency calls).
+  // Bytes per rank that low-latency calls need: the rings, so that low_latency_dispatch / combine
+  // never wait for the receiver (a Buffer smaller than this is an error in low-latency calls of CPU
+  // tensors), and at least what the GPU path stages in its device window.
   static int64_t low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts);
 
   // Local (no communication; CPU tensors out). topk_idx [tokens, k] int64 or int32 (CPU or CUDA),
