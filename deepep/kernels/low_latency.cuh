@@ -20,7 +20,6 @@ constexpr i64 kLlCombineFlags = 4096;     // [ranks]: from owner rank r
 constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send that have finished
 // (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
-constexpr int kLlMaxTopk = 32;
 constexpr u64 kLlBad = 1ull << 31;
 
 // Status words of one receiving kernel, in page-locked host memory (zeroed by the host before it):
@@ -34,7 +33,6 @@ __device__ __forceinline__ u64 ll_flag(u64 seq, bool bad, i64 count) {
 __device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
-__device__ __forceinline__ void fence_acq_rel_sys() { asm volatile("fence.acq_rel.sys;" ::: "memory"); }
 __device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -92,6 +90,28 @@ __device__ __forceinline__ u32 warp_quantize_128(uint2 raw, float* scale) {
   return e4m3x4(raw.x, raw.y, 448.0f / amax);
 }
 
+constexpr int kLlMaxTopk = 32;
+
+// Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
+// checks all of them, so every block of a sender knows). A thread per token, its row's loads all in
+// flight and compared in registers.
+template <class Index>
+__device__ __forceinline__ bool ll_topk_bad(const Index* topk, i64 tokens, int k, int experts) {
+  bool bad = false;
+  for (i64 t = threadIdx.x; t < tokens; t += blockDim.x) {
+    i64 row[kLlMaxTopk];
+#pragma unroll
+    for (int j = 0; j < kLlMaxTopk; ++j) row[j] = j < k ? i64(topk[t * k + j]) : -1;
+#pragma unroll
+    for (int j = 0; j < kLlMaxTopk; ++j) {
+      bad |= row[j] < -1 || row[j] >= experts;
+#pragma unroll
+      for (int i = 0; i < j; ++i) bad |= row[j] >= 0 && row[j] == row[i];
+    }
+  }
+  return __syncthreads_or(bad) != 0;
+}
+
 // A dispatch record in the receiver's staging: the row (e4m3, or BF16) and its scales (FP8), padded
 // to 16 bytes, then the token index and its top-k position at the source in the last 16 bytes;
 // rec_bytes apart.
@@ -118,38 +138,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
   auto flag_of = [&](i64 e) {
     return reinterpret_cast<u64*>(windows[e / local] + signal_offset) + kLlDispatchFlags + (e % local) * ranks + me;
   };
-  // One pass over the routing, a thread per token with its row in registers: validity (indices
-  // in range, no expert twice for a token), the (token, k) pairs per expert, and for each expert
-  // e_j of this block's token the earlier tokens selecting it.
-  __shared__ i64 expert[kLlMaxTopk];
-  __shared__ int before[kLlMaxTopk];
-  __shared__ int pairs[kLlMaxExperts];
-  for (int e = threadIdx.x; e < experts; e += blockDim.x) pairs[e] = 0;
-  for (int j = threadIdx.x; j < k; j += blockDim.x) {
-    expert[j] = t < tokens ? i64(topk[t * k + j]) : -1;
-    before[j] = 0;
-  }
-  __syncthreads();
-  bool bad = false;
-  for (i64 u = threadIdx.x; u < tokens; u += blockDim.x) {
-    i64 row[kLlMaxTopk];
-#pragma unroll
-    for (int j = 0; j < kLlMaxTopk; ++j) row[j] = j < k ? i64(topk[u * k + j]) : -1;
-#pragma unroll
-    for (int j = 0; j < kLlMaxTopk; ++j) {
-      const i64 e = row[j];
-      bool twice = false;
-#pragma unroll
-      for (int i = 0; i < j; ++i) twice |= e == row[i];
-      bad |= e < -1 || e >= experts || (e >= 0 && twice);
-      if (e < 0 || e >= experts) continue;
-      atomicAdd(pairs + e, 1);
-      if (u < t)
-        for (int jj = 0; jj < k; ++jj)
-          if (e == expert[jj]) atomicAdd(before + jj, 1);
-    }
-  }
-  bad = __syncthreads_or(bad) != 0;
+  const bool bad = ll_topk_bad(topk, tokens, k, experts);
   if (blockIdx.x == 0)
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) topk_copy[i] = i64(topk[i]);
   if (bad) {
@@ -158,9 +147,30 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
     return;
   }
   // Experts no token selects: their owners still get a flag.
-  for (i64 e = blockIdx.x + i64(threadIdx.x) * gridDim.x; e < experts; e += i64(gridDim.x) * blockDim.x)
-    if (pairs[e] == 0) store_release_sys(flag_of(e), ll_flag(seq, false, 0));
+  for (i64 e = blockIdx.x; e < experts; e += gridDim.x) {
+    bool used = false;
+    for (i64 i = threadIdx.x; i < tokens * k && !used; i += blockDim.x) used = i64(topk[i]) == e;
+    if (!__syncthreads_or(used) && threadIdx.x == 0) store_release_sys(flag_of(e), ll_flag(seq, false, 0));
+  }
   if (t >= tokens) return;
+  // For each expert e_j of this token: the tokens before it selecting e_j, and all of them.
+  __shared__ i64 expert[kLlMaxTopk];
+  __shared__ int before[kLlMaxTopk], total[kLlMaxTopk];
+  for (int j = threadIdx.x; j < k; j += blockDim.x) {
+    expert[j] = i64(topk[t * k + j]);
+    before[j] = total[j] = 0;
+  }
+  __syncthreads();
+  for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) {
+    const i64 e = i64(topk[i]);
+    if (e < 0) continue;
+    for (int j = 0; j < k; ++j)
+      if (e == expert[j]) {
+        atomicAdd(total + j, 1);
+        if (i / k < t) atomicAdd(before + j, 1);
+      }
+  }
+  __syncthreads();
   // The row, once, to every destination. FP8: quantized into shared memory (a 128-channel block
   // per warp, eight in flight per lane), then 16-byte vectors out; BF16: 16-byte vectors (or bytes).
   auto record = [&](int j) {
@@ -209,19 +219,17 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
   }
   for (int j = threadIdx.x; j < k; j += blockDim.x)
     if (expert[j] >= 0) *reinterpret_cast<LlTail*>(record(j) + rec_bytes - 16) = LlTail{int(t), j};
-  // Publish: the block whose row of e_j completes the expert's count raises its flag. One fence
-  // by each signalling thread after the barrier orders the whole block's writes (the pattern of
-  // cooperative groups' grid sync), rather than a system fence in every thread.
+  // Publish: the block whose row of e_j completes the expert's count raises its flag.
+  __threadfence_system();
   __syncthreads();
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     const i64 e = expert[j];
     if (e < 0) continue;
-    fence_acq_rel_sys();
     u64* const counter = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlSendCounters + e;
-    if (atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull) + 1 != u64(pairs[e])) continue;
+    if (atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull) + 1 != u64(total[j])) continue;
     *counter = 0;  // the next operation's kernel starts after this one
-    fence_acq_rel_sys();
-    store_release_sys(flag_of(e), ll_flag(seq, false, pairs[e]));
+    __threadfence_system();
+    store_release_sys(flag_of(e), ll_flag(seq, false, total[j]));
   }
 }
 
@@ -293,14 +301,14 @@ __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64
       warp_copy(stage + i64(src_slot[row]) * row_bytes, x + row * row_bytes, row_bytes, lane);
     }
   }
+  __threadfence_system();
   __syncthreads();
   if (threadIdx.x != 0) return;
-  fence_acq_rel_sys();  // the block's writes, ordered by the barrier (as in the dispatch send)
   u64* const arrivals = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlCombineArrivals;
   const u64 blocks = u64(gridDim.x) * gridDim.y;
   if (atomicAdd(reinterpret_cast<unsigned long long*>(arrivals), 1ull) != blocks - 1) return;
   *arrivals = 0;  // the next combine's blocks start after this kernel
-  fence_acq_rel_sys();
+  __threadfence_system();
   for (int r = 0; r < ranks; ++r)
     store_release_sys(reinterpret_cast<u64*>(windows[r] + signal_offset) + kLlCombineFlags + me, ll_flag(seq, false, 0));
 }
