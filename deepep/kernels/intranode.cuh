@@ -388,17 +388,19 @@ __device__ __forceinline__ T round_elem(Acc v) {
 
 // This rank's part of a chunk (`count` elements at `mine`, in the caller's tensor): every rank's
 // copy of it reduced in rank order in f32 (f64 for double, exactly for integers), rounded once,
-// written back to `mine` and pushed into every other rank's window at out_off. Rank r's copy is
-// `mine` itself for r = me, else the part r pushed into this rank's window at in_off + r * in_stride.
+// written to `out` (all_reduce: `mine` itself) and, when out_off >= 0, pushed into every other
+// rank's window at out_off. Rank r's copy is `mine` for r = me, else the part r pushed into this
+// rank's window at in_off + r * in_stride.
 template <class T, class Acc, int kOp>
-__device__ __forceinline__ void all_reduce_part_body(const u64* windows, T* mine, i64 count, i64 in_off, i64 in_stride,
-                                                     i64 out_off, int ranks, int me) {
+__device__ __forceinline__ void all_reduce_part_body(const u64* windows, const T* mine, T* out, i64 count, i64 in_off,
+                                                     i64 in_stride, i64 out_off, int ranks, int me) {
   constexpr int V = 16 / sizeof(T);
   const unsigned char* own = reinterpret_cast<const unsigned char*>(windows[me]);
   auto source = [&](int r) { return r == me ? mine : reinterpret_cast<const T*>(own + in_off + r * in_stride); };
   const i64 tid = i64(blockIdx.x) * blockDim.x + threadIdx.x, threads = i64(gridDim.x) * blockDim.x;
   // 16-byte vectors where every address allows (windows are 256-byte aligned), then the rest.
-  const bool vec = ((u64(mine) | u64(in_off) | u64(in_stride) | u64(out_off)) & 15) == 0;
+  const bool push = out_off >= 0;
+  const bool vec = ((u64(mine) | u64(out) | u64(in_off) | u64(in_stride) | u64(push ? out_off : 0)) & 15) == 0;
   const i64 vectors = vec ? count / V : 0;
   for (i64 v = tid; v < vectors; v += threads) {
     Acc acc[V];
@@ -411,12 +413,12 @@ __device__ __forceinline__ void all_reduce_part_body(const u64* windows, T* mine
         acc[j] = r == 0 ? x : combine_op<Acc, kOp>(acc[j], x);
       }
     }
-    Vec16<T> out;
+    Vec16<T> result;
 #pragma unroll
-    for (int j = 0; j < V; ++j) out.e[j] = round_elem<T, Acc>(acc[j]);
-    reinterpret_cast<int4*>(mine)[v] = out.q;
-    for (int r = 0; r < ranks; ++r)
-      if (r != me) reinterpret_cast<int4*>(windows[r] + out_off)[v] = out.q;
+    for (int j = 0; j < V; ++j) result.e[j] = round_elem<T, Acc>(acc[j]);
+    reinterpret_cast<int4*>(out)[v] = result.q;
+    for (int r = 0; push && r < ranks; ++r)
+      if (r != me) reinterpret_cast<int4*>(windows[r] + out_off)[v] = result.q;
   }
   for (i64 i = vectors * V + tid; i < count; i += threads) {
     Acc acc = Acc(0);
@@ -424,10 +426,10 @@ __device__ __forceinline__ void all_reduce_part_body(const u64* windows, T* mine
       const Acc x = load_elem<T, Acc>(source(r), i);
       acc = r == 0 ? x : combine_op<Acc, kOp>(acc, x);
     }
-    const T out = round_elem<T, Acc>(acc);
-    mine[i] = out;
-    for (int r = 0; r < ranks; ++r)
-      if (r != me) reinterpret_cast<T*>(windows[r] + out_off)[i] = out;
+    const T result = round_elem<T, Acc>(acc);
+    out[i] = result;
+    for (int r = 0; push && r < ranks; ++r)
+      if (r != me) reinterpret_cast<T*>(windows[r] + out_off)[i] = result;
   }
 }
 

@@ -350,6 +350,74 @@ TEST(DeepEPGpu, AllReduceInChunks) {
   }
 }
 
+// The other collectives of CUDA tensors against the CPU path on the same inputs, bit for bit
+// (reduce_scatter against the CPU's direct algorithm, which also reduces in rank order), through a
+// 64 KiB window so that the larger sizes take many rounds.
+TEST(DeepEPGpu, CollectivesLikeCpu) {
+  REQUIRE_GPU();
+  for (int ranks : {2, 3}) {
+    expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+      const int me = g->rank(), R = g->size();
+      deepep::CommOptions o = gpu_options(me);
+      o.device_window_bytes = 64 << 10;
+      deepep::Comm gpu(g, o), cpu(g, test_options());
+      const rt::Device dev = device_of(me);
+      auto filled = [&](int64_t n, rt::DType dt, uint64_t salt) {
+        rt::Tensor t = rt::Tensor::empty({n}, dt);
+        std::mt19937_64 gen(test_seed() + salt * 1000003 + uint64_t(me));
+        for (int64_t i = 0; i < t.nbytes(); ++i) static_cast<uint8_t*>(t.data())[i] = uint8_t(gen() >> 56);
+        if (dt == rt::DType::F32)  // finite values, so the reductions compare bit for bit
+          for (int64_t i = 0; i < n; ++i) t.data_as<float>()[i] = float(int64_t(gen() % 20001) - 10000) / 64.0f;
+        if (dt == rt::DType::BF16)
+          for (int64_t i = 0; i < n; ++i)
+            t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(float(int64_t(gen() % 2001) - 1000) / 8.0f);
+        return t;
+      };
+      auto empty_like = [&](int64_t n, rt::DType dt) { return rt::Tensor::empty({n}, dt); };
+      for (int64_t n : {int64_t(1), int64_t(1000), int64_t(50001)}) {
+        // all_gather, all_to_all, broadcast of int32 (any bytes move).
+        const rt::Tensor in = filled(n * R, rt::DType::I32, uint64_t(n));
+        rt::Tensor out_c = empty_like(n * R * R, rt::DType::I32), out_g = out_c.to(dev);
+        const rt::Tensor part = filled(n, rt::DType::I32, uint64_t(n) + 1);
+        deepep::all_gather(cpu, out_c, part);
+        deepep::all_gather(gpu, out_g, part.to(dev));
+        expect_same(out_c, out_g, "all_gather");
+        rt::Tensor a2a_c = empty_like(n * R, rt::DType::I32), a2a_g = a2a_c.to(dev);
+        deepep::all_to_all(cpu, a2a_c, in);
+        deepep::all_to_all(gpu, a2a_g, in.to(dev));
+        expect_same(a2a_c, a2a_g, "all_to_all");
+        rt::Tensor b_c = in.to(rt::Device::cpu()), b_g = in.to(dev);
+        deepep::broadcast(cpu, b_c, R - 1);
+        deepep::broadcast(gpu, b_g, R - 1);
+        expect_same(b_c, b_g, "broadcast");
+        // all_to_allv: rank i sends (i + 2 j) % 3 * n / 2 elements to rank j (some zero).
+        auto count = [&](int i, int j) { return int64_t((i + 2 * j) % 3) * n / 2; };
+        std::vector<int64_t> sc(static_cast<size_t>(R)), rc(static_cast<size_t>(R));
+        int64_t st = 0, rtot = 0;
+        for (int j = 0; j < R; ++j) {
+          sc[size_t(j)] = count(me, j), rc[size_t(j)] = count(j, me);
+          st += sc[size_t(j)], rtot += rc[size_t(j)];
+        }
+        const rt::Tensor vin = filled(std::max<int64_t>(st, 1), rt::DType::I32, uint64_t(n) + 2);
+        rt::Tensor v_c = empty_like(std::max<int64_t>(rtot, 1), rt::DType::I32), v_g = v_c.to(dev);
+        deepep::all_to_allv(cpu, v_c, rc, vin, sc);
+        deepep::all_to_allv(gpu, v_g, rc, vin.to(dev), sc);
+        const rt::Tensor v_back = v_g.to(rt::Device::cpu());
+        EP_CHECK(std::memcmp(v_c.data(), v_back.data(), size_t(rtot) * 4) == 0, "all_to_allv");
+        // reduce_scatter: sum and max of f32 and bf16.
+        for (rt::DType dt : {rt::DType::F32, rt::DType::BF16})
+          for (deepep::ReduceOp op : {deepep::ReduceOp::Sum, deepep::ReduceOp::Max}) {
+            const rt::Tensor rin = filled(n * R, dt, uint64_t(n) + 3 + uint64_t(op));
+            rt::Tensor r_c = empty_like(n, dt), r_g = r_c.to(dev);
+            deepep::reduce_scatter(cpu, r_c, rin, op, deepep::Algorithm::Direct);
+            deepep::reduce_scatter(gpu, r_g, rin.to(dev), op);
+            expect_same(r_c, r_g, "reduce_scatter");
+          }
+      }
+    }));
+  }
+}
+
 // Bad input on the GPU path: the same clear error on every rank, and the communicator still works.
 TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
   REQUIRE_GPU();

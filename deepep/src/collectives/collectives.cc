@@ -3,6 +3,8 @@
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
+#include "collectives/gpu_collectives.h"
+#include "collectives/parts.h"
 #include "collectives/reduce.h"
 #include "deepep/collectives.h"
 #include "deepep/comm.h"
@@ -20,18 +22,20 @@ std::string check_tensor(const rt::Tensor& t, const char* role, rt::Device devic
   if (!t.defined()) return rt::str(role, " is undefined");
   if (t.device() != device)
     return rt::str(role, " is on ", t.device().to_string(), "; ",
-                   device.is_cpu() ? "this collective moves CPU tensors (all_reduce also CUDA tensors, with a device "
-                                     "plane: CommOptions::cuda_device)"
+                   device.is_cpu() ? "this communicator moves CPU tensors (give it a CUDA device: "
+                                     "CommOptions::cuda_device)"
                                    : rt::str("expected ", device.to_string()));
   if (!t.is_contiguous()) return rt::str(role, " ", t.shape_string(), " is not contiguous");
   if (rt::bits(t.dtype()) % 8 != 0) return rt::str(role, " has packed dtype ", rt::name(t.dtype()), "; not supported");
   return "";
 }
 
-// check_tensor of both, then that the output has the input's dtype ("" when all hold).
-std::string check_in_out(const rt::Tensor& input, const rt::Tensor& output) {
-  std::string err = check_tensor(input, "the input");
-  if (err.empty()) err = check_tensor(output, "the output");
+// Where the input lives (data_device), check_tensor of both there, then that the output has the
+// input's dtype ("" when all hold).
+std::string check_in_out(const Comm& comm, const rt::Tensor& input, const rt::Tensor& output, rt::Device* device) {
+  std::string err = detail::data_device(input, "the input", comm, device);
+  if (err.empty()) err = check_tensor(input, "the input", *device);
+  if (err.empty()) err = check_tensor(output, "the output", *device);
   if (err.empty() && output.dtype() != input.dtype())
     err = rt::str("output dtype ", rt::name(output.dtype()), " differs from input dtype ", rt::name(input.dtype()));
   return err;
@@ -41,19 +45,12 @@ std::string describe(const rt::Tensor& t) {
   return t.defined() ? rt::str(rt::name(t.dtype()), "[", t.numel(), "]") : std::string("undefined");
 }
 
-struct Parts {
-  std::vector<size_t> off, len;
-};
-Parts split(size_t n, int parts) {
-  Parts p;
-  size_t at = 0;
-  for (int r = 0; r < parts; ++r) {
-    const size_t len = n / size_t(parts) + (size_t(r) < n % size_t(parts) ? 1 : 0);
-    p.off.push_back(at);
-    p.len.push_back(len);
-    at += len;
-  }
-  return p;
+uint64_t address(const rt::Tensor& t) { return reinterpret_cast<uint64_t>(t.data()); }
+
+// The pieces of an exchange in which every rank sends every other rank `bytes` (rank i's send[j]
+// and recv[j] given by the callers' offsets).
+std::vector<int64_t> uniform_pairs(int ranks, int64_t bytes) {
+  return std::vector<int64_t>(size_t(ranks) * size_t(ranks), bytes);
 }
 
 ReadFn reader(const uint8_t* base, size_t es) {
@@ -154,61 +151,6 @@ const char* name(ReduceOp op) {
   return "?";
 }
 
-// All-reduce of a CUDA tensor through the device windows, in chunks, each cut into one part per
-// rank. Every rank pushes part p of its chunk into rank p's window (a region per source); after a
-// barrier rank p reduces its part (its own copy in place, the others from its window) in rank order
-// and pushes the result into every other rank's window; after another barrier every rank copies
-// the other parts' results from its window into its tensor. Each rank writes 2 (n-1)/n of the data
-// over the links (the bandwidth-optimal amount; writes, which the links carry better than reads),
-// and nothing is copied in first: the reduction reads its own part where it is.
-void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp op) {
-  const int R = plane.size(), me = plane.rank();
-  const int64_t es = rt::bits(tensor.dtype()) / 8, n = tensor.numel();
-  // Window: R source regions of one part each, then the chunk's results.
-  const int64_t W = plane.window().bytes();
-  int64_t chunk = std::max<int64_t>(1, (W / 2 - 256 * int64_t(R)) / es);
-  auto part_bytes = [&](int64_t c) { return (((c + R - 1) / R) * es + 255) / 256 * 256; };
-  while (chunk > 1 && part_bytes(chunk) * R + chunk * es > W) chunk /= 2;
-  const int64_t stride = part_bytes(chunk), out_off = stride * R;
-  RT_USER_CHECK(stride * R + chunk * es <= W, "deepep all_reduce: the device window (", W,
-                " bytes) is too small for ", R, " ranks");
-  const uint64_t data = reinterpret_cast<uint64_t>(tensor.data());
-  std::vector<CopyDesc> copies;  // per chunk: the R - 1 pushes, then the R - 1 collects
-  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
-    for (int r = 0; r < R; ++r)
-      if (r != me)
-        copies.push_back({plane.window().window(r) + uint64_t(me * stride), data + (uint64_t(c0) + p.off[size_t(r)]) * es,
-                          int64_t(p.len[size_t(r)]) * es});
-    for (int r = 0; r < R; ++r)
-      if (r != me)
-        copies.push_back({data + (uint64_t(c0) + p.off[size_t(r)]) * es,
-                          plane.window().window(me) + uint64_t(out_off) + p.off[size_t(r)] * es,
-                          int64_t(p.len[size_t(r)]) * es});
-  }
-  DeviceTables tables;
-  tables.add(copies);
-  const uint64_t descs = plane.upload(tables);
-  const int opcode = op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2;
-  // A chunk's collects (local copies out of this rank's results) and the next chunk's pushes (writes
-  // into the peers' source regions, free since their reductions passed the barrier) are adjacent in
-  // the table and go in one launch, so the local copies overlap the link writes.
-  const uint64_t group = uint64_t(R - 1) * sizeof(CopyDesc);
-  plane.multi_copy(descs, R - 1, int64_t(split(size_t(std::min(chunk, n)), R).len[0]) * es);
-  uint64_t at = descs + group;
-  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
-    plane.sync_and_barrier("all_reduce");
-    plane.all_reduce_part(tensor.dtype(), opcode, data + (uint64_t(c0) + p.off[size_t(me)]) * es,
-                          int64_t(p.len[size_t(me)]), 0, stride, out_off + int64_t(p.off[size_t(me)]) * es);
-    plane.sync_and_barrier("all_reduce");
-    const bool last = c0 + chunk >= n;
-    plane.multi_copy(at, last ? R - 1 : 2 * (R - 1), int64_t(p.len[0]) * es);
-    at += last ? group : 2 * group;
-  }
-  plane.sync();
-}
-
 const char* name(Algorithm a) {
   switch (a) {
     case Algorithm::Auto: return "auto";
@@ -258,16 +200,26 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
   Engine& e = comm.engine();
   const std::string what = "reduce_scatter";
   e.begin_op(what);
-  std::string err = check_in_out(input, output);
+  rt::Device dev;
+  std::string err = check_in_out(comm, input, output, &dev);
   if (err.empty() && !reducible(input.dtype()))
     err = rt::str("cannot reduce ", rt::name(input.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
   if (err.empty() && input.numel() != output.numel() * comm.size())
     err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
                   ")");
   const Algorithm a = resolve(algorithm, err.empty() ? input.nbytes() : 0, comm.size());
-  e.agree(what, rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ", name(a), ")"),
+  e.agree(what,
+          rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ",
+                  dev.is_cuda() ? "on the GPU" : name(a), ")"),
           err);
   const size_t n = size_t(output.numel());
+  if (dev.is_cuda()) {
+    const int64_t bytes = output.nbytes();
+    if (comm.size() == 1 || n == 0)  // a local copy
+      return exchange_on_device(*comm.device_plane(), {{address(input), bytes}}, {{address(output), bytes}}, {bytes},
+                                what.c_str());
+    return reduce_scatter_on_device(*comm.device_plane(), output, input, op);
+  }
   const size_t es = size_t(rt::bits(input.dtype()) / 8);
   const Parts p = split(n * size_t(comm.size()), comm.size());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
@@ -291,13 +243,24 @@ void all_gather(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
   Engine& e = comm.engine();
   const std::string what = "all_gather";
   e.begin_op(what);
-  std::string err = check_in_out(input, output);
+  rt::Device dev;
+  std::string err = check_in_out(comm, input, output, &dev);
   if (err.empty() && output.numel() != input.numel() * comm.size())
     err = rt::str("output has ", output.numel(), " elements; it needs size (", comm.size(), ") x input (",
                   input.numel(), ")");
-  e.agree(what, rt::str("all_gather(", describe(input), " -> ", describe(output), ")"), err);
+  e.agree(what, rt::str("all_gather(", describe(input), " -> ", describe(output), dev.is_cuda() ? ", on the GPU" : "", ")"),
+          err);
   const size_t n = size_t(input.numel());
   const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  if (dev.is_cuda()) {
+    const int64_t bytes = input.nbytes();
+    std::vector<DevicePiece> send, recv;
+    for (int j = 0; j < comm.size(); ++j) {
+      send.push_back({address(input), bytes});
+      recv.push_back({address(output) + uint64_t(j) * uint64_t(bytes), bytes});
+    }
+    return exchange_on_device(*comm.device_plane(), send, recv, uniform_pairs(comm.size(), bytes), what.c_str());
+  }
   uint8_t* out = static_cast<uint8_t*>(output.data());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
   std::vector<SendSpec> sends;
@@ -313,13 +276,24 @@ void all_to_all(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
   Engine& e = comm.engine();
   const std::string what = "all_to_all";
   e.begin_op(what);
-  std::string err = check_in_out(input, output);
+  rt::Device dev;
+  std::string err = check_in_out(comm, input, output, &dev);
   if (err.empty() && (output.numel() != input.numel() || input.numel() % comm.size() != 0))
     err = rt::str("input (", input.numel(), " elements) and output (", output.numel(),
                   " elements) must be equal and divisible by the group size ", comm.size());
-  e.agree(what, rt::str("all_to_all(", describe(input), " -> ", describe(output), ")"), err);
+  e.agree(what, rt::str("all_to_all(", describe(input), " -> ", describe(output), dev.is_cuda() ? ", on the GPU" : "", ")"),
+          err);
   const size_t n = size_t(input.numel()) / size_t(comm.size());
   const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  if (dev.is_cuda()) {
+    const int64_t bytes = int64_t(n * es);
+    std::vector<DevicePiece> send, recv;
+    for (int j = 0; j < comm.size(); ++j) {
+      send.push_back({address(input) + uint64_t(j) * uint64_t(bytes), bytes});
+      recv.push_back({address(output) + uint64_t(j) * uint64_t(bytes), bytes});
+    }
+    return exchange_on_device(*comm.device_plane(), send, recv, uniform_pairs(comm.size(), bytes), what.c_str());
+  }
   uint8_t* out = static_cast<uint8_t*>(output.data());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
   std::vector<SendSpec> sends;
@@ -337,7 +311,8 @@ void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t
   const std::string what = "all_to_allv";
   e.begin_op(what);
   const int R = comm.size();
-  std::string err = check_in_out(input, output);
+  rt::Device dev;
+  std::string err = check_in_out(comm, input, output, &dev);
   if (err.empty() && (send_counts.size() != size_t(R) || recv_counts.size() != size_t(R)))
     err = rt::str("send_counts (", send_counts.size(), ") and recv_counts (", recv_counts.size(),
                   ") need one count per rank (", R, ")");
@@ -355,7 +330,9 @@ void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t
   }
   wire::Writer w;
   w.put_vec(send_counts).put_vec(recv_counts);
-  const auto all = e.agree(what, rt::str("all_to_allv(", input.defined() ? rt::name(input.dtype()) : "undefined", ")"),
+  const auto all = e.agree(what,
+                           rt::str("all_to_allv(", input.defined() ? rt::name(input.dtype()) : "undefined",
+                                   dev.is_cuda() ? ", on the GPU" : "", ")"),
                            err, err.empty() ? w.str() : std::string());
   // Every rank checks every pair, so a mismatch is the same error everywhere.
   std::vector<std::vector<int64_t>> sc(static_cast<size_t>(R)), rc(static_cast<size_t>(R));
@@ -370,6 +347,19 @@ void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t
                     sc[size_t(i)][size_t(j)], " elements to rank ", j, " but rank ", j, " expects ",
                     rc[size_t(j)][size_t(i)]);
   const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  if (dev.is_cuda()) {
+    std::vector<DevicePiece> send, recv;
+    std::vector<int64_t> pairs(size_t(R) * size_t(R));
+    int64_t soff = 0, roff = 0;
+    for (int j = 0; j < R; ++j) {
+      send.push_back({address(input) + uint64_t(soff) * es, send_counts[size_t(j)] * int64_t(es)});
+      recv.push_back({address(output) + uint64_t(roff) * es, recv_counts[size_t(j)] * int64_t(es)});
+      soff += send_counts[size_t(j)];
+      roff += recv_counts[size_t(j)];
+      for (int i = 0; i < R; ++i) pairs[size_t(i * R + j)] = sc[size_t(i)][size_t(j)] * int64_t(es);
+    }
+    return exchange_on_device(*comm.device_plane(), send, recv, pairs, what.c_str());
+  }
   uint8_t* out = static_cast<uint8_t*>(output.data());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
   std::vector<SendSpec> sends;
@@ -388,12 +378,27 @@ void broadcast(Comm& comm, const rt::Tensor& tensor, int root) {
   Engine& e = comm.engine();
   const std::string what = "broadcast";
   e.begin_op(what);
-  std::string err = check_tensor(tensor, "the tensor");
+  rt::Device dev;
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev);
+  if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && (root < 0 || root >= comm.size()))
     err = rt::str("root ", root, " is out of range for a group of ", comm.size());
-  e.agree(what, rt::str("broadcast(", describe(tensor), ", root ", root, ")"), err);
+  e.agree(what, rt::str("broadcast(", describe(tensor), ", root ", root, dev.is_cuda() ? ", on the GPU" : "", ")"), err);
   const size_t n = size_t(tensor.numel());
   const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
+  if (dev.is_cuda()) {
+    const int R = comm.size(), me = comm.rank();
+    const int64_t bytes = tensor.nbytes();
+    std::vector<DevicePiece> send(size_t(R), {address(tensor), 0}), recv(size_t(R), {address(tensor), 0});
+    std::vector<int64_t> pairs(size_t(R) * size_t(R), 0);
+    for (int j = 0; j < R; ++j)
+      if (j != root) {
+        pairs[size_t(root * R + j)] = bytes;
+        if (me == root) send[size_t(j)].bytes = bytes;
+      }
+    if (me != root) recv[size_t(root)].bytes = bytes;
+    return exchange_on_device(*comm.device_plane(), send, recv, pairs, what.c_str());
+  }
   uint8_t* data = static_cast<uint8_t*>(tensor.data());
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;

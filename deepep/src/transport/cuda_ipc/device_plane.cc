@@ -115,9 +115,10 @@ KernelText all_reduce_text(rt::DType dtype, int op) {
   const char* t = element_type(dtype);
   RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce_part of ", rt::name(dtype), " op ", op);
   return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
-          rt::str("const u64* windows, ", t, "* mine, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me"),
+          rt::str("const u64* windows, const ", t, "* mine, ", t,
+                  "* out, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me"),
           rt::str("all_reduce_part_body<", t, ", ", accumulator_type(dtype), ", ", op,
-                  ">(windows, mine, count, in_off, in_stride, out_off, ranks, me);")};
+                  ">(windows, mine, out, count, in_off, in_stride, out_off, ranks, me);")};
 }
 
 const char* index_type(bool i64) { return i64 ? "i64" : "int"; }
@@ -338,13 +339,13 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, 
                    out_w, stage_w, k);
 }
 
-void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off,
+void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
                                   int64_t in_stride, int64_t out_off) {
   if (count <= 0) return;
   const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
   const uint64_t windows = window_.window_table();
-  kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, count,
-                   in_off, in_stride, out_off, size_, rank_);
+  kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, out,
+                   count, in_off, in_stride, out_off, size_, rank_);
 }
 
 uint32_t DevicePlane::next_sequence() {

@@ -118,9 +118,9 @@ class DevicePlane {
                        uint64_t src_slot, uint32_t seq);
   void ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk, bool topk_i64,
                        uint64_t weights, uint64_t out, uint32_t seq, uint64_t status);
-  // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min.
-  void all_reduce_part(rt::DType dtype, int op, uint64_t mine, int64_t count, int64_t in_off, int64_t in_stride,
-                       int64_t out_off);
+  // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min; out_off < 0: no push.
+  void all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
+                       int64_t in_stride, int64_t out_off);
 
  private:
   rt::CudaKernel kernel(const KernelText& text);  // compiled and loaded once per plane

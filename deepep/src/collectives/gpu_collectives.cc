@@ -1,0 +1,158 @@
+#include "collectives/gpu_collectives.h"
+
+#include <algorithm>
+
+#include "collectives/parts.h"
+#include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
+
+namespace deepep {
+namespace {
+
+int opcode_of(ReduceOp op) { return op == ReduceOp::Sum ? 0 : op == ReduceOp::Max ? 1 : 2; }  // the kernels' kOp
+
+int64_t align256(int64_t v) { return (v + 255) / 256 * 256; }
+
+}  // namespace
+
+// All-reduce of a CUDA tensor through the device windows, in chunks, each cut into one part per
+// rank. Every rank pushes part p of its chunk into rank p's window (a region per source); after a
+// barrier rank p reduces its part (its own copy in place, the others from its window) in rank order
+// and pushes the result into every other rank's window; after another barrier every rank copies
+// the other parts' results from its window into its tensor. Each rank writes 2 (n-1)/n of the data
+// over the links (the bandwidth-optimal amount; writes, which the links carry better than reads),
+// and nothing is copied in first: the reduction reads its own part where it is.
+void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp op) {
+  const int R = plane.size(), me = plane.rank();
+  const int64_t es = rt::bits(tensor.dtype()) / 8, n = tensor.numel();
+  // Window: R source regions of one part each, then the chunk's results.
+  const int64_t W = plane.window().bytes();
+  int64_t chunk = std::max<int64_t>(1, (W / 2 - 256 * int64_t(R)) / es);
+  auto part_bytes = [&](int64_t c) { return (((c + R - 1) / R) * es + 255) / 256 * 256; };
+  while (chunk > 1 && part_bytes(chunk) * R + chunk * es > W) chunk /= 2;
+  const int64_t stride = part_bytes(chunk), out_off = stride * R;
+  RT_USER_CHECK(stride * R + chunk * es <= W, "deepep all_reduce: the device window (", W,
+                " bytes) is too small for ", R, " ranks");
+  const uint64_t data = reinterpret_cast<uint64_t>(tensor.data());
+  std::vector<CopyDesc> copies;  // per chunk: the R - 1 pushes, then the R - 1 collects
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    for (int r = 0; r < R; ++r)
+      if (r != me)
+        copies.push_back({plane.window().window(r) + uint64_t(me * stride), data + (uint64_t(c0) + p.off[size_t(r)]) * es,
+                          int64_t(p.len[size_t(r)]) * es});
+    for (int r = 0; r < R; ++r)
+      if (r != me)
+        copies.push_back({data + (uint64_t(c0) + p.off[size_t(r)]) * es,
+                          plane.window().window(me) + uint64_t(out_off) + p.off[size_t(r)] * es,
+                          int64_t(p.len[size_t(r)]) * es});
+  }
+  DeviceTables tables;
+  tables.add(copies);
+  const uint64_t descs = plane.upload(tables);
+  const int opcode = opcode_of(op);
+  // A chunk's collects (local copies out of this rank's results) and the next chunk's pushes (writes
+  // into the peers' source regions, free since their reductions passed the barrier) are adjacent in
+  // the table and go in one launch, so the local copies overlap the link writes.
+  const uint64_t group = uint64_t(R - 1) * sizeof(CopyDesc);
+  plane.multi_copy(descs, R - 1, int64_t(split(size_t(std::min(chunk, n)), R).len[0]) * es);
+  uint64_t at = descs + group;
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    plane.sync_and_barrier("all_reduce");
+    const uint64_t mine = data + (uint64_t(c0) + p.off[size_t(me)]) * es;
+    plane.all_reduce_part(tensor.dtype(), opcode, mine, mine, int64_t(p.len[size_t(me)]), 0, stride,
+                          out_off + int64_t(p.off[size_t(me)]) * es);
+    plane.sync_and_barrier("all_reduce");
+    const bool last = c0 + chunk >= n;
+    plane.multi_copy(at, last ? R - 1 : 2 * (R - 1), int64_t(p.len[0]) * es);
+    at += last ? group : 2 * group;
+  }
+  plane.sync();
+}
+
+// Reduce-scatter in chunks of every part: rank me pushes its chunk of part r into rank r's window (a
+// region per source); after a barrier each rank reduces its own part (its copy where it is, the
+// others from its window) in rank order into the output; a second barrier frees the regions for the
+// next chunk.
+void reduce_scatter_on_device(DevicePlane& plane, const rt::Tensor& output, const rt::Tensor& input, ReduceOp op) {
+  const int R = plane.size(), me = plane.rank();
+  const int64_t es = rt::bits(input.dtype()) / 8, n = output.numel();
+  const int64_t W = plane.window().bytes();
+  const int64_t chunk = std::min(n, (W / R / 256 * 256) / es);
+  RT_USER_CHECK(chunk > 0, "deepep reduce_scatter: the device window (", W, " bytes) is too small for ", R, " ranks");
+  const int64_t stride = align256(chunk * es);
+  const uint64_t in = reinterpret_cast<uint64_t>(input.data()), out = reinterpret_cast<uint64_t>(output.data());
+  std::vector<CopyDesc> pushes;  // per chunk: to every other rank
+  for (int64_t c0 = 0; c0 < n; c0 += chunk)
+    for (int r = 0; r < R; ++r)
+      if (r != me)
+        pushes.push_back({plane.window().window(r) + uint64_t(me * stride), in + uint64_t((r * n + c0) * es),
+                          std::min(chunk, n - c0) * es});
+  DeviceTables tables;
+  tables.add(pushes);
+  uint64_t at = plane.upload(tables);
+  for (int64_t c0 = 0; c0 < n; c0 += chunk) {
+    const int64_t len = std::min(chunk, n - c0);
+    plane.multi_copy(at, R - 1, len * es);
+    at += uint64_t(R - 1) * sizeof(CopyDesc);
+    plane.sync_and_barrier("reduce_scatter");
+    plane.all_reduce_part(input.dtype(), opcode_of(op), in + uint64_t((me * n + c0) * es), out + uint64_t(c0 * es), len,
+                          0, stride, -1);
+    if (c0 + chunk < n) plane.sync_and_barrier("reduce_scatter");
+  }
+  plane.sync();
+}
+
+// In rounds through two halves of every window, each cut into a region per source: round c's pushes
+// go to half c % 2. A round's collects (local copies out of this rank's half) and the next round's
+// pushes (into the peers' other half, which they emptied before the last barrier) go in one launch.
+void exchange_on_device(DevicePlane& plane, const std::vector<DevicePiece>& send, const std::vector<DevicePiece>& recv,
+                        const std::vector<int64_t>& pair_bytes, const char* what) {
+  const int R = plane.size(), me = plane.rank();
+  const int64_t half = plane.window().bytes() / 2, region = half / R / 256 * 256;
+  RT_USER_CHECK(region > 0, "deepep ", what, ": the device window (", plane.window().bytes(), " bytes) is too small for ",
+                R, " ranks");
+  int64_t largest = 0;  // over the pairs between different ranks
+  for (int i = 0; i < R; ++i)
+    for (int j = 0; j < R; ++j)
+      if (i != j) largest = std::max(largest, pair_bytes[size_t(i * R + j)]);
+  const int64_t rounds = (largest + region - 1) / region;
+  auto piece = [&](const DevicePiece& p, int64_t c) {
+    const int64_t first = c * region, bytes = std::clamp<int64_t>(p.bytes - first, 0, region);
+    return std::pair{p.address + uint64_t(first), bytes};
+  };
+  auto slot = [&](int owner, int64_t c, int source) {
+    return plane.window().window(owner) + uint64_t((c % 2) * half + source * region);
+  };
+  // [the local copy, round 0's pushes], then per round [its collects, the next round's pushes].
+  std::vector<CopyDesc> copies{{recv[size_t(me)].address, send[size_t(me)].address, send[size_t(me)].bytes}};
+  auto pushes = [&](int64_t c) {
+    for (int d = 0; d < R; ++d)
+      if (d != me) {
+        const auto [src, bytes] = piece(send[size_t(d)], c);
+        copies.push_back({slot(d, c, me), src, c < rounds ? bytes : 0});
+      }
+  };
+  pushes(0);
+  for (int64_t c = 0; c < rounds; ++c) {
+    for (int s = 0; s < R; ++s)
+      if (s != me) {
+        const auto [dst, bytes] = piece(recv[size_t(s)], c);
+        copies.push_back({dst, slot(me, c, s), bytes});
+      }
+    pushes(c + 1);
+  }
+  DeviceTables tables;
+  tables.add(copies);
+  const uint64_t descs = plane.upload(tables);
+  const uint64_t group = uint64_t(2 * (R - 1)) * sizeof(CopyDesc);
+  plane.multi_copy(descs, R, std::max(send[size_t(me)].bytes, std::min(largest, region)));
+  for (int64_t c = 0; c < rounds; ++c) {
+    plane.sync_and_barrier(what);
+    plane.multi_copy(descs + sizeof(CopyDesc) * uint64_t(R) + uint64_t(c) * group, 2 * (R - 1), region);
+  }
+  plane.sync();
+}
+
+}  // namespace deepep
