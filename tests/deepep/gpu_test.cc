@@ -377,7 +377,7 @@ TEST(DeepEPGpu, CollectivesLikeCpu) {
       for (int64_t n : {int64_t(1), int64_t(1000), int64_t(50001)}) {
         // all_gather, all_to_all, broadcast of int32 (any bytes move).
         const rt::Tensor in = filled(n * R, rt::DType::I32, uint64_t(n));
-        rt::Tensor out_c = empty_like(n * R * R, rt::DType::I32), out_g = out_c.to(dev);
+        rt::Tensor out_c = empty_like(n * R, rt::DType::I32), out_g = out_c.to(dev);
         const rt::Tensor part = filled(n, rt::DType::I32, uint64_t(n) + 1);
         deepep::all_gather(cpu, out_c, part);
         deepep::all_gather(gpu, out_g, part.to(dev));
