@@ -231,14 +231,6 @@ int32_t* DevicePlane::ll_status() {
   return status;
 }
 
-void DevicePlane::copy_to_device(const rt::Tensor& dst, const void* src) {
-  if (dst.nbytes() == 0) return;
-  const rt::CudaDriver& d = rt::cuda_driver();
-  rt::cuda_context(device());
-  RT_CU_CHECK(d.cuMemcpyHtoDAsync(reinterpret_cast<rt::CuDevicePtr>(dst.data()), src, size_t(dst.nbytes()), stream()),
-              "cuMemcpyHtoDAsync", dst.nbytes(), " bytes");
-}
-
 std::vector<const unsigned char*> DevicePlane::download(const std::vector<const rt::Tensor*>& tensors) {
   size_t total = 0;
   for (const rt::Tensor* t : tensors) total += (size_t(t->nbytes()) + 15) / 16 * 16;

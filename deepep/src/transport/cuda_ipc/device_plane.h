@@ -77,8 +77,6 @@ class DevicePlane {
   void sync();
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
-  // Asynchronous copy from pageable host memory on the stream (`src` may be reused on return).
-  void copy_to_device(const rt::Tensor& dst, const void* src);
   // Copies small device tensors to the host through page-locked memory and waits for the stream;
   // returns each one's bytes, valid until the next download.
   std::vector<const unsigned char*> download(const std::vector<const rt::Tensor*>& tensors);
