@@ -94,7 +94,8 @@ constexpr int kLlMaxTopk = 32;
 
 // Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
 // checks all of them, so every block of a sender knows). A thread per token, its row's loads all in
-// flight and compared in registers.
+// flight and compared in registers; the comparisons stop at k (fully unrolled to kLlMaxTopk they
+// cost more than the loads).
 template <class Index>
 __device__ __forceinline__ bool ll_topk_bad(const Index* topk, i64 tokens, int k, int experts) {
   bool bad = false;
@@ -104,6 +105,7 @@ __device__ __forceinline__ bool ll_topk_bad(const Index* topk, i64 tokens, int k
     for (int j = 0; j < kLlMaxTopk; ++j) row[j] = j < k ? i64(topk[t * k + j]) : -1;
 #pragma unroll
     for (int j = 0; j < kLlMaxTopk; ++j) {
+      if (j >= k) break;
       bad |= row[j] < -1 || row[j] >= experts;
 #pragma unroll
       for (int i = 0; i < j; ++i) bad |= row[j] >= 0 && row[j] == row[i];
@@ -161,14 +163,24 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
     before[j] = total[j] = 0;
   }
   __syncthreads();
-  for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) {
-    const i64 e = i64(topk[i]);
-    if (e < 0) continue;
-    for (int j = 0; j < k; ++j)
-      if (e == expert[j]) {
-        atomicAdd(total + j, 1);
-        if (i / k < t) atomicAdd(before + j, 1);
-      }
+  constexpr int kBatch = 4;  // entries a thread loads before using any
+  for (i64 i0 = threadIdx.x; i0 < tokens * k; i0 += i64(kBatch) * blockDim.x) {
+    i64 entry[kBatch];
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      const i64 i = i0 + i64(q) * blockDim.x;
+      entry[q] = i < tokens * k ? i64(topk[i]) : -1;
+    }
+#pragma unroll
+    for (int q = 0; q < kBatch; ++q) {
+      if (entry[q] < 0) continue;
+      const i64 i = i0 + i64(q) * blockDim.x;
+      for (int j = 0; j < k; ++j)
+        if (entry[q] == expert[j]) {
+          atomicAdd(total + j, 1);
+          if (i / k < t) atomicAdd(before + j, 1);
+        }
+    }
   }
   __syncthreads();
   // The row, once, to every destination. FP8: quantized into shared memory (a 128-channel block
