@@ -264,7 +264,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
                   cbytes / mc * 1e-9);
       const double agg = (dbytes + cbytes) / (md + mc);
-      if (!o.gpu)
+      if (!o.gpu && !skipped(o, "memcpy"))
         std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
                   agg * 1e-9, 100 * agg / memcpy_bw, R, memcpy_bw * 1e-9);
       std::fflush(stdout);
