@@ -18,6 +18,7 @@ const char* device_type_name(rt::DType dtype) {
     case rt::DType::F8E4M3: return "tl::float8_e4m3_t";
     case rt::DType::BF16: return "tl::bfloat16_t";
     case rt::DType::F32: return "float";
+    case rt::DType::F16: return "tl::half_t";
     case rt::DType::UE8M0: return "tl::ue8m0_t";
     default: RT_UNREACHABLE("deepgemm gpu: no device type for ", rt::name(dtype));
   }
@@ -92,6 +93,30 @@ rt::NvrtcOptions jit_options(const std::string& arch) {
 
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device) {
   return rt::jit_kernel(source, name, device, kernel_headers(), jit_options("").extra);
+}
+
+std::string quant_cast_source(QuantCast cast, rt::DType in) {
+  const char* t = device_type_name(in);
+  const char* common = "tl::int64_t s0, tl::int64_t s1, ";
+  switch (cast) {
+    case QuantCast::RowBlocksFp8:
+    case QuantCast::RowBlocksFp4:
+      return rt::str("#include \"deepgemm/kernels/quant_cast.cuh\"\n"
+                     "extern \"C\" __global__ void __launch_bounds__(256) ", kQuantCastKernel, "(const ", t,
+                     "* in, tl::int64_t rows, tl::int64_t k, ", common,
+                     "int block, float fmax, int ue8m0, tl::uint8_t* q, float* scales) {\n"
+                     "  deepgemm::kernels::cast_row_blocks_body<", t, ", ",
+                     cast == QuantCast::RowBlocksFp4 ? "true" : "false",
+                     ">(in, rows, k, s0, s1, block, fmax, ue8m0, q, scales);\n}\n");
+    case QuantCast::Blocks:
+    case QuantCast::Columns:
+      return rt::str("#include \"deepgemm/kernels/quant_cast.cuh\"\n"
+                     "extern \"C\" __global__ void __launch_bounds__(256) ", kQuantCastKernel, "(const ", t,
+                     "* in, tl::int64_t rows, tl::int64_t cols, ", common, "int ue8m0, tl::uint8_t* q, float* scales) {\n",
+                     "  deepgemm::kernels::", cast == QuantCast::Blocks ? "cast_blocks_body" : "cast_columns_body", "<",
+                     t, ">(in, rows, cols, s0, s1, ue8m0, q, scales);\n}\n");
+  }
+  RT_UNREACHABLE("deepgemm quant_cast_source: cast ", int(cast));
 }
 
 }  // namespace deepgemm::detail

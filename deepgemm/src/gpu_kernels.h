@@ -32,6 +32,15 @@ inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
 inline constexpr const char* kFp4ToFp8Kernel = "deepgemm_fp4_to_fp8";
 inline constexpr const char* kSplitKReduceKernel = "deepgemm_split_k_reduce";
+inline constexpr const char* kQuantCastKernel = "deepgemm_quant_cast";
+
+// The quantization casts of kernels/quant_cast.cuh.
+enum class QuantCast {
+  RowBlocksFp8,  // per token: (in, rows, k, s0, s1, int block, float fmax, int ue8m0, q, scales)
+  RowBlocksFp4,  // per token to e2m1, the same parameters
+  Blocks,        // per 128 x 128 block: (in, rows, cols, s0, s1, int ue8m0, q, scales)
+  Columns,       // per column and 128 rows: the same parameters
+};
 
 // extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, sfb, d, Sm90GemmParams p) for `spec`.
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
@@ -43,6 +52,8 @@ std::string fp4_to_fp8_source();
 // extern "C" kSplitKReduceKernel(const float* w, int splits, int m, int n, const float* c, int64_t c_sr,
 // Out* d, int64_t d_sr): D = [C +] the sum of the split-K partials.
 std::string split_k_reduce_source(rt::DType out, bool has_c);
+// extern "C" kQuantCastKernel for `cast` of `in` (float32, bfloat16 or float16) input.
+std::string quant_cast_source(QuantCast cast, rt::DType in);
 
 // Our kernel headers and the device primitives, as NVRTC's in-memory include files.
 const std::vector<rt::EmbeddedFile>& kernel_headers();

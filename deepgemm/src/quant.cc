@@ -1,4 +1,5 @@
-// The casts of deepgemm/quant.h (CPU, OpenMP over rows or blocks).
+// The casts of deepgemm/quant.h: CPU (OpenMP over rows or blocks), or CUDA tensors by the kernels
+// of kernels/quant_cast.cuh, which give the same bits.
 #include "deepgemm/quant.h"
 
 #include <algorithm>
@@ -6,6 +7,8 @@
 #include <cstring>
 #include <string>
 
+#include "deepgemm/config.h"
+#include "gpu_kernels.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
 
@@ -40,8 +43,6 @@ struct Input {
 
 Input check_input(const char* fn, const rt::Tensor& x) {
   RT_USER_CHECK(x.defined(), "deepgemm::", fn, ": x is an undefined tensor");
-  RT_USER_CHECK(x.device().is_cpu(), "deepgemm::", fn, ": the quantization casts run on CPU tensors only (no GPU ",
-                "kernel for them yet; x is on ", x.device().to_string(), "); cast on the CPU and copy the results");
   RT_USER_CHECK(x.dtype() == rt::DType::F32 || x.dtype() == rt::DType::BF16 || x.dtype() == rt::DType::F16,
                 "deepgemm::", fn, ": x must be float32, bfloat16 or float16 (got ", rt::name(x.dtype()), ")");
   RT_USER_CHECK(x.dim() == 2, "deepgemm::", fn, ": x must be a 2-d tensor (got shape ", x.shape_string(), ")");
@@ -51,6 +52,19 @@ Input check_input(const char* fn, const rt::Tensor& x) {
 }
 
 inline uint8_t to_e4m3(float v) { return tl::float8_e4m3_t::from_float(v).bits; }
+
+// The GPU form of a cast: `items` work items (grid-stride), `per_block` of them per thread block;
+// `args` after (in, rows, cols, s0, s1) as the kernel of quant_cast_source(cast) takes them.
+template <class... Args>
+void launch_cast(detail::QuantCast cast, const rt::Tensor& x, int64_t items, int64_t per_block, const Args&... args) {
+  if (items == 0) return;
+  const rt::CudaKernel kernel =
+      detail::jit_kernel(detail::quant_cast_source(cast, x.dtype()), detail::kQuantCastKernel, x.device().id);
+  const unsigned grid = unsigned(std::min<int64_t>(ceil_div(items, per_block), 4096));
+  const void* in = x.data();
+  kernel.launch_with(rt::Dim3{grid, 1, 1}, rt::Dim3{256, 1, 1}, 0, get_stream(), in, x.size(0), x.size(1), x.stride(0),
+                     x.stride(1), args...);
+}
 
 // Per row, per block of `block` columns: the block's scale for a format whose largest value is
 // fmax goes to scales[row * blocks + b], and store(row, k0, k1, 1 / scale) quantizes its columns.
@@ -75,9 +89,14 @@ void quantize_rows(const Input& in, int64_t rows, int64_t k, int64_t block, floa
 std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp8(const rt::Tensor& x, bool use_ue8m0) {
   const Input in = check_input("per_token_cast_to_fp8", x);
   const int64_t m = x.size(0), k = x.size(1), kb = ceil_div(k, kBlock);
-  rt::Tensor q = rt::Tensor::empty({m, k}, rt::DType::F8E4M3);
-  rt::Tensor sf = rt::Tensor::empty({m, kb}, rt::DType::F32);
+  rt::Tensor q = rt::Tensor::empty({m, k}, rt::DType::F8E4M3, x.device());
+  rt::Tensor sf = rt::Tensor::empty({m, kb}, rt::DType::F32, x.device());
   uint8_t* qp = static_cast<uint8_t*>(q.data());
+  if (x.device().is_cuda()) {
+    launch_cast(detail::QuantCast::RowBlocksFp8, x, m * kb, 8, int(kBlock), 448.0f, int(use_ue8m0), qp,
+                sf.data_as<float>());
+    return {q, sf};
+  }
   quantize_rows(in, m, k, kBlock, 448.0f, use_ue8m0, sf.data_as<float>(), [&](int64_t i, int64_t k0, int64_t k1, float inv) {
     for (int64_t j = k0; j < k1; ++j) qp[i * k + j] = to_e4m3(in(i, j) * inv);
   });
@@ -87,10 +106,14 @@ std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp8(const rt::Tensor& x, boo
 std::pair<rt::Tensor, rt::Tensor> per_block_cast_to_fp8(const rt::Tensor& x, bool use_ue8m0) {
   const Input in = check_input("per_block_cast_to_fp8", x);
   const int64_t m = x.size(0), n = x.size(1), mb = ceil_div(m, kBlock), nb = ceil_div(n, kBlock);
-  rt::Tensor q = rt::Tensor::empty({m, n}, rt::DType::F8E4M3);
-  rt::Tensor sf = rt::Tensor::empty({mb, nb}, rt::DType::F32);
+  rt::Tensor q = rt::Tensor::empty({m, n}, rt::DType::F8E4M3, x.device());
+  rt::Tensor sf = rt::Tensor::empty({mb, nb}, rt::DType::F32, x.device());
   uint8_t* qp = static_cast<uint8_t*>(q.data());
   float* sp = sf.data_as<float>();
+  if (x.device().is_cuda()) {
+    launch_cast(detail::QuantCast::Blocks, x, mb * nb, 1, int(use_ue8m0), qp, sp);
+    return {q, sf};
+  }
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t bi = 0; bi < mb; ++bi) {
     for (int64_t bj = 0; bj < nb; ++bj) {
@@ -111,10 +134,14 @@ std::pair<rt::Tensor, rt::Tensor> per_block_cast_to_fp8(const rt::Tensor& x, boo
 std::pair<rt::Tensor, rt::Tensor> per_channel_cast_to_fp8(const rt::Tensor& x, bool use_ue8m0) {
   const Input in = check_input("per_channel_cast_to_fp8", x);
   const int64_t k = x.size(0), n = x.size(1), kb = ceil_div(k, kBlock);
-  rt::Tensor q = rt::Tensor::empty({k, n}, rt::DType::F8E4M3);
-  rt::Tensor sf = rt::Tensor::empty({kb, n}, rt::DType::F32);
+  rt::Tensor q = rt::Tensor::empty({k, n}, rt::DType::F8E4M3, x.device());
+  rt::Tensor sf = rt::Tensor::empty({kb, n}, rt::DType::F32, x.device());
   uint8_t* qp = static_cast<uint8_t*>(q.data());
   float* sp = sf.data_as<float>();
+  if (x.device().is_cuda()) {
+    launch_cast(detail::QuantCast::Columns, x, kb * n, 256, int(use_ue8m0), qp, sp);
+    return {q, sf};
+  }
 #pragma omp parallel for collapse(2) schedule(static)
   for (int64_t b = 0; b < kb; ++b) {
     for (int64_t j = 0; j < n; ++j) {
@@ -136,9 +163,14 @@ std::pair<rt::Tensor, rt::Tensor> per_token_cast_to_fp4(const rt::Tensor& x, int
   const int64_t n = x.size(0), k = x.size(1), kb = ceil_div(k, gran_k);
   RT_USER_CHECK(k % 2 == 0, "deepgemm::per_token_cast_to_fp4: K = ", k,
                 " must be even (two float4_e2m1 values per byte along K)");
-  rt::Tensor q = rt::Tensor::empty({n, k}, rt::DType::F4E2M1);
-  rt::Tensor sf = rt::Tensor::empty({n, kb}, rt::DType::F32);
+  rt::Tensor q = rt::Tensor::empty({n, k}, rt::DType::F4E2M1, x.device());
+  rt::Tensor sf = rt::Tensor::empty({n, kb}, rt::DType::F32, x.device());
   uint8_t* qp = static_cast<uint8_t*>(q.data());
+  if (x.device().is_cuda()) {
+    launch_cast(detail::QuantCast::RowBlocksFp4, x, n * kb, 8, int(gran_k), 6.0f, int(use_ue8m0), qp,
+                sf.data_as<float>());
+    return {q, sf};
+  }
   quantize_rows(in, n, k, gran_k, 6.0f, use_ue8m0, sf.data_as<float>(), [&](int64_t i, int64_t k0, int64_t k1, float inv) {
     for (int64_t j = k0; j < k1; j += 2)  // k0 and k1 are even
       qp[(i * k + j) / 2] = tl::float4_e2m1x2_t::from_float(in(i, j) * inv, in(i, j + 1) * inv).bits;

@@ -151,4 +151,16 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   EXPECT_GT(b.splits, 1) << b.block_m << "x" << b.block_n;
 }
 
+// The quantization casts compile for every input dtype.
+TEST(GpuCompile, QuantCasts) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  using deepgemm::detail::QuantCast;
+  for (QuantCast cast : {QuantCast::RowBlocksFp8, QuantCast::RowBlocksFp4, QuantCast::Blocks, QuantCast::Columns})
+    for (rt::DType in : {rt::DType::F32, rt::DType::BF16, rt::DType::F16})
+      EXPECT_NE(compile_ptx(deepgemm::detail::quant_cast_source(cast, in), deepgemm::detail::kQuantCastKernel)
+                    .find(deepgemm::detail::kQuantCastKernel),
+                std::string::npos)
+          << int(cast) << " " << rt::name(in);
+}
+
 }  // namespace

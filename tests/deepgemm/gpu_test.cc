@@ -1,8 +1,9 @@
 // The GPU path (kernels/sm90_gemm.cuh) on a Hopper GPU against float64 references computed from the
 // de-quantized inputs: plain, accumulating and in-place FP8 GEMMs at DeepGEMM's shapes and ragged
 // ones, the four layouts, UE8M0 and MN-major scales, M-grouped contiguous (padding) and masked
-// (untouched rows), BF16, FP4 B, the K-grouped GEMM. Skipped without a Hopper GPU (the CPU suite
-// covers the same API).
+// (untouched rows), BF16, FP4 B, the K-grouped GEMM; and the quantization casts
+// (kernels/quant_cast.cuh) bit for bit against the CPU casts. Skipped without a Hopper GPU (the
+// CPU suite covers the same API).
 //
 // The tolerance differs from the CPU suite's: the tensor cores accumulate FP8 products within one
 // 128-deep block with about 14 bits of mantissa before the FP32 promotion, so an element may be off
@@ -10,8 +11,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "deepgemm/deepgemm.h"
@@ -496,6 +499,65 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});
   }
+}
+
+// The casts of CUDA tensors give the CPU casts' bits (the CPU casts are checked against the
+// documented rule in quant_test.cc): every cast, dtype and scale kind, on ragged shapes (partial
+// blocks), contiguous and transposed inputs, with an all-zero block.
+TEST(GpuQuant, CastsLikeCpu) {
+  REQUIRE_HOPPER();
+  auto same = [](const rt::Tensor& cpu, const rt::Tensor& dev, const std::string& what) {
+    ASSERT_TRUE(dev.device().is_cuda()) << what;
+    ASSERT_EQ(cpu.shape(), dev.shape()) << what;
+    ASSERT_EQ(cpu.dtype(), dev.dtype()) << what;
+    const rt::Tensor back = dev.to(rt::Device::cpu());
+    const auto* a = static_cast<const uint8_t*>(cpu.data());
+    const auto* b = static_cast<const uint8_t*>(back.data());
+    int64_t bad = 0;
+    for (int64_t i = 0; i < cpu.nbytes(); ++i)
+      if (a[i] != b[i] && bad++ < 3) ADD_FAILURE() << what << ": byte " << i << ": cpu " << int(a[i]) << ", gpu " << int(b[i]);
+    EXPECT_EQ(bad, 0) << what;
+  };
+  for (auto [r, c] : {std::pair<int64_t, int64_t>{1, 2}, {37, 300}, {130, 258}, {256, 1024}})
+    for (rt::DType dtype : {rt::DType::F32, rt::DType::BF16, rt::DType::F16})
+      for (bool transposed : {false, true}) {
+        rt::Tensor x = dgtest::normal({r, c}, dtype, testutil::fresh_seed(), 1.0,
+                                      [](int64_t i, int64_t j) { return std::ldexp(1.0, int((i / 16 + j / 100) % 9) - 4); });
+        if (r >= 128 && c >= 128)  // an all-zero block: the 1e-4 floor
+          for (int64_t i = 0; i < 128; ++i)
+            std::memset(static_cast<uint8_t*>(x.data()) + i * c * dgtest::elem_bytes(dtype), 0,
+                        size_t(128 * dgtest::elem_bytes(dtype)));
+        // The transposed case: x is the [c, r] view of a contiguous [r, c] tensor (strides 1, c).
+        const rt::Tensor base = gpu(x);
+        const rt::Tensor xc = transposed ? rt::Tensor::wrap(x.data(), {c, r}, dtype, rt::Device::cpu(), {1, c}, x.storage())
+                                         : x;
+        const rt::Tensor xg = transposed ? rt::Tensor::wrap(base.data(), {c, r}, dtype, kGpu, {1, c}, base.storage())
+                                         : base;
+        const std::string what = std::string(rt::name(dtype)) + " [" + std::to_string(xc.size(0)) + ", " +
+                                 std::to_string(xc.size(1)) + "]" + (transposed ? " transposed" : "");
+        for (bool ue8m0 : {false, true}) {
+          const std::string w = what + (ue8m0 ? " ue8m0" : "");
+          auto [q1, s1] = deepgemm::per_token_cast_to_fp8(xc, ue8m0);
+          auto [g1, t1] = deepgemm::per_token_cast_to_fp8(xg, ue8m0);
+          same(q1, g1, "per_token values " + w);
+          same(s1, t1, "per_token scales " + w);
+          auto [q2, s2] = deepgemm::per_block_cast_to_fp8(xc, ue8m0);
+          auto [g2, t2] = deepgemm::per_block_cast_to_fp8(xg, ue8m0);
+          same(q2, g2, "per_block values " + w);
+          same(s2, t2, "per_block scales " + w);
+          auto [q3, s3] = deepgemm::per_channel_cast_to_fp8(xc, ue8m0);
+          auto [g3, t3] = deepgemm::per_channel_cast_to_fp8(xg, ue8m0);
+          same(q3, g3, "per_channel values " + w);
+          same(s3, t3, "per_channel scales " + w);
+          if (xc.size(1) % 2 == 0)
+            for (int64_t gran : {int64_t(32), int64_t(128)}) {
+              auto [q4, s4] = deepgemm::per_token_cast_to_fp4(xc, gran, ue8m0);
+              auto [g4, t4] = deepgemm::per_token_cast_to_fp4(xg, gran, ue8m0);
+              same(q4, g4, "fp4 values " + w + " gran " + std::to_string(gran));
+              same(s4, t4, "fp4 scales " + w + " gran " + std::to_string(gran));
+            }
+        }
+      }
 }
 
 }  // namespace

@@ -149,7 +149,6 @@ TEST(Quant, BadInput) {
                             {"K = 63", "even"});
   alignas(64) static float dummy[64];
   const rt::Tensor gpu = rt::Tensor::wrap(dummy, {4, 4}, rt::DType::F32, rt::Device::cuda(0));
-  dgtest::expect_user_error([&] { deepgemm::per_token_cast_to_fp8(gpu); }, {"per_token_cast_to_fp8", "CPU tensors only"});
   dgtest::expect_user_error([&] { deepgemm::get_mn_major_tma_aligned_tensor(gpu); }, {"CPU tensors only"});
 }
 

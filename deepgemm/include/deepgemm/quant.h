@@ -9,7 +9,8 @@
 // so that x ~= q * scale and the block's amax maps to at most 448 (6). Scales come back as float32
 // (powers of two with use_ue8m0); cast_scales_to_ue8m0() makes ue8m0 tensors of those.
 //
-// The casts run on CPU tensors; CUDA tensors are a user error until the GPU kernels land.
+// The casts run on CPU or CUDA tensors (the results on the same device, the same bits; on the GPU in
+// the stream of set_stream()). cast_scales_to_ue8m0 runs on CPU tensors.
 #pragma once
 
 #include <cstdint>
