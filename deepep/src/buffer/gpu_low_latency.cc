@@ -37,6 +37,14 @@ void check_status(const DevicePlane& plane, const int32_t* s, const char* what) 
                                  "): topk_idx differs from the one given to the dispatch"));
 }
 
+// After a receive kernel: waits for it, raises its status as errors, ends the operation's profile.
+void finish_receive(DevicePlane& plane, const int32_t* status, const char* what) {
+  plane.sync();
+  check_status(plane, status, what);
+  plane.mark("receive");
+  plane.report(what);
+}
+
 // Runs `receive` now, or returns it as the hook (and leaves it to the engine, whose next operation
 // runs it first when the hook has not been called).
 std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::function<void()> receive, const char* what) {
@@ -78,19 +86,12 @@ std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, in
 }
 
 LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
-                                               int max_tokens_per_rank, int num_experts, bool use_fp8) {
+                                               std::shared_ptr<LowLatencyHandle> handle, bool use_fp8) {
   using rt::DType;
   DevicePlane& plane = *call.plane;
-  const int R = plane.size(), Le = num_experts / R;
-  const int64_t T = x.size(0), H = x.size(1), K = topk_idx.size(1), M = int64_t(R) * max_tokens_per_rank;
-  auto handle = std::make_shared<LowLatencyHandle>();
-  handle->id = call.id;
-  handle->num_ranks = R;
-  handle->num_experts = num_experts;
-  handle->max_tokens_per_rank = max_tokens_per_rank;
-  handle->hidden = H;
-  handle->num_tokens = T;
-  handle->num_topk = int(K);
+  const int R = plane.size(), num_experts = handle->num_experts, Le = num_experts / R;
+  const int max_tokens_per_rank = handle->max_tokens_per_rank;
+  const int64_t T = handle->num_tokens, H = handle->hidden, K = handle->num_topk, M = int64_t(R) * max_tokens_per_rank;
   handle->topk_idx = plane.pool().empty({T, K}, DType::I64);
   handle->recv_src_info = plane.pool().empty({Le, M}, DType::I32);
   handle->recv_src_slot = plane.pool().empty({Le, M}, DType::I32);
@@ -113,10 +114,7 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
     plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, seq, address(recv_x), address(recv_s),
                            address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
                            address(handle->recv_src_slot), int(K), reinterpret_cast<uint64_t>(status));
-    plane.sync();
-    check_status(plane, status, "low_latency_dispatch");
-    plane.mark("receive");
-    plane.report("low_latency_dispatch");
+    finish_receive(plane, status, "low_latency_dispatch");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_dispatch");
   return out;
@@ -139,10 +137,7 @@ LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const r
     int32_t* const status = plane.ll_status();
     plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
                           address(topk_weights), address(result), seq, reinterpret_cast<uint64_t>(status));
-    plane.sync();
-    check_status(plane, status, "low_latency_combine");
-    plane.mark("receive");
-    plane.report("low_latency_combine");
+    finish_receive(plane, status, "low_latency_combine");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_combine");
   return out;

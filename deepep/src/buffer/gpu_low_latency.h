@@ -27,12 +27,12 @@ struct LowLatencyCall {
   DevicePlane* plane = nullptr;
   Engine* engine = nullptr;
   std::weak_ptr<bool> alive;  // the Buffer still exists (for hooks)
-  uint64_t id = 0;            // the handle's id
   bool return_recv_hook = false;
 };
 
+// `handle` comes with the call's fields set (id, sizes); the device tensors are added here.
 LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
-                                               int max_tokens_per_rank, int num_experts, bool use_fp8);
+                                               std::shared_ptr<LowLatencyHandle> handle, bool use_fp8);
 LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
                                              const rt::Tensor& topk_weights, const LowLatencyHandle& handle);
 

@@ -129,11 +129,6 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
                                    ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8,
                                    gpu ? ", on the GPU" : "", ")"),
                            err, err.empty() ? w.str() : std::string());
-  if (gpu) {
-    plane->mark("agree");
-    return detail::ll_dispatch_on_device({plane, &e, alive_, next_id_++, return_recv_hook}, x, topk_idx,
-                                         max_tokens_per_rank, num_experts, use_fp8);
-  }
   auto handle = std::make_shared<LowLatencyHandle>();
   handle->id = next_id_++;
   handle->num_ranks = R;
@@ -142,6 +137,10 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   handle->hidden = H;
   handle->num_tokens = T;
   handle->num_topk = int(K);
+  if (gpu) {
+    plane->mark("agree");
+    return detail::ll_dispatch_on_device({plane, &e, alive_, return_recv_hook}, x, topk_idx, std::move(handle), use_fp8);
+  }
   handle->counts.resize(size_t(R) * size_t(num_experts));
   for (int s = 0; s < R; ++s) {
     wire::Reader rd(all[size_t(s)]);
@@ -299,8 +298,7 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
   if (gpu) {
     plane->mark("agree");
-    return detail::ll_combine_on_device({plane, &e, alive_, handle.id, return_recv_hook}, x, topk_idx, topk_weights,
-                                        handle);
+    return detail::ll_combine_on_device({plane, &e, alive_, return_recv_hook}, x, topk_idx, topk_weights, handle);
   }
 
   const size_t row_bytes = size_t(H) * 2;
