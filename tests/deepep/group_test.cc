@@ -121,4 +121,19 @@ TEST(DeepEPGroup, BadOptionsAreUserErrors) {
   }
 }
 
+// Group::from_mpi without OpenMPI, or with a library that is not OpenMPI: a user error that says so
+// (in a child process: the library is loaded once per process). The group itself is tested under
+// mpirun (tests/deepep/mpi/group_from_mpi.cc).
+TEST(DeepEPGroup, FromMpiWithoutOpenMpiIsAUserError) {
+  for (const auto& [library, expected] : {std::pair<std::string, std::string>{"/nonexistent/libmpi.so.40", "cannot load"},
+                                          {"libm.so.6", "has no ompi_mpi_comm_world"}}) {
+    expect_all_failed_with(run_ranks(1,
+                                     [&](const std::shared_ptr<deepep::Group>&) {
+                                       setenv("DEEPEP_MPI_LIBRARY", library.c_str(), 1);
+                                       deepep::Group::from_mpi();
+                                     }),
+                           {expected, "TcpRendezvous"});
+  }
+}
+
 }  // namespace

@@ -7,7 +7,8 @@
 // bounded by `timeout`: a rank that never shows up, dies or disagrees makes every other rank fail
 // with a message that says which rank and why.
 //
-// Not implemented yet: creation from MPI (OpenMPI) or from an existing NCCL communicator.
+// Group::from_mpi creates it from OpenMPI's MPI_COMM_WORLD (loaded at run time). Not implemented
+// yet: creation from an existing NCCL communicator.
 #pragma once
 
 #include <chrono>
@@ -49,6 +50,11 @@ class Group {
   // Joins the rendezvous; returns when all `size` ranks have joined. User error on bad options;
   // CommError when ranks disagree (world size, duplicate ranks) or do not arrive within the timeout.
   static std::shared_ptr<Group> create(const TcpRendezvous& options);
+  // Collective over MPI_COMM_WORLD (OpenMPI, loaded at run time; MPI is initialized when the
+  // process has not, and then finalized at exit): rank and size are MPI's, rank 0 listens on an
+  // ephemeral port of its host and MPI broadcasts the address, then as create(). timeout 0:
+  // DEEPEP_TIMEOUT_MS, else 60 s. User error when OpenMPI cannot be loaded.
+  static std::shared_ptr<Group> from_mpi(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;

@@ -6,9 +6,11 @@
 #include <algorithm>
 #include <cerrno>
 #include <climits>
+#include <cstdio>
 #include <cstring>
 #include <map>
 
+#include "bootstrap/mpi.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "deepep/error.h"
@@ -116,6 +118,39 @@ TcpRendezvous TcpRendezvous::from_env() {
   r.size = parse_int(size, which);
   r.timeout = std::chrono::milliseconds(rt::env_int("DEEPEP_TIMEOUT_MS", r.timeout.count()));
   return r;
+}
+
+std::shared_ptr<Group> Group::from_mpi(std::chrono::milliseconds timeout) {
+  const mpi::World world = mpi::world();
+  TcpRendezvous o;
+  o.rank = world.rank;
+  o.size = world.size;
+  o.timeout = timeout.count() > 0 ? timeout
+                                  : std::chrono::milliseconds(rt::env_int("DEEPEP_TIMEOUT_MS", o.timeout.count()));
+  // Rank 0 listens on every interface; the others reach it by its host name (127.0.0.1 when that
+  // name does not resolve, which serves ranks of one host). "host:port", or "!error" so that every
+  // rank raises rank 0's error.
+  char endpoint[512] = {};
+  if (world.rank == 0 && world.size > 1) {
+    try {
+      o.listen_fd = net::listen_on("0.0.0.0", 0);
+      const std::string host = host_name();
+      std::snprintf(endpoint, sizeof(endpoint), "%s:%d", net::resolves(host) ? host.c_str() : "127.0.0.1",
+                    net::local_port(o.listen_fd));
+    } catch (const rt::Error& e) {
+      std::snprintf(endpoint, sizeof(endpoint), "!%s", e.what());
+    }
+  }
+  if (world.size > 1) mpi::broadcast(endpoint, int(sizeof(endpoint)), 0);
+  const std::string ep(endpoint);
+  RT_USER_CHECK(ep.empty() || ep[0] != '!', "deepep Group::from_mpi: rank 0 could not open the rendezvous: ",
+                ep.substr(ep.empty() ? 0 : 1));
+  if (!ep.empty()) {
+    const size_t colon = ep.rfind(':');
+    o.address = ep.substr(0, colon);
+    o.port = parse_int(ep.c_str() + colon + 1, "the rendezvous port");
+  }
+  return create(o);
 }
 
 std::shared_ptr<Group> Group::create(const TcpRendezvous& o) {

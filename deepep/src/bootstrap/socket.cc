@@ -71,6 +71,12 @@ int listen_on(const std::string& address, int port, int backlog) {
   return fd;
 }
 
+bool resolves(const std::string& address) {
+  sockaddr_in addr{};
+  std::string error;
+  return resolve(address, 0, &addr, &error);
+}
+
 int local_port(int fd) {
   sockaddr_in addr{};
   socklen_t len = sizeof(addr);

@@ -13,6 +13,8 @@ int remaining_ms(Clock::time_point deadline);
 
 // A socket listening on address:port (port 0: ephemeral); user error when it cannot.
 int listen_on(const std::string& address, int port, int backlog = 256);
+// Whether `address` (IPv4 address or host name) resolves to an IPv4 address here.
+bool resolves(const std::string& address);
 int local_port(int fd);
 // Connects, retrying refused/unreachable attempts with backoff until `deadline`. Returns -1 and
 // sets *error when the deadline passes.
