@@ -20,6 +20,7 @@ namespace {
 
 using deepep_test::expect_all_failed_with;
 using deepep_test::expect_all_ok;
+using deepep_test::expect_throws;
 using deepep_test::MoeCase;
 using deepep_test::Routing;
 using deepep_test::run_ranks;
@@ -277,25 +278,28 @@ TEST(DeepEPGpu, LowLatencyErrors) {
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
+    const rt::Tensor x = c.x_bf16(me).to(dev);
     deepep::Buffer buf(g, 0, 8 << 20, true, gpu_options(me));
     rt::Tensor idx = c.topk_tensor(me);
     if (me == 1) idx.data_as<int64_t>()[4] = c.experts;
-    try {
-      buf.low_latency_dispatch(c.x_bf16(me).to(dev), idx.to(dev), c.max_tokens, c.experts, true);
-      EP_CHECK(false, "a low-latency dispatch with expert ", c.experts, " of ", c.experts, " succeeded");
-    } catch (const rt::Error& e) {
-      EP_CHECK(std::string(e.what()).find("rank 1 passed an invalid topk_idx") != std::string::npos, e.what());
-    }
+    expect_throws([&] { buf.low_latency_dispatch(x, idx.to(dev), c.max_tokens, c.experts, true); },
+                  "rank 1 passed an invalid topk_idx",
+                  rt::str("a low-latency dispatch with expert ", c.experts, " of ", c.experts));
+    // Still usable: the next dispatch's counts are every rank's (token, expert) pairs for this rank.
     const deepep::LowLatencyDispatchResult d =
-        buf.low_latency_dispatch(c.x_bf16(me).to(dev), c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false);
-    EP_CHECK(d.recv_count.to(rt::Device::cpu()).data_as<int32_t>()[0] >= 0);
-    deepep::Buffer small(g, 0, 4096, true, gpu_options(me));
-    try {
-      small.low_latency_dispatch(c.x_bf16(me).to(dev), c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false);
-      EP_CHECK(false, "a low-latency dispatch through a 4 KiB window succeeded");
-    } catch (const rt::Error& e) {
-      EP_CHECK(std::string(e.what()).find("device window (4096 bytes per rank") != std::string::npos, e.what());
+        buf.low_latency_dispatch(x, c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false);
+    const int Le = c.experts / c.ranks;
+    const rt::Tensor counts = d.recv_count.to(rt::Device::cpu());
+    for (int le = 0; le < Le; ++le) {
+      int want = 0;
+      for (int s = 0; s < c.ranks; ++s)
+        for (int64_t e : c.topk_idx(s)) want += e == int64_t(me) * Le + le;
+      EP_CHECK(counts.data_as<int32_t>()[le] == want, "recv_count[", le, "] = ", counts.data_as<int32_t>()[le],
+               ", want ", want);
     }
+    deepep::Buffer small(g, 0, 4096, true, gpu_options(me));
+    expect_throws([&] { small.low_latency_dispatch(x, c.topk_tensor(me).to(dev), c.max_tokens, c.experts, false); },
+                  "device window (4096 bytes per rank", "a low-latency dispatch through a 4 KiB window");
   }));
 }
 
@@ -431,21 +435,12 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
     a.x = c.x_bf16(me).to(dev);
     a.topk_idx = c.topk_tensor(me).to(dev);
     a.num_experts = c.experts;
-    try {
-      small.dispatch(a);
-      EP_CHECK(false, "a dispatch through a 4 KiB window succeeded");
-    } catch (const rt::Error& e) {
-      EP_CHECK(std::string(e.what()).find("device window (4096 bytes per rank") != std::string::npos, e.what());
-    }
+    expect_throws([&] { small.dispatch(a); },
+                  "device window (4096 bytes per rank", "a dispatch through a 4 KiB window");
     // topk_idx on the CPU while x is on the GPU.
     deepep::DispatchArgs b = a;
     b.topk_idx = c.topk_tensor(me);
-    try {
-      small.dispatch(b);
-      EP_CHECK(false, "a CPU topk_idx with CUDA x was accepted");
-    } catch (const rt::Error& e) {
-      EP_CHECK(std::string(e.what()).find("topk_idx is on cpu; expected cuda") != std::string::npos, e.what());
-    }
+    expect_throws([&] { small.dispatch(b); }, "topk_idx is on cpu; expected cuda", "a CPU topk_idx with CUDA x");
     // Expert indices out of range, found by the routing kernel: the first in token order is named.
     deepep::Buffer buf(g, 8 << 20, 0, false, gpu_options(me));
     rt::Tensor bad = c.topk_tensor(me);
@@ -453,14 +448,8 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
     bad.data_as<int64_t>()[5 * c.topk + 2] = c.experts + 3;
     deepep::DispatchArgs e = a;
     e.topk_idx = bad.to(dev);
-    try {
-      buf.dispatch(e);
-      EP_CHECK(false, "a dispatch with expert ", c.experts + 3, " of ", c.experts, " succeeded");
-    } catch (const rt::Error& ex) {
-      EP_CHECK(std::string(ex.what()).find(rt::str("topk_idx[5, 2] = ", c.experts + 3, " is out of range")) !=
-                   std::string::npos,
-               ex.what());
-    }
+    expect_throws([&] { buf.dispatch(e); }, rt::str("topk_idx[5, 2] = ", c.experts + 3, " is out of range"),
+                  rt::str("a dispatch with expert ", c.experts + 3, " of ", c.experts));
     // A layout of other tokens (ones that pick no expert; nearly all of these pick one).
     deepep::Buffer cpu_buf(g, 8 << 20, 0, false, test_options());
     rt::Tensor other = c.topk_tensor(me);
@@ -468,12 +457,7 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
     const deepep::DispatchLayout wrong = cpu_buf.get_dispatch_layout(other, c.experts);
     deepep::DispatchArgs l = a;
     l.layout = &wrong;
-    try {
-      buf.dispatch(l);
-      EP_CHECK(false, "a dispatch with the layout of other tokens succeeded");
-    } catch (const rt::Error& ex) {
-      EP_CHECK(std::string(ex.what()).find("does not match topk_idx") != std::string::npos, ex.what());
-    }
+    expect_throws([&] { buf.dispatch(l); }, "does not match topk_idx", "a dispatch with the layout of other tokens");
     // Handles used across paths: a CPU dispatch's handle with CUDA x, a GPU dispatch's with CPU x.
     deepep::DispatchArgs on_cpu = a;
     on_cpu.x = c.x_bf16(me);
@@ -482,18 +466,10 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
     deepep::DispatchArgs cached;
     cached.x = a.x;
     cached.handle = dc.handle;
-    try {
-      buf.dispatch(cached);
-      EP_CHECK(false, "a GPU dispatch with a CPU dispatch's handle succeeded");
-    } catch (const rt::Error& ex) {
-      EP_CHECK(std::string(ex.what()).find("handle is from a dispatch of CPU tensors") != std::string::npos, ex.what());
-    }
-    try {
-      cpu_buf.combine(dg.recv_x.to(rt::Device::cpu()), *dg.handle);
-      EP_CHECK(false, "a CPU combine with a GPU dispatch's handle succeeded");
-    } catch (const rt::Error& ex) {
-      EP_CHECK(std::string(ex.what()).find("handle is from a dispatch of GPU tensors") != std::string::npos, ex.what());
-    }
+    expect_throws([&] { buf.dispatch(cached); },
+                  "handle is from a dispatch of CPU tensors", "a GPU dispatch with a CPU dispatch's handle");
+    expect_throws([&] { cpu_buf.combine(dg.recv_x.to(rt::Device::cpu()), *dg.handle); },
+                  "handle is from a dispatch of GPU tensors", "a CPU combine with a GPU dispatch's handle");
     // Still usable: a small all_reduce through the same communicator.
     rt::Tensor t = rt::Tensor::empty({8}, rt::DType::F32);
     for (int i = 0; i < 8; ++i) t.data_as<float>()[i] = float(me + i);

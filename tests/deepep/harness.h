@@ -68,6 +68,19 @@ using Body = std::function<void(const std::shared_ptr<deepep::Group>&)>;
       throw std::runtime_error(::rt::str(__FILE__, ":", __LINE__, ": check failed: " #cond " ", ##__VA_ARGS__)); \
   } while (0)
 
+// Inside a rank's body: `f` must throw an rt::Error whose message holds `piece` (`what` names the
+// call in the failure when it does not throw).
+template <class F>
+void expect_throws(F&& f, const std::string& piece, const std::string& what) {
+  try {
+    f();
+  } catch (const rt::Error& e) {
+    EP_CHECK(std::string(e.what()).find(piece) != std::string::npos, e.what());
+    return;
+  }
+  EP_CHECK(false, what, " did not fail");
+}
+
 
 
 namespace detail {
