@@ -23,6 +23,8 @@ if [ "$mode" = bundle ]; then
   cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/tests/deepgemm_tests \
     build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm \
     build-gpu/tools/deepep_topology/deepep_topology build-gpu/tests/deepep_tests build-gpu/bench/bench_deepep gpu-bundle/
+  bash tests/device/cuda/build.sh gpu-bundle/gemm_sm90 >/dev/null 2>&1 && mv gpu-bundle/gemm_sm90/gemm_sm90_test gpu-bundle/ &&
+    rm -rf gpu-bundle/gemm_sm90
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
@@ -85,8 +87,7 @@ shards() {
   return $rc
 }
 step program_tests_cuda shards
-step gemm_sm90_build bash tests/device/cuda/build.sh /tmp/gemm_sm90
-step gemm_sm90_test /tmp/gemm_sm90/gemm_sm90_test --quick
+step gemm_sm90_test gpu-bundle/gemm_sm90_test --quick
 step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Shapes/BlockedGemm.MatchesReference/*16_200x136x72_tile*:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal_*'
 if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only

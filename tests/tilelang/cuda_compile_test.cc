@@ -164,3 +164,29 @@ TEST(CudaCompile, UnalignedTensorsGetScalarAccesses) {
 }
 
 }  // namespace
+
+namespace {
+
+// The Hopper GEMM's tile shape follows the problem (codegen_cuda.cc): 128 x 256 by default, 128 x
+// 128 when that leaves SMs idle, 256 x 128 when that leaves a better last wave.
+TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
+  std::string text = tltest::read_source("examples/matmul.py");
+  const std::string square = "zeros_like(a)";
+  ASSERT_NE(text.find(square), std::string::npos);
+  text.replace(text.find(square), square.size(), "zeros((a.shape[0], b.shape[1]), a.dtype)");
+  auto config = [&](int64_t m, int64_t n, int64_t k) {
+    auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>("examples/matmul.py", text));
+    std::vector<TensorSpec> inputs{{DType::F16, {m, k}}, {DType::F16, {k, n}}};
+    tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {"matmul", {}, inputs});
+    tilelang::Target target = tilelang::Target::cuda("sm_90a");
+    std::string code = tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target).code;
+    size_t at = code.find("GemmSm90Config<");
+    EXPECT_NE(at, std::string::npos) << m << "x" << n << "x" << k << ": no Hopper GEMM";
+    return at == std::string::npos ? std::string() : code.substr(at, code.find('>', at) - at + 1);
+  };
+  EXPECT_NE(config(4096, 4096, 4096).find(", 128, 256, 64, 4,"), std::string::npos) << config(4096, 4096, 4096);
+  EXPECT_NE(config(128, 2112, 7168).find(", 128, 128, 64, 6,"), std::string::npos) << config(128, 2112, 7168);
+  EXPECT_NE(config(4096, 2112, 7168).find(", 256, 128, 64, 4,"), std::string::npos) << config(4096, 2112, 7168);
+}
+
+}  // namespace

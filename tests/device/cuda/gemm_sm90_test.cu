@@ -11,8 +11,12 @@
 // Exit status 0 only if every check passed. The timing table also goes to $GEMM_SM90_REPORT, or to
 // $OUT/gemm_sm90.txt when OUT is set.
 //
-// Kernel configs: BLOCK_MxBLOCK_N/stages (BLOCK_K = 64), TMA-store epilogue; a trailing "d": direct
-// (register -> global) epilogue.
+//   <dir>/gemm_sm90_test --splits=N [--few-tiles]  split-K configs take N pieces (calibration),
+//                                   --few-tiles: only the M = 128 and N = 2112 shapes,
+//                                   --seed-layout: only bf16 with B [K,N], --shape=MxNxK: that one
+// Kernel configs: BLOCK_MxBLOCK_N/stages (BLOCK_K = 64), TMA-store epilogue, split-K as planned by
+// tl/device/split_k.h; a trailing "w": whole tiles only (no split-K); "d": direct (register ->
+// global) epilogue.
 // What is checked, per case (shape x {bf16, fp16} x B in {[K,N] (seed matmul), [N,K]} x kernel config):
 // - C is poisoned with NaN bit patterns (0xFFFF) first, plus a guard region after it and, for one
 //   shape, padding columns (ldc > N): every element must be written, nothing outside.
@@ -197,12 +201,21 @@ tl::cuda::TmaDescriptor make_tma_2d(const void* ptr, CUtensorMapDataType dtype, 
 int g_num_sms = 0;
 int g_grid_cap = 0;  // > 0: at most this many CTAs (each then walks many tiles, edges included)
 int g_raster_group = 8;
+int g_force_splits = 0;  // --splits=N: every split-K config takes N pieces (0: the plan's choice)
+// Split-K scratch for every launch (one launch at a time): FP32 partial tiles and the per-tile
+// counters, zeroed once; every launch leaves them zero.
+float* g_workspace = nullptr;
+int* g_counters = nullptr;
+constexpr size_t kWorkspaceFloats = size_t(64) << 20;  // 256 MB
+constexpr size_t kCounters = size_t(1) << 16;
 
 // One kernel configuration: tensor maps + launch.
 struct KernelRunner {
   const char* name;
   int block_m, block_n;
-  void (*launch)(const void* A, const void* B, void* C, int M, int N, int K, int64_t ldc, cudaStream_t stream);
+  bool split_k;  // plans split-K (tl/device/split_k.h), or always runs whole tiles
+  void (*launch)(const void* A, const void* B, void* C, int M, int N, int K, int64_t ldc, bool split_k,
+                 cudaStream_t stream);
   void (*setup)();
 };
 
@@ -226,7 +239,8 @@ void setup_kernel() {
 }
 
 template <class Cfg>
-void launch_kernel(const void* A, const void* B, void* C, int M, int N, int K, int64_t ldc, cudaStream_t stream) {
+void launch_kernel(const void* A, const void* B, void* C, int M, int N, int K, int64_t ldc, bool split_k,
+                   cudaStream_t stream) {
   using T = typename Cfg::T;
   const auto ta = make_tma_2d(A, tma_dtype<T>(), uint64_t(K), uint64_t(M), Cfg::kBoxAInner, Cfg::kBoxAOuter);
   const auto tb = Cfg::kBNMajor
@@ -235,16 +249,23 @@ void launch_kernel(const void* A, const void* B, void* C, int M, int N, int K, i
   tl::cuda::TmaDescriptor tc{};
   if constexpr (Cfg::kTmaStore)
     tc = make_tma_2d(C, tma_dtype<typename Cfg::TC>(), uint64_t(N), uint64_t(M), Cfg::kBoxC, Cfg::kBoxC, uint64_t(ldc));
-  const int tiles = Cfg::num_tiles(M, N);
-  const int grid = std::min(g_grid_cap > 0 ? g_grid_cap : g_num_sms, tiles);
-  if (grid <= 0) return;
-  tl::cuda::gemm_sm90_kernel<Cfg><<<grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-      ta, tb, tc, static_cast<typename Cfg::TC*>(C), M, N, K, ldc, g_raster_group);
+  const int sms = g_grid_cap > 0 ? g_grid_cap : g_num_sms;
+  const tl::SplitKPlan plan = tl::plan_split_k(Cfg::num_tiles(M, N), (K + Cfg::kBlockK - 1) / Cfg::kBlockK, sms,
+                                               split_k ? g_force_splits : 1);
+  if (plan.grid <= 0) return;
+  if (size_t(plan.workspace_floats(Cfg::kBlockM * Cfg::kBlockN)) > kWorkspaceFloats ||
+      size_t(plan.counters(Cfg::kNumConsumers)) > kCounters) {
+    std::fprintf(stderr, "FAIL: split-K workspace too small for %dx%dx%d\n", M, N, K);
+    std::exit(1);
+  }
+  const tl::SplitK sk{plan.dp_tiles, plan.splits, g_workspace, g_counters};
+  tl::cuda::gemm_sm90_kernel<Cfg><<<plan.grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
+      ta, tb, tc, static_cast<typename Cfg::TC*>(C), M, N, K, ldc, g_raster_group, sk);
 }
 
 template <class Cfg>
-KernelRunner runner(const char* name) {
-  return KernelRunner{name, Cfg::kBlockM, Cfg::kBlockN, &launch_kernel<Cfg>, &setup_kernel<Cfg>};
+KernelRunner runner(const char* name, bool split_k = true) {
+  return KernelRunner{name, Cfg::kBlockM, Cfg::kBlockN, split_k, &launch_kernel<Cfg>, &setup_kernel<Cfg>};
 }
 
 // The configurations under test, per (input type, B layout).
@@ -253,7 +274,9 @@ std::vector<KernelRunner> kernel_configs() {
   using namespace tl::cuda;
   return {
       runner<GemmSm90Config<T, T, 128, 256, 64, 4, kBNMajor, true>>("128x256/4"),
+      runner<GemmSm90Config<T, T, 128, 256, 64, 4, kBNMajor, true>>("128x256/4w", false),  // whole tiles
       runner<GemmSm90Config<T, T, 128, 128, 64, 6, kBNMajor, true>>("128x128/6"),
+      runner<GemmSm90Config<T, T, 128, 128, 64, 6, kBNMajor, true>>("128x128/6w", false),
       runner<GemmSm90Config<T, T, 256, 128, 64, 4, kBNMajor, true>>("256x128/4"),
       runner<GemmSm90Config<T, T, 128, 256, 64, 4, kBNMajor, false>>("128x256/4d"),  // direct-store epilogue
   };
@@ -396,7 +419,7 @@ void run_case(cublasHandle_t handle, const Shape& sh, bool bench, bool check, St
     const auto& cfg = configs[ci];
     fill_u16_kernel<<<1024, 256>>>(reinterpret_cast<uint16_t*>(C), size_t(M) * size_t(ldc) + guard, kPoison);
     CHECK_CUDA(cudaGetLastError());
-    cfg.launch(A, B, C, M, N, K, ldc, 0);
+    cfg.launch(A, B, C, M, N, K, ldc, cfg.split_k, 0);
     CHECK_CUDA(cudaGetLastError());
     CHECK_CUDA(cudaDeviceSynchronize());
     if (check || bench) {
@@ -419,7 +442,7 @@ void run_case(cublasHandle_t handle, const Shape& sh, bool bench, bool check, St
                   err, sample_err, counts[0], counts[1]);
     }
     if (bench) {
-      ms[ci] = time_ms([&] { cfg.launch(A, B, C, M, N, K, ldc, 0); }, 5, 20);
+      ms[ci] = time_ms([&] { cfg.launch(A, B, C, M, N, K, ldc, cfg.split_k, 0); }, 5, 20);
     }
   }
 
@@ -460,6 +483,9 @@ void run_case(cublasHandle_t handle, const Shape& sh, bool bench, bool check, St
 
 int main(int argc, char** argv) {
   bool check = true, bench = true;
+  bool few_tiles_only = false;  // only the shapes split-K is for (M = 128, N = 2112)
+  bool seed_layout_only = false;  // only bf16 with B [K,N], the seed matmul's case
+  std::vector<Shape> only_shape;  // --shape: this shape instead of the list (profiling)
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     if (a == "--quick") {
@@ -468,8 +494,24 @@ int main(int argc, char** argv) {
       check = false;
     } else if (a.rfind("--group=", 0) == 0) {
       g_raster_group = std::atoi(a.c_str() + 8);
+    } else if (a.rfind("--splits=", 0) == 0) {
+      g_force_splits = std::atoi(a.c_str() + 9);
+    } else if (a == "--few-tiles") {
+      few_tiles_only = true;
+    } else if (a == "--seed-layout") {
+      seed_layout_only = true;
+    } else if (a.rfind("--shape=", 0) == 0) {
+      Shape sh{};
+      if (std::sscanf(a.c_str() + 8, "%dx%dx%d", &sh.M, &sh.N, &sh.K) != 3) {
+        std::fprintf(stderr, "--shape=MxNxK, got %s\n", a.c_str());
+        return 2;
+      }
+      only_shape.push_back(sh);
     } else {
-      std::fprintf(stderr, "usage: %s [--quick | --bench-only] [--group=N]\n", argv[0]);
+      std::fprintf(stderr,
+                   "usage: %s [--quick | --bench-only] [--group=N] [--splits=N] [--few-tiles] [--seed-layout] "
+                   "[--shape=MxNxK]\n",
+                   argv[0]);
       return 2;
     }
   }
@@ -486,6 +528,9 @@ int main(int argc, char** argv) {
     return 1;
   }
   CHECK_CU(cuInit(0));
+  CHECK_CUDA(cudaMalloc(&g_workspace, sizeof(float) * kWorkspaceFloats));
+  CHECK_CUDA(cudaMalloc(&g_counters, sizeof(int) * kCounters));
+  CHECK_CUDA(cudaMemset(g_counters, 0, sizeof(int) * kCounters));
 
   std::printf("kernels:\n");
   for (auto& k : kernel_configs<bfloat16_t, true>()) k.setup();
@@ -501,15 +546,24 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {
       {128, 128, 64, 0},     {200, 136, 72, 8},     {200, 136, 72, 0, 1},     {1992, 2000, 520, 16, 5},
       {1024, 1024, 1024, 0}, {4096, 4096, 4096, 0}, {8192, 8192, 8192, 0},
+      // Split-K: a ragged tile and K, few tiles; and tiles leaving a tail on a capped grid.
+      {300, 520, 4000, 24, 0}, {1000, 1104, 3000, 0, 7},
   };
   for (int m : {128, 4096})
     for (auto nk : {std::pair{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}, {7168, 2048}})
       shapes.push_back(Shape{m, nk.first, nk.second, 0});
+  if (!only_shape.empty()) shapes = only_shape;
+  if (few_tiles_only) {
+    shapes.erase(std::remove_if(shapes.begin(), shapes.end(),
+                                [](const Shape& s) { return s.M != 128 && s.N != 2112; }),
+                 shapes.end());
+  }
 
   Stats stats;
   std::vector<Row> table;
   for (const Shape& sh : shapes) {
     run_case<bfloat16_t, true>(handle, sh, bench, check, stats, table);
+    if (seed_layout_only) continue;
     run_case<bfloat16_t, false>(handle, sh, bench, check, stats, table);
     run_case<half_t, true>(handle, sh, bench, check, stats, table);
     run_case<half_t, false>(handle, sh, bench, check, stats, table);

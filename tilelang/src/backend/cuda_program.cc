@@ -1,6 +1,8 @@
 #include "backend/cuda_program.h"
 
 #include <algorithm>
+#include <map>
+#include <mutex>
 
 #include "rt/cuda_device.h"
 #include "rt/cuda_module.h"
@@ -10,6 +12,7 @@
 #include "tilelang/analysis/bounds.h"
 #include "tilelang/codegen/codegen_cuda.h"
 #include "tilelang/ir/printer.h"
+#include "tl/device/split_k.h"
 
 namespace tilelang::backend {
 namespace {
@@ -104,15 +107,43 @@ class CudaProgram : public Program {
     void* cp = c.data();
     int64_t ldc = n;
     int raster = kRasterGroup;
-    int tiles = ((m + l.block_m - 1) / l.block_m) * ((n + l.block_n - 1) / l.block_n);
-    unsigned grid = static_cast<unsigned>(std::min(tiles, rt::cuda_device(c.device().id).sm_count));
-    void* args[] = {&ma, &mb, &mc, &cp, &m, &n, &k, &ldc, &raster};
+    const int tiles = ((m + l.block_m - 1) / l.block_m) * ((n + l.block_n - 1) / l.block_n);
+    const tl::SplitKPlan plan = tl::plan_split_k(tiles, (k + l.block_k - 1) / l.block_k, rt::cuda_device(c.device().id).sm_count);
+    tl::SplitK sk{plan.dp_tiles, plan.splits, nullptr, nullptr};
+    // Held until the launch is queued: a later run that needs a larger workspace frees this one, and
+    // cuMemFree waits for the queued kernels that use it.
+    std::unique_lock<std::mutex> lock(scratch_mutex_);
+    if (plan.splits > 1) {
+      SplitKScratch& s = split_k_scratch(c.device(), plan.workspace_floats(l.block_m * l.block_n), plan.counters(l.consumers));
+      sk.workspace = s.workspace.data_as<float>();
+      sk.counters = s.counters.data_as<int32_t>();
+    }
+    unsigned grid = static_cast<unsigned>(plan.grid);
+    void* args[] = {&ma, &mb, &mc, &cp, &m, &n, &k, &ldc, &raster, &sk};
     kernel.launch(rt::Dim3{grid, 1, 1}, rt::Dim3{static_cast<unsigned>(l.threads), 1, 1}, static_cast<size_t>(l.smem_bytes), nullptr, args);
+  }
+
+  // Split-K scratch of the Hopper GEMM launches of this program on one device: the FP32 partial
+  // tiles and the per-tile counters (zero, and left zero by every launch). Launches go to one
+  // stream in order, so they can share it. Grows, never shrinks.
+  struct SplitKScratch {
+    rt::Tensor workspace, counters;
+  };
+  SplitKScratch& split_k_scratch(rt::Device device, int64_t floats, int64_t counters) const {
+    SplitKScratch& s = scratch_[device.id];
+    if (!s.workspace.defined() || s.workspace.numel() < floats) s.workspace = rt::Tensor::empty({floats}, rt::DType::F32, device);
+    if (!s.counters.defined() || s.counters.numel() < counters) {
+      s.counters = rt::Tensor::empty({counters}, rt::DType::I32, device);
+      s.counters.zero_();
+    }
+    return s;
   }
 
   codegen::CudaSource source_;
   rt::CudaModule module_;
   std::vector<rt::CudaKernel> kernels_;
+  mutable std::mutex scratch_mutex_;
+  mutable std::map<int, SplitKScratch> scratch_;  // by device id
 };
 
 }  // namespace

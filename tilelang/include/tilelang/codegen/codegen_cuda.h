@@ -34,6 +34,7 @@ struct CudaLaunch {
   ir::Expr m, n, k;
   bool b_n_major = true;
   int block_m = 0, block_n = 0, block_k = 0;
+  int consumers = 0;  // consumer warpgroups, each with its split-K counter per tile (tl/device/split_k.h)
   uint32_t box_a[2] = {0, 0}, box_b[2] = {0, 0}, box_c[2] = {0, 0};
   bool tma_store = false;  // C written through TMA (else plain stores)
   std::vector<TensorMapUse> tensor_maps;  // Kernel: the bulk copies' descriptors

@@ -39,17 +39,20 @@
 //      box {Cfg::kBoxBInner, Cfg::kBoxBOuter}
 //   C (kTmaStore only; otherwise pass any descriptor, it is not read): dims {N, M}, stride
 //      ldc * sizeof(TC), box {Cfg::kBoxC, Cfg::kBoxC}
-// then raise the kernel's dynamic shared memory limit to Cfg::kSmemBytes and launch
-// Cfg::kThreads threads x min(#SMs, Cfg::num_tiles(M, N)) blocks with Cfg::kSmemBytes dynamic
-// shared memory. tests/device/cuda/gemm_sm90_test.cu does exactly this.
+// then plan the launch with plan_split_k(Cfg::num_tiles(M, N), ceil(K / BLOCK_K), #SMs)
+// (tl/device/split_k.h), raise the kernel's dynamic shared memory limit to Cfg::kSmemBytes and
+// launch Cfg::kThreads threads x plan.grid blocks with Cfg::kSmemBytes dynamic shared memory and
+// SplitK{plan.dp_tiles, plan.splits, workspace, counters}: with splits > 1 a workspace of
+// plan.workspace_floats(BLOCK_M * BLOCK_N) floats and plan.counters(kNumConsumers) ints that are
+// zero (every launch leaves them zero; one launch at a time per workspace). SplitK{} and
+// min(#SMs, tiles) blocks run without split-K. tests/device/cuda/gemm_sm90_test.cu does exactly this.
 //
 // Measured on the lent H200 (tests/device/cuda/gemm_sm90_test.cu, same run as cuBLAS): 128x256/4
-// stages, bf16, 4096^3 ~795 TFLOPS (cuBLAS ~800), 8192^3 745-777 (cuBLAS ~730); shapes with few
-// tiles (M = 128, or #tiles just above a multiple of #SMs) are well below cuBLAS until split-K /
-// stream-K exists.
+// stages, bf16, 4096^3 ~795 TFLOPS (cuBLAS ~800), 8192^3 745-777 (cuBLAS ~730); split-K for the
+// shapes with few tiles: docs/perf.md.
 //
 // Hooks for later steps (not implemented yet):
-// - Split-K / stream-K scheduling for shapes with fewer tiles than SMs or a poor last wave.
+// - Stream-K (pieces of unequal length spread over every SM) if split-K's waves prove too coarse.
 // - Cluster of 2 along M with TMA multicast of the B tile: deepgemm/kernels/sm90_gemm.cuh does it
 //   (kMulticast; tma_load_3d_multicast, remote mbarrier_arrive_cluster releases) and measured it no
 //   faster on the H200 (docs/perf.md).
@@ -65,6 +68,7 @@
 #include "tl/device/cuda/tile_scheduler.h"
 #include "tl/device/cuda/tma.h"
 #include "tl/device/cuda/wgmma.h"
+#include "tl/device/split_k.h"
 
 namespace tl::cuda {
 
@@ -238,16 +242,104 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
   }
 }
 
+// Split-K reduction of one consumer's slice of a piece (split_k.h), shared among the tile's pieces,
+// which all run at once (one wave: the plan guarantees it and the kernel checks it): every piece
+// writes its FP32 partial to the workspace and counts itself in on the tile's counter; once all
+// have, piece p sums the p-th of `splits` shares of the slice over all partials, in piece order
+// (the result does not depend on timing), and stores it to C. Each piece thus reads one slice's
+// worth of partials, however many pieces there are, with all its loads in flight at once.
+// Partials live as [float4 v][thread] per consumer slice (whole 512-byte lines per warp). Every
+// thread of the consumer calls this.
+template <class Cfg>
+TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], const SplitK& sk, int tiles,
+                                      const SplitKUnit& unit, int consumer, typename Cfg::TC* c, int M, int N,
+                                      int64_t ldc, int row0, int col0, bool vec_ok) {
+  using TC = typename Cfg::TC;
+  constexpr int kVecsPerRow = Cfg::kBlockN / 8;  // float4s of acc[s]
+  constexpr int kVecs = Cfg::kMmaM * kVecsPerRow;  // float4s per thread
+  constexpr int kSliceFloats = Cfg::kConsumerRows * Cfg::kBlockN;
+  const int tail = tiles - sk.dp_tiles, t = unit.tile - sk.dp_tiles;
+  const int thread = thread_idx_in_warpgroup();
+  const int bar_id = 1 + consumer;
+  auto slice = [&](int piece) {
+    return reinterpret_cast<float4*>(sk.workspace + (int64_t(piece) * tail + t) * (Cfg::kBlockM * Cfg::kBlockN) +
+                                     int64_t(consumer) * kSliceFloats) +
+           thread;
+  };
+  float4* mine = slice(unit.piece);
+#pragma unroll
+  for (int v = 0; v < kVecs; ++v) {
+    const float* a = &acc[v / kVecsPerRow][4 * (v % kVecsPerRow)];
+    __stcg(mine + v * 128, make_float4(a[0], a[1], a[2], a[3]));
+  }
+  __threadfence();  // this thread's partial is visible GPU-wide before the count below
+  named_barrier_sync(bar_id, 128);
+  if (thread == 0) {
+    // Two counters per slice: arrivals, then departures; the last to depart, when nobody reads the
+    // arrivals any more, zeroes both for the next launch.
+    int* arrivals = sk.counters + 2 * (t * Cfg::kNumConsumers + consumer);
+    int* departures = arrivals + 1;
+    atomicAdd(arrivals, 1);
+#if defined(TL_CUDA_WAIT_TIMEOUT_NS)
+    const uint64_t start = globaltimer_ns();
+#endif
+    for (;;) {
+      int now;
+      asm volatile("ld.acquire.gpu.global.s32 %0, [%1];" : "=r"(now) : "l"(arrivals) : "memory");
+      if (now >= sk.splits) break;
+#if defined(TL_CUDA_WAIT_TIMEOUT_NS)
+      if (globaltimer_ns() - start > uint64_t(TL_CUDA_WAIT_TIMEOUT_NS)) __trap();
+#endif
+    }
+    if (atomicAdd(departures, 1) == sk.splits - 1) {
+      atomicExch(arrivals, 0);
+      atomicExch(departures, 0);
+    }
+  }
+  named_barrier_sync(bar_id, 128);
+  __threadfence();  // the other pieces' partials are visible to every thread now
+  // This piece's share: float4 columns [v0, v1) of the slice, every thread, each summed over the
+  // pieces in piece order. (Loading a whole round of (v, piece) pairs before adding measured 15%
+  // slower on the H200 than this plain loop, which the compiler pipelines itself.)
+  const int v0 = unit.piece * kVecs / sk.splits, v1 = (unit.piece + 1) * kVecs / sk.splits;
+  for (int v = v0; v < v1; ++v) {
+    float4 sum = __ldcg(slice(0) + v * 128);
+    for (int piece = 1; piece < sk.splits; ++piece) {
+      const float4 x = __ldcg(slice(piece) + v * 128);
+      sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
+    }
+    // float4 v holds acc[s][4j .. 4j+3]: columns 8j, 8j+1 of rows r (x, y) and r + 8 (z, w).
+    const int row = row0 + 64 * (v / kVecsPerRow), col = col0 + 8 * (v % kVecsPerRow);
+    const float pair[2][2] = {{sum.x, sum.y}, {sum.z, sum.w}};
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      if (row + 8 * h >= M) continue;
+      TC* p = c + int64_t(row + 8 * h) * ldc + col;
+      if (col + 1 < N && vec_ok) {
+        if constexpr (is_same_v<TC, float>) {
+          *reinterpret_cast<uint64_t*>(p) =
+              (uint64_t(__float_as_uint(pair[h][1])) << 32) | uint64_t(__float_as_uint(pair[h][0]));
+        } else {
+          *reinterpret_cast<uint32_t*>(p) = pack2<TC>(pair[h][0], pair[h][1]);
+        }
+      } else {
+        if (col < N) p[0] = convert1<TC>(pair[h][0]);
+        if (col + 1 < N) p[1] = convert1<TC>(pair[h][1]);
+      }
+    }
+  }
+}
+
 }  // namespace detail
 
 // The kernel's body, for kernels of their own: generated code wraps it in an extern "C" kernel
 // whose TMA descriptors are __grid_constant__ parameters passed here by reference. raster_group:
 // tile-columns per rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with
-// kTmaStore, c only without.
+// kTmaStore, c only without. sk: the split-K plan (split_k.h; SplitK{} for none).
 template <class Cfg>
 __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const TmaDescriptor& tma_b, const TmaDescriptor& tma_c,
                                                typename Cfg::TC* __restrict__ c, int M, int N, int K, int64_t ldc,
-                                               int raster_group) {
+                                               int raster_group, const SplitK& sk) {
 #if defined(TL_CUDA_SM90A)
   using T = typename Cfg::T;
   constexpr int kStages = Cfg::kStages;
@@ -278,16 +370,22 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
   const GroupedTileScheduler sched = GroupedTileScheduler::make(M, N, kBlockM, kBlockN, raster_group);
   const int num_tiles = sched.num_tiles();
   const int num_k_blocks = (K + kBlockK - 1) / kBlockK;
+  const int num_units = split_k_units(sk, num_tiles);
+  // The pieces of a tile wait for each other: they must all run at once, one per CTA, after the
+  // same number of whole tiles on every CTA (plan_split_k guarantees it; a launch that breaks it
+  // would hang).
+  if (sk.splits > 1 && (num_units - sk.dp_tiles > int(gridDim.x) || sk.dp_tiles % int(gridDim.x) != 0)) __trap();
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (warp_idx_in_warpgroup() == 0 && elect_one_sync()) {
       PipelineState<kStages> st;
-      for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+      for (int u = int(blockIdx.x); u < num_units; u += int(gridDim.x)) {
+        const SplitKUnit unit = split_k_unit(sk, num_tiles, num_k_blocks, u);
         int m_block, n_block;
-        sched.get(tile, m_block, n_block);
-        for (int kb = 0; kb < num_k_blocks; ++kb) {
+        sched.get(unit.tile, m_block, n_block);
+        for (int kb = unit.kb0; kb < unit.kb1; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytes));
@@ -329,9 +427,10 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
     float acc[Cfg::kMmaM][kBlockN / 2];
     PipelineState<kStages> st;
     uint32_t boxes_done = 0;  // epilogue buffer rotation (kTmaStore)
-    for (int tile = int(blockIdx.x); tile < num_tiles; tile += int(gridDim.x)) {
+    for (int u = int(blockIdx.x); u < num_units; u += int(gridDim.x)) {
+      const SplitKUnit unit = split_k_unit(sk, num_tiles, num_k_blocks, u);
       int m_block, n_block;
-      sched.get(tile, m_block, n_block);
+      sched.get(unit.tile, m_block, n_block);
 
 #pragma unroll
       for (int s = 0; s < Cfg::kMmaM; ++s) {
@@ -341,7 +440,7 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
       }
 
       uint32_t prev_stage = 0;
-      for (int kb = 0; kb < num_k_blocks; ++kb) {
+      for (int kb = unit.kb0; kb < unit.kb1; ++kb) {
         pipe.consumer_wait(st);
         const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
         const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
@@ -357,17 +456,23 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
         wgmma_commit_group();
         // The group of the previous k-block has completed: its stage can be refilled.
         wgmma_wait_group<1>();
-        if (kb > 0 && lane == 0) pipe.consumer_release(prev_stage);
+        if (kb > unit.kb0 && lane == 0) pipe.consumer_release(prev_stage);
         prev_stage = st.index;
         st.advance();
       }
       wgmma_wait_group<0>();
 #pragma unroll
       for (int s = 0; s < Cfg::kMmaM; ++s) fence_accumulators(acc[s]);
-      if (num_k_blocks > 0 && lane == 0) pipe.consumer_release(prev_stage);
-
+      if (unit.kb1 > unit.kb0 && lane == 0) pipe.consumer_release(prev_stage);
       // Epilogue: this thread's first element is row 16 * warp + lane / 4, column 2 * (lane % 4) of
-      // its consumer's slice.
+      // its consumer's slice. The pieces of a split tile write it together.
+      if (unit.piece >= 0) {
+        detail::gemm_sm90_split_reduce<Cfg>(acc, sk, num_tiles, unit, consumer, c, M, N, ldc,
+                                            m_block * kBlockM + consumer * Cfg::kConsumerRows + 16 * warp + lane / 4,
+                                            n_block * kBlockN + 2 * (lane % 4), vec_ok);
+        continue;
+      }
+
       if constexpr (Cfg::kTmaStore) {
         detail::gemm_sm90_store_tma<Cfg>(acc, &tma_c, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer, M, N,
                                          m_block * kBlockM + consumer * Cfg::kConsumerRows, n_block * kBlockN,
@@ -398,6 +503,7 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
   (void)K;
   (void)ldc;
   (void)raster_group;
+  (void)sk;
 #endif
 }
 
@@ -407,8 +513,8 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                      const __grid_constant__ TmaDescriptor tma_c, typename Cfg::TC* __restrict__ c, int M, int N,
-                     int K, int64_t ldc, int raster_group) {
-  gemm_sm90_body<Cfg>(tma_a, tma_b, tma_c, c, M, N, K, ldc, raster_group);
+                     int K, int64_t ldc, int raster_group, SplitK sk) {
+  gemm_sm90_body<Cfg>(tma_a, tma_b, tma_c, c, M, N, K, ldc, raster_group, sk);
 }
 
 }  // namespace tl::cuda
