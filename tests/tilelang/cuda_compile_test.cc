@@ -135,6 +135,23 @@ TEST(CudaCompile, AttentionGemmsUseWgmmaWhereTheTilesAllow) {
   }
 }
 
+// The attention kernel's row statistics (max, sum, scale: 1-D fragments beside the score and
+// output accumulators) live in registers on sm_90a, each thread holding the rows it holds of the
+// accumulators, so the softmax steps need no shared memory and no block barriers. (On sm_80 the
+// 64 x 128 output accumulator splits its rows over two warps, so they stay in shared memory.)
+TEST(CudaCompile, AttentionRowStatisticsLiveInRegisters) {
+  for (const char* arch : {"sm_90a"}) {
+    tilelang::CompileOptions o;
+    o.target = tilelang::Target::cuda(arch);
+    o.params = {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "128"}};
+    std::string cuda = tilelang::Module::load(tltest::source_path("examples/flash_attention.py")).kernel("flash_attention", o).emit(tilelang::Stage::Cuda, {});
+    for (const char* vector : {"scores_max", "scores_max_prev", "scores_scale", "scores_sum", "logsum"}) {
+      EXPECT_NE(cuda.find(std::string("float ") + vector + "["), std::string::npos) << arch << ": " << vector << " is not in registers";
+      EXPECT_EQ(cuda.find(std::string("float* __restrict__ ") + vector + " ="), std::string::npos) << arch << ": " << vector << " is in shared memory";
+    }
+  }
+}
+
 TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "64"}}, {}};

@@ -186,6 +186,170 @@ class Screen : public ir::IRVisitor {
   bool per_thread_ = false;  // under an if, loop or let on the thread index
 };
 
+// The layout a tile nest is distributed by (BlockLowering::distribute): that of the first 2-D
+// register fragment its body reads, else writes; none when it touches none.
+const ir::FragmentLayout* nest_layout(const TileNest& t, const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
+  Accesses a = accesses_of(t.cols->body);
+  for (const auto* set : {&a.read, &a.written})
+    for (const ir::BufferNode* b : *set)
+      if (auto it = registers.find(b); it != registers.end() && !it->second.row_vector) return &it->second;
+  return nullptr;
+}
+
+// Calls f on every statement of a kind under a statement.
+template <class Node, class F>
+void for_each(const ir::Stmt& body, F f) {
+  struct Walk : ir::IRVisitor {
+    F& f;
+    explicit Walk(F& f) : f(f) {}
+    using ir::IRVisitor::visit;
+    void visit(const Node& n) override {
+      f(n);
+      ir::IRVisitor::visit(n);
+    }
+  } walk(f);
+  walk.visit_stmt(body);
+}
+
+// A 1-D T.Parallel loop over a constant extent from 0 with no parallel loop inside.
+bool row_nest(const ir::ForNode& n) {
+  if (n.for_kind != ir::ForKind::Parallel || !ir::is_const_int(n.min, 0) || !ir::as_const_int(n.extent)) return false;
+  bool inner_parallel = false;
+  for_each<ir::ForNode>(n.body, [&](const ir::ForNode& f) { inner_parallel |= f.for_kind == ir::ForKind::Parallel; });
+  return !inner_parallel;
+}
+
+// The 1-D float fragments that can live in registers as row vectors (FragmentLayout::row_vector)
+// of the 2-D register fragments: every access at [i] with i the row of a row reduction of a
+// register fragment (its init and store), of a tile nest distributed by a register layout, or of
+// a 1-D T.Parallel nest over the whole vector that writes no memory other threads see (each
+// thread runs the rows it holds; the lanes sharing a row compute the same values); and the
+// layouts involved agree on which threads hold a row.
+class RowVectors : public ir::IRVisitor {
+ public:
+  // `candidates`: the vectors still in the running (all allocated 1-D float fragments of a tile's
+  // row count, first), each with the rows of that tile.
+  RowVectors(const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers, const ThreadDependence& dep,
+             std::map<const ir::BufferNode*, ir::FragmentLayout> candidates)
+      : found(std::move(candidates)), registers_(registers), dep_(dep) {}
+
+  std::map<const ir::BufferNode*, ir::FragmentLayout> found;  // candidates until the walk ends
+
+  // The 1-D float fragments of a kernel with as many elements as some register tile with whole rows
+  // per warp has rows.
+  static std::map<const ir::BufferNode*, ir::FragmentLayout> candidates(const ir::Stmt& body,
+                                                                       const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
+    std::map<const ir::BufferNode*, ir::FragmentLayout> out;
+    for_each<ir::AllocateNode>(body, [&](const ir::AllocateNode& a) {
+      const ir::Buffer& b = a.buffer;
+      auto extent = b->shape.size() == 1 ? ir::as_const_int(b->shape[0]) : std::nullopt;
+      if (b->scope != ir::Scope::Fragment || b->dtype != ir::DType::F32 || !extent) return;
+      for (const auto& [tile, layout] : registers)
+        if (layout.warps_n == 1 && layout.rows == *extent) {
+          out.emplace(b.get(), layout.rows_vector());
+          return;
+        }
+    });
+    return out;
+  }
+
+ protected:
+  using ir::IRVisitor::visit;
+  void visit(const ir::ForNode& n) override {
+    if (!row_var_ && !per_thread_) {
+      if (auto red = row_reduction(n); red && registers_.count(red->source)) {
+        within(red->rows->var.get(), &registers_.at(red->source), [&] {
+          visit_expr(red->init);
+          visit_stmt(red->store);
+        });
+        return visit_expr(red->element);
+      }
+      if (auto t = tile_nest(n)) return within(t->rows->var.get(), nest_layout(*t, registers_), [&] { visit_stmt(t->cols->body); });
+      if (row_nest(n)) {
+        // The vectors it touches share one layout, which the lowering distributes it by.
+        const ir::FragmentLayout* layout = nullptr;
+        bool writes_shared = false;
+        Accesses a = accesses_of(n.body);
+        for (const auto* set : {&a.read, &a.written})
+          for (const ir::BufferNode* b : *set)
+            if (auto it = found.find(b); it != found.end() && !layout) layout = &it->second;
+        for (const ir::BufferNode* b : a.written) writes_shared |= b->scope != ir::Scope::Local && !found.count(b);
+        if (layout && (writes_shared || layout->rows != *ir::as_const_int(n.extent))) layout = nullptr;
+        return within(n.var.get(), layout, [&] { visit_stmt(n.body); });
+      }
+    }
+    bool saved = per_thread_;
+    per_thread_ |= dep_.dependent(n.min) || dep_.dependent(n.extent);
+    ir::IRVisitor::visit(n);
+    per_thread_ = saved;
+  }
+  void visit(const ir::IfThenElseNode& n) override {
+    bool saved = per_thread_;
+    per_thread_ |= dep_.dependent(n.cond);
+    ir::IRVisitor::visit(n);
+    per_thread_ = saved;
+  }
+  void visit(const ir::LetStmtNode& n) override {
+    bool saved = per_thread_;
+    per_thread_ |= dep_.dependent(n.value);
+    ir::IRVisitor::visit(n);
+    per_thread_ = saved;
+  }
+  void visit(const ir::BufferLoadNode& n) override {
+    element(n.buffer.get(), n.indices);
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::BufferStoreNode& n) override {
+    element(n.buffer.get(), n.indices);
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::GemmNode& n) override {
+    for (const ir::Region* r : {&n.a, &n.b, &n.c}) found.erase(r->buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CopyNode& n) override {
+    found.erase(n.src.buffer.get());
+    found.erase(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::FillNode& n) override {
+    found.erase(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::ReduceNode& n) override {
+    found.erase(n.src.buffer.get());
+    found.erase(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CallNode& n) override {
+    if (n.name == "address_of")
+      if (const auto* l = ir::as<ir::BufferLoadNode>(n.args.at(0))) found.erase(l->buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+
+ private:
+  template <class F>
+  void within(const ir::VarNode* row, const ir::FragmentLayout* layout, F walk) {
+    const ir::VarNode* saved_row = row_var_;
+    const ir::FragmentLayout* saved_layout = layout_;
+    row_var_ = row, layout_ = layout;
+    walk();
+    row_var_ = saved_row, layout_ = saved_layout;
+  }
+  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+    auto it = found.find(b);
+    if (it == found.end()) return;
+    bool ok = row_var_ && layout_ && !per_thread_ && idx.size() == 1 && ir::as<ir::VarNode>(idx[0]) == row_var_ && it->second.same_rows(*layout_);
+    if (!ok) found.erase(it);
+  }
+
+  const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers_;
+  const ThreadDependence& dep_;
+  const ir::VarNode* row_var_ = nullptr;        // the row variable of the nest being walked
+  const ir::FragmentLayout* layout_ = nullptr;  // the layout it is distributed by (none: no vector may be touched)
+  bool per_thread_ = false;
+};
+
 // `e` without conversions to its own dtype.
 const ir::Expr& strip_same_cast(const ir::Expr& e) {
   const auto* c = ir::as<ir::CastNode>(e);
@@ -258,6 +422,16 @@ std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir:
   screen.visit_stmt(kernel.body);
   for (auto it = candidates.begin(); it != candidates.end();)
     it = screen.accumulated.count(it->first) ? std::next(it) : candidates.erase(it);
+  // Row vectors beside them. A vector struck out can change what a 1-D nest that also touched it
+  // writes (memory other threads see), so the walk repeats until nothing more is struck.
+  std::map<const ir::BufferNode*, ir::FragmentLayout> vectors = RowVectors::candidates(kernel.body, candidates);
+  for (size_t before = vectors.size() + 1; vectors.size() < before;) {
+    before = vectors.size();
+    RowVectors walk(candidates, dep, std::move(vectors));
+    walk.visit_stmt(kernel.body);
+    vectors = std::move(walk.found);
+  }
+  candidates.insert(vectors.begin(), vectors.end());
   return candidates;
 }
 
@@ -334,8 +508,14 @@ TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const Thread
   if (arch != "sm_90a" || mma.registers.empty()) return mma;
   TensorCorePlan wgmma{register_fragments(kernel, dep, true), {}};
   wgmma.swizzled = swizzled_tiles(kernel, wgmma.registers);
-  bool same_fragments = wgmma.registers.size() == mma.registers.size();
-  for (const auto& [fragment, layout] : mma.registers) same_fragments = same_fragments && wgmma.registers.count(fragment);
+  // The same tiles in registers (row vectors follow their tiles' layouts and may differ).
+  auto tiles = [](const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
+    std::set<const ir::BufferNode*> out;
+    for (const auto& [fragment, layout] : registers)
+      if (!layout.row_vector) out.insert(fragment);
+    return out;
+  };
+  bool same_fragments = tiles(wgmma.registers) == tiles(mma.registers);
   GemmOperandsSwizzled check(wgmma.registers, wgmma.swizzled);
   check.visit_stmt(kernel.body);
   return same_fragments && check.ok ? wgmma : mma;

@@ -65,27 +65,33 @@ class SerializeParallel : public ir::IRMutator {
   }
 };
 
-// In a tile nest distributed by a register layout: element [i, j] of a register fragment is the
-// thread's register r.
+// In a nest distributed by a register layout: element [i, j] of a register tile is the thread's
+// register r, element [i] of a row vector its register `slot` (the slot of i).
 class RegisterElements : public ir::IRMutator {
  public:
-  RegisterElements(const Registers& registers, ir::Var r) : registers_(registers), r_(std::move(r)) {}
+  RegisterElements(const Registers& registers, ir::Expr r, ir::Expr slot) : registers_(registers), r_(std::move(r)), slot_(std::move(slot)) {}
 
  protected:
   ir::Expr visit(const ir::BufferLoadNode& n, const ir::Expr& self) override {
     auto it = registers_.find(n.buffer.get());
     if (it == registers_.end()) return ir::IRMutator::visit(n, self);
-    return std::make_shared<const ir::BufferLoadNode>(it->second, std::vector<ir::Expr>{r_}, n.loc);
+    return std::make_shared<const ir::BufferLoadNode>(it->second, std::vector<ir::Expr>{index(*it->second)}, n.loc);
   }
   ir::Stmt visit(const ir::BufferStoreNode& n, const ir::Stmt& self) override {
     auto it = registers_.find(n.buffer.get());
     if (it == registers_.end()) return ir::IRMutator::visit(n, self);
-    return std::make_shared<const ir::BufferStoreNode>(it->second, std::vector<ir::Expr>{r_}, mutate(n.value), n.atomic_add, n.loc);
+    return std::make_shared<const ir::BufferStoreNode>(it->second, std::vector<ir::Expr>{index(*it->second)}, mutate(n.value), n.atomic_add, n.loc);
   }
 
  private:
+  const ir::Expr& index(const ir::BufferNode& regs) const {
+    const ir::Expr& e = regs.layout->row_vector ? slot_ : r_;
+    RT_ICHECK(e, "register fragment ", regs.name, " touched where its layout does not place the threads");
+    return e;
+  }
+
   const Registers& registers_;
-  ir::Var r_;
+  ir::Expr r_, slot_;
 };
 
 // A shared tile's allocation moved down to the statements that use it: through the allocations
@@ -209,10 +215,17 @@ class BlockLowering {
     if (auto red = analysis::row_reduction(*ir::as<ir::ForNode>(s)); red && registers_.count(red->source)) return distribute_reduction(*red, s->loc);
     if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
       if (ir::Stmt staged = store_through_shared(*t, s->loc)) return staged;
-      for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).read)
-        if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
-      for (const ir::BufferNode* b : analysis::accesses_of(t->cols->body).written)
-        if (registers_.count(b)) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
+      analysis::Accesses a = analysis::accesses_of(t->cols->body);
+      for (const auto* set : {&a.read, &a.written})
+        for (const ir::BufferNode* b : *set)
+          if (registers_.count(b) && !registers_.at(b)->layout->row_vector) return distribute_by_layout(*t, *registers_.at(b)->layout, s->loc);
+    }
+    {  // a 1-D nest over row vectors (any other nest touching registers was ruled out)
+      const auto* f = ir::as<ir::ForNode>(s);
+      analysis::Accesses a = analysis::accesses_of(f->body);
+      for (const auto* set : {&a.read, &a.written})
+        for (const ir::BufferNode* b : *set)
+          if (registers_.count(b)) return distribute_rows(*f, *registers_.at(b)->layout, s->loc);
     }
     std::vector<const ir::ForNode*> nest;
     ir::Stmt cur = s;
@@ -261,7 +274,8 @@ class BlockLowering {
   // so the pair is one 4- or 8-byte store (a vectorized loop of 2 the code generator packs).
   ir::Stmt distribute_by_layout(const analysis::TileNest& t, const ir::FragmentLayout& layout, const SourceLoc& loc) {
     ir::Var r = ir::make_var("r", ir::DType::I32, loc);
-    ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, r).mutate(t.cols->body));
+    ir::Expr slot = layout.warps_n == 1 ? layout.slot(r) : nullptr;
+    ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, r, slot).mutate(t.cols->body));
     ir::VarMap bind{{t.rows->var.get(), ir::cast(t.rows->var->dtype, layout.row(tx_, r))}, {t.cols->var.get(), ir::cast(t.cols->var->dtype, layout.col(tx_, r))}};
     if (paired_store(body, t.cols->var.get())) {
       ir::Var pair = ir::make_var("m", ir::DType::I32, loc), lane = ir::make_var("v", ir::DType::I32, loc);
@@ -270,6 +284,17 @@ class BlockLowering {
       return ir::make_for(pair, ir::make_int(0), ir::make_int(layout.per_thread() / 2), ir::ForKind::Unrolled, lanes, loc);
     }
     return ir::make_for(r, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, ir::substitute(body, bind), loc);
+  }
+
+  // for i in T.Parallel(rows) over row vectors (register_fragments admitted only nests over the
+  // whole vector that write no memory other threads see): each thread runs the rows it holds,
+  // i = layout.row(tx, s) for its slots s.
+  ir::Stmt distribute_rows(const ir::ForNode& f, const ir::FragmentLayout& layout, const SourceLoc& loc) {
+    RT_ICHECK(layout.row_vector, "a 1-D nest over register fragment that is not a row vector");
+    ir::Var slot = ir::make_var("s", ir::DType::I32, loc);
+    ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, nullptr, slot).mutate(f.body));
+    body = ir::substitute(body, {{f.var.get(), ir::cast(f.var->dtype, layout.row(tx_, slot))}});
+    return ir::make_for(slot, ir::make_int(0), ir::make_int(layout.per_thread()), ir::ForKind::Unrolled, body, loc);
   }
 
   // A register fragment stored to a global tensor (the epilogue's T.copy(C_local, C[...])) goes
@@ -332,7 +357,8 @@ class BlockLowering {
 
   // A row reduction of a register fragment (whole rows per warp): each thread combines the
   // elements of its rows it holds, the four lanes sharing a row combine theirs with shuffles, and
-  // one of them finishes the reduction (init, store) for the row.
+  // one of them finishes the reduction (init, store) for the row -- all four when it stores to a
+  // row vector (each lane keeps its copy).
   ir::Stmt distribute_reduction(const analysis::RowReduction& red, const SourceLoc& loc) {
     const ir::Buffer& regs = registers_.at(red.source);
     const ir::FragmentLayout& l = *regs->layout;
@@ -347,7 +373,7 @@ class BlockLowering {
     // element(register r): the element expression with the source read from register r.
     auto element = [&](const ir::Expr& r) {
       ir::Var rv = ir::make_var("r", ir::DType::I32, loc);
-      ir::Expr e = RegisterElements(registers_, rv).mutate(red.element);
+      ir::Expr e = RegisterElements(registers_, rv, nullptr).mutate(red.element);
       return ir::substitute(e, {{rv.get(), r}, {red.rows->var.get(), ir::cast(red.rows->var->dtype, row)}});
     };
     ir::Buffer part = ir::make_buffer(red.red->name + "_part", red.red->dtype, {}, ir::Scope::Local, loc);
@@ -362,10 +388,15 @@ class BlockLowering {
     }
     ir::Expr red_v = ir::make_load(red.red, {}, loc);
     ir::VarMap at_row{{red.rows->var.get(), ir::cast(red.rows->var->dtype, row)}};
-    ir::Stmt finish = ir::make_seq({ir::make_store(red.red, {}, ir::substitute(red.init, at_row), loc),
-                                    ir::make_store(red.red, {}, combine(red_v, part_v), loc), ir::substitute(red.store, at_row)});
+    RegisterElements vectors(registers_, nullptr, slot);
+    ir::Stmt store = vectors.mutate(red.store);
+    ir::Stmt finish = ir::make_seq({ir::make_store(red.red, {}, ir::substitute(vectors.mutate(red.init), at_row), loc),
+                                    ir::make_store(red.red, {}, combine(red_v, part_v), loc), ir::substitute(store, at_row)});
+    // Memory other threads see is written once per row.
+    bool shared_store = false;
+    for (const ir::BufferNode* b : analysis::accesses_of(store).written) shared_store |= b->scope != ir::Scope::Local;
     ir::Expr leader = ir::compare(ir::BinaryOp::EQ, ir::floor_mod(tx_, ir::make_int(4)), ir::make_int(0));
-    body.push_back(ir::make_allocate(red.red, ir::make_if(leader, finish, nullptr, loc), loc));
+    body.push_back(ir::make_allocate(red.red, shared_store ? ir::make_if(leader, finish, nullptr, loc) : finish, loc));
     ir::Stmt per_slot = ir::make_allocate(part, ir::make_seq(std::move(body)), loc);
     return ir::make_for(slot, ir::make_int(0), ir::make_int(2 * l.atoms_m()), ir::ForKind::Unrolled, per_slot, loc);
   }

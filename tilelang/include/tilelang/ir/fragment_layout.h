@@ -14,6 +14,12 @@
 // It is stored as warps_m = warps, warps_n = 1: a warp's atom row am lies 64 rows (not 16) after
 // the one before, and the warp's first row is that of its warpgroup plus 16 (w % 4). A row lives in
 // one warp, as in the whole-rows mma layout.
+//
+// A row vector (row_vector) is a 1-D fragment of `rows` elements beside such a tile whose layout
+// has whole rows per warp (warps_n == 1): each thread holds the rows it holds of the tile, one
+// register per row ("slot" s: atom row s / 2, upper or lower 8 rows s % 2), so the four lanes that
+// share a row each have a copy. Row maxima and sums of an accumulator then stay in registers
+// beside it.
 #pragma once
 
 #include <optional>
@@ -27,16 +33,26 @@ struct FragmentLayout {
   int64_t rows, cols;        // the tile
   int64_t warps_m, warps_n;  // the warp grid over it
   bool warpgroup = false;    // wgmma's accumulator (above) rather than mma.sync's
+  bool row_vector = false;   // the rows of such a tile (above), not the tile
 
   int64_t warp_rows() const { return rows / warps_m; }
   int64_t warp_cols() const { return cols / warps_n; }
   int64_t atoms_m() const { return warp_rows() / 16; }
   int64_t atoms_n() const { return warp_cols() / 8; }
-  int64_t per_thread() const { return atoms_m() * atoms_n() * 4; }
+  int64_t per_thread() const { return row_vector ? 2 * atoms_m() : atoms_m() * atoms_n() * 4; }
 
-  // The tile coordinates register `r` of thread `tx` holds (int32 expressions).
+  // The tile coordinates register `r` of thread `tx` holds (int32 expressions); for a row vector,
+  // the row of slot `r`.
   Expr row(const Expr& tx, const Expr& r) const;
   Expr col(const Expr& tx, const Expr& r) const;
+  // Of a tile's layout: the row slot (the register of the row vector) of tile register `r`.
+  Expr slot(const Expr& r) const;
+  // The row vector of this tile layout (whole rows per warp), and whether two layouts, tile or row
+  // vector, put every row in the same threads.
+  FragmentLayout rows_vector() const;
+  bool same_rows(const FragmentLayout& o) const {
+    return rows == o.rows && warps_m == o.warps_m && warps_n == 1 && o.warps_n == 1 && warpgroup == o.warpgroup;
+  }
   std::string to_string() const;  // "mma 128x128 over 2x2 warps", "wgmma 128x128 over 1 warpgroup"
   bool operator==(const FragmentLayout&) const = default;
 
