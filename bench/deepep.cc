@@ -3,8 +3,8 @@
 // r % visible GPUs, so several ranks share a GPU when there are fewer GPUs than ranks).
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
-//                [--ll-tokens 128] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
-//                [--skip memcpy,dispatch,ll,allreduce]
+//                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
+//                [--skip memcpy,dispatch,ll,moe,allreduce]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
 // DEEPEP_RENDEZVOUS are set, runs as that one rank under any launcher). Measures, in the same run:
@@ -15,6 +15,14 @@
 //             rank in dispatch, bytes it sends in combine, divided by the time) and the aggregate of
 //             all ranks; time = the slowest rank's, median over --iters after one warm-up;
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
+//   moe       a decode MoE layer step: --ll-tokens tokens per rank as two micro-batches, each through
+//             low-latency dispatch (FP8), one FP8 expert GEMM per local expert
+//             (deepgemm::m_grouped_fp8_gemm_nt_masked, --moe-hidden square: 7168 with --gpu, 1024
+//             on the CPU) and low-latency combine; without overlap (each micro-batch's three steps
+//             in turn) and with overlap (two Buffers, both dispatches issued with receive hooks,
+//             each micro-batch's GEMM while the other's tokens move; DeepEP's two-batch decode
+//             overlap); reports the step, the GEMMs alone, and the exposed communication share
+//             (step - GEMMs) / step;
 //   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring (--gpu: the device path); algbw =
 //             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
 // With --gpu, memcpy is not run, every call's
@@ -39,7 +47,9 @@
 #include <vector>
 
 #include "deepep/deepep.h"
+#include "deepgemm/deepgemm.h"
 #include "rt/cuda_device.h"
+#include "rt/cuda_stream.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
 
@@ -54,6 +64,7 @@ struct Options {
   int topk = 8;
   int experts = 256;
   int ll_tokens = 128;
+  int moe_hidden = 0;  // 0: 7168 with --gpu, 1024 on the CPU
   int iters = 5;
   int64_t ar_min = 1 << 10;
   int64_t ar_max = int64_t(1) << 30;
@@ -201,6 +212,85 @@ double timed(deepep::Comm& comm, F&& f) {
   return std::chrono::duration<double>(Clock::now() - s).count();
 }
 
+// The MoE layer step (see "moe" at the top): two micro-batches of --ll-tokens / 2 tokens.
+void run_moe_step(const std::shared_ptr<deepep::Group>& g, const Options& o) {
+  const int R = g->size(), me = g->rank();
+  const rt::Device dev = data_device(o, me);
+  const int64_t H = o.moe_hidden > 0 ? o.moe_hidden : (o.gpu ? 7168 : 1024), S = H / 128;
+  const int mb = std::max(o.ll_tokens / 2, 1), local = o.experts / R;
+  if (H % 128 != 0 || o.experts % R != 0) throw std::runtime_error("moe: --moe-hidden must be a multiple of 128 and --experts of --ranks");
+  const int64_t bytes = deepep::Buffer::low_latency_size_hint(mb, H, R, o.experts);
+  deepep::Buffer buf_a(g, 0, bytes, true, comm_options(o, me)), buf_b(g, 0, bytes, true, comm_options(o, me));
+  struct Batch {
+    rt::Tensor x, idx, w, y;
+    deepep::LowLatencyDispatchResult d;
+    deepep::LowLatencyCombineResult c;
+  } batch[2];
+  for (int i = 0; i < 2; ++i) {
+    batch[i].x = random_fill({mb, H}, rt::DType::BF16, uint64_t(me) * 2 + uint64_t(i) + 500).to(dev);
+    batch[i].idx = random_topk(me * 2 + i + 2000, mb, o.topk, o.experts).to(dev);
+    batch[i].w = random_fill({mb, o.topk}, rt::DType::F32, uint64_t(me) * 2 + uint64_t(i) + 600).to(dev);
+    batch[i].y = rt::Tensor::empty({local, int64_t(R) * mb, H}, rt::DType::BF16, dev);
+  }
+  const rt::Tensor wt = random_fill({local, H, H}, rt::DType::F8E4M3, uint64_t(me) + 700).to(dev);
+  const rt::Tensor ws = random_fill({local, S, S}, rt::DType::F32, uint64_t(me) + 800).to(dev);
+  const int64_t expected_m = std::max<int64_t>(1, int64_t(R) * mb * o.topk / o.experts);
+  deepep::Buffer* bufs[2] = {&buf_a, &buf_b};
+  auto gemm = [&](Batch& b) {
+    deepgemm::m_grouped_fp8_gemm_nt_masked(b.d.recv_x, b.d.recv_x_scales, wt, ws, b.y, b.d.recv_count, expected_m);
+  };
+  // The step's end: the GPU's queued work done (deepep's calls return with their results ready).
+  auto drain = [&] {
+    if (!o.gpu) return;
+    rt::CudaEvent e(dev.id, false);
+    e.record();
+    e.synchronize();
+  };
+  auto serial = [&] {
+    for (int i = 0; i < 2; ++i) {
+      Batch& b = batch[i];
+      b.d = bufs[i]->low_latency_dispatch(b.x, b.idx, mb, o.experts, true, false);
+      gemm(b);
+      b.c = bufs[i]->low_latency_combine(b.y, b.idx, b.w, *b.d.handle, false);
+    }
+    drain();
+  };
+  auto overlapped = [&] {
+    Batch &a = batch[0], &b = batch[1];
+    a.d = buf_a.low_latency_dispatch(a.x, a.idx, mb, o.experts, true, true);
+    b.d = buf_b.low_latency_dispatch(b.x, b.idx, mb, o.experts, true, true);
+    a.d.hook();
+    gemm(a);  // b's tokens move meanwhile
+    a.c = buf_a.low_latency_combine(a.y, a.idx, a.w, *a.d.handle, true);
+    b.d.hook();
+    gemm(b);  // a's results move back meanwhile
+    b.c = buf_b.low_latency_combine(b.y, b.idx, b.w, *b.d.handle, true);
+    a.c.hook();
+    b.c.hook();
+    drain();
+  };
+  auto gemms_only = [&] {
+    gemm(batch[0]);
+    gemm(batch[1]);
+    drain();
+  };
+  std::vector<double> ts, to, tg;
+  for (int it = 0; it <= o.iters; ++it) {
+    const double a = timed(buf_a.comm(), serial), b = timed(buf_a.comm(), overlapped), c = timed(buf_a.comm(), gemms_only);
+    if (it > 0) ts.push_back(a), to.push_back(b), tg.push_back(c);
+  }
+  ts = slowest(*g, ts), to = slowest(*g, to), tg = slowest(*g, tg);
+  if (me == 0) {
+    const double s = median(ts), ov = median(to), gm = median(tg);
+    std::printf("\n== MoE decode step%s: %d ranks, 2 micro-batches of %d tokens/rank, top-%d of %d experts, expert GEMM %lld x %lld FP8 (%d per rank)\n",
+                o.gpu ? " on the GPU" : "", R, mb, o.topk, o.experts, (long long)H, (long long)H, local);
+    std::printf("   GEMMs alone:       %9.1f us\n", gm * 1e6);
+    std::printf("   without overlap:   %9.1f us   communication exposed %5.1f%%\n", s * 1e6, 100 * std::max(0.0, s - gm) / s);
+    std::printf("   with overlap:      %9.1f us   communication exposed %5.1f%%\n", ov * 1e6, 100 * std::max(0.0, ov - gm) / ov);
+    std::fflush(stdout);
+  }
+}
+
 void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double memcpy_bw) {
   const int R = g->size(), me = g->rank();
   const bool lead = me == 0;
@@ -314,6 +404,8 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     }
   }
 
+  if (want("moe")) run_moe_step(g, o);
+
   if (want("allreduce")) {
     deepep::CommOptions co = comm_options(o, me);
     co.inbound_bytes = int64_t(R - 1) * (8 << 20);
@@ -375,6 +467,7 @@ int main(int argc, char** argv) {
     else if (a == "--topk") o.topk = std::stoi(next());
     else if (a == "--experts") o.experts = std::stoi(next());
     else if (a == "--ll-tokens") o.ll_tokens = std::stoi(next());
+    else if (a == "--moe-hidden") o.moe_hidden = std::stoi(next());
     else if (a == "--iters") o.iters = std::stoi(next());
     else if (a == "--ar-min") o.ar_min = parse_size(next());
     else if (a == "--ar-max") o.ar_max = parse_size(next());
