@@ -44,6 +44,24 @@ TEST(DeepEPDispatch, RanksAndExpertsReceivingNothingAndARankSendingNothing) {
   run_case(c, false, true);
 }
 
+// Both data paths give the same results: the frames of the shm transport (DEEPEP_SINGLE_COPY=0,
+// fault injection, or a machine that forbids reading other processes) and the single copy.
+TEST(DeepEPDispatch, FramePathAndSingleCopyPath) {
+  MoeCase c = make(4, 16, 4, Routing::Uneven);
+  c.hidden = 384;
+  for (const std::string setting : {"0", "1"}) {
+    SCOPED_TRACE("DEEPEP_SINGLE_COPY=" + setting);
+    setenv("DEEPEP_SINGLE_COPY", setting.c_str(), 1);
+    expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+      deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
+      // (On a machine that forbids process_vm_readv the single copy is off whatever the setting.)
+      EP_CHECK(buf.single_copy() == (setting == "1"));
+      for (bool fp8 : {false, true}) dispatch_and_check(buf, c, fp8, true, 2);
+    }));
+  }
+  unsetenv("DEEPEP_SINGLE_COPY");
+}
+
 TEST(DeepEPDispatch, HandleReuseCachedDispatch) {
   MoeCase c = make(4, 16, 4, Routing::Uniform);
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {

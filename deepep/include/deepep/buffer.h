@@ -152,6 +152,11 @@ class Buffer {
   int rank() const;
   int size() const;
   bool low_latency_mode() const { return low_latency_mode_; }
+  // Whether dispatch and combine of CPU tensors read peers' rows straight from their memory (one
+  // copy: cross-memory attach) rather than through the shm transport's frames (two copies). Decided
+  // at creation: every rank must be able to read every other, no fault injection may be configured
+  // (faults act on frames), and DEEPEP_SINGLE_COPY must not be 0.
+  bool single_copy() const { return !peer_pids_.empty(); }
   Comm& comm() const { return *comm_; }
   std::vector<LinkStats> link_stats() const;
 
@@ -184,6 +189,9 @@ class Buffer {
   int64_t num_nvl_bytes_ = 0;
   int64_t num_rdma_bytes_ = 0;
   bool low_latency_mode_ = false;
+  // Every rank's process id when dispatch and combine of CPU tensors read peers' rows directly
+  // (buffer/peer_memory.h), else empty.
+  std::vector<int> peer_pids_;
   uint64_t next_id_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // hooks check the Buffer still exists
 };

@@ -5,9 +5,11 @@
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
+#include "buffer/peer_memory.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
+#include "rt/env.h"
 #include "rt/error.h"
 
 namespace deepep {
@@ -45,6 +47,9 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   else
     options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
   comm_ = std::make_unique<Comm>(group_, options);
+  // The single-copy path for CPU tensors, unless faults are injected (into frames) or it is off.
+  const bool single_copy = !comm_->options().faults.any() && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
+  for (pid_t pid : detail::probe_peer_memory(*group_, single_copy)) peer_pids_.push_back(int(pid));
 }
 
 Buffer::~Buffer() { *alive_ = false; }

@@ -7,7 +7,9 @@
 #include <cstring>
 
 #include "buffer/checks.h"
+#include "bootstrap/wire.h"
 #include "buffer/dispatch_plan.h"
+#include "buffer/peer_memory.h"
 #include "deepep/buffer.h"
 #include "engine/engine.h"
 #include "rt/error.h"
@@ -112,10 +114,16 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     if (err.empty()) K = topk_weights.size(1);
   }
   const int64_t H = err.empty() ? x.size(1) : 0;
-  e.agree(what,
+  // The single-copy path (peer_memory.h): the token owners read the returned rows and weights
+  // straight from this rank's x and topk_weights; their addresses travel with the agreement.
+  const bool single_copy = !gpu && !peer_pids_.empty();
+  wire::Writer w;
+  if (single_copy && err.empty())
+    w.put<uint64_t>(reinterpret_cast<uint64_t>(x.data())).put<uint64_t>(weights ? reinterpret_cast<uint64_t>(topk_weights.data()) : 0);
+  const auto all = e.agree(what,
           rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
                   "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "", ")"),
-          err);
+          err, w.str());
   if (plane) plane->mark("agree");
   if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights);
   const DType dt = x.dtype();
@@ -144,9 +152,27 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const float* wp = weights ? topk_weights.data_as<float>() : nullptr;
   const int32_t* prefix = handle.rank_prefix_matrix.data_as<int32_t>();
   const int me = rank();
+  if (single_copy) {
+    // Rank r holds the rows this rank sent it, from row (rows r received from ranks 0..me-1) on.
+    e.check_record_fits(rec, what);
+    for (int r = 0; r < R; ++r) {
+      wire::Reader rd(all[size_t(r)]);
+      const uint64_t rx = rd.get<uint64_t>(), rw = rd.get<uint64_t>();
+      const int64_t base = me ? prefix[(me - 1) * R + r] : 0;
+      const std::vector<int64_t>& slot = slot_of[size_t(r)];
+      detail::PeerReads reads(pid_t(peer_pids_[size_t(r)]), r, what);
+      for (size_t i = 0; i < slot.size(); ++i) {
+        const uint64_t row = uint64_t(base) + i;
+        reads.add(rx + row * row_bytes, stage + size_t(slot[i]) * row_bytes, row_bytes);
+        if (w_bytes) reads.add(rw + row * w_bytes, stage_w + size_t(slot[i]) * size_t(K), w_bytes);
+      }
+      reads.run();
+    }
+    e.barrier(what);
+  }
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
-  for (int s = 0; s < R; ++s) {
+  for (int s = 0; s < R && !single_copy; ++s) {
     // Rows this rank received from s start after those of ranks 0..s-1.
     const int64_t base = s ? prefix[(s - 1) * R + me] : 0;
     auto read = [=](size_t first, size_t n, uint8_t* dst) {
@@ -169,7 +195,7 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     };
     recvs.push_back({s, rec, handle.send_lists[size_t(s)].size(), write});
   }
-  e.exchange(std::move(sends), std::move(recvs), what);
+  if (!single_copy) e.exchange(std::move(sends), std::move(recvs), what);
 
   CombineResult out;
   out.combined_x = e.pool().empty({T, H}, dt);

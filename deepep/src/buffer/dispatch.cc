@@ -11,6 +11,7 @@
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
 #include "buffer/dispatch_plan.h"
+#include "buffer/peer_memory.h"
 #include "deepep/buffer.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
@@ -128,7 +129,6 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   }
   if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, T, R);
   if (err.empty() && cached) {
-    send_lists = h->send_lists;
     const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
     for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
   }
@@ -139,10 +139,26 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
               cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
               ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, gpu ? ", on the GPU" : "",
               ")");
+  // The single-copy path (peer_memory.h): receivers read rows, scales, top-k and weights straight
+  // from this rank's tensors, the tokens it sends them from its send lists; their addresses travel
+  // with the counts.
+  const bool single_copy = !gpu && !peer_pids_.empty();
+  if (cached && err.empty()) send_lists = h->send_lists;  // the lists the receivers will read
   wire::Writer w;
   w.put_vec(counts).put_vec(expert_counts);
+  if (single_copy && err.empty()) {
+    auto addr = [](const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : uint64_t(0); };
+    w.put<uint64_t>(uint64_t(T)).put<uint64_t>(addr(a.x)).put<uint64_t>(addr(a.x_scales)).put<uint64_t>(cached ? 0 : addr(a.topk_idx));
+    w.put<uint64_t>(!cached && a.topk_idx.dtype() == DType::I32 ? 4 : 8).put<uint64_t>(cached ? 0 : addr(a.topk_weights));
+    for (int r = 0; r < R; ++r) w.put<uint64_t>(reinterpret_cast<uint64_t>(send_lists[size_t(r)].data()));
+  }
   const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
   if (plane) plane->mark("agree");
+  // Single copy: where each source's tensors and its send list for this rank are.
+  struct Remote {
+    uint64_t T = 0, x = 0, scales = 0, topk = 0, topk_bytes = 8, weights = 0, tokens = 0;
+  };
+  std::vector<Remote> remote(single_copy ? size_t(R) : 0);
   detail::DispatchPlan p;
   p.id = next_id_++;
   p.T = T, p.H = H, p.S = S, p.K = K;
@@ -162,6 +178,15 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       p.rank_prefix[size_t(s * R + j)] = int32_t((s ? p.rank_prefix[size_t((s - 1) * R + j)] : 0) + c[size_t(j)]);
     for (int j = 0; j < p.experts_per_rank; ++j)
       p.recv_per_expert[size_t(j)] += int(ec[size_t(me * p.experts_per_rank + j)]);
+    if (single_copy) {
+      Remote& q = remote[size_t(s)];
+      q.T = rd.get<uint64_t>(), q.x = rd.get<uint64_t>(), q.scales = rd.get<uint64_t>(), q.topk = rd.get<uint64_t>();
+      q.topk_bytes = rd.get<uint64_t>(), q.weights = rd.get<uint64_t>();
+      for (int r = 0; r < R; ++r) {
+        const uint64_t list = rd.get<uint64_t>();
+        if (r == me) q.tokens = list;
+      }
+    }
   }
   for (int& c : p.recv_per_expert) c = (c + a.expert_alignment - 1) / a.expert_alignment * a.expert_alignment;
   p.send_lists = std::move(send_lists);
@@ -201,9 +226,59 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   const int64_t* topk64 = !cached && a.topk_idx.dtype() == DType::I64 ? a.topk_idx.data_as<int64_t>() : nullptr;
   const int32_t* topk32 = !cached && a.topk_idx.dtype() == DType::I32 ? a.topk_idx.data_as<int32_t>() : nullptr;
 
+  if (single_copy) {
+    // Read each source's rows for this rank; then wait until every rank has read this one's. The
+    // rows one by one; the source's small per-token arrays (scales, top-k, weights) whole, in one
+    // read each, and gathered here (a read per row of a few dozen bytes costs more than the bytes).
+    e.check_record_fits(rec, what);
+    std::vector<int32_t> tokens;
+    std::vector<uint8_t> scales, topk, topk_w;
+    for (int s = 0; s < R; ++s) {
+      const int64_t n = recv_counts[size_t(s)], base = prefix[size_t(s)];
+      if (n == 0) continue;
+      const Remote& q = remote[size_t(s)];
+      detail::PeerReads reads(pid_t(peer_pids_[size_t(s)]), s, what);
+      tokens.resize(size_t(n));
+      reads.add(q.tokens, tokens.data(), size_t(n) * 4);
+      const size_t idx_bytes = cached ? 0 : size_t(K) * q.topk_bytes, w_row = weights ? size_t(K) * 4 : 0;
+      scales.resize(size_t(q.T) * s_bytes);
+      topk.resize(size_t(q.T) * idx_bytes);
+      topk_w.resize(size_t(q.T) * w_row);
+      reads.add(q.scales, scales.data(), scales.size());
+      reads.add(q.topk, topk.data(), topk.size());
+      reads.add(q.weights, topk_w.data(), topk_w.size());
+      reads.run();
+      for (int64_t i = 0; i < n; ++i) {
+        const uint64_t t = uint64_t(tokens[size_t(i)]);
+        const int64_t row = base + i;
+        reads.add(q.x + t * x_bytes, rx + size_t(row) * x_bytes, x_bytes);
+        if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, scales.data() + t * s_bytes, s_bytes);
+        rsrc[row] = int32_t(t);
+        for (int64_t k = 0; !cached && k < K; ++k) {
+          int64_t v;
+          if (q.topk_bytes == 8) {
+            std::memcpy(&v, topk.data() + t * idx_bytes + size_t(k) * 8, 8);
+          } else {
+            int32_t v32;
+            std::memcpy(&v32, topk.data() + t * idx_bytes + size_t(k) * 4, 4);
+            v = v32;
+          }
+          const bool local = v >= lo && v < hi;
+          ridx[row * K + k] = local ? v - lo : -1;
+          if (weights) {
+            float wt;
+            std::memcpy(&wt, topk_w.data() + t * w_row + size_t(k) * 4, 4);
+            rw[row * K + k] = local ? wt : 0.0f;
+          }
+        }
+      }
+      reads.run();
+    }
+    e.barrier(what);
+  }
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
-  for (int d = 0; d < R; ++d) {
+  for (int d = 0; d < R && !single_copy; ++d) {
     const std::vector<int32_t>* list = &p.send_lists[size_t(d)];
     auto read = [=](size_t first, size_t n, uint8_t* dst) {
       const std::vector<int32_t>& l = *list;
@@ -239,7 +314,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     };
     recvs.push_back({d, rec, size_t(recv_counts[size_t(d)]), write});
   }
-  e.exchange(std::move(sends), std::move(recvs), what);
+  if (!single_copy) e.exchange(std::move(sends), std::move(recvs), what);
 
   if (cached) {
     // Positions are those of the cached dispatch: the source indices come from the handle.

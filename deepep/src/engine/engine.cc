@@ -80,6 +80,12 @@ Engine::~Engine() {
 
 size_t Engine::max_payload() const { return transport_->frame_capacity() - kFrameHeader; }
 
+void Engine::check_record_fits(size_t unit, const std::string& what) const {
+  const size_t payload = max_payload();
+  RT_USER_CHECK(unit <= payload, "deepep ", what, ": buffer too small: a record of ", unit, " bytes does not fit a frame of ",
+                payload, " payload bytes; give the Buffer more bytes");
+}
+
 uint64_t Engine::pending_epoch() const { return pending_ ? pending_->epoch : 0; }
 
 void Engine::check_usable(const std::string& what) const {
@@ -247,8 +253,7 @@ void Engine::start_exchange(std::vector<SendSpec> sends, std::vector<RecvSpec> r
   const SendSpec* self_send = nullptr;
   for (SendSpec& s : sends) {
     RT_ICHECK(s.peer >= 0 && s.peer < size_ && s.unit > 0, "bad send spec to ", s.peer);
-    RT_USER_CHECK(s.unit <= payload, "deepep ", what, ": buffer too small: a record of ", s.unit,
-                  " bytes does not fit a frame of ", payload, " payload bytes; give the Buffer more bytes");
+    check_record_fits(s.unit, what);
     if (s.peer == rank_) {
       self_send = &s;
       continue;
@@ -264,8 +269,7 @@ void Engine::start_exchange(std::vector<SendSpec> sends, std::vector<RecvSpec> r
   (void)window;
   for (RecvSpec& r : recvs) {
     RT_ICHECK(r.peer >= 0 && r.peer < size_ && r.unit > 0, "bad recv spec from ", r.peer);
-    RT_USER_CHECK(r.unit <= payload, "deepep ", what, ": buffer too small: a record of ", r.unit,
-                  " bytes does not fit a frame of ", payload, " payload bytes; give the Buffer more bytes");
+    check_record_fits(r.unit, what);
     RecvState& st = x->recvs[size_t(r.peer)];
     RT_ICHECK(!st.expected, "two receives from rank ", r.peer, " in one exchange");
     st.expected = true;

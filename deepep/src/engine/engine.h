@@ -66,6 +66,10 @@ class Engine {
   Transport& transport() const { return *transport_; }
   // Payload bytes one frame carries (a record larger than this cannot be sent: buffer too small).
   size_t max_payload() const;
+  // A user error (the same on every rank, as the record sizes are) when a record of `unit` bytes
+  // does not fit a frame. Paths that move records outside frames check it too, so a Buffer too
+  // small for the frame path fails on every path alike.
+  void check_record_fits(size_t unit, const std::string& what) const;
 
   // Every communication operation starts here: completes a pending exchange, fails when the
   // communicator is broken, and applies the kill fault.
