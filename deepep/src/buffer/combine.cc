@@ -50,11 +50,12 @@ void store(uint8_t* out, const float* acc, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "default")))
 #endif
-void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token_offset, int64_t T_, int64_t H,
+void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token_offset, int64_t t0, int64_t t1, int64_t H,
                         float* acc) {
   const size_t n = size_t(H);
-  for (int64_t t = 0; t < T_; ++t) {
-    const int64_t s0 = token_offset[t], s1 = token_offset[t + 1];
+  const int64_t first = token_offset[t0];  // the stage holds slots from this one on
+  for (int64_t t = t0; t < t1; ++t) {
+    const int64_t s0 = token_offset[t] - first, s1 = token_offset[t + 1] - first;
     uint16_t* o = reinterpret_cast<uint16_t*>(out) + size_t(t) * n;
     if (s1 == s0) {
       std::memset(o, 0, n * 2);
@@ -74,16 +75,29 @@ void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token
   }
 }
 
-// out[t] = sum of the token's staged rows (rank order), in f32.
+// out[t] = sum of the token's staged rows (rank order), in f32, for tokens [t0, t1); the stage
+// holds slots from token_offset[t0] on.
 template <class T>
-void reduce_tokens(uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t T_, int64_t H) {
+void reduce_tokens(uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t t0, int64_t t1,
+                   int64_t H) {
   const size_t row_bytes = size_t(H) * sizeof(T);
+  const int64_t first = token_offset[size_t(t0)];
   std::vector<float> acc(static_cast<size_t>(H));
-  for (int64_t t = 0; t < T_; ++t) {
+  for (int64_t t = t0; t < t1; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t s = token_offset[size_t(t)]; s < token_offset[size_t(t) + 1]; ++s)
-      accumulate<T>(acc.data(), stage + size_t(s) * row_bytes, size_t(H));
+      accumulate<T>(acc.data(), stage + size_t(s - first) * row_bytes, size_t(H));
     store<T>(out + size_t(t) * row_bytes, acc.data(), size_t(H));
+  }
+}
+
+// The reduction of tokens [t0, t1) from a stage holding their slots, by dtype.
+void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t t0,
+                  int64_t t1, int64_t H, std::vector<float>& acc) {
+  switch (dt) {
+    case rt::DType::BF16: reduce_tokens_bf16(out, stage, token_offset.data(), t0, t1, H, acc.data()); break;
+    case rt::DType::F16: reduce_tokens<tl::half_t>(out, stage, token_offset, t0, t1, H); break;
+    default: reduce_tokens<float>(out, stage, token_offset, t0, t1, H); break;
   }
 }
 
@@ -131,8 +145,11 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);
   const int64_t T = handle.num_tokens;
   const int64_t slots = handle.token_offset.back();
-  // Staging: one row per (token, rank it went to), in rank order within a token.
-  const rt::Tensor stage_t = e.pool().empty({int64_t(size_t(slots) * row_bytes)}, DType::U8);
+  // Staging: one row per (token, rank it went to), in rank order within a token. The single copy
+  // stages a block of tokens at a time (about 1 MiB: the rows are reduced while in cache); the
+  // frames arrive in any order, so their path stages all.
+  const int64_t block_slots = single_copy ? std::min(slots, std::max<int64_t>(R, (1 << 20) / int64_t(row_bytes))) : slots;
+  const rt::Tensor stage_t = e.pool().empty({int64_t(size_t(block_slots) * row_bytes)}, DType::U8);
   const rt::Tensor stage_w_t = e.pool().empty({slots * K}, DType::F32);
   uint8_t* const stage = static_cast<uint8_t*>(stage_t.data());
   float* const stage_w = stage_w_t.data_as<float>();
@@ -152,21 +169,38 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const float* wp = weights ? topk_weights.data_as<float>() : nullptr;
   const int32_t* prefix = handle.rank_prefix_matrix.data_as<int32_t>();
   const int me = rank();
+  CombineResult out;
+  out.combined_x = e.pool().empty({T, H}, dt);
+  uint8_t* ox = static_cast<uint8_t*>(out.combined_x.data());
+  std::vector<float> acc(static_cast<size_t>(H));
   if (single_copy) {
-    // Rank r holds the rows this rank sent it, from row (rows r received from ranks 0..me-1) on.
+    // Rank r holds the rows this rank sent it, from row (rows r received from ranks 0..me-1) on, in
+    // token order: a block of tokens takes the next rows of each rank.
     e.check_record_fits(rec, what);
+    std::vector<uint64_t> remote_x(static_cast<size_t>(R)), remote_w(static_cast<size_t>(R));
+    std::vector<size_t> next(static_cast<size_t>(R), 0);
+    std::vector<detail::PeerReads> reads;
     for (int r = 0; r < R; ++r) {
       wire::Reader rd(all[size_t(r)]);
-      const uint64_t rx = rd.get<uint64_t>(), rw = rd.get<uint64_t>();
-      const int64_t base = me ? prefix[(me - 1) * R + r] : 0;
-      const std::vector<int64_t>& slot = slot_of[size_t(r)];
-      detail::PeerReads reads(pid_t(peer_pids_[size_t(r)]), r, what);
-      for (size_t i = 0; i < slot.size(); ++i) {
-        const uint64_t row = uint64_t(base) + i;
-        reads.add(rx + row * row_bytes, stage + size_t(slot[i]) * row_bytes, row_bytes);
-        if (w_bytes) reads.add(rw + row * w_bytes, stage_w + size_t(slot[i]) * size_t(K), w_bytes);
+      remote_x[size_t(r)] = rd.get<uint64_t>(), remote_w[size_t(r)] = rd.get<uint64_t>();
+      reads.emplace_back(pid_t(peer_pids_[size_t(r)]), r, what);
+    }
+    const std::vector<int64_t>& offset = handle.token_offset;
+    for (int64_t t0 = 0, t1 = 0; t0 < T; t0 = t1) {
+      for (t1 = t0 + 1; t1 < T && offset[size_t(t1) + 1] - offset[size_t(t0)] <= block_slots;) ++t1;
+      for (int r = 0; r < R; ++r) {
+        const std::vector<int32_t>& list = handle.send_lists[size_t(r)];
+        const int64_t base = me ? prefix[(me - 1) * R + r] : 0;
+        size_t& i = next[size_t(r)];
+        for (; i < list.size() && list[i] < t1; ++i) {
+          const int64_t at = slot_of[size_t(r)][i];
+          const uint64_t row = uint64_t(base) + i;
+          reads[size_t(r)].add(remote_x[size_t(r)] + row * row_bytes, stage + size_t(at - offset[size_t(t0)]) * row_bytes, row_bytes);
+          if (w_bytes) reads[size_t(r)].add(remote_w[size_t(r)] + row * w_bytes, stage_w + size_t(at) * size_t(K), w_bytes);
+        }
+        reads[size_t(r)].run();
       }
-      reads.run();
+      reduce_block(dt, ox, stage, offset, t0, t1, H, acc);
     }
     e.barrier(what);
   }
@@ -195,19 +229,9 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     };
     recvs.push_back({s, rec, handle.send_lists[size_t(s)].size(), write});
   }
-  if (!single_copy) e.exchange(std::move(sends), std::move(recvs), what);
-
-  CombineResult out;
-  out.combined_x = e.pool().empty({T, H}, dt);
-  uint8_t* ox = static_cast<uint8_t*>(out.combined_x.data());
-  switch (dt) {
-    case DType::BF16: {
-      std::vector<float> acc(static_cast<size_t>(H));
-      reduce_tokens_bf16(ox, stage, handle.token_offset.data(), T, H, acc.data());
-      break;
-    }
-    case DType::F16: reduce_tokens<tl::half_t>(ox, stage, handle.token_offset, T, H); break;
-    default: reduce_tokens<float>(ox, stage, handle.token_offset, T, H); break;
+  if (!single_copy) {
+    e.exchange(std::move(sends), std::move(recvs), what);
+    reduce_block(dt, ox, stage, handle.token_offset, 0, T, H, acc);
   }
   if (weights) {
     out.combined_topk_weights = e.pool().empty({T, K}, DType::F32);
