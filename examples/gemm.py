@@ -15,6 +15,7 @@ def matmul(M, N, K, block_M=128, block_N=128, block_K=32, dtype="float16", accum
         C: T.Tensor((M, N), dtype),
     ):
         with T.Kernel(T.ceildiv(N, block_N), T.ceildiv(M, block_M), threads=threads) as (bx, by):
+            T.use_swizzle(panel_size=8)  # blocks in bands of 8 columns: neighbours share A and B in L2
             A_shared = T.alloc_shared((block_M, block_K), dtype)
             B_shared = T.alloc_shared((block_K, block_N), dtype)
             C_local = T.alloc_fragment((block_M, block_N), accum_dtype)

@@ -152,6 +152,16 @@ TEST(CudaCompile, AttentionRowStatisticsLiveInRegisters) {
   }
 }
 
+// T.use_swizzle (examples/gemm.py uses it) takes the blocks' (x, y) from the grouped tile order.
+TEST(CudaCompile, UseSwizzleRemapsTheBlocks) {
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  o.params = {{"M", "1024"}, {"N", "1024"}, {"K", "256"}};
+  std::string cuda = tilelang::Module::load(tltest::source_path("examples/gemm.py")).kernel("matmul", o).emit(tilelang::Stage::Cuda, {});
+  EXPECT_NE(cuda.find("GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, 8)"), std::string::npos) << cuda.substr(0, 3000);
+  EXPECT_NE(cuda.find("= static_cast<int32_t>(tl_block_x);"), std::string::npos);
+}
+
 TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "64"}}, {}};

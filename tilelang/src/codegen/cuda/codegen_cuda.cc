@@ -66,6 +66,7 @@ class CudaCodegen : public CodegenC {
          << "// NVRTC has no <cstdint>: numeric.h provides the fixed-width types in tl::.\n"
          << "using tl::int8_t;\nusing tl::uint8_t;\nusing tl::int32_t;\nusing tl::int64_t;\n";
     if (uses_hopper_gemm_) head << "#include \"tl/device/cuda/gemm_sm90.h\"\n";
+    if (uses_tile_scheduler_) head << "#include \"tl/device/cuda/tile_scheduler.h\"\n";
     if (uses_wgmma_) head << "#include \"tl/device/cuda/tile_gemm_wgmma.h\"\n";
     if (uses_bulk_copy_) head << "#include \"tl/device/cuda/tile_copy_tma.h\"\n";
     out_.code = head.str() + kernels_.str();
@@ -364,7 +365,19 @@ class CudaCodegen : public CodegenC {
     smem_top_ = smem_peak_ = 0;
     for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
-    for (size_t i = 0; i < n.block_vars.size(); ++i) line(rt::str("const int32_t ", var(n.block_vars[i].get()), " = static_cast<int32_t>(", kBlockIdx[i], ");"));
+    std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
+    if (n.swizzle_panel > 0 && n.block_vars.size() >= 2) {
+      // T.use_swizzle(panel_size=P): the blocks run in the grouped order of tile_scheduler.h (bands
+      // of P block columns, each walked row by row), so the blocks in flight share rows and columns
+      // of their operands through L2; the launch order is x fastest, as without it.
+      uses_tile_scheduler_ = true;
+      line(rt::str("const tl::cuda::GroupedTileScheduler tl_raster = tl::cuda::GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, ",
+                   n.swizzle_panel, ");"));
+      line("int tl_block_y, tl_block_x;");
+      line("tl_raster.get(int(blockIdx.y * gridDim.x + blockIdx.x), tl_block_y, tl_block_x);");
+      block_idx[0] = "tl_block_x", block_idx[1] = "tl_block_y";
+    }
+    for (size_t i = 0; i < n.block_vars.size(); ++i) line(rt::str("const int32_t ", var(n.block_vars[i].get()), " = static_cast<int32_t>(", block_idx[i], ");"));
     line(rt::str("const int32_t ", var(n.thread_var.get()), " = static_cast<int32_t>(threadIdx.x);"));
     ++in_kernel_;
     launch_threads_ = n.threads;
@@ -466,6 +479,7 @@ class CudaCodegen : public CodegenC {
   std::ostringstream kernels_;
   int in_kernel_ = 0;
   bool uses_hopper_gemm_ = false;
+  bool uses_tile_scheduler_ = false;  // T.use_swizzle
   bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
   bool uses_bulk_copy_ = false;
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
