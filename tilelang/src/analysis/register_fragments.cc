@@ -81,30 +81,19 @@ class Candidates : public ir::IRVisitor {
   bool warpgroup_;
 };
 
-// Walks a kernel body and strikes out the candidates some access rules out.
-class Screen : public ir::IRVisitor {
+// Walks a kernel body keeping track of per-thread code (under an if, loop or let on the thread
+// index), and hands each element access (load, store) and each buffer used as a whole (gemm, copy,
+// fill, reduce, address_of) to the subclass, which decides what stays in registers.
+class FragmentWalk : public ir::IRVisitor {
  public:
-  Screen(std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates, int64_t threads, const ThreadDependence& dep)
-      : candidates_(candidates), threads_(threads), dep_(dep) {}
-
-  std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
+  explicit FragmentWalk(const ThreadDependence& dep) : dep_(dep) {}
 
  protected:
   using ir::IRVisitor::visit;
+  virtual void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) = 0;
+  virtual void whole_use(const ir::BufferNode* b) = 0;
 
   void visit(const ir::ForNode& n) override {
-    if (nest_ == nullptr && !per_thread_) {
-      if (auto red = row_reduction(n); red && candidates_.count(red->source)) {
-        reduced(*red);
-        return;
-      }
-      if (auto t = tile_nest(n)) {
-        nest_ = &*t;
-        visit_stmt(t->cols->body);
-        nest_ = nullptr;
-        return;
-      }
-    }
     per_thread(dep_.dependent(n.min) || dep_.dependent(n.extent), [&] { ir::IRVisitor::visit(n); });
   }
   void visit(const ir::IfThenElseNode& n) override {
@@ -122,6 +111,69 @@ class Screen : public ir::IRVisitor {
     ir::IRVisitor::visit(n);
   }
   void visit(const ir::GemmNode& n) override {
+    for (const ir::Region* r : {&n.a, &n.b, &n.c}) whole_use(r->buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CopyNode& n) override {
+    whole_use(n.src.buffer.get());
+    whole_use(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::FillNode& n) override {
+    whole_use(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::ReduceNode& n) override {
+    whole_use(n.src.buffer.get());
+    whole_use(n.dst.buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+  void visit(const ir::CallNode& n) override {
+    if (n.name == "address_of")
+      if (const auto* l = ir::as<ir::BufferLoadNode>(n.args.at(0))) whole_use(l->buffer.get());
+    ir::IRVisitor::visit(n);
+  }
+
+  template <class F>
+  void per_thread(bool dependent, F walk) {
+    bool saved = per_thread_;
+    per_thread_ |= dependent;
+    walk();
+    per_thread_ = saved;
+  }
+
+  const ThreadDependence& dep_;
+  bool per_thread_ = false;  // under an if, loop or let on the thread index
+};
+
+// Walks a kernel body and strikes out the candidates some access rules out.
+class Screen : public FragmentWalk {
+ public:
+  Screen(std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates, int64_t threads, const ThreadDependence& dep)
+      : FragmentWalk(dep), candidates_(candidates), threads_(threads) {}
+
+  std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
+
+ protected:
+  using FragmentWalk::visit;
+
+  void visit(const ir::ForNode& n) override {
+    if (nest_ == nullptr && !per_thread_) {
+      if (auto red = row_reduction(n); red && candidates_.count(red->source)) {
+        reduced(*red);
+        return;
+      }
+      if (auto t = tile_nest(n)) {
+        nest_ = &*t;
+        visit_stmt(t->cols->body);
+        nest_ = nullptr;
+        return;
+      }
+    }
+    FragmentWalk::visit(n);
+  }
+  // Operands are used whole; the accumulator may take registers (the only other way in).
+  void visit(const ir::GemmNode& n) override {
     strike(n.a.buffer.get());
     strike(n.b.buffer.get());
     auto it = candidates_.find(n.c.buffer.get());
@@ -134,23 +186,10 @@ class Screen : public ir::IRVisitor {
     }
     ir::IRVisitor::visit(n);
   }
-  void visit(const ir::CopyNode& n) override {
-    strike(n.src.buffer.get());
-    strike(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::FillNode& n) override {
-    strike(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::ReduceNode& n) override {
-    strike(n.src.buffer.get());
-    strike(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
 
  private:
-  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+  void whole_use(const ir::BufferNode* b) override { strike(b); }
+  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
     auto it = candidates_.find(b);
     if (it == candidates_.end()) return;
     const ir::FragmentLayout& l = it->second;
@@ -171,19 +210,10 @@ class Screen : public ir::IRVisitor {
     visit_expr(red.init);
     visit_stmt(red.store);
   }
-  template <class F>
-  void per_thread(bool dependent, F walk) {
-    bool saved = per_thread_;
-    per_thread_ |= dependent;
-    walk();
-    per_thread_ = saved;
-  }
 
   std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates_;
   int64_t threads_;
-  const ThreadDependence& dep_;
   const TileNest* nest_ = nullptr;
-  bool per_thread_ = false;  // under an if, loop or let on the thread index
 };
 
 // The layout a tile nest is distributed by (BlockLowering::distribute): that of the first 2-D
@@ -225,13 +255,13 @@ bool row_nest(const ir::ForNode& n) {
 // a 1-D T.Parallel nest over the whole vector that writes no memory other threads see (each
 // thread runs the rows it holds; the lanes sharing a row compute the same values); and the
 // layouts involved agree on which threads hold a row.
-class RowVectors : public ir::IRVisitor {
+class RowVectors : public FragmentWalk {
  public:
   // `candidates`: the vectors still in the running (all allocated 1-D float fragments of a tile's
   // row count, first), each with the rows of that tile.
   RowVectors(const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers, const ThreadDependence& dep,
              std::map<const ir::BufferNode*, ir::FragmentLayout> candidates)
-      : found(std::move(candidates)), registers_(registers), dep_(dep) {}
+      : FragmentWalk(dep), found(std::move(candidates)), registers_(registers) {}
 
   std::map<const ir::BufferNode*, ir::FragmentLayout> found;  // candidates until the walk ends
 
@@ -254,7 +284,7 @@ class RowVectors : public ir::IRVisitor {
   }
 
  protected:
-  using ir::IRVisitor::visit;
+  using FragmentWalk::visit;
   void visit(const ir::ForNode& n) override {
     if (!row_var_ && !per_thread_) {
       if (auto red = row_reduction(n); red && registers_.count(red->source)) {
@@ -278,56 +308,11 @@ class RowVectors : public ir::IRVisitor {
         return within(n.var.get(), layout, [&] { visit_stmt(n.body); });
       }
     }
-    bool saved = per_thread_;
-    per_thread_ |= dep_.dependent(n.min) || dep_.dependent(n.extent);
-    ir::IRVisitor::visit(n);
-    per_thread_ = saved;
-  }
-  void visit(const ir::IfThenElseNode& n) override {
-    bool saved = per_thread_;
-    per_thread_ |= dep_.dependent(n.cond);
-    ir::IRVisitor::visit(n);
-    per_thread_ = saved;
-  }
-  void visit(const ir::LetStmtNode& n) override {
-    bool saved = per_thread_;
-    per_thread_ |= dep_.dependent(n.value);
-    ir::IRVisitor::visit(n);
-    per_thread_ = saved;
-  }
-  void visit(const ir::BufferLoadNode& n) override {
-    element(n.buffer.get(), n.indices);
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::BufferStoreNode& n) override {
-    element(n.buffer.get(), n.indices);
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::GemmNode& n) override {
-    for (const ir::Region* r : {&n.a, &n.b, &n.c}) found.erase(r->buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::CopyNode& n) override {
-    found.erase(n.src.buffer.get());
-    found.erase(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::FillNode& n) override {
-    found.erase(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::ReduceNode& n) override {
-    found.erase(n.src.buffer.get());
-    found.erase(n.dst.buffer.get());
-    ir::IRVisitor::visit(n);
-  }
-  void visit(const ir::CallNode& n) override {
-    if (n.name == "address_of")
-      if (const auto* l = ir::as<ir::BufferLoadNode>(n.args.at(0))) found.erase(l->buffer.get());
-    ir::IRVisitor::visit(n);
+    FragmentWalk::visit(n);
   }
 
  private:
+  void whole_use(const ir::BufferNode* b) override { found.erase(b); }
   template <class F>
   void within(const ir::VarNode* row, const ir::FragmentLayout* layout, F walk) {
     const ir::VarNode* saved_row = row_var_;
@@ -336,7 +321,7 @@ class RowVectors : public ir::IRVisitor {
     walk();
     row_var_ = saved_row, layout_ = saved_layout;
   }
-  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) {
+  void element(const ir::BufferNode* b, const std::vector<ir::Expr>& idx) override {
     auto it = found.find(b);
     if (it == found.end()) return;
     bool ok = row_var_ && layout_ && !per_thread_ && idx.size() == 1 && ir::as<ir::VarNode>(idx[0]) == row_var_ && it->second.same_rows(*layout_);
@@ -344,10 +329,8 @@ class RowVectors : public ir::IRVisitor {
   }
 
   const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers_;
-  const ThreadDependence& dep_;
   const ir::VarNode* row_var_ = nullptr;        // the row variable of the nest being walked
   const ir::FragmentLayout* layout_ = nullptr;  // the layout it is distributed by (none: no vector may be touched)
-  bool per_thread_ = false;
 };
 
 // `e` without conversions to its own dtype.
