@@ -40,7 +40,12 @@ std::vector<pid_t> probe_peer_memory(Group& group, bool enabled) {
   }
   const auto verdicts = group.allgather(ok ? "1" : "0", "single-copy probe result");
   for (const std::string& v : verdicts)
-    if (v != "1") return {};
+    if (v != "1") {
+#if defined(PR_SET_PTRACER)
+      if (enabled) prctl(PR_SET_PTRACER, 0, 0, 0, 0);  // unused: no reader needs it
+#endif
+      return {};
+    }
   return pids;
 }
 
