@@ -152,14 +152,18 @@ TEST(CudaCompile, AttentionRowStatisticsLiveInRegisters) {
   }
 }
 
-// T.use_swizzle (examples/gemm.py uses it) takes the blocks' (x, y) from the grouped tile order.
+// T.use_swizzle (examples/gemm.py's `panel`) takes the blocks' (x, y) from the grouped tile order;
+// with enable=False the blocks keep the launch order.
 TEST(CudaCompile, UseSwizzleRemapsTheBlocks) {
-  tilelang::CompileOptions o;
-  o.target = tilelang::Target::cuda("sm_90a");
-  o.params = {{"M", "1024"}, {"N", "1024"}, {"K", "256"}};
-  std::string cuda = tilelang::Module::load(tltest::source_path("examples/gemm.py")).kernel("matmul", o).emit(tilelang::Stage::Cuda, {});
-  EXPECT_NE(cuda.find("GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, 8)"), std::string::npos) << cuda.substr(0, 3000);
-  EXPECT_NE(cuda.find("= static_cast<int32_t>(tl_block_x);"), std::string::npos);
+  for (const char* panel : {"8", "0"}) {
+    tilelang::CompileOptions o;
+    o.target = tilelang::Target::cuda("sm_90a");
+    o.params = {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"panel", panel}};
+    std::string cuda = tilelang::Module::load(tltest::source_path("examples/gemm.py")).kernel("matmul", o).emit(tilelang::Stage::Cuda, {});
+    const bool on = std::string(panel) == "8";
+    EXPECT_EQ(cuda.find("GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, 8)") != std::string::npos, on) << panel;
+    EXPECT_EQ(cuda.find("= static_cast<int32_t>(tl_block_x);") != std::string::npos, on) << panel;
+  }
 }
 
 TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
