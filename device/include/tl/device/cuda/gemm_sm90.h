@@ -130,6 +130,22 @@ struct GemmSm90Config {
 
 namespace detail {
 
+// Stores columns col and col + 1 of one row of C (p: the row's start), masking columns >= N; one
+// 2-element store where the row start keeps the pair aligned (vec_ok).
+template <class TC>
+TL_DEVICE void gemm_sm90_store_pair(TC* p, int col, int N, bool vec_ok, float v0, float v1) {
+  if (col + 1 < N && vec_ok) {
+    if constexpr (is_same_v<TC, float>) {
+      *reinterpret_cast<uint64_t*>(p + col) = (uint64_t(__float_as_uint(v1)) << 32) | uint64_t(__float_as_uint(v0));
+    } else {
+      *reinterpret_cast<uint32_t*>(p + col) = pack2<TC>(v0, v1);
+    }
+  } else {
+    if (col < N) p[col] = convert1<TC>(v0);
+    if (col + 1 < N) p[col + 1] = convert1<TC>(v1);
+  }
+}
+
 // Writes one consumer's kMmaM x (64 x BLOCK_N) accumulator slice to C (row0/col0: this thread's
 // first element, see the fragment layout in wgmma.h), masking rows >= M and columns >= N.
 template <class Cfg>
@@ -164,20 +180,8 @@ TL_DEVICE void gemm_sm90_store_direct(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
       if (row >= M) continue;
       TC* p = c + int64_t(row) * ldc;
 #pragma unroll
-      for (int j = 0; j < Cfg::kBlockN / 8; ++j) {
-        const int col = col0 + 8 * j;
-        const float v0 = acc[s][4 * j + 2 * h], v1 = acc[s][4 * j + 2 * h + 1];
-        if (col + 1 < N && vec_ok) {
-          if constexpr (is_same_v<TC, float>) {
-            *reinterpret_cast<uint64_t*>(p + col) = (uint64_t(__float_as_uint(v1)) << 32) | uint64_t(__float_as_uint(v0));
-          } else {
-            *reinterpret_cast<uint32_t*>(p + col) = pack2<TC>(v0, v1);
-          }
-        } else {
-          if (col < N) p[col] = convert1<TC>(v0);
-          if (col + 1 < N) p[col + 1] = convert1<TC>(v1);
-        }
-      }
+      for (int j = 0; j < Cfg::kBlockN / 8; ++j)
+        gemm_sm90_store_pair<TC>(p, col0 + 8 * j, N, vec_ok, acc[s][4 * j + 2 * h], acc[s][4 * j + 2 * h + 1]);
     }
   }
 }
@@ -247,7 +251,7 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
 // writes its FP32 partial to the workspace and counts itself in on the tile's counter; once all
 // have, piece p sums the p-th of `splits` shares of the slice over all partials, in piece order
 // (the result does not depend on timing), and stores it to C. Each piece thus reads one slice's
-// worth of partials, however many pieces there are, with all its loads in flight at once.
+// worth of partials, however many pieces there are.
 // Partials live as [float4 v][thread] per consumer slice (whole 512-byte lines per warp). Every
 // thread of the consumer calls this.
 template <class Cfg>
@@ -310,23 +314,8 @@ TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
     }
     // float4 v holds acc[s][4j .. 4j+3]: columns 8j, 8j+1 of rows r (x, y) and r + 8 (z, w).
     const int row = row0 + 64 * (v / kVecsPerRow), col = col0 + 8 * (v % kVecsPerRow);
-    const float pair[2][2] = {{sum.x, sum.y}, {sum.z, sum.w}};
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      if (row + 8 * h >= M) continue;
-      TC* p = c + int64_t(row + 8 * h) * ldc + col;
-      if (col + 1 < N && vec_ok) {
-        if constexpr (is_same_v<TC, float>) {
-          *reinterpret_cast<uint64_t*>(p) =
-              (uint64_t(__float_as_uint(pair[h][1])) << 32) | uint64_t(__float_as_uint(pair[h][0]));
-        } else {
-          *reinterpret_cast<uint32_t*>(p) = pack2<TC>(pair[h][0], pair[h][1]);
-        }
-      } else {
-        if (col < N) p[0] = convert1<TC>(pair[h][0]);
-        if (col + 1 < N) p[1] = convert1<TC>(pair[h][1]);
-      }
-    }
+    if (row < M) gemm_sm90_store_pair<TC>(c + int64_t(row) * ldc, col, N, vec_ok, sum.x, sum.y);
+    if (row + 8 < M) gemm_sm90_store_pair<TC>(c + int64_t(row + 8) * ldc, col, N, vec_ok, sum.z, sum.w);
   }
 }
 
@@ -335,7 +324,8 @@ TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
 // The kernel's body, for kernels of their own: generated code wraps it in an extern "C" kernel
 // whose TMA descriptors are __grid_constant__ parameters passed here by reference. raster_group:
 // tile-columns per rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with
-// kTmaStore, c only without. sk: the split-K plan (split_k.h; SplitK{} for none).
+// kTmaStore; c without it, and for the tiles split-K cuts into pieces (their pieces store directly).
+// sk: the split-K plan (split_k.h; SplitK{} for none).
 template <class Cfg>
 __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const TmaDescriptor& tma_b, const TmaDescriptor& tma_c,
                                                typename Cfg::TC* __restrict__ c, int M, int N, int K, int64_t ldc,
