@@ -154,8 +154,8 @@ class Buffer {
   bool low_latency_mode() const { return low_latency_mode_; }
   // Whether dispatch and combine of CPU tensors read peers' rows straight from their memory (one
   // copy: cross-memory attach) rather than through the shm transport's frames (two copies). Decided
-  // at creation: every rank must be able to read every other, no fault injection may be configured
-  // (faults act on frames), and DEEPEP_SINGLE_COPY must not be 0.
+  // at creation: every rank must be able to read every other, no frame faults may be injected
+  // (drop, corrupt, delay act on frames), and DEEPEP_SINGLE_COPY must not be 0.
   bool single_copy() const { return !peer_pids_.empty(); }
   Comm& comm() const { return *comm_; }
   std::vector<LinkStats> link_stats() const;

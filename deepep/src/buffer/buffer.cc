@@ -47,8 +47,11 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   else
     options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
   comm_ = std::make_unique<Comm>(group_, options);
-  // The single-copy path for CPU tensors, unless faults are injected (into frames) or it is off.
-  const bool single_copy = !comm_->options().faults.any() && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
+  // The single-copy path for CPU tensors, unless faults are injected into frames (drop, corrupt,
+  // delay: the healing they test lives there) or it is off. Killing a rank is no frame fault.
+  const FaultConfig& f = comm_->options().faults;
+  const bool frame_faults = f.drop > 0 || f.corrupt > 0 || f.delay_us > 0;
+  const bool single_copy = !frame_faults && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
   for (pid_t pid : detail::probe_peer_memory(*group_, single_copy)) peer_pids_.push_back(int(pid));
 }
 
