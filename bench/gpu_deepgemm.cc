@@ -5,11 +5,15 @@
 //   bench_gpu_deepgemm [--quick]
 //   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
 //                                  tune the heuristic (deepgemm/src/heuristics.cc)
-//   bench_gpu_deepgemm --one M N K three FP8 calls at one shape and nothing else (for profilers)
+//   bench_gpu_deepgemm --one M N K three FP8 calls at one shape, then three of cuBLASLt (for profilers)
+//   bench_gpu_deepgemm --time M N K [M N K ...]  ours and cuBLASLt at these shapes only (for A/B runs
+//                                  of kernel variants: DG_GPU_CONFIG, DG_JIT_FLAGS)
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
 //
-// FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, BF16 output. Device events, warm-up,
+// FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, A's already in the kernel's
+// MN-major TMA-aligned form (as DeepGEMM's benchmark passes them; --time also times row-major ones,
+// which each call transposes first), BF16 output. Device events, warm-up,
 // median of 20 runs (5 with --quick), L2 flushed before each run. Each output is spot-checked
 // against a float64 dot product of the de-quantized inputs on 64 random elements; a mismatch fails
 // the run.
@@ -148,6 +152,17 @@ struct LtFp8 {
 
 double tflops(double flops, double ms) { return flops / (ms * 1e-3) / 1e12; }
 
+// A's scales [M, K/128] (host, row-major) on the GPU in the form the kernel reads
+// (get_mn_major_tma_aligned_tensor's MN-major layout), so that the timed calls do not transpose
+// them first -- DeepGEMM's own benchmark passes them so too.
+rt::Tensor gpu_aligned_scales(const rt::Tensor& host) {
+  const rt::Tensor mn = deepgemm::get_mn_major_tma_aligned_tensor(host);  // strides (1, ld)
+  const int64_t m = host.size(0), kb = host.size(1), ld = mn.stride(1);
+  const rt::Tensor flat =
+      rt::Tensor::wrap(mn.data(), {kb, ld}, rt::DType::F32, rt::Device::cpu(), {}, mn.storage()).to(kGpu);
+  return rt::Tensor::wrap(flat.data(), {m, kb}, rt::DType::F32, kGpu, {1, ld}, flat.storage());
+}
+
 }  // namespace
 
 // Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
@@ -165,7 +180,8 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   std::printf("\n");
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
-    const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, (k + 127) / 128}, gen).to(kGpu);
+    const rt::Tensor a = random_fp8(m, k, gen).to(kGpu);
+    const rt::Tensor sfa = gpu_aligned_scales(random_scales({m, (k + 127) / 128}, gen));
     const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
     rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
     const double flops = 2.0 * double(m) * double(n) * double(k);
@@ -205,12 +221,43 @@ int main(int argc, char** argv) {
     std::mt19937_64 gen(20261129);
     if (argc == 5 && std::strcmp(argv[1], "--one") == 0) {
       const int64_t m = std::atoll(argv[2]), n = std::atoll(argv[3]), k = std::atoll(argv[4]);
-      const rt::Tensor a = random_fp8(m, k, gen).to(kGpu), sfa = random_scales({m, (k + 127) / 128}, gen).to(kGpu);
+      const rt::Tensor a = random_fp8(m, k, gen).to(kGpu);
+      const rt::Tensor sfa = gpu_aligned_scales(random_scales({m, (k + 127) / 128}, gen));
       const rt::Tensor b = random_fp8(n, k, gen).to(kGpu), sfb = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
       rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
       for (int i = 0; i < 3; ++i) deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
       std::printf("%s\n", deepgemm::last_config().to_string().c_str());
+      LtFp8 lt;
+      for (int i = 0; i < 3; ++i) lt.run(a, b, d, m, n, k, nullptr);
+      (void)d.to(rt::Device::cpu());  // a synchronous copy: waits for the launches
       return 0;
+    }
+    if (argc >= 5 && (argc - 2) % 3 == 0 && std::strcmp(argv[1], "--time") == 0) {
+      LtFp8 lt;
+      bool ok = true;
+      for (int i = 2; i < argc; i += 3) {
+        const int64_t m = std::atoll(argv[i]), n = std::atoll(argv[i + 1]), k = std::atoll(argv[i + 2]);
+        Fp8Inputs x{m, n, k, 1, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen), random_fp8(n, k, gen),
+                    random_scales({(n + 127) / 128, (k + 127) / 128}, gen)};
+        const rt::Tensor a = x.a.to(kGpu), sfa = gpu_aligned_scales(x.sfa), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+        rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+        deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);
+        const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); });
+        const bool good = spot_check(x, d, m, 0, gen);
+        ok = ok && good;
+        const double ms_lt = lt.run(a, b, d, m, n, k, nullptr)
+                                 ? timer.median_ms([&](rt::CuStream st) { lt.run(a, b, d, m, n, k, st); })
+                                 : 0;
+        const rt::Tensor sfa_rows = x.sfa.to(kGpu);
+        const double ms_rows = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa_rows, b, sfb, d); });
+        const double flops = 2.0 * double(m) * double(n) * double(k);
+        std::printf("%ld x %ld x %ld: ours %.0f TFLOPS%s (%s; %.0f with row-major A scales), cuBLASLt %.0f\n", long(m),
+                    long(n), long(k), tflops(flops, ms), good ? "" : " MISMATCH",
+                    deepgemm::last_config().to_string().c_str(), tflops(flops, ms_rows),
+                    ms_lt > 0 ? tflops(flops, ms_lt) : 0.0);
+        std::fflush(stdout);
+      }
+      return ok ? 0 : 1;
     }
     if (argc == 2 && std::strcmp(argv[1], "--huge") == 0) {
       const int64_t m = 100000, n = 100000, k = 100000;
@@ -270,7 +317,7 @@ int main(int argc, char** argv) {
     for (const Case& c : cases) {
       Fp8Inputs x{c.m, c.n, c.k, 1, random_fp8(c.m, c.k, gen), random_scales({c.m, (c.k + 127) / 128}, gen),
                   random_fp8(c.n, c.k, gen), random_scales({(c.n + 127) / 128, (c.k + 127) / 128}, gen)};
-      const rt::Tensor a = x.a.to(kGpu), sfa = x.sfa.to(kGpu), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+      const rt::Tensor a = x.a.to(kGpu), sfa = gpu_aligned_scales(x.sfa), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
       rt::Tensor d = rt::Tensor::empty({c.m, c.n}, rt::DType::BF16, kGpu);
       deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d);  // compiles (or loads) the kernel
       const std::string config = deepgemm::last_config().to_string();

@@ -55,8 +55,11 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // per 128 x 128 block of B, read directly.
 // kMulticast_ 2: CTAs run in clusters of 2 on vertically adjacent tiles (same columns), each loading
 // half of the shared B tile and multicasting it to both (half the L2 traffic of B).
+// kEpilogueBuffers_: 64 x 64 staging buffers per consumer for the TMA-store epilogue, 2 (a box is
+// staged while the previous one is stored) or 1 (room for one more stage; heuristics.cc decides).
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
-          bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1>
+          bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
+          int kEpilogueBuffers_ = 2>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -88,7 +91,8 @@ struct Sm90GemmConfig {
   static constexpr int kStageBytesSfb = kSfbPerRow ? (kBlockN * 4 * kSubBlocks + 127) / 128 * 128 : 0;
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
-  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
+  static constexpr int kEpilogueBuffers = kEpilogueBuffers_;
+  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   static constexpr int kSmemBytes =
       kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb) + kEpilogueBytes + kBarrierBytes + 1024;
@@ -113,6 +117,7 @@ struct Sm90GemmConfig {
   static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
+  static_assert(kEpilogueBuffers == 1 || kEpilogueBuffers == 2, "one or two epilogue buffers per consumer");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
                 "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
@@ -517,10 +522,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       bool via_tma = Cfg::kTmaStore && (Cfg::kGrouping != kGroupMMasked || tile.m0 + kBlockM <= tile.row_limit);
       if constexpr (Cfg::kTmaStore) {
         if (via_tma)
-          tl::cuda::detail::gemm_sm90_store_tma<Cfg>(acc, &tma_d, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer,
-                                                     tile.row_limit, p.n, tile.m0 + consumer * Cfg::kConsumerRows,
-                                                     tile.n0,
-                                                     boxes_done, tile.d_group);
+          tl::cuda::detail::gemm_sm90_store_tma<Cfg>(
+              acc, &tma_d, smem_c + consumer * Cfg::kEpilogueBuffers * Cfg::kBoxBytesC, consumer, tile.row_limit, p.n,
+              tile.m0 + consumer * Cfg::kConsumerRows, tile.n0, boxes_done, tile.d_group);
       }
       if (!via_tma) {
         TC* d = static_cast<TC*>(p.d) + tile.d_group * p.d_sg;

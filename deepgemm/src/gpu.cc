@@ -12,6 +12,7 @@
 #include <cstring>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "backend.h"
@@ -30,16 +31,32 @@ using kernels::Sm90GemmParams;
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// Copies the logical [groups, rows, cols] view v (element (g, r, c) at g*s_g + r*s_r + c*s_c) into a
-// new tensor of `out_dtype` on the same device, rows `out_ld` >= cols elements apart (the padding is
-// left unwritten); returns the new tensor, [groups, rows, out_ld].
+// A [shape] tensor of `dtype` in device scratch memory that outlives the call. Allocating device
+// memory on every call would cost more than a GEMM (cuMemAlloc, and cuMemFree synchronizes the
+// device): one grow-only buffer per purpose is kept per calling thread, device and stream, so the
+// calls that reuse a buffer are ordered on that stream -- the next call's copy into it runs after
+// the previous call's kernel has read it.
+rt::Tensor stream_scratch(const std::string& purpose, const rt::Shape& shape, rt::DType dtype, int device,
+                          rt::CuStream stream) {
+  thread_local std::map<std::tuple<std::string, int, rt::CuStream>, rt::Tensor> buffers;
+  int64_t elements = 1;
+  for (int64_t d : shape) elements *= d;
+  const int64_t bytes = std::max<int64_t>((elements * rt::bits(dtype) + 7) / 8, 1);
+  rt::Tensor& buf = buffers[{purpose, device, stream}];
+  if (!buf.defined() || buf.numel() < bytes) buf = rt::Tensor::empty({bytes}, rt::DType::U8, rt::Device::cuda(device));
+  return rt::Tensor::wrap(buf.data(), shape, dtype, buf.device(), {}, buf.storage());
+}
+
+// Copies the logical [groups, rows, cols] view v (element (g, r, c) at g*s_g + r*s_r + c*s_c) into
+// `what`'s scratch tensor of `out_dtype` on the same device (stream_scratch), rows `out_ld` >= cols
+// elements apart (the padding is left unwritten); returns it, [groups, rows, out_ld].
 template <class Arg>
 rt::Tensor layout_copy(const Arg& v, int64_t groups, rt::DType out_dtype, int64_t out_ld, rt::CuStream stream,
                        const char* what, const std::string& function) {
   const rt::Device device = v.tensor.device();
   RT_USER_CHECK(v.rows <= 65535 * 32 && groups <= 65535, "deepgemm::", function, ": ", what, " (", groups, " x ",
                 v.rows, " x ", v.cols, ") is too large for the GPU layout copy");
-  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, out_ld}, out_dtype, device);
+  const rt::Tensor out = stream_scratch(what, {groups, v.rows, out_ld}, out_dtype, device.id, stream);
   const rt::CudaKernel kernel =
       jit_kernel(layout_copy_source(v.tensor.dtype(), out_dtype), kLayoutCopyKernel, device.id);
   const void* in = v.tensor.data();
@@ -66,7 +83,8 @@ Arg k_major(const Arg& v, int64_t groups, rt::DType out_dtype, rt::CuStream stre
 // A's per-row scales in the form the kernel's TMA loads read: FP32, MN-major (stride 1 along M), the
 // stride between k-blocks and groups a multiple of 16 bytes (get_mn_major_tma_aligned_tensor's
 // layout). Other forms (K-major, UE8M0, unaligned) are copied once into it.
-ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream, const std::string& function) {
+ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream, const char* what,
+                         const std::string& function) {
   const bool aligned = reinterpret_cast<uintptr_t>(v.tensor.data()) % 16 == 0 && (v.s_c * 4) % 16 == 0 &&
                        (groups == 1 || (v.s_g * 4) % 16 == 0);
   if (v.tensor.dtype() == rt::DType::F32 && (v.s_r == 1 || v.rows == 1) && aligned) return v;
@@ -77,7 +95,7 @@ ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream,
   t.s_c = v.s_r;
   const int64_t ld = (v.rows + 3) / 4 * 4;
   ScaleArg r = v;
-  r.tensor = layout_copy(t, groups, rt::DType::F32, ld, stream, "a_scales", function);
+  r.tensor = layout_copy(t, groups, rt::DType::F32, ld, stream, what, function);
   r.s_g = v.cols * ld;
   r.s_r = 1;
   r.s_c = ld;
@@ -137,11 +155,10 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.block_m = bm;
   b.block_n = bn;
   b.block_k = fp8 ? 128 : 64;
-  b.stages = stages;
   b.tma_store = tma_store_ok && bn % 64 == 0;
-  b.smem_bytes = sm90_smem_bytes(fp8, bm, bn, stages, b.tma_store, out_bytes, sfb_rows);
-  RT_USER_CHECK(b.smem_bytes <= smem_limit, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes,
-                " bytes of shared memory; the device allows ", smem_limit);
+  RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
+                ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
+                smem_limit);
   choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast == 2);
   RT_USER_CHECK(multicast != 2 || b.multicast == 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' asks for multicast, which needs a plain GEMM with block scales of B, an even number of ",
@@ -184,16 +201,6 @@ MatrixArg group_of(const MatrixArg& v, int64_t g) {
                               v.tensor.storage());
   r.s_g = 0;
   return r;
-}
-
-// The FP32 workspace of split-K, at least `floats` long. Allocating device memory on every call
-// would cost more than the GEMM (cuMemAlloc, and cuMemFree synchronizes): one grow-only buffer is
-// kept per calling thread, device and stream, so calls that reuse it are ordered on that stream.
-rt::Tensor split_k_workspace(int64_t floats, int device, rt::CuStream stream) {
-  thread_local std::map<std::pair<int, rt::CuStream>, rt::Tensor> buffers;
-  rt::Tensor& buf = buffers[{device, stream}];
-  if (!buf.defined() || buf.numel() < floats) buf = rt::Tensor::empty({floats}, rt::DType::F32, rt::Device::cuda(device));
-  return buf;
 }
 
 // One kernel launch over operands already in the kernel's forms.
@@ -249,9 +256,9 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const bool split = blk.splits > 1;
   rt::Tensor workspace;
   if (split) {
-    workspace = split_k_workspace(blk.splits * x.m * x.n, device, stream);
+    workspace = stream_scratch("split_k", {blk.splits * x.m * x.n}, rt::DType::F32, device, stream);
     blk.tma_store = false;
-    blk.smem_bytes = sm90_smem_bytes(x.fp8, blk.block_m, blk.block_n, blk.stages, false, 4, sfb_rows);
+    blk.smem_bytes = sm90_smem_bytes(x.fp8, blk.block_m, blk.block_n, blk.stages, 0, 4, sfb_rows);
   }
 
   Sm90KernelSpec spec;
@@ -263,6 +270,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.grouping = x.grouping == Grouping::MContiguous ? 1 : x.grouping == Grouping::MMasked ? 2 : 0;
   spec.has_c = x.c.present() && !split;
   spec.tma_store = blk.tma_store;
+  spec.epilogue_buffers = blk.epilogue_buffers;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
@@ -369,7 +377,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
-                       blk.tma_store ? ".tma_store" : "");
+                       blk.tma_store ? (blk.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
   cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;
   cfg.block_n = blk.block_n;
@@ -385,7 +393,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 // FP4 B (nibble view) as a contiguous e4m3 [groups, rows, cols] copy.
 MatrixArg fp4_as_fp8(const MatrixArg& v, int64_t groups, rt::CuStream stream) {
   const rt::Device device = v.tensor.device();
-  const rt::Tensor out = rt::Tensor::empty({groups, v.rows, v.cols}, rt::DType::F8E4M3, device);
+  const rt::Tensor out = stream_scratch("b", {groups, v.rows, v.cols}, rt::DType::F8E4M3, device.id, stream);
   const rt::CudaKernel kernel = jit_kernel(fp4_to_fp8_source(), kFp4ToFp8Kernel, device.id);
   const void* in = v.tensor.data();
   void* dst = out.data();
@@ -418,8 +426,8 @@ GemmConfig run_gpu(const Problem& p) {
   if (p.m == 0 || p.n == 0) {
     cfg.kernel = "none (empty output)";
   } else {
-    // Operands in the forms the kernel reads. The copies live until the call returns; the launches
-    // are ordered on `stream`, and freeing device memory waits for the work in flight.
+    // Operands in the forms the kernel reads: copies into per-stream scratch (stream_scratch), the
+    // launches ordered on `stream`.
     Sm90Call x;
     x.fp8 = p.kind != Kind::Bf16;
     x.grouping = p.grouping == Grouping::KContiguous ? Grouping::None : p.grouping;
@@ -440,10 +448,10 @@ GemmConfig run_gpu(const Problem& p) {
     if (x.fp8) {
       // A's scales, and per-row B scales (FP4, K-grouped), go through TMA in the MN-major form; block
       // scales of B (two per k-block) are read directly, in any layout, as FP32.
-      x.sfa = mn_major_scales(p.sfa, x.groups_a, stream, fn);
+      x.sfa = mn_major_scales(p.sfa, x.groups_a, stream, "a_scales", fn);
       x.sfb_per_row = p.sfb.gran_r == 1;
       x.promotion_k = p.promotion_k();
-      x.sfb = x.sfb_per_row ? mn_major_scales(p.sfb, x.groups_b, stream, fn)
+      x.sfb = x.sfb_per_row ? mn_major_scales(p.sfb, x.groups_b, stream, "b_scales", fn)
               : p.sfb.tensor.dtype() == rt::DType::UE8M0 ? k_major(p.sfb, x.groups_b, rt::DType::F32, stream, "b_scales", fn)
                                                          : p.sfb;
     }

@@ -31,7 +31,7 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
                                      s.tma_store ? "true" : "false", ", ", s.sfb_per_row ? "true" : "false", ", ",
-                                     s.promotion_k, ", ", s.multicast, ">");
+                                     s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ">");
   return rt::str(
       "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
       "using Cfg = ", config, ";\n"

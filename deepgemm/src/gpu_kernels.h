@@ -22,6 +22,7 @@ struct Sm90KernelSpec {
   int grouping = 0;  // kernels::Sm90Grouping: 0 none, 1 M-contiguous, 2 M-masked
   bool has_c = false;
   bool tma_store = false;
+  int epilogue_buffers = 2;  // 64 x 64 staging buffers per consumer of the TMA-store epilogue (1 or 2)
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile

@@ -76,12 +76,36 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
-int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes,
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
                         int sfb_rows) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
   const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb;
-  const int64_t epilogue = tma_store ? int64_t(sm90_consumers(block_m)) * 2 * 64 * 64 * out_bytes : 0;
+  const int64_t epilogue = int64_t(sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
   return stages * stage + epilogue + 2 * stages * 8 + 1024;
+}
+
+bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {
+  auto fits = [&](int s, int buffers) {
+    return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows) <= smem_limit;
+  };
+  auto deepest = [&](int buffers) {
+    int best = 0;
+    for (int s = 2; s <= 8; ++s)
+      if (fits(s, buffers)) best = s;
+    return best;
+  };
+  if (stages > 0) {
+    b.stages = stages;
+    b.epilogue_buffers = fits(stages, 2) ? 2 : 1;
+  } else {
+    const int with_two = deepest(2), with_one = deepest(1);
+    const bool one = b.tma_store && with_one > with_two && with_two < 3;
+    b.epilogue_buffers = one ? 1 : 2;
+    b.stages = std::max(2, one ? with_one : with_two);
+  }
+  b.smem_bytes = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, b.tma_store ? b.epilogue_buffers : 0, out_bytes,
+                                 sfb_rows);
+  return b.smem_bytes <= smem_limit;
 }
 
 void choose_split_k(GpuBlocking& b, int64_t m, int64_t n, int64_t k, bool fp8, int out_bytes, int sms) {
@@ -141,8 +165,9 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   for (int i = 0; i < num_candidates; ++i) {
     const Candidate& c = candidates[i];
     if (c.bm > max_block_m) continue;
-    // The fewest stages worth running: smaller tiles (and 256-row FP8 tiles, 3) fit more.
-    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0, out_bytes, sfb_rows) > smem_limit) continue;
+    // The fewest stages worth running: smaller tiles fit more.
+    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows) > smem_limit)
+      continue;
     const int64_t tiles =
         ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
     // A persistent grid runs ceil(tiles / SMs) rounds of one tile per SM, each as long as one tile
@@ -162,11 +187,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   best.splits = 1;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   // As many stages as fit, up to 8 (the ring also prefetches the next tile across tiles).
-  best.stages = 2;
-  for (int s = 2; s <= 8; ++s)
-    if (sm90_smem_bytes(fp8, best.block_m, best.block_n, s, best.tma_store, out_bytes, sfb_rows) <= smem_limit)
-      best.stages = s;
-  best.smem_bytes = sm90_smem_bytes(fp8, best.block_m, best.block_n, best.stages, best.tma_store, out_bytes, sfb_rows);
+  choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.
   const int64_t n_blocks = ceil_div(std::max<int64_t>(n, 1), best.block_n);
   best.raster_group = int(std::clamp<int64_t>(n_blocks, 1, 8));

@@ -17,7 +17,8 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 // The Hopper kernel's configuration (kernels/sm90_gemm.cuh) for one call.
 struct GpuBlocking {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
-  bool tma_store = false;  // epilogue through shared memory and TMA stores
+  bool tma_store = false;    // epilogue through shared memory and TMA stores
+  int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   int splits = 1;          // split-K ranges (plain GEMMs): partials in an FP32 workspace, then summed
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
@@ -52,9 +53,17 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
-// the generated source asserts the two agree).
-int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, bool tma_store, int out_bytes,
+// the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
+// the TMA-store epilogue, 0 without it.
+int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
                         int sfb_rows = 0);
+
+// The pipeline depth of b's block shape within `smem_limit`: `stages` of them when > 0 (false when
+// they do not fit), else as many as fit up to 8. With b.tma_store, two epilogue buffers per consumer
+// unless one buffer is what lets the stages fit (a forced depth), or buys a third stage. (On the
+// H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3 and two, and 1.5%
+// slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages, b.epilogue_buffers and b.smem_bytes.
+bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
 int choose_cpu_threads(int max_threads);

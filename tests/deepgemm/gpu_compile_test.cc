@@ -34,8 +34,9 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.sfb_per_row = per_row_promotion_k > 0;
   s.promotion_k = s.sfb_per_row ? per_row_promotion_k : 128;
   s.multicast = multicast;
-  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store, out == rt::DType::BF16 ? 2 : 4,
-                                                   s.sfb_per_row ? 128 / s.promotion_k : 0);
+  s.smem_bytes =
+      deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store ? s.epilogue_buffers : 0,
+                                        out == rt::DType::BF16 ? 2 : 4, s.sfb_per_row ? 128 / s.promotion_k : 0);
   return s;
 }
 
@@ -73,6 +74,19 @@ TEST(GpuCompile, Sm90GemmVariants) {
       EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d.global.shared::cta"), std::string::npos);
     }
   }
+}
+
+// One epilogue buffer per consumer: each box's store must leave shared memory before the next box
+// is staged there (wait_group.read 0, not 1).
+TEST(GpuCompile, OneEpilogueBuffer) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  Sm90KernelSpec s = spec(true, rt::DType::BF16, 256, 128, 4, 0, false, true);
+  s.epilogue_buffers = 1;
+  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 256, 128, 4, 1, 2);
+  EXPECT_LE(s.smem_bytes, 232448);
+  const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
+  EXPECT_NE(ptx.find("cp.async.bulk.wait_group.read 0"), std::string::npos);
+  EXPECT_EQ(ptx.find("cp.async.bulk.wait_group.read 1"), std::string::npos);
 }
 
 TEST(GpuCompile, HostAndKernelAgreeOnSharedMemory) {
@@ -142,6 +156,23 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
       }
     }
   }
+  // 256 x 128 FP8 tiles: three stages with two epilogue buffers per consumer; a forced fourth stage
+  // fits with one buffer. 128 x 128 tiles fit five stages with two.
+  auto wide = deepgemm::detail::choose_gpu_blocking(true, 4096, 4096, 7168, 1, 2, true, 132, smem);
+  ASSERT_EQ(wide.block_m, 256);
+  EXPECT_EQ(wide.stages, 3);
+  EXPECT_EQ(wide.epilogue_buffers, 2);
+  ASSERT_TRUE(deepgemm::detail::choose_sm90_stages(wide, true, 2, 0, smem, 4));
+  EXPECT_EQ(wide.epilogue_buffers, 1);
+  EXPECT_EQ(wide.smem_bytes, deepgemm::detail::sm90_smem_bytes(true, 256, 128, 4, 1, 2));
+  deepgemm::detail::GpuBlocking square;
+  square.block_m = square.block_n = 128;
+  square.tma_store = true;
+  ASSERT_TRUE(deepgemm::detail::choose_sm90_stages(square, true, 2, 0, smem));
+  EXPECT_EQ(square.stages, 5);
+  EXPECT_EQ(square.epilogue_buffers, 2);
+  // A forced depth that does not fit even with one buffer is refused.
+  EXPECT_FALSE(deepgemm::detail::choose_sm90_stages(square, true, 2, 0, smem, 7));
   // The contiguous layout never gets 256-row tiles (its groups start on 128-row boundaries).
   for (int64_t m : {4096, 32768})
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);

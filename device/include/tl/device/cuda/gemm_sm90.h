@@ -97,7 +97,8 @@ struct GemmSm90Config {
   // Epilogue staging (kTmaStore): per consumer two buffers of one kBoxC x kBoxC box of TC.
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
-  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * 2 * kBoxBytesC : 0;
+  static constexpr int kEpilogueBuffers = 2;
+  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   // + 1024: the dynamic shared memory base is aligned up to 1024 bytes inside the kernel.
   static constexpr int kSmemBytes = kStages * kStageBytes + kEpilogueBytes + kBarrierBytes + 1024;
@@ -187,9 +188,11 @@ TL_DEVICE void gemm_sm90_store_direct(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
 }
 
 // TMA-store epilogue of one consumer: its kMmaM x (64 x BLOCK_N) slice goes out as 64 x 64 boxes,
-// each staged in one of the consumer's two 128-byte-swizzled shared buffers, alternating. `buf`: the
-// two buffers (2 x kBoxBytesC, 1024-byte aligned); (row0, col0): the slice's first element in C;
-// `boxes_done`: boxes this consumer has staged so far (kept across tiles: it picks the buffer).
+// each staged in one of the consumer's Cfg::kEpilogueBuffers (1 or 2) 128-byte-swizzled shared
+// buffers, in turn. `buf`: the buffers (kEpilogueBuffers x kBoxBytesC, 1024-byte aligned); (row0,
+// col0): the slice's first element in C; `boxes_done`: boxes this consumer has staged so far (kept
+// across tiles: it picks the buffer). One buffer waits for each box's store to leave shared memory
+// before staging the next; it leaves room for another pipeline stage.
 // The thread with thread_idx_in_warpgroup() == 0 issues and tracks the stores (bulk groups are per
 // thread), so it must be the same thread on every tile; it waits for them before the kernel ends.
 // `group` < 0: tma_c is a 2-D map {N, M}; otherwise a 3-D map {N, M, groups} and the boxes go to
@@ -213,10 +216,10 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
   for (int s = 0; s < Cfg::kMmaM; ++s) {
 #pragma unroll
     for (int b = 0; b < kBoxes; ++b) {
-      const uint32_t parity = boxes_done++ & 1u;
-      const uint32_t slot = base + parity * uint32_t(Cfg::kBoxBytesC);
-      // The buffer was last used two boxes ago: wait until its TMA store has read it.
-      if (leader) tma_store_wait_read<1>();
+      const uint32_t slot_index = boxes_done++ % uint32_t(Cfg::kEpilogueBuffers);
+      const uint32_t slot = base + slot_index * uint32_t(Cfg::kBoxBytesC);
+      // The buffer was last used kEpilogueBuffers boxes ago: wait until its TMA store has read it.
+      if (leader) tma_store_wait_read<Cfg::kEpilogueBuffers - 1>();
       named_barrier_sync(bar_id, 128);
 #pragma unroll
       for (int jj = 0; jj < Cfg::kBoxC / 8; ++jj) {
@@ -231,14 +234,15 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
       fence_proxy_async_shared();  // make the generic-proxy writes visible to the TMA unit
       named_barrier_sync(bar_id, 128);
       // One bulk group per box, empty when the box lies wholly outside C: the wait above counts on
-      // "the group two commits back is the one that last read this buffer", on every tile.
+      // "the group kEpilogueBuffers commits back is the one that last read this buffer", on every
+      // tile.
       const int box_row = row0 + 64 * s, box_col = col0 + Cfg::kBoxC * b;
       if (leader) {
         if (box_row < M && box_col < N) {
           if (group < 0)
-            tma_store_2d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row);
+            tma_store_2d(tma_c, buf + slot_index * Cfg::kBoxBytesC, box_col, box_row);
           else
-            tma_store_3d(tma_c, buf + parity * Cfg::kBoxBytesC, box_col, box_row, group);
+            tma_store_3d(tma_c, buf + slot_index * Cfg::kBoxBytesC, box_col, box_row, group);
         }
         tma_store_commit();
       }
@@ -464,9 +468,9 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
       }
 
       if constexpr (Cfg::kTmaStore) {
-        detail::gemm_sm90_store_tma<Cfg>(acc, &tma_c, smem_c + consumer * 2 * Cfg::kBoxBytesC, consumer, M, N,
-                                         m_block * kBlockM + consumer * Cfg::kConsumerRows, n_block * kBlockN,
-                                         boxes_done);
+        detail::gemm_sm90_store_tma<Cfg>(acc, &tma_c, smem_c + consumer * Cfg::kEpilogueBuffers * Cfg::kBoxBytesC,
+                                         consumer, M, N, m_block * kBlockM + consumer * Cfg::kConsumerRows,
+                                         n_block * kBlockN, boxes_done);
       } else {
         const int row0 = m_block * kBlockM + consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
         const int col0 = n_block * kBlockN + 2 * (lane % 4);
