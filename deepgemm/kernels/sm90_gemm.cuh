@@ -30,6 +30,9 @@
 // - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
 //   of a contiguous grouped GEMM (m_indices -1) are written as zeros; rows past a masked group's
 //   count are not written.
+// - Split-K (plain GEMMs, p.split_k; tl/device/split_k.h): when the tiles leave SMs idle, the last
+//   wave's tiles are cut into pieces of K, one per CTA; the pieces sum their FP32 partials in the
+//   kernel, in piece order (gemm_sm90.h's gemm_sm90_split_reduce), piece 0 carrying C.
 #pragma once
 
 #include "deepgemm/kernels/sm90_params.h"
@@ -138,15 +141,15 @@ struct Sm90Scales {
 struct Sm90Tile {
   int group, b_group, m0, n0, row_limit;
   bool compute;
-  int kb0, kb1;  // the k-blocks this tile sums: all, or its split's range (split-K)
-  int d_group;   // the slice of D (and C) it writes: `group`, or its split (split-K)
+  tl::SplitKUnit unit;  // the tile's index, and the k-blocks it sums: all, or its piece's (split-K)
 };
 
 template <class Cfg>
 struct Sm90Tiles {
   tl::cuda::GroupedTileScheduler sched;
   int per_group;  // tiles of one group
-  int total;
+  int tiles;      // of all groups
+  int total;      // units of work: the tiles, or with split-K the whole tiles and the pieces
 
   TL_DEVICE static Sm90Tiles make(const Sm90GemmParams& p) {
     Sm90Tiles t;
@@ -154,19 +157,15 @@ struct Sm90Tiles {
     t.sched = tl::cuda::GroupedTileScheduler::make(p.m, p.n, Cfg::kBlockM * Cfg::kMulticast, Cfg::kBlockN,
                                                    p.raster_group);
     t.per_group = t.sched.num_tiles();
-    t.total = (Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group) * p.splits;
+    t.tiles = Cfg::kGrouping == kGroupMMasked ? t.per_group * p.num_groups : t.per_group;
+    t.total = tl::split_k_units(p.split_k, t.tiles);
     return t;
   }
 
-  // Tile `index` in [0, total); false when it has nothing to write (past a masked group's rows).
+  // Unit `index` in [0, total); false when it has nothing to write (past a masked group's rows).
   TL_DEVICE bool get(const Sm90GemmParams& p, int index, Sm90Tile& tile) const {
-    // Split-K: the splits of one output tile are neighbours in the walk (they share A and B panels).
-    const int split = index % p.splits;
-    index /= p.splits;
-    const int num_k_blocks = (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK;
-    const int per_split = (num_k_blocks + p.splits - 1) / p.splits;
-    tile.kb0 = split * per_split;
-    tile.kb1 = tile.kb0 + per_split < num_k_blocks ? tile.kb0 + per_split : num_k_blocks;
+    tile.unit = tl::split_k_unit(p.split_k, tiles, (p.k + Cfg::kBlockK - 1) / Cfg::kBlockK, index);
+    index = tile.unit.tile;
     const int g = Cfg::kGrouping == kGroupMMasked ? index / per_group : 0;
     int m_block, n_block;
     sched.get(index - g * per_group, m_block, n_block);
@@ -175,7 +174,6 @@ struct Sm90Tiles {
     tile.n0 = n_block * Cfg::kBlockN;
     tile.group = g;
     tile.b_group = g;
-    tile.d_group = p.splits > 1 ? split : g;
     tile.row_limit = p.m;
     tile.compute = true;
     if constexpr (Cfg::kGrouping == kGroupMMasked) {
@@ -236,6 +234,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     __syncthreads();
 
   const Sm90Tiles<Cfg> tiles = Sm90Tiles<Cfg>::make(p);
+  // The pieces of a split tile wait for each other: a launch that cannot run them at once would hang.
+  if (!tl::split_k_fits(p.split_k, tiles.total, int(gridDim.x))) __trap();
   // Clusters walk the tiles together: cluster c takes tiles c, c + clusters, ...
   const int first_tile = int(blockIdx.x) / Cfg::kMulticast, tile_step = int(gridDim.x) / Cfg::kMulticast;
   [[maybe_unused]] const uint32_t cta_rank = Cfg::kMulticast > 1 ? cluster_ctarank() : 0u;
@@ -249,7 +249,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
-        for (int kb = tile.kb0; kb < tile.kb1; ++kb) {
+        for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf +
@@ -380,8 +380,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
-        if constexpr (Cfg::kHasC) {
-          const float* cg = p.c + tile.d_group * p.c_sg;
+        if (Cfg::kHasC && tile.unit.piece <= 0) {  // C enters a split tile's sum once, with piece 0
+          const float* cg = p.c + tile.group * p.c_sg;
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
 #pragma unroll
@@ -398,16 +398,17 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
 
       if (tile.compute) {
-        const int num_k_blocks = tile.kb1 - tile.kb0;  // of this tile (its split's range)
+        const int kb0 = tile.unit.kb0, kb1 = tile.unit.kb1;
+        const int num_k_blocks = kb1 - kb0;  // of this tile (its piece's range with split-K)
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
           sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
           sfb.step = p.sfb_sc;
-          sfb.v0 = tile.kb0 < tile.kb1 ? __ldg(sfb.row0 + tile.kb0 * sfb.step) : 0.0f;
-          sfb.v1 = tile.kb0 < tile.kb1 ? __ldg(sfb.row1 + tile.kb0 * sfb.step) : 0.0f;
-          sfb.next_kb = tile.kb0 + 1;
-          sfb.end_kb = tile.kb1;
+          sfb.v0 = kb0 < kb1 ? __ldg(sfb.row0 + kb0 * sfb.step) : 0.0f;
+          sfb.v1 = kb0 < kb1 ? __ldg(sfb.row1 + kb0 * sfb.step) : 0.0f;
+          sfb.next_kb = kb0 + 1;
+          sfb.end_kb = kb1;
         }
         if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
@@ -502,6 +503,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         for (int w = 0; w < kMmaM; ++w) fence_accumulators(acc[w]);
       }
 
+      if (tile.unit.piece >= 0) {  // a piece of a split tile (plain GEMMs): its share of the tile's sum
+        tl::cuda::detail::gemm_sm90_split_reduce<Cfg>(acc, p.split_k, tiles.tiles, tile.unit, consumer,
+                                                      static_cast<TC*>(p.d), p.m, p.n, p.d_sr, tile.m0 + r0,
+                                                      tile.n0 + c0, vec_ok);
+        continue;
+      }
+
       if constexpr (Cfg::kGrouping == kGroupMContiguous) {
         // Padding rows (index -1) inside a group's last block come out as zeros.
 #pragma unroll
@@ -524,10 +532,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         if (via_tma)
           tl::cuda::detail::gemm_sm90_store_tma<Cfg>(
               acc, &tma_d, smem_c + consumer * Cfg::kEpilogueBuffers * Cfg::kBoxBytesC, consumer, tile.row_limit, p.n,
-              tile.m0 + consumer * Cfg::kConsumerRows, tile.n0, boxes_done, tile.d_group);
+              tile.m0 + consumer * Cfg::kConsumerRows, tile.n0, boxes_done, tile.group);
       }
       if (!via_tma) {
-        TC* d = static_cast<TC*>(p.d) + tile.d_group * p.d_sg;
+        TC* d = static_cast<TC*>(p.d) + tile.group * p.d_sg;
         const bool full_tile = tile.m0 + kBlockM <= tile.row_limit && tile.n0 + kBlockN <= p.n;
         tl::cuda::detail::gemm_sm90_store_direct<Cfg>(acc, d, tile.row_limit, p.n, p.d_sr, tile.m0 + r0,
                                                       tile.n0 + c0, full_tile, vec_ok);

@@ -5,6 +5,7 @@
 #pragma once
 
 #include "tl/device/numeric.h"
+#include "tl/device/split_k.h"
 
 namespace deepgemm::kernels {
 
@@ -24,6 +25,9 @@ struct Sm90GemmParams {
   const float* c;
   const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
   const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
+  // Split-K (plain GEMMs; tl/device/split_k.h): the tiles past split_k.dp_tiles run as pieces of K
+  // that sum their partials in the kernel. SplitK{} for none.
+  tl::SplitK split_k;
   int64_t sfb_sg, sfb_sr, sfb_sc;
   int64_t d_sg, d_sr;
   int64_t c_sg, c_sr;
@@ -32,7 +36,6 @@ struct Sm90GemmParams {
   int32_t num_groups;  // groups of B (and of A/D when masked)
   int32_t sfb_rows;    // ceil(N / 128)
   int32_t raster_group;
-  int32_t splits;  // split-K (plain GEMMs): K cut into this many ranges, partial D slices in d's groups
 };
 
 }  // namespace deepgemm::kernels

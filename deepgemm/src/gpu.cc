@@ -9,7 +9,6 @@
 // of B.
 #include <algorithm>
 #include <cstdio>
-#include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
@@ -35,15 +34,18 @@ int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 // memory on every call would cost more than a GEMM (cuMemAlloc, and cuMemFree synchronizes the
 // device): one grow-only buffer per purpose is kept per calling thread, device and stream, so the
 // calls that reuse a buffer are ordered on that stream -- the next call's copy into it runs after
-// the previous call's kernel has read it.
+// the previous call's kernel has read it. zero_when_allocated: zeroed when (re)allocated.
 rt::Tensor stream_scratch(const std::string& purpose, const rt::Shape& shape, rt::DType dtype, int device,
-                          rt::CuStream stream) {
+                          rt::CuStream stream, bool zero_when_allocated = false) {
   thread_local std::map<std::tuple<std::string, int, rt::CuStream>, rt::Tensor> buffers;
   int64_t elements = 1;
   for (int64_t d : shape) elements *= d;
   const int64_t bytes = std::max<int64_t>((elements * rt::bits(dtype) + 7) / 8, 1);
   rt::Tensor& buf = buffers[{purpose, device, stream}];
-  if (!buf.defined() || buf.numel() < bytes) buf = rt::Tensor::empty({bytes}, rt::DType::U8, rt::Device::cuda(device));
+  if (!buf.defined() || buf.numel() < bytes) {
+    buf = rt::Tensor::empty({bytes}, rt::DType::U8, rt::Device::cuda(device));
+    if (zero_when_allocated) buf.zero_();
+  }
   return rt::Tensor::wrap(buf.data(), shape, dtype, buf.device(), {}, buf.storage());
 }
 
@@ -237,38 +239,42 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
                           info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m);
 
-  // Split-K for plain GEMMs with too few tiles: the kernel writes FP32 partials of each K range into
-  // a workspace, a second kernel sums them with C into D. Off unless DG_GPU_SPLIT_K asks: "auto" for
-  // the model's choice (not yet measured against no split; docs/perf.md), a number to force one.
+  // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
+  // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
+  // DG_GPU_SPLIT_K: unset or "auto" for the plan's choice, 1 for none, S to force S pieces.
   const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1;
-  const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "");
-  if (split_ok && split_env == "auto") choose_split_k(blk, x.m, x.n, x.k, x.fp8, out_bytes, sms);
-  if (const int64_t forced_split = split_env.empty() || split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
-      forced_split > 0) {
-    const int64_t k_blocks = ceil_div(x.k, blk.block_k);
-    RT_USER_CHECK(forced_split == 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
-                  forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",
-                  blk.block_k, " in K (", k_blocks, " here)");
-    blk.splits = int(forced_split);
-    blk.grid = int(std::min<int64_t>(ceil_div(x.m, blk.block_m) * ceil_div(x.n, blk.block_n) * blk.splits,
-                                     sms / blk.multicast * blk.multicast));
-  }
-  const bool split = blk.splits > 1;
-  rt::Tensor workspace;
-  if (split) {
-    workspace = stream_scratch("split_k", {blk.splits * x.m * x.n}, rt::DType::F32, device, stream);
-    blk.tma_store = false;
-    blk.smem_bytes = sm90_smem_bytes(x.fp8, blk.block_m, blk.block_n, blk.stages, 0, 4, sfb_rows);
+  const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "auto");
+  const int64_t forced_split = split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
+  const int64_t k_blocks = ceil_div(x.k, blk.block_k);
+  RT_USER_CHECK(forced_split <= 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
+                forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",
+                blk.block_k, " in K (", k_blocks, " here)");
+  tl::SplitK split_k;
+  rt::Tensor workspace, counters;
+  if (split_ok) {
+    const int64_t tiles = ceil_div(x.m, blk.block_m) * ceil_div(x.n, blk.block_n);
+    const tl::SplitKPlan plan = tl::plan_split_k(int(tiles), int(k_blocks), sms, int(forced_split));
+    if (plan.splits > 1) {
+      workspace = stream_scratch("split_k", {plan.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
+                                 device, stream);
+      // Zero when allocated; every launch leaves them zero.
+      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m))}, rt::DType::I32,
+                                device, stream, true);
+      split_k = tl::SplitK{plan.dp_tiles, plan.splits, static_cast<float*>(workspace.data()),
+                           static_cast<int*>(counters.data())};
+      blk.splits = plan.splits;
+      blk.grid = plan.grid;
+    }
   }
 
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
-  spec.out = split ? rt::DType::F32 : out_dtype;
+  spec.out = out_dtype;
   spec.block_m = blk.block_m;
   spec.block_n = blk.block_n;
   spec.stages = blk.stages;
   spec.grouping = x.grouping == Grouping::MContiguous ? 1 : x.grouping == Grouping::MMasked ? 2 : 0;
-  spec.has_c = x.c.present() && !split;
+  spec.has_c = x.c.present();
   spec.tma_store = blk.tma_store;
   spec.epilogue_buffers = blk.epilogue_buffers;
   spec.sfb_per_row = x.sfb_per_row;
@@ -326,18 +332,17 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     map_d = rt::encode_tensor_map(spec);
   }
 
-  Sm90GemmParams params;
-  std::memset(&params, 0, sizeof(params));
+  Sm90GemmParams params{};
   if (x.fp8 && !x.sfb_per_row) {
     params.sfb = static_cast<const float*>(sfb.tensor.data());
     params.sfb_sg = sfb.s_g;
     params.sfb_sr = sfb.s_r;
     params.sfb_sc = sfb.s_c;
   }
-  params.d = split ? workspace.data() : x.d.tensor.data();
-  params.d_sg = split ? x.m * x.n : x.d.s_g;
-  params.d_sr = split ? x.n : x.d.s_r;
-  if (x.c.present() && !split) {
+  params.d = x.d.tensor.data();
+  params.d_sg = x.d.s_g;
+  params.d_sr = x.d.s_r;
+  if (x.c.present()) {
     params.c = static_cast<const float*>(x.c.tensor.data());
     params.c_sg = x.c.s_g;
     params.c_sr = x.c.s_r;
@@ -350,7 +355,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.num_groups = int32_t(x.num_groups);
   params.sfb_rows = int32_t(ceil_div(x.n, 128));
   params.raster_group = blk.raster_group;
-  params.splits = blk.splits;
+  params.split_k = split_k;
 
   const int threads = 128 * (1 + sm90_consumers(blk.block_m));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
@@ -362,18 +367,6 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   else
     kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
                   stream, args);
-
-  if (split) {
-    const rt::CudaKernel reduce =
-        jit_kernel(split_k_reduce_source(out_dtype, x.c.present()), kSplitKReduceKernel, device);
-    const float* w = static_cast<const float*>(workspace.data());
-    const float* c = x.c.present() ? static_cast<const float*>(x.c.tensor.data()) : nullptr;
-    void* d = x.d.tensor.data();
-    const int splits = blk.splits, m = int(x.m), n = int(x.n);
-    const int64_t c_sr = x.c.present() ? x.c.s_r : 0, d_sr = x.d.s_r;
-    const unsigned blocks = unsigned(std::clamp<int64_t>(ceil_div(x.m * x.n, 256), 1, int64_t(sms) * 8));
-    reduce.launch_with(rt::Dim3{blocks, 1, 1}, rt::Dim3{256, 1, 1}, 0, stream, w, splits, m, n, c, c_sr, d, d_sr);
-  }
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",

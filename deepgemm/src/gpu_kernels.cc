@@ -60,16 +60,6 @@ std::string fp4_to_fp8_source() {
                  "  deepgemm::kernels::fp4_to_fp8_body(in, out, groups, rows, cols, s_g, s_r, s_c);\n}\n");
 }
 
-std::string split_k_reduce_source(rt::DType out, bool has_c) {
-  const char* td = device_type_name(out);
-  return rt::str("#include \"deepgemm/kernels/split_k_reduce.cuh\"\n"
-                 "extern \"C\" __global__ void __launch_bounds__(256) ", kSplitKReduceKernel,
-                 "(const float* w, int splits, int m, int n, const float* c, tl::int64_t c_sr, ", td,
-                 "* d, tl::int64_t d_sr) {\n"
-                 "  deepgemm::kernels::split_k_reduce_body<", td, ", ", has_c ? "true" : "false",
-                 ">(w, splits, m, n, c, c_sr, d, d_sr);\n}\n");
-}
-
 const std::vector<rt::EmbeddedFile>& kernel_headers() {
   static const std::vector<rt::EmbeddedFile> headers = [] {
     std::vector<rt::EmbeddedFile> all;

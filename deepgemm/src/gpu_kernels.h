@@ -32,7 +32,6 @@ struct Sm90KernelSpec {
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
 inline constexpr const char* kFp4ToFp8Kernel = "deepgemm_fp4_to_fp8";
-inline constexpr const char* kSplitKReduceKernel = "deepgemm_split_k_reduce";
 inline constexpr const char* kQuantCastKernel = "deepgemm_quant_cast";
 
 // The quantization casts of kernels/quant_cast.cuh.
@@ -50,9 +49,6 @@ std::string layout_copy_source(rt::DType in, rt::DType out);
 // extern "C" kFp4ToFp8Kernel(const uint8_t* in, uint8_t* out, int groups, int rows, int cols, int64_t s_g,
 // s_r, s_c).
 std::string fp4_to_fp8_source();
-// extern "C" kSplitKReduceKernel(const float* w, int splits, int m, int n, const float* c, int64_t c_sr,
-// Out* d, int64_t d_sr): D = [C +] the sum of the split-K partials.
-std::string split_k_reduce_source(rt::DType out, bool has_c);
 // extern "C" kQuantCastKernel for `cast` of `in` (float32, bfloat16 or float16) input.
 std::string quant_cast_source(QuantCast cast, rt::DType in);
 

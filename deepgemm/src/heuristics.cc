@@ -108,30 +108,6 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
   return b.smem_bytes <= smem_limit;
 }
 
-void choose_split_k(GpuBlocking& b, int64_t m, int64_t n, int64_t k, bool fp8, int out_bytes, int sms) {
-  const int64_t tiles = ceil_div(std::max<int64_t>(m, 1), b.block_m) * ceil_div(std::max<int64_t>(n, 1), b.block_n);
-  const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
-  const double peak_per_sm = (fp8 ? 1979e12 : 989e12) / 132.0 * 0.7;  // dense rate at a typical efficiency
-  const double load_per_sm = 50e9;                                    // bytes/s per SM, as measured
-  const double elem = fp8 ? 1.0 : 2.0;
-  auto round_time = [&](int64_t kbs) {
-    const double kk = double(kbs) * b.block_k;
-    return std::max(2.0 * b.block_m * b.block_n * kk / peak_per_sm, (b.block_m + b.block_n) * kk * elem / load_per_sm);
-  };
-  double best = double(ceil_div(tiles, sms)) * round_time(k_blocks);
-  b.splits = 1;
-  for (int s : {2, 4, 8}) {
-    if (k_blocks < 2 * s || tiles * s > int64_t(sms) * 2) break;
-    const double second_pass = double(m) * double(n) * (4.0 * s + out_bytes) / 3.0e12 + 5e-6;
-    const double t = double(ceil_div(tiles * s, sms)) * round_time(ceil_div(k_blocks, s)) + second_pass;
-    if (t < best * 0.9) {
-      best = t;
-      b.splits = s;
-    }
-  }
-  b.grid = int(std::min<int64_t>(tiles * b.splits, sms));
-}
-
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
   const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;

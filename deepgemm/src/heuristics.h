@@ -20,7 +20,7 @@ struct GpuBlocking {
   bool tma_store = false;    // epilogue through shared memory and TMA stores
   int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
-  int splits = 1;          // split-K ranges (plain GEMMs): partials in an FP32 workspace, then summed
+  int splits = 1;          // split-K pieces per split tile (gpu.cc: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
   int raster_group = 8;    // tile-columns per rasterization band
   int64_t smem_bytes = 0;  // dynamic shared memory of one CTA
@@ -38,13 +38,6 @@ struct GpuBlocking {
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
                                 int max_block_m = 256);
-// Split-K for a plain GEMM whose tiles leave SMs idle: K cut into `splits` ranges (2, 4 or 8), each
-// a tile of its own, the FP32 partials summed by a second pass. Chosen when the model -- rounds of
-// tiles, each as long as the larger of its tensor-core time and its operand loads at about 50 GB/s
-// per SM, plus the second pass over splits x M x N floats -- says it is faster. Sets b.splits and
-// b.grid.
-void choose_split_k(GpuBlocking& b, int64_t m, int64_t n, int64_t k, bool fp8, int out_bytes, int sms);
-
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
 // of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);

@@ -123,11 +123,6 @@ TEST(GpuCompile, LayoutCopies) {
   }
   const std::string fp4 = compile_ptx(deepgemm::detail::fp4_to_fp8_source(), deepgemm::detail::kFp4ToFp8Kernel);
   EXPECT_NE(fp4.find(deepgemm::detail::kFp4ToFp8Kernel), std::string::npos);
-  for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
-    const std::string reduce = compile_ptx(deepgemm::detail::split_k_reduce_source(out, out == rt::DType::F32),
-                                           deepgemm::detail::kSplitKReduceKernel);
-    EXPECT_NE(reduce.find(deepgemm::detail::kSplitKReduceKernel), std::string::npos);
-  }
 }
 
 TEST(GpuCompile, BlockingFitsTheDevice) {
@@ -146,13 +141,6 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
           EXPECT_LE(b.block_n, 192);
         }
         EXPECT_EQ(b.tma_store, b.block_n % 64 == 0);
-        deepgemm::detail::GpuBlocking split = b;
-        deepgemm::detail::choose_split_k(split, m, n, k, fp8, 2, 132);
-        EXPECT_GE(split.splits, 1);
-        EXPECT_LE(split.grid, 132);
-        if (m == 4096) {
-          EXPECT_EQ(split.splits, 1) << "enough tiles at M = 4096";
-        }
       }
     }
   }
@@ -176,10 +164,6 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   // The contiguous layout never gets 256-row tiles (its groups start on 128-row boundaries).
   for (int64_t m : {4096, 32768})
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);
-  // Few tiles and a long K: split.
-  deepgemm::detail::GpuBlocking b = deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem);
-  deepgemm::detail::choose_split_k(b, 128, 2112, 7168, true, 2, 132);
-  EXPECT_GT(b.splits, 1) << b.block_m << "x" << b.block_n;
 }
 
 // The quantization casts compile for every input dtype.

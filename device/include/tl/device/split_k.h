@@ -51,6 +51,13 @@ TL_HOST_DEVICE inline SplitKUnit split_k_unit(const SplitK& sk, int tiles, int k
   return SplitKUnit{sk.dp_tiles + r % tail, piece, kb0, kb1};
 }
 
+// Whether a launch of `grid` CTAs over `units` units can run the plan: the pieces of a tile wait
+// for each other, so they must all run at once, one per CTA, after the same number of whole tiles
+// on every CTA (plan_split_k guarantees it; a kernel traps rather than hang when it does not hold).
+TL_HOST_DEVICE inline bool split_k_fits(const SplitK& sk, int units, int grid) {
+  return sk.splits <= 1 || (units - sk.dp_tiles <= grid && sk.dp_tiles % grid == 0);
+}
+
 // The launch plan of a persistent GEMM over `tiles` output tiles of `k_blocks` K-blocks each, on
 // `sms` CTAs (one per SM).
 struct SplitKPlan {

@@ -365,10 +365,7 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
   const int num_tiles = sched.num_tiles();
   const int num_k_blocks = (K + kBlockK - 1) / kBlockK;
   const int num_units = split_k_units(sk, num_tiles);
-  // The pieces of a tile wait for each other: they must all run at once, one per CTA, after the
-  // same number of whole tiles on every CTA (plan_split_k guarantees it; a launch that breaks it
-  // would hang).
-  if (sk.splits > 1 && (num_units - sk.dp_tiles > int(gridDim.x) || sk.dp_tiles % int(gridDim.x) != 0)) __trap();
+  if (!split_k_fits(sk, num_units, int(gridDim.x))) __trap();  // the pieces could not all run at once
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
