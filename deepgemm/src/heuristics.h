@@ -51,11 +51,17 @@ inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
                         int sfb_rows = 0);
 
+// The deepest pipeline the heuristic builds: the small tiles of the M <= 128 shapes stream K with
+// little compute per stage, so the bytes in flight set their speed (64 x 64 tiles: 8 -> 12 stages
+// gained 3-9% at M = 128 on the H200, docs/perf.md).
+inline constexpr int kMaxSm90Stages = 12;
+
 // The pipeline depth of b's block shape within `smem_limit`: `stages` of them when > 0 (false when
-// they do not fit), else as many as fit up to 8. With b.tma_store, two epilogue buffers per consumer
-// unless one buffer is what lets the stages fit (a forced depth), or buys a third stage. (On the
-// H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3 and two, and 1.5%
-// slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages, b.epilogue_buffers and b.smem_bytes.
+// they do not fit), else as many as fit up to kMaxSm90Stages. With b.tma_store, two epilogue
+// buffers per consumer unless one buffer is what lets the stages fit (a forced depth), or buys a
+// third stage. (On the H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3
+// and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
+// b.epilogue_buffers and b.smem_bytes.
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
