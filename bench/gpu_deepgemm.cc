@@ -8,6 +8,7 @@
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape, then three of cuBLASLt (for profilers)
 //   bench_gpu_deepgemm --time M N K [M N K ...]  ours and cuBLASLt at these shapes only (for A/B runs
 //                                  of kernel variants: DG_GPU_CONFIG, DG_JIT_FLAGS)
+//   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
 //
@@ -165,6 +166,63 @@ rt::Tensor gpu_aligned_scales(const rt::Tensor& host) {
 
 }  // namespace
 
+// FP8 A x FP4 B (packed e2m1, FP32 scales per row of B and 32 or 128 of K) beside FP8 x FP8 at the
+// same shapes: TFLOPS and the operand bytes per second (B counted packed). Each output spot-checked
+// on 32 elements against float64. Returns false on a mismatch.
+bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen) {
+  std::printf("\n| kind | M | N | K | config | ms | TFLOPS | GB/s (operands) | FP8 x FP8 TFLOPS | FP4 / FP8 |\n"
+              "|---|---|---|---|---|---|---|---|---|---|\n");
+  bool all_ok = true;
+  const int64_t shapes[][4] = {{128, 7168, 2048, 32}, {128, 4096, 7168, 32}, {4096, 7168, 2048, 32},
+                               {4096, 4096, 7168, 32}, {128, 4096, 7168, 128}, {4096, 4096, 7168, 128}};
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2], gran = s[3];
+    const rt::Tensor ah = random_fp8(m, k, gen), sfah = random_scales({m, (k + 127) / 128}, gen);
+    rt::Tensor bh = rt::Tensor::empty({n, k}, rt::DType::F4E2M1);  // any nibble is a value
+    auto* bytes = static_cast<uint8_t*>(bh.data());
+    for (int64_t i = 0; i < n * k / 2; ++i) bytes[i] = uint8_t(gen());
+    const rt::Tensor sfbh = random_scales({n, (k + gran - 1) / gran}, gen);
+    const rt::Tensor a = ah.to(kGpu), sfa = gpu_aligned_scales(sfah), b = bh.to(kGpu), sfb = sfbh.to(kGpu);
+    rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+    deepgemm::fp8_fp4_gemm_nt(a, sfa, b, sfb, d);
+    const std::string config = deepgemm::last_config().to_string();
+    const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_fp4_gemm_nt(a, sfa, b, sfb, d); });
+    const rt::Tensor dh = d.to(rt::Device::cpu());
+    bool ok = true;
+    for (int t = 0; t < 32 && ok; ++t) {
+      const int64_t i = int64_t(gen() % uint64_t(m)), j = int64_t(gen() % uint64_t(n));
+      double ref = 0, abs_sum = 0;
+      for (int64_t kk = 0; kk < k; ++kk) {
+        const double av = fp8_value(ah, i * k + kk) * sfah.data_as<float>()[i * ((k + 127) / 128) + kk / 128];
+        const int64_t nib = j * k + kk;
+        const double bv = tl::detail::e2m1_to_float((bytes[nib / 2] >> (nib % 2 * 4)) & 0xF) *
+                          sfbh.data_as<float>()[j * ((k + gran - 1) / gran) + kk / gran];
+        ref += av * bv;
+        abs_sum += std::fabs(av * bv);
+      }
+      const double got = static_cast<const tl::bfloat16_t*>(dh.data())[i * n + j].to_float();
+      const double tol = abs_sum * 2.0 * (double(gran) / 16384.0 + double(k) / 16777216.0) + std::fabs(ref) / 128.0 + 1e-6;
+      if (!(std::fabs(got - ref) <= tol)) {
+        std::printf("MISMATCH at (%ld, %ld): %g vs reference %g (tolerance %g)\n", long(i), long(j), got, ref, tol);
+        ok = false;
+      }
+    }
+    all_ok = all_ok && ok;
+    // The same shape in FP8 x FP8 (block scales of B), for the ratio.
+    const rt::Tensor b8 = random_fp8(n, k, gen).to(kGpu), sfb8 = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
+    deepgemm::fp8_gemm_nt(a, sfa, b8, sfb8, d);
+    const double ms8 = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b8, sfb8, d); });
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    const double operand_bytes = double(m * k + n * k / 2 + 2 * m * n);
+    std::printf("| fp8 x fp4 nt, per-%ld%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.0f | %.2f |\n", long(gran),
+                ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
+                tflops(flops, ms),
+                operand_bytes / (ms * 1e-3) / 1e9, tflops(flops, ms8), ms8 / ms);
+    std::fflush(stdout);
+  }
+  return all_ok;
+}
+
 // Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
 void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
@@ -296,6 +354,7 @@ int main(int argc, char** argv) {
       sweep(timer, gen);
       return 0;
     }
+    if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
     LtFp8 lt;
     bool all_ok = true;
 
@@ -435,6 +494,7 @@ int main(int argc, char** argv) {
       }
       cublasDestroy(h);
     }
+    all_ok = fp4_rows(timer, gen) && all_ok;
     return all_ok ? 0 : 1;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_gpu_deepgemm: %s\n", e.what());

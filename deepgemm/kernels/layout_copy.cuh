@@ -1,7 +1,8 @@
 // The operand preparation kernel of the GPU path: a contiguous copy of a strided 3-D view, with an
 // element conversion. The GEMM kernel (sm90_gemm.cuh) reads A and B K-major through TMA (FP8 wgmma
 // has no transposed operands) and FP32 scale factors; operands given MN-major (the nn/tn/tt
-// layouts) and UE8M0 scales go through this copy first, and FP4 B through fp4_to_fp8_body.
+// layouts) and UE8M0 scales go through this copy first. FP4 B is expanded inside the GEMM kernel
+// (fp4_expand_tile below).
 //
 //   out[(g * rows + r) * out_ld + c] = TOut(in[g * s_g + r * s_r + c * s_c])   (out_ld >= cols)
 //
@@ -47,19 +48,50 @@ __device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOu
   }
 }
 
-// FP4 B to e4m3, exactly (every e2m1 value is an e4m3 value): out[(g * rows + r) * cols + c] = the
-// e2m1 element at nibble offset g * s_g + r * s_r + c * s_c of `in` (two per byte, low nibble
-// first). Launch: 256 threads per block, any grid (a grid-stride loop).
-__device__ __forceinline__ void fp4_to_fp8_body(const tl::uint8_t* __restrict__ in, tl::uint8_t* __restrict__ out,
-                                                int groups, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r,
-                                                tl::int64_t s_c) {
-  const tl::int64_t total = tl::int64_t(groups) * rows * cols;
-  for (tl::int64_t i = tl::int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += tl::int64_t(gridDim.x) * blockDim.x) {
-    const tl::int64_t c = i % cols, r = (i / cols) % rows, g = i / (tl::int64_t(cols) * rows);
-    const tl::int64_t nibble = g * s_g + r * s_r + c * s_c;
-    const tl::uint8_t bits = (in[nibble >> 1] >> ((nibble & 1) * 4)) & 0xF;
-    out[i] = tl::float8_e4m3_t::from_float(tl::detail::e2m1_to_float(bits)).bits;
+// Eight e2m1 values (w: value i in nibble i, the low nibble first) as eight e4m3 codes, exactly
+// (every e2m1 value is an e4m3 value): values 0-3 in the low word, 4-7 in the high one. A byte
+// permute looks up the magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6); the sign bits move from bit 3 of
+// each nibble to bit 7 of each byte.
+__device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t& lo, tl::uint32_t& hi) {
+  constexpr tl::uint32_t kTable0 = 0x3C383000u, kTable1 = 0x4C484440u;  // codes of magnitudes 0-3, 4-7
+  auto magnitudes = [](tl::uint32_t selector) {
+    tl::uint32_t r;
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(kTable0), "r"(kTable1), "r"(selector & 0x7777u));
+    return r;
+  };
+  auto signs = [](tl::uint32_t nibbles) {  // bit 4i + 3 -> bit 8i + 7, i = 0..3
+    tl::uint32_t t = nibbles & 0x8888u;
+    t = (t | (t << 8)) & 0x00880088u;
+    t = (t | (t << 4)) & 0x08080808u;
+    return t << 4;
+  };
+  lo = magnitudes(w) | signs(w);
+  hi = magnitudes(w >> 16) | signs(w >> 16);
+}
+
+// The FP4 B tile of one pipeline stage, expanded in shared memory for wgmma (sm90_gemm.cuh with
+// kFp4B): `packed` holds kRows rows of 64 bytes (128 e2m1 values of K, as TMA loaded them, no
+// swizzle); `out` receives kRows rows of 128 e4m3 bytes in the 128-byte swizzle TMA would have
+// written (16-byte chunk j of row r at chunk j ^ (r % 8); `out` 1024-byte aligned). Thread `tid` of
+// `threads` takes every threads-th 16-byte packed chunk. Shared-memory addresses.
+template <int kRows>
+__device__ __forceinline__ void fp4_expand_tile(tl::uint32_t packed, tl::uint32_t out, int tid, int threads) {
+  for (int i = tid; i < kRows * 4; i += threads) {
+    const int r = i >> 2, q = i & 3;
+    tl::uint32_t v[4], o[8];
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                 : "r"(packed + tl::uint32_t(r * 64 + q * 16)));
+#pragma unroll
+    for (int j = 0; j < 4; ++j) e2m1x8_to_e4m3x8(v[j], o[2 * j], o[2 * j + 1]);
+    // Packed chunk q holds K 32q .. 32q + 31: output chunks 2q and 2q + 1.
+    const tl::uint32_t row = out + tl::uint32_t(r * 128);
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q) ^ (r & 7)) << 4)),
+                 "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+                 : "memory");
+    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q + 1) ^ (r & 7)) << 4)),
+                 "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
+                 : "memory");
   }
 }
 

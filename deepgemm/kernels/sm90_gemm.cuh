@@ -24,7 +24,12 @@
 //   128-deep scale block. With BLOCK_N <= 128 two partial sets alternate, so the next k-block's
 //   wgmmas are in flight during a promotion. BF16: wgmma k16 accumulates in place, one group in
 //   flight across k-blocks.
-// - Per-row B scales (FP4 B converted to e4m3 by gpu.cc, the K-grouped GEMM): B's scales of the
+// - FP4 B (kFp4B): TMA loads B packed (64 bytes per row and k-block: half the traffic) into a
+//   staging buffer; the producer warpgroup's three idle warps expand it to e4m3 in the swizzled B
+//   tile (layout_copy.cuh's fp4_expand_tile) and signal a third barrier per stage, which the
+//   consumers wait on after the full barrier. (gpu.cc converts B with a pre-pass instead when TMA
+//   cannot read it packed.)
+// - Per-row B scales (FP4 B, the K-grouped GEMM): B's scales of the
 //   tile's columns come by TMA with the stage, and the promotion runs every kPromotionK (128 or 32)
 //   of K with a scale per column.
 // - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
@@ -35,6 +40,7 @@
 //   kernel, in piece order (gemm_sm90.h's gemm_sm90_split_reduce), piece 0 carrying C.
 #pragma once
 
+#include "deepgemm/kernels/layout_copy.cuh"
 #include "deepgemm/kernels/sm90_params.h"
 #include "tl/device/cuda/arch.h"
 #include "tl/device/cuda/convert.h"
@@ -60,9 +66,10 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // half of the shared B tile and multicasting it to both (half the L2 traffic of B).
 // kEpilogueBuffers_: 64 x 64 staging buffers per consumer for the TMA-store epilogue, 2 (a box is
 // staged while the previous one is stored) or 1 (room for one more stage; heuristics.cc decides).
+// kFp4B_: B is packed e2m1, expanded to e4m3 in shared memory (per-row B scales).
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
-          int kEpilogueBuffers_ = 2>
+          int kEpilogueBuffers_ = 2, bool kFp4B_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -75,6 +82,8 @@ struct Sm90GemmConfig {
   static constexpr int kPromotionK = kPromotionK_;
   static constexpr int kSubBlocks = 128 / kPromotionK;  // promotions per k-block
   static constexpr int kMulticast = kMulticast_;
+  static constexpr bool kFp4B = kFp4B_;
+  static constexpr int kConverterWarps = 3;  // the producer warpgroup's warps 1-3 (kFp4B)
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
@@ -92,13 +101,16 @@ struct Sm90GemmConfig {
   static constexpr int kStageBytesSf = kFp8 ? kBlockM * 4 : 0;
   // Per-row B scales of one stage: kSubBlocks rows of BLOCK_N floats, padded to 128 bytes.
   static constexpr int kStageBytesSfb = kSfbPerRow ? (kBlockN * 4 * kSubBlocks + 127) / 128 * 128 : 0;
+  // FP4 B as loaded: BLOCK_N rows of 64 bytes (a multiple of 128 bytes: BLOCK_N is even).
+  static constexpr int kStageBytesBPacked = kFp4B ? kBlockN * 64 : 0;
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBuffers = kEpilogueBuffers_;
   static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
-  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  static constexpr int kBarrierBytes = (kFp4B ? 3 : 2) * kStages * 8;  // full, empty (and expanded) per stage
   static constexpr int kSmemBytes =
-      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb) + kEpilogueBytes + kBarrierBytes + 1024;
+      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
+      kBarrierBytes + 1024;
 
   static constexpr int kProducerRegs = 40;
   static constexpr int kConsumerRegs = kNumConsumers == 2 ? 232 : 240;
@@ -121,6 +133,7 @@ struct Sm90GemmConfig {
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(kEpilogueBuffers == 1 || kEpilogueBuffers == 2, "one or two epilogue buffers per consumer");
+  static_assert(!kFp4B || (kFp8 && kSfbPerRow && kMulticast == 1), "packed FP4 B: FP8 A, per-row B scales, no multicast");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
                 "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
@@ -210,8 +223,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
   float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M]
   float* smem_sfb = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
-  auto* bars = reinterpret_cast<mbarrier_t*>(reinterpret_cast<uint8_t*>(smem_sfb) + kStages * Cfg::kStageBytesSfb);
+  uint8_t* smem_bp = reinterpret_cast<uint8_t*>(smem_sfb) + kStages * Cfg::kStageBytesSfb;  // [kStages][packed B]
+  auto* bars = reinterpret_cast<mbarrier_t*>(smem_bp + kStages * Cfg::kStageBytesBPacked);
   const TmaPipeline<kStages> pipe{bars, bars + kStages};
+  [[maybe_unused]] mbarrier_t* expanded = bars + 2 * kStages;  // kFp4B: stage s's B tile is e4m3 now
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
   constexpr int kSfbStride = Cfg::kStageBytesSfb / 4;
 
@@ -219,6 +234,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   if (threadIdx.x == 0) {
     // With multicast a stage is free once the consumers of both CTAs (each writes into both) let go.
     pipe.init(Cfg::kNumConsumers * 4 * Cfg::kMulticast);
+    if constexpr (Cfg::kFp4B)
+      for (int s = 0; s < kStages; ++s) mbarrier_init(&expanded[s], Cfg::kConverterWarps);
     fence_barrier_init();
   } else if (threadIdx.x == 32) {
     tma_prefetch_descriptor(&tma_a);
@@ -252,10 +269,15 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + Cfg::kStageBytesSf +
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + (Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB) +
+                                                   Cfg::kStageBytesSf +
                                                    (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kSubBlocks : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
-          if constexpr (Cfg::kMulticast > 1) {
+          if constexpr (Cfg::kFp4B) {
+            // Packed: 64 bytes of a row per k-block (B's map counts bytes along K).
+            tma_load_3d(smem_bp + st.index * Cfg::kStageBytesBPacked, &tma_b, full, kb * (kBlockK / 2), tile.n0,
+                        tile.b_group);
+          } else if constexpr (Cfg::kMulticast > 1) {
             // This CTA's half of B's rows, into the same place in both CTAs.
             constexpr int kHalf = kBlockN / 2;
             tma_load_3d_multicast(smem_b + st.index * Cfg::kStageBytesB + cta_rank * (kHalf * 128), &tma_b, full,
@@ -266,6 +288,24 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           if constexpr (Cfg::kSfbPerRow)
             tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kSubBlocks, tile.b_group);
+          st.advance();
+        }
+      }
+    } else if (Cfg::kFp4B && warp >= 1) {
+      // Expanders: every stage's packed B, once landed, into the e4m3 tile the consumers read. The
+      // stage's previous readers are done (the producer refilled it only after they released it).
+      const int tid = int(threadIdx.x) - 32;
+      PipelineState<kStages> st;
+      for (int t = first_tile; t < tiles.total; t += tile_step) {
+        Sm90Tile tile;
+        if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
+          pipe.consumer_wait(st);
+          fp4_expand_tile<kBlockN>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
+                                   smem_addr(smem_b + st.index * Cfg::kStageBytesB), tid, 32 * Cfg::kConverterWarps);
+          fence_proxy_async_shared();  // the generic-proxy writes, visible to wgmma (async proxy)
+          __syncwarp();
+          if (lane_idx() == 0) mbarrier_arrive(&expanded[st.index]);
           st.advance();
         }
       }
@@ -316,6 +356,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
       }
       pipe.consumer_wait(s);
+      if constexpr (Cfg::kFp4B) mbarrier_wait_parity(&expanded[s.index], s.phase);
       const float* sf = smem_sf + s.index * kSfStride;
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {

@@ -123,11 +123,32 @@ rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t
 
 bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
 
+// FP4 B that the kernel can load packed by TMA: K contiguous, rows and groups 16 bytes apart (32
+// e2m1 values), 16-byte aligned.
+bool fp4_loadable_packed(const MatrixArg& v, int64_t groups) {
+  return v.s_c == 1 && v.s_r % 32 == 0 && (groups == 1 || v.s_g % 32 == 0) && aligned16(v.tensor.data());
+}
+
+// A 3-D TMA map over packed FP4 B [groups, rows, cols e2m1] as bytes {cols / 2, rows, groups}, box
+// {64 bytes = one k-block of 128 values, box_rows, 1}, no swizzle (the kernel expands it).
+rt::CuTensorMap packed_fp4_map(const MatrixArg& v, int64_t groups, uint32_t box_rows) {
+  rt::TensorMapSpec spec;
+  spec.name = "b";
+  spec.dtype = rt::DType::U8;
+  spec.global_address = v.tensor.data();
+  spec.global_dims = {uint64_t(v.cols / 2), uint64_t(v.rows), uint64_t(groups)};
+  const int64_t group_stride = groups > 1 ? v.s_g : v.rows * v.s_r;  // in e2m1 values
+  spec.global_strides = {uint64_t(v.s_r / 2), uint64_t(group_stride / 2)};
+  spec.box_dims = {64, box_rows, 1};
+  spec.swizzle = rt::TmaSwizzle::None;
+  return rt::encode_tensor_map(spec);
+}
+
 // DG_GPU_CONFIG=<block_m>x<block_n>x<stages> (tuning): the heuristic's choice replaced, after the
 // kernel's own rules are checked.
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
-                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m) {
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b) {
   int bm = 0, bn = 0, stages = 0, multicast = 0, used = 0;
   const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
   if (fields == 3 && text[size_t(used)] == 'x') {
@@ -158,6 +179,7 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.block_n = bn;
   b.block_k = fp8 ? 128 : 64;
   b.tma_store = tma_store_ok && bn % 64 == 0;
+  b.fp4_b = fp4_b;
   RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
                 smem_limit);
@@ -209,6 +231,7 @@ MatrixArg group_of(const MatrixArg& v, int64_t g) {
 struct Sm90Call {
   bool fp8 = true;
   bool sfb_per_row = false;
+  bool fp4_b = false;  // b is packed e2m1, loaded as such and expanded in the kernel
   int promotion_k = 128;
   Grouping grouping = Grouping::None;
   int64_t m = 0, n = 0, k = 0, num_groups = 1, expected_m = 0;
@@ -230,14 +253,14 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   // The contiguous layout's groups start on 128-row boundaries: a taller tile could span two groups.
   const int max_block_m = x.grouping == Grouping::MContiguous ? 128 : 256;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows, max_block_m);
+                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b);
   // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
   // read directly.
   const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty())
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
-                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m);
+                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b);
 
   // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
   // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
@@ -277,6 +300,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.has_c = x.c.present();
   spec.tma_store = blk.tma_store;
   spec.epilogue_buffers = blk.epilogue_buffers;
+  spec.fp4_b = x.fp4_b;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
@@ -311,7 +335,9 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const uint32_t block_k = uint32_t(blk.block_k);
   const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
   // With multicast each CTA of a cluster loads half of B's tile.
-  const rt::CuTensorMap map_b = operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n / blk.multicast));
+  const rt::CuTensorMap map_b = x.fp4_b && x.k > 0
+                                    ? packed_fp4_map(b, groups_b, uint32_t(blk.block_n))
+                                    : operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n / blk.multicast));
   // Scales: BLOCK_M (A) or BLOCK_N (per-row B) floats per k-block or promotion block; rows past the
   // end read as zeros. Unused maps are A's, which the kernel then never reads.
   const rt::CuTensorMap map_sfa = x.fp8 ? scale_map("a_scales", sfa, groups_a, uint32_t(blk.block_m), 1) : map_a;
@@ -370,6 +396,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
+                       x.fp4_b ? ".fp4_b" : "",
                        blk.tma_store ? (blk.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
   cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;
@@ -381,25 +408,6 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   cfg.num_tasks = blk.grid;
   cfg.num_threads = blk.grid;
   return cfg;
-}
-
-// FP4 B (nibble view) as a contiguous e4m3 [groups, rows, cols] copy.
-MatrixArg fp4_as_fp8(const MatrixArg& v, int64_t groups, rt::CuStream stream) {
-  const rt::Device device = v.tensor.device();
-  const rt::Tensor out = stream_scratch("b", {groups, v.rows, v.cols}, rt::DType::F8E4M3, device.id, stream);
-  const rt::CudaKernel kernel = jit_kernel(fp4_to_fp8_source(), kFp4ToFp8Kernel, device.id);
-  const void* in = v.tensor.data();
-  void* dst = out.data();
-  const int g = int(groups), rows = int(v.rows), cols = int(v.cols);
-  const int64_t total = groups * v.rows * v.cols;
-  kernel.launch_with(rt::Dim3{unsigned(std::clamp<int64_t>(ceil_div(total, 1024), 1, 65535)), 1, 1},
-                     rt::Dim3{256, 1, 1}, 0, stream, in, dst, g, rows, cols, v.s_g, v.s_r, v.s_c);
-  MatrixArg r = v;
-  r.tensor = out;
-  r.s_g = v.rows * v.cols;
-  r.s_r = v.cols;
-  r.s_c = 1;
-  return r;
 }
 
 }  // namespace
@@ -432,8 +440,11 @@ GemmConfig run_gpu(const Problem& p) {
     x.groups_a = p.grouping == Grouping::MMasked ? p.num_groups : 1;
     x.groups_b = p.grouping == Grouping::MContiguous || p.grouping == Grouping::MMasked ? p.num_groups : 1;
     x.a = k_major(p.a, x.groups_a, p.a.tensor.dtype(), stream, "a", fn);
-    x.b = p.kind == Kind::Fp8Fp4 ? fp4_as_fp8(p.b, x.groups_b, stream)
-                                 : k_major(p.b, x.groups_b, p.b.tensor.dtype(), stream, "b", fn);
+    // FP4 B: loaded packed and expanded in the kernel (validation guarantees TMA can read it).
+    x.fp4_b = p.kind == Kind::Fp8Fp4 && p.k > 0;
+    RT_ICHECK(!x.fp4_b || fp4_loadable_packed(p.b, x.groups_b), "deepgemm::", fn, ": FP4 b passed validation but TMA ",
+              "cannot load it packed");
+    x.b = p.kind == Kind::Fp8Fp4 ? p.b : k_major(p.b, x.groups_b, p.b.tensor.dtype(), stream, "b", fn);
     x.d = p.d;
     x.c = p.c;
     x.m_indices = p.m_indices;

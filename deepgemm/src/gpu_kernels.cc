@@ -31,7 +31,8 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
                                      s.tma_store ? "true" : "false", ", ", s.sfb_per_row ? "true" : "false", ", ",
-                                     s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ">");
+                                     s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ", ",
+                                     s.fp4_b ? "true" : "false", ">");
   return rt::str(
       "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
       "using Cfg = ", config, ";\n"
@@ -50,14 +51,6 @@ std::string layout_copy_source(rt::DType in, rt::DType out) {
                  device_type_name(in), "* in, ", device_type_name(out),
                  "* out, int rows, int cols, tl::int64_t s_g, tl::int64_t s_r, tl::int64_t s_c, tl::int64_t out_ld) {\n"
                  "  deepgemm::kernels::layout_copy_body(in, out, rows, cols, s_g, s_r, s_c, out_ld);\n}\n");
-}
-
-std::string fp4_to_fp8_source() {
-  return rt::str("#include \"deepgemm/kernels/layout_copy.cuh\"\n"
-                 "extern \"C\" __global__ void __launch_bounds__(256) ", kFp4ToFp8Kernel,
-                 "(const tl::uint8_t* in, tl::uint8_t* out, int groups, int rows, int cols, tl::int64_t s_g, "
-                 "tl::int64_t s_r, tl::int64_t s_c) {\n"
-                 "  deepgemm::kernels::fp4_to_fp8_body(in, out, groups, rows, cols, s_g, s_r, s_c);\n}\n");
 }
 
 const std::vector<rt::EmbeddedFile>& kernel_headers() {

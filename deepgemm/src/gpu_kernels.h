@@ -23,6 +23,7 @@ struct Sm90KernelSpec {
   bool has_c = false;
   bool tma_store = false;
   int epilogue_buffers = 2;  // 64 x 64 staging buffers per consumer of the TMA-store epilogue (1 or 2)
+  bool fp4_b = false;        // B packed e2m1, expanded to e4m3 in the kernel
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile
@@ -31,7 +32,6 @@ struct Sm90KernelSpec {
 
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
 inline constexpr const char* kLayoutCopyKernel = "deepgemm_layout_copy";
-inline constexpr const char* kFp4ToFp8Kernel = "deepgemm_fp4_to_fp8";
 inline constexpr const char* kQuantCastKernel = "deepgemm_quant_cast";
 
 // The quantization casts of kernels/quant_cast.cuh.
@@ -46,9 +46,6 @@ enum class QuantCast {
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
 // extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c, out_ld).
 std::string layout_copy_source(rt::DType in, rt::DType out);
-// extern "C" kFp4ToFp8Kernel(const uint8_t* in, uint8_t* out, int groups, int rows, int cols, int64_t s_g,
-// s_r, s_c).
-std::string fp4_to_fp8_source();
 // extern "C" kQuantCastKernel for `cast` of `in` (float32, bfloat16 or float16) input.
 std::string quant_cast_source(QuantCast cast, rt::DType in);
 

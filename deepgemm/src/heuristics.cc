@@ -77,16 +77,18 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows) {
+                        int sfb_rows, bool fp4_b) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
-  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb;
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb +
+                        (fp4_b ? int64_t(block_n) * 64 : 0);
   const int64_t epilogue = int64_t(sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
-  return stages * stage + epilogue + 2 * stages * 8 + 1024;
+  return stages * stage + epilogue + (fp4_b ? 3 : 2) * stages * 8 + 1024;
 }
 
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {
   auto fits = [&](int s, int buffers) {
-    return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows) <= smem_limit;
+    return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows, b.fp4_b) <=
+           smem_limit;
   };
   auto deepest = [&](int buffers) {
     int best = 0;
@@ -104,7 +106,7 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
     b.stages = std::max(2, one ? with_one : with_two);
   }
   b.smem_bytes = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, b.tma_store ? b.epilogue_buffers : 0, out_bytes,
-                                 sfb_rows);
+                                 sfb_rows, b.fp4_b);
   return b.smem_bytes <= smem_limit;
 }
 
@@ -116,7 +118,8 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
-                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, int max_block_m) {
+                                bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, int max_block_m,
+                                bool fp4_b) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -144,7 +147,8 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     const Candidate& c = candidates[i];
     if (c.bm > max_block_m) continue;
     // The fewest stages worth running: smaller tiles fit more.
-    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows) > smem_limit)
+    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b) >
+        smem_limit)
       continue;
     const int64_t tiles =
         ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
@@ -164,6 +168,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   best.block_k = fp8 ? 128 : 64;
   best.splits = 1;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
+  best.fp4_b = fp4_b;
   // As many stages as fit, up to kMaxSm90Stages (the ring also prefetches the next tile across tiles).
   choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.

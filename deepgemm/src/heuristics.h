@@ -19,6 +19,7 @@ struct GpuBlocking {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
   bool tma_store = false;    // epilogue through shared memory and TMA stores
   int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
+  bool fp4_b = false;        // B read packed (e2m1) and expanded in shared memory: a staging buffer per stage
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   int splits = 1;          // split-K pieces per split tile (gpu.cc: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
@@ -37,7 +38,7 @@ struct GpuBlocking {
 // faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG asks for it.
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
-                                int max_block_m = 256);
+                                int max_block_m = 256, bool fp4_b = false);
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
 // of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
@@ -47,9 +48,9 @@ inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
-// the TMA-store epilogue, 0 without it.
+// the TMA-store epilogue, 0 without it. fp4_b: B packed, with its staging buffer and barriers.
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows = 0);
+                        int sfb_rows = 0, bool fp4_b = false);
 
 // The deepest pipeline the heuristic builds: the small tiles of the M <= 128 shapes stream K with
 // little compute per stage, so the bytes in flight set their speed (64 x 64 tiles: 8 -> 12 stages
@@ -61,7 +62,7 @@ inline constexpr int kMaxSm90Stages = 12;
 // buffers per consumer unless one buffer is what lets the stages fit (a forced depth), or buys a
 // third stage. (On the H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3
 // and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
-// b.epilogue_buffers and b.smem_bytes.
+// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's layout).
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
