@@ -25,10 +25,11 @@
 //   wgmmas are in flight during a promotion. BF16: wgmma k16 accumulates in place, one group in
 //   flight across k-blocks.
 // - FP4 B (kFp4B): TMA loads B packed (64 bytes per row and k-block: half the traffic) into a
-//   staging buffer; the producer warpgroup's three idle warps expand it to e4m3 in the swizzled B
-//   tile (layout_copy.cuh's fp4_expand_tile) and signal a third barrier per stage, which the
-//   consumers wait on after the full barrier. (gpu.cc converts B with a pre-pass instead when TMA
-//   cannot read it packed.)
+//   staging buffer; the producer warpgroup's three idle warps (ahead of use) and, with promotion
+//   every 128, the consumer warps (the next k-block's share, while their wgmmas of the current one
+//   run) expand it to e4m3 in the
+//   swizzled B tile (layout_copy.cuh's fp4_expand_tile), each warp arriving on a third barrier per
+//   stage, which the consumers wait on after the full barrier.
 // - Per-row B scales (FP4 B, the K-grouped GEMM): B's scales of the
 //   tile's columns come by TMA with the stage, and the promotion runs every kPromotionK (128 or 32)
 //   of K with a scale per column.
@@ -83,13 +84,18 @@ struct Sm90GemmConfig {
   static constexpr int kSubBlocks = 128 / kPromotionK;  // promotions per k-block
   static constexpr int kMulticast = kMulticast_;
   static constexpr bool kFp4B = kFp4B_;
-  static constexpr int kConverterWarps = 3;  // the producer warpgroup's warps 1-3 (kFp4B)
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
   static constexpr int kMmaM = kBlockM / (64 * kNumConsumers);  // m64 waves per consumer and k-block
   static constexpr int kConsumerRows = 64 * kMmaM;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
+  // kFp4B: the warps that expand each stage -- the producer warpgroup's warps 1-3, ahead of use,
+  // and with promotion every 128 of K every consumer warp, for the next k-block while its wgmmas of
+  // the current one run (with promotion every 32 a sub-block's single wgmma is shorter than that
+  // share: on the H200 it cost 5%, and gained 7-9% with 128).
+  static constexpr bool kConsumersExpand = kPromotionK_ == 128;
+  static constexpr int kExpanderWarps = 3 + (kConsumersExpand ? 4 * kNumConsumers : 0);
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
@@ -235,7 +241,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // With multicast a stage is free once the consumers of both CTAs (each writes into both) let go.
     pipe.init(Cfg::kNumConsumers * 4 * Cfg::kMulticast);
     if constexpr (Cfg::kFp4B)
-      for (int s = 0; s < kStages; ++s) mbarrier_init(&expanded[s], Cfg::kConverterWarps);
+      for (int s = 0; s < kStages; ++s) mbarrier_init(&expanded[s], Cfg::kExpanderWarps);
     fence_barrier_init();
   } else if (threadIdx.x == 32) {
     tma_prefetch_descriptor(&tma_a);
@@ -256,6 +262,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   // Clusters walk the tiles together: cluster c takes tiles c, c + clusters, ...
   const int first_tile = int(blockIdx.x) / Cfg::kMulticast, tile_step = int(gridDim.x) / Cfg::kMulticast;
   [[maybe_unused]] const uint32_t cta_rank = Cfg::kMulticast > 1 ? cluster_ctarank() : 0u;
+  // kFp4B: expander `tid` (of 32 * kExpanderWarps) expands its share of stage st's packed B once it
+  // has landed, and its warp arrives on the stage's `expanded` barrier.
+  [[maybe_unused]] auto expand_share = [&](const PipelineState<kStages>& st, int tid) {
+    pipe.consumer_wait(st);
+    fp4_expand_tile<kBlockN>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
+                             smem_addr(smem_b + st.index * Cfg::kStageBytesB), tid, 32 * Cfg::kExpanderWarps);
+    fence_proxy_async_shared();  // the generic-proxy writes, visible to wgmma (async proxy)
+    __syncwarp();
+    if (lane_idx() == 0) mbarrier_arrive(&expanded[st.index]);
+  };
 
   if (wg == 0) {
     // ---------------------------------------------------------------- producer warpgroup
@@ -292,20 +308,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
       }
     } else if (Cfg::kFp4B && warp >= 1) {
-      // Expanders: every stage's packed B, once landed, into the e4m3 tile the consumers read. The
-      // stage's previous readers are done (the producer refilled it only after they released it).
-      const int tid = int(threadIdx.x) - 32;
+      // Expanders 0-95: every stage's share, as soon as it lands. The stage's previous readers are
+      // done (the producer refilled it only after they released it).
       PipelineState<kStages> st;
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
-          pipe.consumer_wait(st);
-          fp4_expand_tile<kBlockN>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
-                                   smem_addr(smem_b + st.index * Cfg::kStageBytesB), tid, 32 * Cfg::kConverterWarps);
-          fence_proxy_async_shared();  // the generic-proxy writes, visible to wgmma (async proxy)
-          __syncwarp();
-          if (lane_idx() == 0) mbarrier_arrive(&expanded[st.index]);
+          expand_share(st, int(threadIdx.x) - 32);
           st.advance();
         }
       }
@@ -489,15 +499,21 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
         } else if constexpr (Cfg::kSfbPerRow) {
           // Promotion per sub-block of kPromotionK; the stage is freed after its last promotion,
-          // which still reads B's scales from it.
+          // which still reads B's scales from it. FP4 (kConsumersExpand): this thread's share of the
+          // tile's first k-block is expanded here, of each next one while the current one's wgmmas run.
+          [[maybe_unused]] const int expander = 96 + consumer * 128 + thread_idx_in_warpgroup();
+          if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
+            if (num_k_blocks > 0) expand_share(st, expander);
           for (int kb = 0; kb < num_k_blocks; ++kb) {
             Scales sc;
-            const uint32_t stage = wait_fp8(st, sc);
+            const uint32_t stage = wait_fp8(st, sc);  // st moves on to the next k-block
 #pragma unroll
             for (int q = 0; q < Cfg::kSubBlocks; ++q) {
 #pragma unroll
               for (int w = 0; w < kMmaM; ++w) {
                 issue_fp8(stage, w, part, q);
+                if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
+                  if (q == 0 && w == 0 && kb + 1 < num_k_blocks) expand_share(st, expander);
                 wgmma_wait_group<0>();
                 retire_fp8_per_row(part, sc, w, stage, q, acc[w]);
               }
