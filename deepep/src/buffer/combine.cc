@@ -183,7 +183,8 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     for (int r = 0; r < R; ++r) {
       wire::Reader rd(all[size_t(r)]);
       remote_x[size_t(r)] = rd.get<uint64_t>(), remote_w[size_t(r)] = rd.get<uint64_t>();
-      reads.emplace_back(pid_t(peer_pids_[size_t(r)]), r, what);
+      reads.emplace_back(pid_t(peer_pids_[size_t(r)]), r, what,
+                         [&](const std::string& error) { e.fail_peer_read(what, error); });
     }
     const std::vector<int64_t>& offset = handle.token_offset;
     for (int64_t t0 = 0, t1 = 0; t0 < T; t0 = t1) {

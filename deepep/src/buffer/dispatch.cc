@@ -237,7 +237,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       const int64_t n = recv_counts[size_t(s)], base = prefix[size_t(s)];
       if (n == 0) continue;
       const Remote& q = remote[size_t(s)];
-      detail::PeerReads reads(pid_t(peer_pids_[size_t(s)]), s, what);
+      detail::PeerReads reads(pid_t(peer_pids_[size_t(s)]), s, what,
+                              [&](const std::string& error) { e.fail_peer_read(what, error); });
       tokens.resize(size_t(n));
       reads.add(q.tokens, tokens.data(), size_t(n) * 4);
       const size_t idx_bytes = cached ? 0 : size_t(K) * q.topk_bytes, w_row = weights ? size_t(K) * 4 : 0;
@@ -250,6 +251,11 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       reads.run();
       for (int64_t i = 0; i < n; ++i) {
         const uint64_t t = uint64_t(tokens[size_t(i)]);
+        // A source that failed and freed its arrays mid-read leaves anything here: bound the index
+        // before it addresses anything (the others' abort then names the cause).
+        if (t >= uint64_t(q.T))
+          e.fail_peer_read(what, rt::str(what, ": rank ", s, " sent token index ", int64_t(t), " of ", q.T,
+                                         " tokens: its memory changed while being read"));
         const int64_t row = base + i;
         reads.add(q.x + t * x_bytes, rx + size_t(row) * x_bytes, x_bytes);
         if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, scales.data() + t * s_bytes, s_bytes);

@@ -68,9 +68,13 @@ void PeerReads::run() {
       total += bytes_[first + i];
     }
     const ssize_t got = process_vm_readv(pid_, local.data(), n, remote.data(), n, 0);
-    if (got != ssize_t(total))
-      throw CommError(rt::str(what_, ": reading rank ", peer_, "'s memory (process ", pid_, ") failed: ",
-                              got < 0 ? std::strerror(errno) : rt::str("read ", got, " of ", total, " bytes")));
+    if (got != ssize_t(total)) {
+      const std::string message =
+          rt::str(what_, ": reading rank ", peer_, "'s memory (process ", pid_, ") failed: ",
+                  got < 0 ? std::strerror(errno) : rt::str("read ", got, " of ", total, " bytes"));
+      if (on_failure_) on_failure_(message);
+      throw CommError(message);
+    }
   }
   remote_.clear();
   local_.clear();

@@ -18,6 +18,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -33,10 +34,13 @@ namespace detail {
 std::vector<pid_t> probe_peer_memory(Group& group, bool enabled);
 
 // A batch of reads from one peer's memory: add (remote address, local destination, bytes), then
-// run() issues them, IOV_MAX at a time. A failed or short read is a CommError naming the peer.
+// run() issues them, IOV_MAX at a time. A failed or short read goes to `on_failure` with a message
+// naming the peer, which may throw a better diagnosis (the peer may be gone because another rank
+// failed first); if it returns, the read's own CommError is thrown.
 class PeerReads {
  public:
-  PeerReads(pid_t pid, int peer, std::string what) : pid_(pid), peer_(peer), what_(std::move(what)) {}
+  PeerReads(pid_t pid, int peer, std::string what, std::function<void(const std::string&)> on_failure)
+      : pid_(pid), peer_(peer), what_(std::move(what)), on_failure_(std::move(on_failure)) {}
   void add(uint64_t remote, void* local, size_t bytes);
   void run();
 
@@ -44,6 +48,7 @@ class PeerReads {
   pid_t pid_;
   int peer_;
   std::string what_;
+  std::function<void(const std::string&)> on_failure_;
   std::vector<uint64_t> remote_;
   std::vector<void*> local_;
   std::vector<size_t> bytes_;

@@ -94,7 +94,23 @@ void Engine::check_usable(const std::string& what) const {
                              broken_));
 }
 
-void Engine::fail(const std::string& message) { throw_comm_error(message); }
+void Engine::fail(const std::string& message) {
+  // The communicator is broken; publishing the cause lets the other ranks report it rather than
+  // the symptom they see next (this rank gone). The first published cause stays.
+  if (broken_.empty()) broken_ = message;
+  transport_->set_abort(message);
+  throw_comm_error(message);
+}
+
+void Engine::fail_peer_read(const std::string& what, const std::string& error) {
+  std::string message = rt::str("deepep (rank ", rank_, "): ", error);
+  try {
+    check_peers(what, [](int) { return true; });
+  } catch (const std::exception& e) {
+    message = e.what();  // the root cause: another rank's abort, or a peer that died
+  }
+  fail(message);
+}
 
 template <class F>
 void Engine::guarded(const std::string& what, F&& f) {
@@ -129,8 +145,12 @@ void Engine::check_peers(const std::string& what, const std::function<bool(int)>
     fail(rt::str("deepep (rank ", rank_, "): ", what, ": the communicator was aborted: ", *msg));
   for (int r = 0; r < size_; ++r) {
     if (r == rank_ || !needed(r)) continue;
-    if (auto why = transport_->peer_failure(r))
+    if (auto why = transport_->peer_failure(r)) {
+      // A rank that failed publishes its cause before it leaves: look again now that it has left.
+      if (auto msg = transport_->aborted())
+        fail(rt::str("deepep (rank ", rank_, "): ", what, ": the communicator was aborted: ", *msg));
       fail(rt::str("deepep (rank ", rank_, "): ", what, ": ", *why, "; the communicator is broken"));
+    }
   }
 }
 

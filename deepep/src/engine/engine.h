@@ -70,6 +70,9 @@ class Engine {
   // does not fit a frame. Paths that move records outside frames check it too, so a Buffer too
   // small for the frame path fails on every path alike.
   void check_record_fits(size_t unit, const std::string& what) const;
+  // A read of a peer's memory failed with `error` (the single-copy path): throws the root cause
+  // when there is one -- an abort another rank recorded, or a peer that died -- else `error`.
+  [[noreturn]] void fail_peer_read(const std::string& what, const std::string& error);
 
   // Every communication operation starts here: completes a pending exchange, fails when the
   // communicator is broken, and applies the kill fault.

@@ -384,7 +384,13 @@ std::optional<std::string> ShmTransport::peer_failure(int peer) {
 }
 
 std::optional<std::string> ShmTransport::aborted() const {
-  if (hdr_->abort_state.load(std::memory_order_acquire) != 2) return std::nullopt;
+  // State 1: a rank is writing its message (a few stores); wait for it rather than miss the cause.
+  uint32_t state = hdr_->abort_state.load(std::memory_order_acquire);
+  for (int i = 0; state == 1 && i < 100000; ++i) {
+    cpu_relax();
+    state = hdr_->abort_state.load(std::memory_order_acquire);
+  }
+  if (state != 2) return std::nullopt;
   return std::string(hdr_->abort_message);
 }
 
