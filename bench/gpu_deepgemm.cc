@@ -166,23 +166,30 @@ rt::Tensor gpu_aligned_scales(const rt::Tensor& host) {
 
 }  // namespace
 
-// FP8 A x FP4 B (packed e2m1, FP32 scales per row of B and 32 or 128 of K) beside FP8 x FP8 at the
-// same shapes: TFLOPS and the operand bytes per second (B counted packed). Each output spot-checked
-// on 32 elements against float64. Returns false on a mismatch.
+// FP8 A x FP4 B (packed e2m1, scales per row of B and 32 or 128 of K: FP32, or UE8M0 powers of two
+// which the kernel folds into the values) beside FP8 x FP8 at the same shapes: TFLOPS and the
+// operand bytes per second (B counted packed). Each output spot-checked on 32 elements against
+// float64. Returns false on a mismatch.
 bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   std::printf("\n| kind | M | N | K | config | ms | TFLOPS | GB/s (operands) | FP8 x FP8 TFLOPS | FP4 / FP8 |\n"
               "|---|---|---|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
-  const int64_t shapes[][4] = {{128, 7168, 2048, 32}, {128, 4096, 7168, 32}, {4096, 7168, 2048, 32},
-                               {4096, 4096, 7168, 32}, {128, 4096, 7168, 128}, {4096, 4096, 7168, 128}};
+  const int64_t shapes[][5] = {{128, 7168, 2048, 32, 0},  {128, 4096, 7168, 32, 0},  {4096, 7168, 2048, 32, 0},
+                               {4096, 4096, 7168, 32, 0}, {128, 4096, 7168, 128, 0}, {4096, 4096, 7168, 128, 0},
+                               {128, 7168, 2048, 32, 1},  {128, 4096, 7168, 32, 1},  {4096, 7168, 2048, 32, 1},
+                               {4096, 4096, 7168, 32, 1}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2], gran = s[3];
+    const bool ue8m0 = s[4] != 0;
     const rt::Tensor ah = random_fp8(m, k, gen), sfah = random_scales({m, (k + 127) / 128}, gen);
     rt::Tensor bh = rt::Tensor::empty({n, k}, rt::DType::F4E2M1);  // any nibble is a value
     auto* bytes = static_cast<uint8_t*>(bh.data());
     for (int64_t i = 0; i < n * k / 2; ++i) bytes[i] = uint8_t(gen());
-    const rt::Tensor sfbh = random_scales({n, (k + gran - 1) / gran}, gen);
-    const rt::Tensor a = ah.to(kGpu), sfa = gpu_aligned_scales(sfah), b = bh.to(kGpu), sfb = sfbh.to(kGpu);
+    rt::Tensor sfbh = random_scales({n, (k + gran - 1) / gran}, gen);
+    if (ue8m0)  // powers of two, 2^-2 .. 2^1
+      for (int64_t i = 0; i < sfbh.numel(); ++i) sfbh.data_as<float>()[i] = std::ldexp(1.0f, int(gen() % 4) - 2);
+    const rt::Tensor a = ah.to(kGpu), sfa = gpu_aligned_scales(sfah), b = bh.to(kGpu);
+    const rt::Tensor sfb = (ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfbh) : sfbh).to(kGpu);
     rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
     deepgemm::fp8_fp4_gemm_nt(a, sfa, b, sfb, d);
     const std::string config = deepgemm::last_config().to_string();
@@ -214,8 +221,8 @@ bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen) {
     const double ms8 = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b8, sfb8, d); });
     const double flops = 2.0 * double(m) * double(n) * double(k);
     const double operand_bytes = double(m * k + n * k / 2 + 2 * m * n);
-    std::printf("| fp8 x fp4 nt, per-%ld%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.0f | %.2f |\n", long(gran),
-                ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
+    std::printf("| fp8 x fp4 nt, per-%ld %s%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.0f | %.2f |\n", long(gran),
+                ue8m0 ? "ue8m0" : "fp32", ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
                 tflops(flops, ms),
                 operand_bytes / (ms * 1e-3) / 1e9, tflops(flops, ms8), ms8 / ms);
     std::fflush(stdout);

@@ -48,15 +48,31 @@ __device__ __forceinline__ void layout_copy_body(const TIn* __restrict__ in, TOu
   }
 }
 
-// Eight e2m1 values (w: value i in nibble i, the low nibble first) as eight e4m3 codes, exactly
-// (every e2m1 value is an e4m3 value): values 0-3 in the low word, 4-7 in the high one. A byte
-// permute looks up the magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6); the sign bits move from bit 3 of
-// each nibble to bit 7 of each byte.
-__device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t& lo, tl::uint32_t& hi) {
-  constexpr tl::uint32_t kTable0 = 0x3C383000u, kTable1 = 0x4C484440u;  // codes of magnitudes 0-3, 4-7
-  auto magnitudes = [](tl::uint32_t selector) {
+// The e4m3 codes of the e2m1 magnitudes (0, 0.5, 1, 1.5, 2, 3, 4, 6), four per word: exact, every
+// e2m1 value is an e4m3 value.
+inline constexpr tl::uint32_t kE2m1Codes0 = 0x3C383000u, kE2m1Codes1 = 0x4C484440u;
+
+// The e4m3 codes of the e2m1 magnitudes times `ratio` (a power of two <= 1; round to nearest, so
+// magnitudes below e4m3's smallest subnormal, 2^-9, round to 0 or 2^-9), as two table words.
+__device__ __forceinline__ void scaled_e2m1_codes(float ratio, tl::uint32_t& t0, tl::uint32_t& t1) {
+  auto pair = [&](float lo, float hi) {  // two codes: lo in the low byte
+    tl::uint16_t r;
+    asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi * ratio), "f"(lo * ratio));
+    return tl::uint32_t(r);
+  };
+  t0 = pair(0.0f, 0.5f) | (pair(1.0f, 1.5f) << 16);
+  t1 = pair(2.0f, 3.0f) | (pair(4.0f, 6.0f) << 16);
+}
+
+// Eight e2m1 values (w: value i in nibble i, the low nibble first) as eight e4m3 codes: values 0-3
+// in the low word, 4-7 in the high one. A byte permute looks up the magnitudes in the table words
+// (t0: magnitudes 0-3, t1: 4-7; kE2m1Codes for the values themselves); the sign bits move from bit
+// 3 of each nibble to bit 7 of each byte.
+__device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t t0, tl::uint32_t t1,
+                                                 tl::uint32_t& lo, tl::uint32_t& hi) {
+  auto magnitudes = [&](tl::uint32_t selector) {
     tl::uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(kTable0), "r"(kTable1), "r"(selector & 0x7777u));
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(t0), "r"(t1), "r"(selector & 0x7777u));
     return r;
   };
   auto signs = [](tl::uint32_t nibbles) {  // bit 4i + 3 -> bit 8i + 7, i = 0..3
@@ -69,29 +85,70 @@ __device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t& l
   hi = magnitudes(w >> 16) | signs(w >> 16);
 }
 
+// One 16-byte chunk of packed FP4 B (32 values of K: 32q .. 32q + 31 of row r) expanded with the
+// table words t0/t1 into output chunks 2q and 2q + 1 of the 128-byte swizzled row (16-byte chunk j
+// of row r at chunk j ^ (r % 8)). Shared-memory addresses.
+__device__ __forceinline__ void fp4_expand_chunk(tl::uint32_t packed, tl::uint32_t out, int r, int q, tl::uint32_t t0,
+                                                 tl::uint32_t t1) {
+  tl::uint32_t v[4], o[8];
+  asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+               : "r"(packed + tl::uint32_t(r * 64 + q * 16)));
+#pragma unroll
+  for (int j = 0; j < 4; ++j) e2m1x8_to_e4m3x8(v[j], t0, t1, o[2 * j], o[2 * j + 1]);
+  const tl::uint32_t row = out + tl::uint32_t(r * 128);
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q) ^ (r & 7)) << 4)),
+               "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
+               : "memory");
+  asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q + 1) ^ (r & 7)) << 4)),
+               "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
+               : "memory");
+}
+
 // The FP4 B tile of one pipeline stage, expanded in shared memory for wgmma (sm90_gemm.cuh with
 // kFp4B): `packed` holds kRows rows of 64 bytes (128 e2m1 values of K, as TMA loaded them, no
 // swizzle); `out` receives kRows rows of 128 e4m3 bytes in the 128-byte swizzle TMA would have
-// written (16-byte chunk j of row r at chunk j ^ (r % 8); `out` 1024-byte aligned). Thread `tid` of
-// `threads` takes every threads-th 16-byte packed chunk. Shared-memory addresses.
-template <int kRows>
-__device__ __forceinline__ void fp4_expand_tile(tl::uint32_t packed, tl::uint32_t out, int tid, int threads) {
-  for (int i = tid; i < kRows * 4; i += threads) {
-    const int r = i >> 2, q = i & 3;
-    tl::uint32_t v[4], o[8];
-    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
-                 : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
-                 : "r"(packed + tl::uint32_t(r * 64 + q * 16)));
-#pragma unroll
-    for (int j = 0; j < 4; ++j) e2m1x8_to_e4m3x8(v[j], o[2 * j], o[2 * j + 1]);
-    // Packed chunk q holds K 32q .. 32q + 31: output chunks 2q and 2q + 1.
-    const tl::uint32_t row = out + tl::uint32_t(r * 128);
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q) ^ (r & 7)) << 4)),
-                 "r"(o[0]), "r"(o[1]), "r"(o[2]), "r"(o[3])
-                 : "memory");
-    asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};" ::"r"(row + (tl::uint32_t((2 * q + 1) ^ (r & 7)) << 4)),
-                 "r"(o[4]), "r"(o[5]), "r"(o[6]), "r"(o[7])
-                 : "memory");
+// written (`out` 1024-byte aligned). Thread `tid` of `threads` takes every threads-th chunk.
+//
+// kFold (power-of-two scales per row and 32 of K, `scales` [4][kRows] floats): each row's four
+// groups are expanded times scale / the largest scale of the row's nonzero groups, which then
+// replaces the first scale, so that the row is promoted once per 128 of K with it. Exact while a
+// group's ratio is at least 2^-8 (e4m3's range); a smaller group rounds at e4m3's subnormal step,
+// an error of at most 2^-10 of that largest scale per value, against values of at least 0.5 of it
+// in the group that sets it. A thread takes whole rows: it alone reads and rewrites their scales.
+template <int kRows, bool kFold>
+__device__ __forceinline__ void fp4_expand_tile(tl::uint32_t packed, tl::uint32_t out, float* scales, int tid,
+                                                int threads) {
+  if constexpr (!kFold) {
+    for (int i = tid; i < kRows * 4; i += threads) fp4_expand_chunk(packed, out, i >> 2, i & 3, kE2m1Codes0, kE2m1Codes1);
+  } else {
+    for (int r = tid; r < kRows; r += threads) {
+      // Exponent fields compare powers of two (UE8M0's 2^-127 included: its field is 0). Groups
+      // whose values are all zero do not count (a quantizer may give them any scale).
+      // (The producer warpgroup runs this with 40 registers: the scales are read again below rather
+      // than kept.)
+      auto field = [](float x) { return int((__float_as_uint(x) >> 23) & 0xFFu); };
+      int emax = -1;
+      float smax = scales[r];
+#pragma unroll 1
+      for (int q = 0; q < 4; ++q) {
+        const float sq = scales[q * kRows + r];
+        tl::uint32_t v[4];
+        asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(v[0]), "=r"(v[1]), "=r"(v[2]), "=r"(v[3])
+                     : "r"(packed + tl::uint32_t(r * 64 + q * 16)));
+        if (((v[0] | v[1] | v[2] | v[3]) & 0x77777777u) != 0 && field(sq) > emax) emax = field(sq), smax = sq;
+      }
+      if (emax < 0) emax = field(smax);
+#pragma unroll 1
+      for (int q = 0; q < 4; ++q) {
+        const int d = emax - field(scales[q * kRows + r]);  // the group is 2^-d of the row's scale
+        tl::uint32_t t0 = kE2m1Codes0, t1 = kE2m1Codes1;
+        if (d > 0) scaled_e2m1_codes(d < 127 ? __uint_as_float(tl::uint32_t(127 - d) << 23) : 0.0f, t0, t1);
+        fp4_expand_chunk(packed, out, r, q, t0, t1);
+      }
+      scales[r] = smax;
+    }
   }
 }
 

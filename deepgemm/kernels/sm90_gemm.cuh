@@ -68,9 +68,11 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // kEpilogueBuffers_: 64 x 64 staging buffers per consumer for the TMA-store epilogue, 2 (a box is
 // staged while the previous one is stored) or 1 (room for one more stage; heuristics.cc decides).
 // kFp4B_: B is packed e2m1, expanded to e4m3 in shared memory (per-row B scales).
+// kFoldScales_ (kFp4B, B's scales powers of two per 32 of K): the expansion folds each row's four
+// scales of a k-block into the values against the largest, and the promotion runs every 128 of K.
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
-          int kEpilogueBuffers_ = 2, bool kFp4B_ = false>
+          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -80,8 +82,10 @@ struct Sm90GemmConfig {
   static constexpr int kGrouping = kGrouping_;
   static constexpr bool kHasC = kHasC_;
   static constexpr bool kSfbPerRow = kSfbPerRow_;
-  static constexpr int kPromotionK = kPromotionK_;
-  static constexpr int kSubBlocks = 128 / kPromotionK;  // promotions per k-block
+  static constexpr int kScaleRows = 128 / kPromotionK_;  // rows of per-row B scales per k-block
+  static constexpr bool kFoldScales = kFoldScales_;
+  static constexpr int kPromotionK = kFoldScales ? 128 : kPromotionK_;  // K between promotions
+  static constexpr int kSubBlocks = 128 / kPromotionK;                  // promotions per k-block
   static constexpr int kMulticast = kMulticast_;
   static constexpr bool kFp4B = kFp4B_;
 
@@ -94,7 +98,7 @@ struct Sm90GemmConfig {
   // and with promotion every 128 of K every consumer warp, for the next k-block while its wgmmas of
   // the current one run (with promotion every 32 a sub-block's single wgmma is shorter than that
   // share: on the H200 it cost 5%, and gained 7-9% with 128).
-  static constexpr bool kConsumersExpand = kPromotionK_ == 128;
+  static constexpr bool kConsumersExpand = kPromotionK == 128;
   static constexpr int kExpanderWarps = 3 + (kConsumersExpand ? 4 * kNumConsumers : 0);
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
@@ -105,8 +109,8 @@ struct Sm90GemmConfig {
   static constexpr int kStageBytesB = kBlockN * 128;
   // A's scales of one stage: BLOCK_M floats (a multiple of 128 bytes, as TMA destinations need).
   static constexpr int kStageBytesSf = kFp8 ? kBlockM * 4 : 0;
-  // Per-row B scales of one stage: kSubBlocks rows of BLOCK_N floats, padded to 128 bytes.
-  static constexpr int kStageBytesSfb = kSfbPerRow ? (kBlockN * 4 * kSubBlocks + 127) / 128 * 128 : 0;
+  // Per-row B scales of one stage: kScaleRows rows of BLOCK_N floats, padded to 128 bytes.
+  static constexpr int kStageBytesSfb = kSfbPerRow ? (kBlockN * 4 * kScaleRows + 127) / 128 * 128 : 0;
   // FP4 B as loaded: BLOCK_N rows of 64 bytes (a multiple of 128 bytes: BLOCK_N is even).
   static constexpr int kStageBytesBPacked = kFp4B ? kBlockN * 64 : 0;
   static constexpr int kBoxC = 64;
@@ -133,6 +137,7 @@ struct Sm90GemmConfig {
   static_assert(!kFp8 || kSfbPerRow || kBlockN + 128 - gcd128(kBlockN) <= 256,
                 "a tile's columns must span at most two 128-row blocks of B's scales");
   static_assert(!kSfbPerRow || kFp8, "per-row B scales belong to the FP8 kernel");
+  static_assert(!kFoldScales || (kFp4B && kPromotionK_ == 32), "folded scales: FP4 B with scales per 32 of K");
   static_assert(kPromotionK == 128 || (kPromotionK == 32 && kSfbPerRow), "promotion every 128 of K, or 32 "
                 "with per-row B scales");
   static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
@@ -266,8 +271,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   // has landed, and its warp arrives on the stage's `expanded` barrier.
   [[maybe_unused]] auto expand_share = [&](const PipelineState<kStages>& st, int tid) {
     pipe.consumer_wait(st);
-    fp4_expand_tile<kBlockN>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
-                             smem_addr(smem_b + st.index * Cfg::kStageBytesB), tid, 32 * Cfg::kExpanderWarps);
+    fp4_expand_tile<kBlockN, Cfg::kFoldScales>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
+                                               smem_addr(smem_b + st.index * Cfg::kStageBytesB),
+                                               smem_sfb + st.index * kSfbStride, tid, 32 * Cfg::kExpanderWarps);
     fence_proxy_async_shared();  // the generic-proxy writes, visible to wgmma (async proxy)
     __syncwarp();
     if (lane_idx() == 0) mbarrier_arrive(&expanded[st.index]);
@@ -287,7 +293,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           mbarrier_t* full = pipe.full_barrier(st);
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + (Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB) +
                                                    Cfg::kStageBytesSf +
-                                                   (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kSubBlocks : 0)));
+                                                   (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kScaleRows : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           if constexpr (Cfg::kFp4B) {
             // Packed: 64 bytes of a row per k-block (B's map counts bytes along K).
@@ -303,7 +309,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           if constexpr (Cfg::kSfbPerRow)
-            tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kSubBlocks, tile.b_group);
+            tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kScaleRows, tile.b_group);
           st.advance();
         }
       }

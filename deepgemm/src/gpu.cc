@@ -232,6 +232,9 @@ struct Sm90Call {
   bool fp8 = true;
   bool sfb_per_row = false;
   bool fp4_b = false;  // b is packed e2m1, loaded as such and expanded in the kernel
+  // fp4_b with UE8M0 (power-of-two) scales per 32 of K: the kernel may fold them into the expanded
+  // values against each row's largest of a k-block and promote every 128 of K (layout_copy.cuh).
+  bool fold_ok = false;
   int promotion_k = 128;
   Grouping grouping = Grouping::None;
   int64_t m = 0, n = 0, k = 0, num_groups = 1, expected_m = 0;
@@ -301,6 +304,10 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.tma_store = blk.tma_store;
   spec.epilogue_buffers = blk.epilogue_buffers;
   spec.fp4_b = x.fp4_b;
+  // Folding pays on tiles of 128 or more columns (H200, 4096 rows: +24-30%); on the narrow tiles of
+  // the M <= 128 shapes one thread per row expands too slowly (-27% to -41%): docs/perf.md.
+  const bool fold = x.fold_ok && blk.block_n >= 128;
+  spec.fold_scales = fold;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
@@ -396,13 +403,13 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
-                       x.fp4_b ? ".fp4_b" : "",
+                       x.fp4_b ? ".fp4_b" : "", fold ? ".folded_scales" : "",
                        blk.tma_store ? (blk.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
   cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;
   cfg.block_n = blk.block_n;
   cfg.block_k = blk.block_k;
-  cfg.promotion_k = x.fp8 ? x.promotion_k : 0;
+  cfg.promotion_k = x.fp8 ? (fold ? 128 : x.promotion_k) : 0;
   cfg.num_stages = blk.stages;
   cfg.num_multicast = blk.multicast;
   cfg.num_tasks = blk.grid;
@@ -455,6 +462,7 @@ GemmConfig run_gpu(const Problem& p) {
       x.sfa = mn_major_scales(p.sfa, x.groups_a, stream, "a_scales", fn);
       x.sfb_per_row = p.sfb.gran_r == 1;
       x.promotion_k = p.promotion_k();
+      x.fold_ok = x.fp4_b && x.promotion_k == 32 && p.sfb.tensor.dtype() == rt::DType::UE8M0;
       x.sfb = x.sfb_per_row ? mn_major_scales(p.sfb, x.groups_b, stream, "b_scales", fn)
               : p.sfb.tensor.dtype() == rt::DType::UE8M0 ? k_major(p.sfb, x.groups_b, rt::DType::F32, stream, "b_scales", fn)
                                                          : p.sfb;

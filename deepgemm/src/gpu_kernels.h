@@ -24,6 +24,7 @@ struct Sm90KernelSpec {
   bool tma_store = false;
   int epilogue_buffers = 2;  // 64 x 64 staging buffers per consumer of the TMA-store epilogue (1 or 2)
   bool fp4_b = false;        // B packed e2m1, expanded to e4m3 in the kernel
+  bool fold_scales = false;  // fp4_b with power-of-two scales per 32 of K, folded into the values
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile

@@ -87,6 +87,12 @@ TEST(GpuCompile, PackedFp4B) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
     EXPECT_NE(ptx.find("prmt.b32"), std::string::npos);
     EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"), std::string::npos);
+    if (promotion == 32) {  // power-of-two scales folded into the values: e4m3 conversions of the tables
+      s.fold_scales = true;
+      const std::string folded =
+          compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
+      EXPECT_NE(folded.find("cvt.rn.satfinite.e4m3x2.f32"), std::string::npos);
+    }
   }
   const int64_t smem = 232448;
   for (int64_t m : {128, 4096}) {

@@ -426,7 +426,8 @@ TEST(GpuFp8Gemm, ErrorAgainstUnquantizedProduct) {
   std::printf("calc_diff against the unquantized product: %.3g\n", diff);
 }
 
-// FP4 B: converted to e4m3 on the device, B's scales per row and per 32 or 128 of K.
+// FP4 B: expanded to e4m3 in the kernel, B's scales per row and per 32 or 128 of K (UE8M0 per-32
+// scales folded into the values, promoted every 128).
 TEST(GpuFp4, PlainAndGroupedContiguous) {
   REQUIRE_HOPPER();
   const int64_t m = 120, n = 176, k = 512;
@@ -441,7 +442,9 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
       const std::string what = "fp4 per-" + std::to_string(gran) + (ue8m0 ? " ue8m0" : " fp32");
       rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
       deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfb) : sfb), d);
-      EXPECT_EQ(deepgemm::last_config().promotion_k, gran) << what;
+      const bool folded = gran == 32 && ue8m0 && deepgemm::last_config().block_n >= 128;
+      EXPECT_EQ(deepgemm::last_config().promotion_k, folded ? 128 : gran) << what;
+      EXPECT_EQ(deepgemm::last_config().kernel.find(".folded_scales") != std::string::npos, folded) << what;
       expect_close(host(d), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k), k, false, what);
     }
   }
@@ -469,6 +472,30 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
                  dgtest::ref_gemm(gdeq_a.data() + r * k, gdeq_b.data() + idx[size_t(r)] * n * k, 1, n, k), k, true,
                  "grouped fp4 row " + std::to_string(r));
   }
+}
+
+// Folded UE8M0 per-32 scales far apart inside a row's 128 of K: groups 2^-3 (exact), 2^-9 (at
+// e4m3's subnormal step) and 2^-13 (below it) of the first; and a row whose first group is all
+// zeros under a huge scale, which must not set the row's folding base. (128-column tiles: the
+// kernel folds on those.)
+TEST(GpuFp4, FoldedScalesFarApart) {
+  REQUIRE_HOPPER();
+  const int64_t m = 64, n = 72, k = 256;
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  std::vector<double> bv = testutil::to_f64(dgtest::normal({n, k}, rt::DType::F32, testutil::fresh_seed()));
+  const int shift[4] = {0, -3, -9, -13};
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < k; ++c) bv[size_t(r * k + c)] *= std::ldexp(1.0, shift[(c / 32) % 4]);
+  for (int64_t c = 0; c < 32; ++c) bv[size_t(c)] = 0.0;  // row 0, group 0
+  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
+  auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(dgtest::f32_tensor({n, k}, bv), 32, true);
+  sfb.data_as<float>()[0] = std::ldexp(1.0f, 20);
+  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128), deq_b = dgtest::dequant(qb, sfb, 1, 32);
+  rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+  dgtest::ScopedEnv config("DG_GPU_CONFIG", "128x128x4");
+  deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(deepgemm::cast_scales_to_ue8m0(sfb)), d);
+  EXPECT_NE(deepgemm::last_config().kernel.find(".folded_scales"), std::string::npos) << deepgemm::last_config().kernel;
+  expect_close(host(d), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k), k, false, "folded scales far apart");
 }
 
 // K-grouped (MoE weight gradients): one launch per group, an empty group (D = C), C separate and
