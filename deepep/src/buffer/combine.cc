@@ -50,10 +50,13 @@ void store(uint8_t* out, const float* acc, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "default")))
 #endif
-void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token_offset, int64_t t0, int64_t t1, int64_t H,
-                        float* acc) {
+void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int32_t* where, const int64_t* token_offset, int64_t t0,
+                        int64_t t1, int64_t H, float* acc) {
   const size_t n = size_t(H);
   const int64_t first = token_offset[t0];  // the stage holds slots from this one on
+  auto row = [&](int64_t s) {
+    return reinterpret_cast<const uint16_t*>(stage) + size_t(where ? where[s] : s) * n;
+  };
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t s0 = token_offset[t] - first, s1 = token_offset[t + 1] - first;
     uint16_t* o = reinterpret_cast<uint16_t*>(out) + size_t(t) * n;
@@ -61,10 +64,10 @@ void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token
       std::memset(o, 0, n * 2);
       continue;
     }
-    const uint16_t* r0 = reinterpret_cast<const uint16_t*>(stage) + size_t(s0) * n;
+    const uint16_t* r0 = row(s0);
     for (size_t c = 0; c < n; ++c) acc[c] = std::bit_cast<float>(uint32_t(r0[c]) << 16);
     for (int64_t s = s0 + 1; s < s1; ++s) {
-      const uint16_t* r = reinterpret_cast<const uint16_t*>(stage) + size_t(s) * n;
+      const uint16_t* r = row(s);
       for (size_t c = 0; c < n; ++c) acc[c] += std::bit_cast<float>(uint32_t(r[c]) << 16);
     }
     for (size_t c = 0; c < n; ++c) {  // round to nearest even (NaN kept quiet), as tl::bfloat16_t does
@@ -76,28 +79,30 @@ void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int64_t* token
 }
 
 // out[t] = sum of the token's staged rows (rank order), in f32, for tokens [t0, t1); the stage
-// holds slots from token_offset[t0] on.
+// holds slots from token_offset[t0] on, slot s (counted from there) in row where[s] of it (row s
+// without `where`).
 template <class T>
-void reduce_tokens(uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t t0, int64_t t1,
-                   int64_t H) {
+void reduce_tokens(uint8_t* out, const uint8_t* stage, const int32_t* where, const std::vector<int64_t>& token_offset,
+                   int64_t t0, int64_t t1, int64_t H) {
   const size_t row_bytes = size_t(H) * sizeof(T);
   const int64_t first = token_offset[size_t(t0)];
   std::vector<float> acc(static_cast<size_t>(H));
   for (int64_t t = t0; t < t1; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
-    for (int64_t s = token_offset[size_t(t)]; s < token_offset[size_t(t) + 1]; ++s)
-      accumulate<T>(acc.data(), stage + size_t(s - first) * row_bytes, size_t(H));
+    for (int64_t s = token_offset[size_t(t)] - first; s < token_offset[size_t(t) + 1] - first; ++s)
+      accumulate<T>(acc.data(), stage + size_t(where ? where[s] : s) * row_bytes, size_t(H));
     store<T>(out + size_t(t) * row_bytes, acc.data(), size_t(H));
   }
 }
 
-// The reduction of tokens [t0, t1) from a stage holding their slots, by dtype.
-void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const std::vector<int64_t>& token_offset, int64_t t0,
-                  int64_t t1, int64_t H, std::vector<float>& acc) {
+// The reduction of tokens [t0, t1) from a stage holding their slots (`where`: as reduce_tokens),
+// by dtype.
+void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const int32_t* where,
+                  const std::vector<int64_t>& token_offset, int64_t t0, int64_t t1, int64_t H, std::vector<float>& acc) {
   switch (dt) {
-    case rt::DType::BF16: reduce_tokens_bf16(out, stage, token_offset.data(), t0, t1, H, acc.data()); break;
-    case rt::DType::F16: reduce_tokens<tl::half_t>(out, stage, token_offset, t0, t1, H); break;
-    default: reduce_tokens<float>(out, stage, token_offset, t0, t1, H); break;
+    case rt::DType::BF16: reduce_tokens_bf16(out, stage, where, token_offset.data(), t0, t1, H, acc.data()); break;
+    case rt::DType::F16: reduce_tokens<tl::half_t>(out, stage, where, token_offset, t0, t1, H); break;
+    default: reduce_tokens<float>(out, stage, where, token_offset, t0, t1, H); break;
   }
 }
 
@@ -179,29 +184,43 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     e.check_record_fits(rec, what);
     std::vector<uint64_t> remote_x(static_cast<size_t>(R)), remote_w(static_cast<size_t>(R));
     std::vector<size_t> next(static_cast<size_t>(R), 0);
-    std::vector<detail::PeerReads> reads;
+    // Per rank, rows and weights in separate batches: consecutive rows of a rank land in
+    // consecutive stage rows (rank-major in the block; `where` maps the token-major slots to
+    // them), so PeerReads merges each rank's run into one read.
+    std::vector<detail::PeerReads> row_reads, weight_reads;
     for (int r = 0; r < R; ++r) {
       wire::Reader rd(all[size_t(r)]);
       remote_x[size_t(r)] = rd.get<uint64_t>(), remote_w[size_t(r)] = rd.get<uint64_t>();
-      reads.emplace_back(pid_t(peer_pids_[size_t(r)]), r, what,
-                         [&](const std::string& error) { e.fail_peer_read(what, error); });
+      for (auto* reads : {&row_reads, &weight_reads})
+        reads->emplace_back(pid_t(peer_pids_[size_t(r)]), r, what,
+                            [&](const std::string& error) { e.fail_peer_read(what, error); });
     }
+    std::vector<int32_t> where(static_cast<size_t>(block_slots)), slot_at(static_cast<size_t>(block_slots));
+    std::vector<float> weights_in(w_bytes ? size_t(block_slots) * size_t(K) : 0);
     const std::vector<int64_t>& offset = handle.token_offset;
     for (int64_t t0 = 0, t1 = 0; t0 < T; t0 = t1) {
       for (t1 = t0 + 1; t1 < T && offset[size_t(t1) + 1] - offset[size_t(t0)] <= block_slots;) ++t1;
+      int32_t pos = 0;  // the next stage row
       for (int r = 0; r < R; ++r) {
         const std::vector<int32_t>& list = handle.send_lists[size_t(r)];
         const int64_t base = me ? prefix[(me - 1) * R + r] : 0;
         size_t& i = next[size_t(r)];
-        for (; i < list.size() && list[i] < t1; ++i) {
+        for (; i < list.size() && list[i] < t1; ++i, ++pos) {
           const int64_t at = slot_of[size_t(r)][i];
           const uint64_t row = uint64_t(base) + i;
-          reads[size_t(r)].add(remote_x[size_t(r)] + row * row_bytes, stage + size_t(at - offset[size_t(t0)]) * row_bytes, row_bytes);
-          if (w_bytes) reads[size_t(r)].add(remote_w[size_t(r)] + row * w_bytes, stage_w + size_t(at) * size_t(K), w_bytes);
+          where[size_t(at - offset[size_t(t0)])] = pos;
+          slot_at[size_t(pos)] = int32_t(at);
+          row_reads[size_t(r)].add(remote_x[size_t(r)] + row * row_bytes, stage + size_t(pos) * row_bytes, row_bytes);
+          if (w_bytes)
+            weight_reads[size_t(r)].add(remote_w[size_t(r)] + row * w_bytes, weights_in.data() + size_t(pos) * size_t(K),
+                                        w_bytes);
         }
-        reads[size_t(r)].run();
+        row_reads[size_t(r)].run();
+        weight_reads[size_t(r)].run();
       }
-      reduce_block(dt, ox, stage, offset, t0, t1, H, acc);
+      for (int32_t p = 0; w_bytes && p < pos; ++p)
+        std::memcpy(stage_w + size_t(slot_at[size_t(p)]) * size_t(K), weights_in.data() + size_t(p) * size_t(K), w_bytes);
+      reduce_block(dt, ox, stage, where.data(), offset, t0, t1, H, acc);
     }
     e.barrier(what);
   }
@@ -232,7 +251,7 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   }
   if (!single_copy) {
     e.exchange(std::move(sends), std::move(recvs), what);
-    reduce_block(dt, ox, stage, handle.token_offset, 0, T, H, acc);
+    reduce_block(dt, ox, stage, nullptr, handle.token_offset, 0, T, H, acc);
   }
   if (weights) {
     out.combined_topk_weights = e.pool().empty({T, K}, DType::F32);

@@ -51,6 +51,13 @@ std::vector<pid_t> probe_peer_memory(Group& group, bool enabled) {
 
 void PeerReads::add(uint64_t remote, void* local, size_t bytes) {
   if (bytes == 0) return;
+  // A read that continues the previous one on both sides extends it: the kernel pins the remote
+  // pages per read, so runs of consecutive rows cost one pinning pass instead of one per row.
+  if (!remote_.empty() && remote_.back() + bytes_.back() == remote &&
+      static_cast<char*>(local_.back()) + bytes_.back() == local) {
+    bytes_.back() += bytes;
+    return;
+  }
   remote_.push_back(remote);
   local_.push_back(local);
   bytes_.push_back(bytes);
