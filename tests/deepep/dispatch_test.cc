@@ -68,6 +68,18 @@ TEST(DeepEPDispatch, FramePathAndSingleCopyPath) {
   unsetenv("DEEPEP_SINGLE_COPY");
 }
 
+// Rows wider than the single-copy combine's block takes a few of (7168 bf16: 73 rows per MiB), and
+// enough of them for several blocks: each block stages every rank's run of rows together.
+TEST(DeepEPDispatch, SingleCopyCombineOverSeveralBlocks) {
+  MoeCase c = make(4, 16, 4, Routing::Uneven);
+  c.hidden = 7168;
+  c.max_tokens = 96;
+  expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
+    dispatch_and_check(buf, c, false, true);
+  }));
+}
+
 // A rank dying while the others read its rows on the single-copy path: a clear error on every
 // other rank within the liveness bound, no hang (as on the frame path, healing_test.cc).
 TEST(DeepEPDispatch, RankDyingDuringSingleCopyDispatchIsAClearError) {
