@@ -23,7 +23,7 @@
 //             each micro-batch's GEMM while the other's tokens move; DeepEP's two-batch decode
 //             overlap); reports the step, the GEMMs alone, and the exposed communication share
 //             (step - GEMMs) / step;
-//   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct and ring (--gpu: the device path); algbw =
+//   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct, ring and tree (--gpu: the device path); algbw =
 //             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
 // With --gpu, memcpy is not run, every call's
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
@@ -413,16 +413,16 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     if (lead) {
       std::printf("\n== all_reduce f32 sum%s, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n",
                   o.gpu ? " on the GPU (cuda_ipc)" : "", R);
-      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s\n", "size", o.gpu ? "device us" : "direct us", "algbw", "busbw",
-                  "ring us", "algbw", "busbw");
+      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s\n", "size", o.gpu ? "device us" : "direct us",
+                  "algbw", "busbw", "ring us", "algbw", "busbw", "tree us", "algbw", "busbw");
     }
     for (int64_t bytes = o.ar_min; bytes <= o.ar_max; bytes *= 4) {
       const int64_t n = bytes / 4;
       const rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me)).to(dev);
-      double res[2] = {0, 0};
+      double res[3] = {0, 0, 0};
       int k = 0;
-      for (deepep::Algorithm algo : {deepep::Algorithm::Direct, deepep::Algorithm::Ring}) {
-        if (o.gpu && algo == deepep::Algorithm::Ring) break;  // the device path has one algorithm
+      for (deepep::Algorithm algo : {deepep::Algorithm::Direct, deepep::Algorithm::Ring, deepep::Algorithm::Tree}) {
+        if (o.gpu && algo != deepep::Algorithm::Direct) break;  // the device path has one algorithm
         // Enough repetitions for ~0.3 s, at least 3, after one warm-up.
         std::vector<double> ts;
         deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo);
@@ -438,9 +438,10 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         const double f = 2.0 * (R - 1) / R;
         std::printf("   %10s  %12.1f %8.2fG %8.2fG", human(double(bytes)).c_str(), res[0] * 1e6,
                     double(bytes) / res[0] * 1e-9, double(bytes) / res[0] * f * 1e-9);
-        if (res[1] > 0)
-          std::printf("  %12.1f %8.2fG %8.2fG", res[1] * 1e6, double(bytes) / res[1] * 1e-9,
-                      double(bytes) / res[1] * f * 1e-9);
+        for (int a = 1; a < 3; ++a)
+          if (res[a] > 0)
+            std::printf("  %12.1f %8.2fG %8.2fG", res[a] * 1e6, double(bytes) / res[a] * 1e-9,
+                        double(bytes) / res[a] * f * 1e-9);
         std::printf("\n");
         std::fflush(stdout);
       }

@@ -12,8 +12,12 @@
 //           twice. Deterministic: the result does not depend on timing. Big tensors go in blocks of
 //           64 MiB, which bound the temporaries.
 //   Ring:   reduce-scatter then all-gather around the ring, 2(n-1) steps of 1/n of the data each.
+//   Tree:   all_reduce only: a binomial tree reduces the whole tensor to rank 0, then sends the result
+//           back down; 2 ceil(log2 n) steps with one peer each, every step the whole tensor (for
+//           small tensors on many ranks, where the number of messages per rank matters).
 //   Auto:   Direct below 4 MiB per rank (fewest steps), Ring from 4 MiB on more than 2 ranks (it
-//           reduces on receive, with no temporaries: faster for big tensors on one host).
+//           reduces on receive, with no temporaries: faster for big tensors on one host). Never
+//           Tree on one host: measured slower than Direct there (docs/perf.md).
 //           Topology-based choices come with the multi-host transports.
 #pragma once
 
@@ -27,7 +31,7 @@ namespace deepep {
 class Comm;
 
 enum class ReduceOp { Sum, Max, Min };
-enum class Algorithm { Auto, Ring, Direct };
+enum class Algorithm { Auto, Ring, Direct, Tree };
 
 const char* name(ReduceOp op);
 const char* name(Algorithm algorithm);

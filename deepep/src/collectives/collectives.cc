@@ -127,6 +127,38 @@ void ring_all_gather(Engine& e, uint8_t* data, const Parts& p, size_t es, const 
   }
 }
 
+// Tree all-reduce in place: at step k (mask 2^k) rank r with r % 2^(k+1) == 2^k sends its partial
+// result to r - 2^k, which reduces it into its own; rank 0 ends with the result, which then goes
+// back down the same tree. Every rank takes part in every step (empty ones included), so the
+// exchanges line up.
+void tree_all_reduce(Engine& e, uint8_t* data, size_t n, size_t es, rt::DType dtype, ReduceOp op,
+                     const std::string& what) {
+  const int R = e.size(), me = e.rank();
+  int top = 1;
+  while (top < R) top <<= 1;
+  for (int mask = 1; mask < top; mask <<= 1) {
+    std::vector<SendSpec> sends;
+    std::vector<RecvSpec> recvs;
+    if (me % (2 * mask) == mask) {
+      sends.push_back({me - mask, es, n, reader(data, es)});
+    } else if (me % (2 * mask) == 0 && me + mask < R) {
+      recvs.push_back({me + mask, es, n, [data, es, dtype, op](size_t first, size_t k, const uint8_t* src) {
+                         reduce_into(data + first * es, src, k, dtype, op);
+                       }});
+    }
+    e.exchange(std::move(sends), std::move(recvs), what);
+  }
+  for (int mask = top / 2; mask >= 1; mask >>= 1) {
+    std::vector<SendSpec> sends;
+    std::vector<RecvSpec> recvs;
+    if (me % (2 * mask) == 0 && me + mask < R)
+      sends.push_back({me + mask, es, n, reader(data, es)});
+    else if (me % (2 * mask) == mask)
+      recvs.push_back({me - mask, es, n, writer(data, es)});
+    e.exchange(std::move(sends), std::move(recvs), what);
+  }
+}
+
 // Direct all-gather in place: every rank sends its part to every other rank.
 void direct_all_gather(Engine& e, uint8_t* data, const Parts& p, size_t es, const std::string& what) {
   const int R = e.size(), me = e.rank();
@@ -156,6 +188,7 @@ const char* name(Algorithm a) {
     case Algorithm::Auto: return "auto";
     case Algorithm::Ring: return "ring";
     case Algorithm::Direct: return "direct";
+    case Algorithm::Tree: return "tree";
   }
   return "?";
 }
@@ -178,7 +211,9 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   if (dev.is_cuda()) return all_reduce_on_device(*comm.device_plane(), tensor, op);
   const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
   uint8_t* data = static_cast<uint8_t*>(tensor.data());
-  if (a == Algorithm::Direct) {
+  if (a == Algorithm::Tree) {
+    tree_all_reduce(e, data, n, es, tensor.dtype(), op, what);
+  } else if (a == Algorithm::Direct) {
     // Blocks keep the temporaries of the reduce-scatter bounded.
     const size_t block = std::max<size_t>(size_t(comm.size()), kBlockBytes / es);
     for (size_t b0 = 0; b0 < n; b0 += block) {
@@ -207,6 +242,8 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
   if (err.empty() && input.numel() != output.numel() * comm.size())
     err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
                   ")");
+  if (err.empty() && algorithm == Algorithm::Tree)
+    err = "Algorithm::Tree is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto";
   const Algorithm a = resolve(algorithm, err.empty() ? input.nbytes() : 0, comm.size());
   e.agree(what,
           rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ",
