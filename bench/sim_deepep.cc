@@ -61,6 +61,22 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  // 2b. Tree against ring all-reduce by message size on fat-trees: the tree's 2 ceil(log2 n) steps
+  //     against the ring's 2 (n - 1).
+  std::printf("\n## Tree and ring all-reduce by size (fat-trees, nodes of 8, 50 GB/s NICs)\n\n");
+  std::printf("| GPUs | bytes | ring us | tree us | tree / ring |\n|---|---|---|---|---|\n");
+  for (int n : {64, 256, 1024}) {
+    if (quick && n > 256) break;
+    const Network net = fat_tree(n);
+    for (double bytes : {4096.0, 1048576.0, 67108864.0}) {
+      const Result ring = simulate(net, ring_all_reduce(n, bytes), 1 << 20);
+      const Result tree = simulate(net, tree_all_reduce(n, bytes), 1 << 20);
+      std::printf("| %d | %.0f | %.1f | %.1f | %.2f |\n", n, bytes, ring.seconds * 1e6, tree.seconds * 1e6,
+                  tree.seconds / ring.seconds);
+      std::fflush(stdout);
+    }
+  }
+
   // 3. Dispatch with DeepEP's settings: 4096 tokens per GPU of 7168 FP8 values plus 56 FP32 scales,
   //    top-8 of max(256, GPUs) experts, hierarchical plan (nodes of 8, or the whole NVLink domain).
   const double token_bytes = 7168 + 56 * 4;

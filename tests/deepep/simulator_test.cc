@@ -52,6 +52,30 @@ TEST(Simulator, RingAllReduceApproachesTheBandwidthBound) {
   EXPECT_LT(r.seconds, bound * 1.05) << "ring all-reduce should be within 5% of the bound for 1 GB";
 }
 
+// The tree's 2 ceil(log2 n) steps against the ring's 2 (n - 1): latency-bound small messages go
+// faster by the tree, bandwidth-bound large ones by the ring (the tree moves the whole tensor at
+// every step).
+TEST(Simulator, TreeAllReduceWinsSmallMessagesAndLosesLargeOnes) {
+  const Network net = fat_tree(256);
+  const double small = 4096, large = 256e6;
+  const Result tree_small = simulate(net, tree_all_reduce(256, small), 256e3);
+  const Result ring_small = simulate(net, ring_all_reduce(256, small), 256e3);
+  EXPECT_LT(tree_small.seconds * 10, ring_small.seconds) << tree_small.seconds << " vs " << ring_small.seconds;
+  const Result tree_large = simulate(net, tree_all_reduce(256, large), 1 << 20);
+  const Result ring_large = simulate(net, ring_all_reduce(256, large), 1 << 20);
+  EXPECT_LT(ring_large.seconds * 2, tree_large.seconds) << ring_large.seconds << " vs " << tree_large.seconds;
+  // Two GPUs: one transfer each way, no more.
+  const auto two = tree_all_reduce(2, small);
+  ASSERT_EQ(two.size(), 2u);
+  EXPECT_EQ(two[0].src, 1);
+  EXPECT_EQ(two[1].after, std::vector<int>{0});
+  // Every GPU but 0 sends once up and receives once down (5 GPUs: a tree with a missing branch).
+  std::vector<int> up(5), down(5);
+  for (const Transfer& t : tree_all_reduce(5, small)) (t.dst < t.src ? up[size_t(t.src)] : down[size_t(t.dst)])++;
+  EXPECT_EQ(up, (std::vector<int>{0, 1, 1, 1, 1}));
+  EXPECT_EQ(down, (std::vector<int>{0, 1, 1, 1, 1}));
+}
+
 TEST(Simulator, TorusAllReduceUsesAllSixLinks) {
   const double bw = 100e9, bytes = 1e9;
   const Network net = torus3d(4, 4, 4, bw, 1e-6);

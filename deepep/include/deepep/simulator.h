@@ -86,6 +86,9 @@ Result simulate(const Network& net, const std::vector<Transfer>& transfers, doub
 // then y on bytes/x, then z on bytes/(x y), and back (bidirectional: each ring carries half of its
 // data each way).
 std::vector<Transfer> ring_all_reduce(int gpus, double bytes);
+// Tree all-reduce (the library's Algorithm::Tree): a binomial tree reduces the whole `bytes` to
+// GPU 0 (ceil(log2 n) levels) and sends the result back down the same tree.
+std::vector<Transfer> tree_all_reduce(int gpus, double bytes);
 std::vector<Transfer> torus_all_reduce(int x, int y, int z, double bytes);
 
 // The hierarchical dispatch plan: `dest[t * topk + j]` is the rank of token t's j-th expert (-1:

@@ -1,5 +1,5 @@
-// Workloads for the simulator: ring and torus all-reduce, and MoE dispatch through the hierarchical
-// plan.
+// Workloads for the simulator: ring, tree and torus all-reduce, and MoE dispatch through the
+// hierarchical plan.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -55,6 +55,35 @@ std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
   ring_phase(out, {ring}, bytes, last);  // reduce-scatter
   ring_phase(out, {ring}, bytes, last);  // all-gather
+  return out;
+}
+
+std::vector<Transfer> tree_all_reduce(int gpus, double bytes) {
+  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::tree_all_reduce: ", gpus, " GPUs, ", bytes, " bytes");
+  std::vector<Transfer> out;
+  std::vector<std::vector<int>> received(static_cast<size_t>(gpus));  // per GPU: transfers it waits for
+  int top = 1;
+  while (top < gpus) top <<= 1;
+  for (int mask = 1; mask < top; mask <<= 1)  // up: g sends its partial sum once its children's arrived
+    for (int g = mask; g < gpus; g += 2 * mask) {
+      Transfer t;
+      t.src = g;
+      t.dst = g - mask;
+      t.bytes = bytes;
+      t.after = received[size_t(g)];
+      received[size_t(g - mask)].push_back(int(out.size()));
+      out.push_back(std::move(t));
+    }
+  for (int mask = top / 2; mask >= 1; mask >>= 1)  // down: the result, once g has it
+    for (int g = 0; g + mask < gpus; g += 2 * mask) {
+      Transfer t;
+      t.src = g;
+      t.dst = g + mask;
+      t.bytes = bytes;
+      t.after = received[size_t(g)];
+      received[size_t(g + mask)] = {int(out.size())};
+      out.push_back(std::move(t));
+    }
   return out;
 }
 
