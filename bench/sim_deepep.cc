@@ -61,6 +61,19 @@ int main(int argc, char** argv) {
     std::fflush(stdout);
   }
 
+  // 2a. Hierarchical all-reduce on the fat-trees: every GPU's NIC carries an inter-node ring.
+  std::printf("\n## Hierarchical all-reduce of 1 GiB on fat-trees (NVSwitch inside nodes of 8, then 8 rings across nodes)\n\n");
+  std::printf("| GPUs | time ms | busbw GB/s | flat ring ms | events |\n|---|---|---|---|---|\n");
+  for (int n : {64, 256, 1024}) {
+    if (quick && n > 256) break;
+    const Network net = fat_tree(n);
+    const Result h = simulate(net, hierarchical_all_reduce(n, 8, gib), 1 << 20);
+    const Result flat = simulate(net, ring_all_reduce(n, gib), 1 << 20);
+    std::printf("| %d | %.2f | %.0f | %.2f | %lld |\n", n, h.seconds * 1e3, gib / h.seconds * 2.0 * (n - 1) / n / 1e9,
+                flat.seconds * 1e3, (long long)h.chunk_hops);
+    std::fflush(stdout);
+  }
+
   // 2b. Tree against ring all-reduce by message size on fat-trees: the tree's 2 ceil(log2 n) steps
   //     against the ring's 2 (n - 1).
   std::printf("\n## Tree and ring all-reduce by size (fat-trees, nodes of 8, 50 GB/s NICs)\n\n");

@@ -76,6 +76,21 @@ TEST(Simulator, TreeAllReduceWinsSmallMessagesAndLosesLargeOnes) {
   EXPECT_EQ(down, (std::vector<int>{0, 1, 1, 1, 1}));
 }
 
+// On a fat-tree the flat ring crosses the network through one NIC per node and direction; the
+// hierarchical all-reduce sends each GPU's 1/8 of the data through its own NIC: the inter-node
+// phase carries 1/8 as much per NIC. (Bound: each NIC moves 2 (nodes - 1) / nodes of bytes / 8 at
+// 50 GB/s each way; the 8 rings' flows share spine links by static ECMP, so it stays well above.)
+TEST(Simulator, HierarchicalAllReduceUsesEveryNic) {
+  const Network net = fat_tree(64);
+  const double bytes = 1e9;
+  const Result flat = simulate(net, ring_all_reduce(64, bytes), 1 << 20);
+  const Result hier = simulate(net, hierarchical_all_reduce(64, 8, bytes), 1 << 20);
+  EXPECT_LT(hier.seconds * 2, flat.seconds) << hier.seconds << " vs " << flat.seconds;
+  const double nic_bound = 2.0 * 7 / 8 * bytes / 8 / (2 * 50e9);
+  EXPECT_GT(hier.seconds, nic_bound);
+  EXPECT_THROW(hierarchical_all_reduce(60, 8, bytes), rt::Error);  // not whole nodes
+}
+
 TEST(Simulator, TorusAllReduceUsesAllSixLinks) {
   const double bw = 100e9, bytes = 1e9;
   const Network net = torus3d(4, 4, 4, bw, 1e-6);

@@ -89,6 +89,11 @@ std::vector<Transfer> ring_all_reduce(int gpus, double bytes);
 // Tree all-reduce (the library's Algorithm::Tree): a binomial tree reduces the whole `bytes` to
 // GPU 0 (ceil(log2 n) levels) and sends the result back down the same tree.
 std::vector<Transfer> tree_all_reduce(int gpus, double bytes);
+// Hierarchical all-reduce on nodes of `gpus_per_node` consecutive GPUs: a ring reduce-scatter
+// inside each node, then for each local index a ring all-reduce across the nodes on that index's
+// 1/gpus_per_node of the data (every GPU's own NIC carries one of them), then an all-gather inside
+// each node. `gpus` a multiple of `gpus_per_node`.
+std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes);
 std::vector<Transfer> torus_all_reduce(int x, int y, int z, double bytes);
 
 // The hierarchical dispatch plan: `dest[t * topk + j]` is the rank of token t's j-th expert (-1:

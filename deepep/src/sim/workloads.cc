@@ -1,5 +1,5 @@
-// Workloads for the simulator: ring, tree and torus all-reduce, and MoE dispatch through the
-// hierarchical plan.
+// Workloads for the simulator: ring, tree, hierarchical and torus all-reduce, and MoE dispatch
+// through the hierarchical plan.
 #include <algorithm>
 #include <map>
 #include <random>
@@ -84,6 +84,29 @@ std::vector<Transfer> tree_all_reduce(int gpus, double bytes) {
       received[size_t(g + mask)] = {int(out.size())};
       out.push_back(std::move(t));
     }
+  return out;
+}
+
+std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes) {
+  RT_USER_CHECK(gpus >= 1 && gpus_per_node >= 1 && gpus % gpus_per_node == 0 && bytes >= 0,
+                "deepep::sim::hierarchical_all_reduce: ", gpus, " GPUs in nodes of ", gpus_per_node, ", ", bytes,
+                " bytes (the GPUs must fill whole nodes)");
+  const int nodes = gpus / gpus_per_node;
+  std::vector<std::vector<int>> in_node, across;
+  for (int n = 0; n < nodes; ++n) {
+    in_node.emplace_back();
+    for (int l = 0; l < gpus_per_node; ++l) in_node.back().push_back(n * gpus_per_node + l);
+  }
+  for (int l = 0; l < gpus_per_node; ++l) {
+    across.emplace_back();
+    for (int n = 0; n < nodes; ++n) across.back().push_back(n * gpus_per_node + l);
+  }
+  std::vector<Transfer> out;
+  std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
+  ring_phase(out, in_node, bytes, last);                  // reduce-scatter in the node
+  ring_phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
+  ring_phase(out, across, bytes / gpus_per_node, last);
+  ring_phase(out, in_node, bytes, last);                  // all-gather in the node
   return out;
 }
 
