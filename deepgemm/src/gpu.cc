@@ -342,9 +342,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const uint32_t block_k = uint32_t(blk.block_k);
   const rt::CuTensorMap map_a = operand_map("a", a, groups_a, block_k, uint32_t(blk.block_m));
   // With multicast each CTA of a cluster loads half of B's tile.
-  const rt::CuTensorMap map_b = x.fp4_b && x.k > 0
-                                    ? packed_fp4_map(b, groups_b, uint32_t(blk.block_n))
-                                    : operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n / blk.multicast));
+  const rt::CuTensorMap map_b = x.fp4_b ? packed_fp4_map(b, groups_b, uint32_t(blk.block_n))
+                                        : operand_map("b", b, groups_b, block_k, uint32_t(blk.block_n / blk.multicast));
   // Scales: BLOCK_M (A) or BLOCK_N (per-row B) floats per k-block or promotion block; rows past the
   // end read as zeros. Unused maps are A's, which the kernel then never reads.
   const rt::CuTensorMap map_sfa = x.fp8 ? scale_map("a_scales", sfa, groups_a, uint32_t(blk.block_m), 1) : map_a;
