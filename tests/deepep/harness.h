@@ -20,7 +20,9 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -82,6 +84,45 @@ void expect_throws(F&& f, const std::string& piece, const std::string& what) {
 }
 
 
+
+// Whether this machine lets one process read another's memory with process_vm_readv once the
+// target allowed it (PR_SET_PTRACER_ANY), as deepep's own probe does: the single-copy path needs it,
+// and Yama's ptrace_scope 2 or 3 or a seccomp filter forbid it. Tests of that path skip without it.
+inline bool peer_memory_readable() {
+  static const bool readable = [] {
+    int up[2], down[2];
+    if (pipe(up) != 0) return false;
+    if (pipe(down) != 0) {
+      close(up[0]);
+      close(up[1]);
+      return false;
+    }
+    static volatile uint64_t value = 0x5eed;  // the same address in the forked child
+    const pid_t child = fork();
+    if (child == 0) {
+#if defined(PR_SET_PTRACER)
+      prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+#endif
+      char c = 'r';
+      (void)!write(up[1], &c, 1);
+      (void)!read(down[0], &c, 1);
+      _exit(0);
+    }
+    bool ok = false;
+    if (child > 0) {
+      char c;
+      uint64_t got = 0;
+      iovec local{&got, sizeof got}, remote{const_cast<uint64_t*>(&value), sizeof got};
+      ok = read(up[0], &c, 1) == 1 && process_vm_readv(child, &local, 1, &remote, 1, 0) == ssize_t(sizeof got) &&
+           got == 0x5eed;
+      (void)!write(down[1], "x", 1);
+      waitpid(child, nullptr, 0);
+    }
+    for (int fd : {up[0], up[1], down[0], down[1]}) close(fd);
+    return ok;
+  }();
+  return readable;
+}
 
 namespace detail {
 
