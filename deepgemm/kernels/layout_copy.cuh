@@ -120,7 +120,8 @@ template <int kRows, bool kFold>
 __device__ __forceinline__ void fp4_expand_tile(tl::uint32_t packed, tl::uint32_t out, float* scales, int tid,
                                                 int threads) {
   if constexpr (!kFold) {
-    for (int i = tid; i < kRows * 4; i += threads) fp4_expand_chunk(packed, out, i >> 2, i & 3, kE2m1Codes0, kE2m1Codes1);
+    for (int i = tid; i < kRows * 4; i += threads)
+      fp4_expand_chunk(packed, out, i >> 2, i & 3, kE2m1Codes0, kE2m1Codes1);
   } else {
     for (int r = tid; r < kRows; r += threads) {
       // Exponent fields compare powers of two (UE8M0's 2^-127 included: its field is 0). Groups

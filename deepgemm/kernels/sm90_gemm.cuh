@@ -27,9 +27,8 @@
 // - FP4 B (kFp4B): TMA loads B packed (64 bytes per row and k-block: half the traffic) into a
 //   staging buffer; the producer warpgroup's three idle warps (ahead of use) and, with promotion
 //   every 128, the consumer warps (the next k-block's share, while their wgmmas of the current one
-//   run) expand it to e4m3 in the
-//   swizzled B tile (layout_copy.cuh's fp4_expand_tile), each warp arriving on a third barrier per
-//   stage, which the consumers wait on after the full barrier.
+//   run) expand it to e4m3 in the swizzled B tile (layout_copy.cuh's fp4_expand_tile), each warp
+//   arriving on a third barrier per stage, which the consumers wait on after the full barrier.
 // - Per-row B scales (FP4 B, the K-grouped GEMM): B's scales of the
 //   tile's columns come by TMA with the stage, and the promotion runs every kPromotionK (128 or 32)
 //   of K with a scale per column.
@@ -99,7 +98,8 @@ struct Sm90GemmConfig {
   // the current one run (with promotion every 32 a sub-block's single wgmma is shorter than that
   // share: on the H200 it cost 5%, and gained 7-9% with 128).
   static constexpr bool kConsumersExpand = kPromotionK == 128;
-  static constexpr int kExpanderWarps = 3 + (kConsumersExpand ? 4 * kNumConsumers : 0);
+  static constexpr int kProducerExpanders = 96;  // expander indices 0-95: the producer warpgroup's warps 1-3
+  static constexpr int kExpanderWarps = kProducerExpanders / 32 + (kConsumersExpand ? 4 * kNumConsumers : 0);
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
@@ -144,7 +144,8 @@ struct Sm90GemmConfig {
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
   static_assert(kEpilogueBuffers == 1 || kEpilogueBuffers == 2, "one or two epilogue buffers per consumer");
-  static_assert(!kFp4B || (kFp8 && kSfbPerRow && kMulticast == 1), "packed FP4 B: FP8 A, per-row B scales, no multicast");
+  static_assert(!kFp4B || (kFp8 && kSfbPerRow && kMulticast == 1),
+                "packed FP4 B: FP8 A, per-row B scales, no multicast");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
                 "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
@@ -291,8 +292,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
           pipe.producer_acquire(st);
           mbarrier_t* full = pipe.full_barrier(st);
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + (Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB) +
-                                                   Cfg::kStageBytesSf +
+          constexpr int kBytesB = Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB;
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB + Cfg::kStageBytesSf +
                                                    (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kScaleRows : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           if constexpr (Cfg::kFp4B) {
@@ -314,8 +315,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
       }
     } else if (Cfg::kFp4B && warp >= 1) {
-      // Expanders 0-95: every stage's share, as soon as it lands. The stage's previous readers are
-      // done (the producer refilled it only after they released it).
+      // Expanders 0 .. kProducerExpanders - 1: every stage's share, as soon as it lands. The stage's
+      // previous readers are done (the producer refilled it only after they released it).
       PipelineState<kStages> st;
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
@@ -507,7 +508,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           // Promotion per sub-block of kPromotionK; the stage is freed after its last promotion,
           // which still reads B's scales from it. FP4 (kConsumersExpand): this thread's share of the
           // tile's first k-block is expanded here, of each next one while the current one's wgmmas run.
-          [[maybe_unused]] const int expander = 96 + consumer * 128 + thread_idx_in_warpgroup();
+          [[maybe_unused]] const int expander =
+              Cfg::kProducerExpanders + consumer * 128 + thread_idx_in_warpgroup();
           if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
             if (num_k_blocks > 0) expand_share(st, expander);
           for (int kb = 0; kb < num_k_blocks; ++kb) {
