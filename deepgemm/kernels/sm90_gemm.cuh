@@ -424,7 +424,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
       }
     };
+    // Every lane's reads of the stage (the folded FP4 path's scales included) come before the
+    // arrive that lets the producer refill it: lanes of a warp need not run in step.
     [[maybe_unused]] auto release = [&](uint32_t stage) {
+      __syncwarp();
       if (lane == 0) {
         pipe.consumer_release(stage);
         if constexpr (Cfg::kMulticast > 1) mbarrier_arrive_cluster(&pipe.empty[stage], cta_rank ^ 1u);
