@@ -42,6 +42,9 @@
 namespace deepep {
 
 class Group;
+namespace detail {
+class SharedArena;
+}
 
 // CPU operations complete before they return; the event exists for the API's shape.
 struct Event {
@@ -157,6 +160,18 @@ class Buffer {
   // at creation: every rank must be able to read every other, no frame faults may be injected
   // (drop, corrupt, delay act on frames), and DEEPEP_SINGLE_COPY must not be 0.
   bool single_copy() const { return !peer_pids_.empty(); }
+  // A CPU tensor (uninitialized, contiguous) in this rank's shared arena: shared memory that every
+  // rank of the host maps. When dispatch's x, x_scales, topk_idx, topk_weights or combine's x,
+  // topk_weights lie there, the single copy reads them with plain loads from the receivers'
+  // mappings -- memcpy speed, where process_vm_readv copies at about 0.4x of it -- and combine
+  // reduces the rows straight from them; anything else moves as before. Local (no communication).
+  // The arena holds at most CommOptions::shared_arena_bytes per rank; a tensor that does not fit,
+  // or memory the system will not commit, is a user error. The tensor may outlive the Buffer. Only
+  // this Buffer's arena counts: a tensor of another Buffer's arena passed here is an error.
+  rt::Tensor alloc_shared_tensor(const rt::Shape& shape, rt::DType dtype);
+  // Bytes this rank has read from its peers' arenas with plain loads (dispatch and combine), to
+  // check that inputs were placed where the peers map them.
+  int64_t shared_bytes_read() const { return shared_bytes_read_; }
   Comm& comm() const { return *comm_; }
   std::vector<LinkStats> link_stats() const;
 
@@ -192,6 +207,8 @@ class Buffer {
   // Every rank's process id when dispatch and combine of CPU tensors read peers' rows directly
   // (buffer/peer_memory.h), else empty.
   std::vector<int> peer_pids_;
+  std::unique_ptr<detail::SharedArena> arena_;  // buffer/shared_arena.h
+  int64_t shared_bytes_read_ = 0;
   uint64_t next_id_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // hooks check the Buffer still exists
 };

@@ -43,6 +43,9 @@ struct CommOptions {
   // Each rank names its own device (ranks may share one).
   int cuda_device = -1;
   int64_t device_window_bytes = 256 << 20;
+  // The most a Buffer's shared arena (Buffer::alloc_shared_tensor) may hold on this rank: reserved
+  // as address space when the Buffer is created, memory committed as tensors take it. 0: none.
+  int64_t shared_arena_bytes = int64_t(16) << 30;
 };
 
 class Comm {

@@ -6,6 +6,7 @@
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
 #include "buffer/peer_memory.h"
+#include "buffer/shared_arena.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
@@ -26,6 +27,8 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
     err = rt::str("negative sizes (num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes, ")");
   else if (num_nvl_bytes + num_rdma_bytes <= 0)
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
+  else if (options.shared_arena_bytes < 0)
+    err = rt::str("negative shared_arena_bytes (", options.shared_arena_bytes, ")");
   wire::Writer w;
   w.put_str(err).put_str(rt::str("Buffer(num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes,
                                  ", low_latency_mode=", low_latency_mode, ")"));
@@ -53,9 +56,12 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   const bool frame_faults = f.drop > 0 || f.corrupt > 0 || f.delay_us > 0;
   const bool single_copy = !frame_faults && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
   for (pid_t pid : detail::probe_peer_memory(*group_, single_copy)) peer_pids_.push_back(int(pid));
+  arena_ = std::make_unique<detail::SharedArena>(*group_, options.shared_arena_bytes);
 }
 
 Buffer::~Buffer() { *alive_ = false; }
+
+rt::Tensor Buffer::alloc_shared_tensor(const rt::Shape& shape, rt::DType dtype) { return arena_->alloc(shape, dtype); }
 
 int Buffer::rank() const { return group_->rank(); }
 int Buffer::size() const { return group_->size(); }

@@ -10,6 +10,7 @@
 #include "bootstrap/wire.h"
 #include "buffer/dispatch_plan.h"
 #include "buffer/peer_memory.h"
+#include "buffer/shared_arena.h"
 #include "deepep/buffer.h"
 #include "engine/engine.h"
 #include "rt/error.h"
@@ -50,12 +51,12 @@ void store(uint8_t* out, const float* acc, size_t n) {
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
 __attribute__((target_clones("avx512f", "default")))
 #endif
-void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int32_t* where, const int64_t* token_offset, int64_t t0,
-                        int64_t t1, int64_t H, float* acc) {
+void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const uint8_t* const* rows, const int64_t* token_offset,
+                        int64_t t0, int64_t t1, int64_t H, float* acc) {
   const size_t n = size_t(H);
-  const int64_t first = token_offset[t0];  // the stage holds slots from this one on
+  const int64_t first = token_offset[t0];  // slots are counted from this one on
   auto row = [&](int64_t s) {
-    return reinterpret_cast<const uint16_t*>(stage) + size_t(where ? where[s] : s) * n;
+    return reinterpret_cast<const uint16_t*>(rows ? rows[s] : stage + size_t(s) * n * 2);
   };
   for (int64_t t = t0; t < t1; ++t) {
     const int64_t s0 = token_offset[t] - first, s1 = token_offset[t + 1] - first;
@@ -78,31 +79,29 @@ void reduce_tokens_bf16(uint8_t* out, const uint8_t* stage, const int32_t* where
   }
 }
 
-// out[t] = sum of the token's staged rows (rank order), in f32, for tokens [t0, t1); the stage
-// holds slots from token_offset[t0] on, slot s (counted from there) in row where[s] of it (row s
-// without `where`).
+// out[t] = sum of the token's rows (rank order), in f32, for tokens [t0, t1); slot s (counted from
+// token_offset[t0]) is the row rows[s] points to, or row s of the stage without `rows`.
 template <class T>
-void reduce_tokens(uint8_t* out, const uint8_t* stage, const int32_t* where, const std::vector<int64_t>& token_offset,
-                   int64_t t0, int64_t t1, int64_t H) {
+void reduce_tokens(uint8_t* out, const uint8_t* stage, const uint8_t* const* rows,
+                   const std::vector<int64_t>& token_offset, int64_t t0, int64_t t1, int64_t H) {
   const size_t row_bytes = size_t(H) * sizeof(T);
   const int64_t first = token_offset[size_t(t0)];
   std::vector<float> acc(static_cast<size_t>(H));
   for (int64_t t = t0; t < t1; ++t) {
     std::fill(acc.begin(), acc.end(), 0.0f);
     for (int64_t s = token_offset[size_t(t)] - first; s < token_offset[size_t(t) + 1] - first; ++s)
-      accumulate<T>(acc.data(), stage + size_t(where ? where[s] : s) * row_bytes, size_t(H));
+      accumulate<T>(acc.data(), rows ? rows[s] : stage + size_t(s) * row_bytes, size_t(H));
     store<T>(out + size_t(t) * row_bytes, acc.data(), size_t(H));
   }
 }
 
-// The reduction of tokens [t0, t1) from a stage holding their slots (`where`: as reduce_tokens),
-// by dtype.
-void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const int32_t* where,
+// The reduction of tokens [t0, t1) from their slots' rows (`rows`: as reduce_tokens), by dtype.
+void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const uint8_t* const* rows,
                   const std::vector<int64_t>& token_offset, int64_t t0, int64_t t1, int64_t H, std::vector<float>& acc) {
   switch (dt) {
-    case rt::DType::BF16: reduce_tokens_bf16(out, stage, where, token_offset.data(), t0, t1, H, acc.data()); break;
-    case rt::DType::F16: reduce_tokens<tl::half_t>(out, stage, where, token_offset, t0, t1, H); break;
-    default: reduce_tokens<float>(out, stage, where, token_offset, t0, t1, H); break;
+    case rt::DType::BF16: reduce_tokens_bf16(out, stage, rows, token_offset.data(), t0, t1, H, acc.data()); break;
+    case rt::DType::F16: reduce_tokens<tl::half_t>(out, stage, rows, token_offset, t0, t1, H); break;
+    default: reduce_tokens<float>(out, stage, rows, token_offset, t0, t1, H); break;
   }
 }
 
@@ -132,13 +131,15 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, handle.num_recv_tokens, -1, dev);
     if (err.empty()) K = topk_weights.size(1);
   }
+  if (err.empty()) err = arena_->check_not_foreign(x, "x");
+  if (err.empty()) err = arena_->check_not_foreign(topk_weights, "topk_weights");
   const int64_t H = err.empty() ? x.size(1) : 0;
   // The single-copy path (peer_memory.h): the token owners read the returned rows and weights
-  // straight from this rank's x and topk_weights; their addresses travel with the agreement.
+  // straight from this rank's x and topk_weights -- in place, from their mapping of this rank's
+  // shared arena, where they lie there (shared_arena.h); where they are travels with the agreement.
   const bool single_copy = !gpu && !peer_pids_.empty();
   wire::Writer w;
-  if (single_copy && err.empty())
-    w.put<uint64_t>(reinterpret_cast<uint64_t>(x.data())).put<uint64_t>(weights ? reinterpret_cast<uint64_t>(topk_weights.data()) : 0);
+  if (single_copy && err.empty()) w.put(arena_->describe(x)).put(arena_->describe(topk_weights));
   const auto all = e.agree(what,
           rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
                   "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "", ")"),
@@ -182,45 +183,64 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     // Rank r holds the rows this rank sent it, from row (rows r received from ranks 0..me-1) on, in
     // token order: a block of tokens takes the next rows of each rank.
     e.check_record_fits(rec, what);
-    std::vector<uint64_t> remote_x(static_cast<size_t>(R)), remote_w(static_cast<size_t>(R));
+    std::vector<detail::PeerTensor> remote_x(static_cast<size_t>(R)), remote_w(static_cast<size_t>(R));
+    // Where rank r's x and weights lie in this rank's mapping of r's shared arena (else nullptr):
+    // those rows are reduced in place and those weights copied, with no read into the stage.
+    std::vector<const uint8_t*> mapped_x(static_cast<size_t>(R)), mapped_w(static_cast<size_t>(R));
     std::vector<size_t> next(static_cast<size_t>(R), 0);
     // Per rank, rows and weights in separate batches: consecutive rows of a rank land in
-    // consecutive stage rows (rank-major in the block; `where` maps the token-major slots to
-    // them), so PeerReads merges each rank's run into one read.
+    // consecutive stage rows (rank-major in the block; `rows` points each token-major slot at its
+    // row), so PeerReads merges each rank's run into one read.
     std::vector<detail::PeerReads> row_reads, weight_reads;
     for (int r = 0; r < R; ++r) {
       wire::Reader rd(all[size_t(r)]);
-      remote_x[size_t(r)] = rd.get<uint64_t>(), remote_w[size_t(r)] = rd.get<uint64_t>();
+      remote_x[size_t(r)] = rd.get<detail::PeerTensor>(), remote_w[size_t(r)] = rd.get<detail::PeerTensor>();
+      const size_t n = handle.send_lists[size_t(r)].size();
+      const uint64_t rows_read = uint64_t(me ? prefix[(me - 1) * R + r] : 0) + n;  // from the start of r's x
+      mapped_x[size_t(r)] = n ? arena_->mapped(r, remote_x[size_t(r)], rows_read * row_bytes) : nullptr;
+      mapped_w[size_t(r)] = n && w_bytes ? arena_->mapped(r, remote_w[size_t(r)], rows_read * w_bytes) : nullptr;
+      shared_bytes_read_ += int64_t(n * ((mapped_x[size_t(r)] ? row_bytes : 0) + (mapped_w[size_t(r)] ? w_bytes : 0)));
       for (auto* reads : {&row_reads, &weight_reads})
         reads->emplace_back(pid_t(peer_pids_[size_t(r)]), r, what,
                             [&](const std::string& error) { e.fail_peer_read(what, error); });
     }
-    std::vector<int32_t> where(static_cast<size_t>(block_slots)), slot_at(static_cast<size_t>(block_slots));
+    std::vector<const uint8_t*> rows(static_cast<size_t>(block_slots));
+    std::vector<int32_t> slot_at(static_cast<size_t>(block_slots));
     std::vector<float> weights_in(w_bytes ? size_t(block_slots) * size_t(K) : 0);
     const std::vector<int64_t>& offset = handle.token_offset;
     for (int64_t t0 = 0, t1 = 0; t0 < T; t0 = t1) {
       for (t1 = t0 + 1; t1 < T && offset[size_t(t1) + 1] - offset[size_t(t0)] <= block_slots;) ++t1;
-      int32_t pos = 0;  // the next stage row
+      int32_t pos = 0, weights_read = 0;  // the next stage row, the next entry of weights_in
       for (int r = 0; r < R; ++r) {
         const std::vector<int32_t>& list = handle.send_lists[size_t(r)];
         const int64_t base = me ? prefix[(me - 1) * R + r] : 0;
+        const uint8_t *const xr = mapped_x[size_t(r)], *const wr = mapped_w[size_t(r)];
         size_t& i = next[size_t(r)];
-        for (; i < list.size() && list[i] < t1; ++i, ++pos) {
+        for (; i < list.size() && list[i] < t1; ++i) {
           const int64_t at = slot_of[size_t(r)][i];
           const uint64_t row = uint64_t(base) + i;
-          where[size_t(at - offset[size_t(t0)])] = pos;
-          slot_at[size_t(pos)] = int32_t(at);
-          row_reads[size_t(r)].add(remote_x[size_t(r)] + row * row_bytes, stage + size_t(pos) * row_bytes, row_bytes);
-          if (w_bytes)
-            weight_reads[size_t(r)].add(remote_w[size_t(r)] + row * w_bytes, weights_in.data() + size_t(pos) * size_t(K),
-                                        w_bytes);
+          const uint8_t*& slot_row = rows[size_t(at - offset[size_t(t0)])];
+          if (xr) {
+            slot_row = xr + row * row_bytes;
+          } else {
+            slot_row = stage + size_t(pos) * row_bytes;
+            row_reads[size_t(r)].add(remote_x[size_t(r)].address + row * row_bytes, stage + size_t(pos++) * row_bytes,
+                                     row_bytes);
+          }
+          if (wr) {
+            std::memcpy(stage_w + size_t(at) * size_t(K), wr + row * w_bytes, w_bytes);
+          } else if (w_bytes) {
+            slot_at[size_t(weights_read)] = int32_t(at);
+            weight_reads[size_t(r)].add(remote_w[size_t(r)].address + row * w_bytes,
+                                        weights_in.data() + size_t(weights_read++) * size_t(K), w_bytes);
+          }
         }
         row_reads[size_t(r)].run();
         weight_reads[size_t(r)].run();
       }
-      for (int32_t p = 0; w_bytes && p < pos; ++p)
+      for (int32_t p = 0; p < weights_read; ++p)
         std::memcpy(stage_w + size_t(slot_at[size_t(p)]) * size_t(K), weights_in.data() + size_t(p) * size_t(K), w_bytes);
-      reduce_block(dt, ox, stage, where.data(), offset, t0, t1, H, acc);
+      reduce_block(dt, ox, stage, rows.data(), offset, t0, t1, H, acc);
     }
     e.barrier(what);
   }

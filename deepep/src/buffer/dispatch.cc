@@ -12,6 +12,7 @@
 #include "buffer/checks.h"
 #include "buffer/dispatch_plan.h"
 #include "buffer/peer_memory.h"
+#include "buffer/shared_arena.h"
 #include "deepep/buffer.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
@@ -128,6 +129,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   }
   if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, T, R);
+  for (const auto& [t, role] : {std::pair{&a.x, "x"}, {&a.x_scales, "x_scales"}, {&a.topk_idx, "topk_idx"},
+                                {&a.topk_weights, "topk_weights"}})
+    if (err.empty()) err = arena_->check_not_foreign(*t, role);
   if (err.empty() && cached) {
     const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
     for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
@@ -140,23 +144,25 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
               ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, gpu ? ", on the GPU" : "",
               ")");
   // The single-copy path (peer_memory.h): receivers read rows, scales, top-k and weights straight
-  // from this rank's tensors, the tokens it sends them from its send lists; their addresses travel
-  // with the counts.
+  // from this rank's tensors -- from their mapping of its shared arena where they lie there
+  // (shared_arena.h) -- the tokens it sends them from its send lists; where they are travels with
+  // the counts.
   const bool single_copy = !gpu && !peer_pids_.empty();
   if (cached && err.empty()) send_lists = h->send_lists;  // the lists the receivers will read
   wire::Writer w;
   w.put_vec(counts).put_vec(expert_counts);
   if (single_copy && err.empty()) {
-    auto addr = [](const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : uint64_t(0); };
-    w.put<uint64_t>(uint64_t(T)).put<uint64_t>(addr(a.x)).put<uint64_t>(addr(a.x_scales)).put<uint64_t>(cached ? 0 : addr(a.topk_idx));
-    w.put<uint64_t>(!cached && a.topk_idx.dtype() == DType::I32 ? 4 : 8).put<uint64_t>(cached ? 0 : addr(a.topk_weights));
+    w.put<uint64_t>(uint64_t(T)).put<uint64_t>(!cached && a.topk_idx.dtype() == DType::I32 ? 4 : 8);
+    for (const rt::Tensor* t : {&a.x, &a.x_scales, &a.topk_idx, &a.topk_weights})  // empty ones in cached mode
+      w.put(arena_->describe(*t));
     for (int r = 0; r < R; ++r) w.put<uint64_t>(reinterpret_cast<uint64_t>(send_lists[size_t(r)].data()));
   }
   const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
   if (plane) plane->mark("agree");
   // Single copy: where each source's tensors and its send list for this rank are.
   struct Remote {
-    uint64_t T = 0, x = 0, scales = 0, topk = 0, topk_bytes = 8, weights = 0, tokens = 0;
+    uint64_t T = 0, topk_bytes = 8, tokens = 0;
+    detail::PeerTensor x, scales, topk, weights;
   };
   std::vector<Remote> remote(single_copy ? size_t(R) : 0);
   detail::DispatchPlan p;
@@ -180,8 +186,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       p.recv_per_expert[size_t(j)] += int(ec[size_t(me * p.experts_per_rank + j)]);
     if (single_copy) {
       Remote& q = remote[size_t(s)];
-      q.T = rd.get<uint64_t>(), q.x = rd.get<uint64_t>(), q.scales = rd.get<uint64_t>(), q.topk = rd.get<uint64_t>();
-      q.topk_bytes = rd.get<uint64_t>(), q.weights = rd.get<uint64_t>();
+      q.T = rd.get<uint64_t>(), q.topk_bytes = rd.get<uint64_t>();
+      for (detail::PeerTensor* t : {&q.x, &q.scales, &q.topk, &q.weights}) *t = rd.get<detail::PeerTensor>();
       for (int r = 0; r < R; ++r) {
         const uint64_t list = rd.get<uint64_t>();
         if (r == me) q.tokens = list;
@@ -230,9 +236,10 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     // Read each source's rows for this rank; then wait until every rank has read this one's. The
     // rows one by one; the source's small per-token arrays (scales, top-k, weights) whole, in one
     // read each, and gathered here (a read per row of a few dozen bytes costs more than the bytes).
+    // What lies in the source's arena is read in place from this rank's mapping of it.
     e.check_record_fits(rec, what);
     std::vector<int32_t> tokens;
-    std::vector<uint8_t> scales, topk, topk_w;
+    std::vector<uint8_t> scales_in, topk_in, topk_w_in;
     for (int s = 0; s < R; ++s) {
       const int64_t n = recv_counts[size_t(s)], base = prefix[size_t(s)];
       if (n == 0) continue;
@@ -242,12 +249,22 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       tokens.resize(size_t(n));
       reads.add(q.tokens, tokens.data(), size_t(n) * 4);
       const size_t idx_bytes = cached ? 0 : size_t(K) * q.topk_bytes, w_row = weights ? size_t(K) * 4 : 0;
-      scales.resize(size_t(q.T) * s_bytes);
-      topk.resize(size_t(q.T) * idx_bytes);
-      topk_w.resize(size_t(q.T) * w_row);
-      reads.add(q.scales, scales.data(), scales.size());
-      reads.add(q.topk, topk.data(), topk.size());
-      reads.add(q.weights, topk_w.data(), topk_w.size());
+      // The source's whole array: mapped, or read into `local`.
+      auto whole = [&](const detail::PeerTensor& t, size_t row_bytes, std::vector<uint8_t>& local) -> const uint8_t* {
+        const size_t bytes = size_t(q.T) * row_bytes;
+        if (const uint8_t* m = row_bytes ? arena_->mapped(s, t, bytes) : nullptr) {
+          shared_bytes_read_ += n * int64_t(row_bytes);
+          return m;
+        }
+        local.resize(bytes);
+        reads.add(t.address, local.data(), bytes);
+        return local.data();
+      };
+      const uint8_t* scales = whole(q.scales, s_bytes, scales_in);
+      const uint8_t* topk = whole(q.topk, idx_bytes, topk_in);
+      const uint8_t* topk_w = whole(q.weights, w_row, topk_w_in);
+      const uint8_t* x_mapped = arena_->mapped(s, q.x, q.T * x_bytes);
+      if (x_mapped) shared_bytes_read_ += n * int64_t(x_bytes);
       reads.run();
       for (int64_t i = 0; i < n; ++i) {
         const uint64_t t = uint64_t(tokens[size_t(i)]);
@@ -257,23 +274,26 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
           e.fail_peer_read(what, rt::str(what, ": rank ", s, " sent token index ", int64_t(t), " of ", q.T,
                                          " tokens: its memory changed while being read"));
         const int64_t row = base + i;
-        reads.add(q.x + t * x_bytes, rx + size_t(row) * x_bytes, x_bytes);
-        if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, scales.data() + t * s_bytes, s_bytes);
+        if (x_mapped)
+          std::memcpy(rx + size_t(row) * x_bytes, x_mapped + t * x_bytes, x_bytes);
+        else
+          reads.add(q.x.address + t * x_bytes, rx + size_t(row) * x_bytes, x_bytes);
+        if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, scales + t * s_bytes, s_bytes);
         rsrc[row] = int32_t(t);
         for (int64_t k = 0; !cached && k < K; ++k) {
           int64_t v;
           if (q.topk_bytes == 8) {
-            std::memcpy(&v, topk.data() + t * idx_bytes + size_t(k) * 8, 8);
+            std::memcpy(&v, topk + t * idx_bytes + size_t(k) * 8, 8);
           } else {
             int32_t v32;
-            std::memcpy(&v32, topk.data() + t * idx_bytes + size_t(k) * 4, 4);
+            std::memcpy(&v32, topk + t * idx_bytes + size_t(k) * 4, 4);
             v = v32;
           }
           const bool local = v >= lo && v < hi;
           ridx[row * K + k] = local ? v - lo : -1;
           if (weights) {
             float wt;
-            std::memcpy(&wt, topk_w.data() + t * w_row + size_t(k) * 4, 4);
+            std::memcpy(&wt, topk_w + t * w_row + size_t(k) * 4, 4);
             rw[row * K + k] = local ? wt : 0.0f;
           }
         }
