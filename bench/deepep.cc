@@ -13,7 +13,10 @@
 //   dispatch  normal mode at DeepEP's settings: FP8 e4m3 rows with per-128-channel scales, top-k of
 //   combine   the experts, then a BF16 combine; bandwidth as DeepEP reports it (bytes received by a
 //             rank in dispatch, bytes it sends in combine, divided by the time) and the aggregate of
-//             all ranks; time = the slowest rank's, median over --iters after one warm-up;
+//             all ranks; time = the slowest rank's, median over --iters after one warm-up; on the
+//             CPU also, interleaved with it, the same calls with x, its scales, top-k, weights and
+//             combine's input in the Buffer's shared arena (alloc_shared_tensor: peers read them
+//             with memcpy from their mapping), checked bit for bit against the other run;
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
 //   moe       a decode MoE layer step: --ll-tokens tokens per rank as two micro-batches, each through
 //             low-latency dispatch (FP8), one FP8 expert GEMM per local expert
@@ -196,6 +199,13 @@ deepep::CommOptions comm_options(const Options& o, int rank) {
   return co;
 }
 
+// A copy of the CPU tensor t in buf's shared arena.
+rt::Tensor shared_copy(deepep::Buffer& buf, const rt::Tensor& t) {
+  const rt::Tensor s = buf.alloc_shared_tensor(t.shape(), t.dtype());
+  std::memcpy(s.data(), t.data(), size_t(t.nbytes()));
+  return s;
+}
+
 // Whether two results hold the same bytes (either may be on the GPU).
 bool same_bytes(const rt::Tensor& a, const rt::Tensor& b) {
   if (a.defined() != b.defined()) return false;
@@ -311,9 +321,16 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     deepep::DispatchArgs on = a;
     on.x = a.x.to(dev), on.x_scales = a.x_scales.to(dev), on.topk_idx = a.topk_idx.to(dev);
     on.topk_weights = a.topk_weights.to(dev);
-    std::vector<double> td, tc;
+    // The arena variant (CPU only): the same inputs, and combine's input, in the shared arena.
+    const bool arena = !o.gpu;
+    deepep::DispatchArgs shared = a;
+    if (arena) {
+      shared.x = shared_copy(buf, a.x), shared.x_scales = shared_copy(buf, a.x_scales);
+      shared.topk_idx = shared_copy(buf, a.topk_idx), shared.topk_weights = shared_copy(buf, a.topk_weights);
+    }
+    std::vector<double> td, tc, tds, tcs;
     int64_t recv_rows = 0;
-    rt::Tensor y;
+    rt::Tensor y, y_shared;
     for (int it = 0; it <= o.iters; ++it) {
       deepep::DispatchResult d;
       const double t1 = timed(buf.comm(), [&] { d = buf.dispatch(on); });
@@ -322,6 +339,29 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       const double t2 = timed(buf.comm(), [&] { c = buf.combine(y, *d.handle, d.recv_topk_weights); });
       recv_rows = d.recv_x.size(0);
       if (it > 0) td.push_back(t1), tc.push_back(t2);
+      if (arena) {
+        if (!y_shared.defined()) y_shared = shared_copy(buf, y);
+        deepep::DispatchResult ds;
+        const double t3 = timed(buf.comm(), [&] { ds = buf.dispatch(shared); });
+        deepep::CombineResult cs;
+        const double t4 = timed(buf.comm(), [&] { cs = buf.combine(y_shared, *ds.handle, ds.recv_topk_weights); });
+        if (it > 0) tds.push_back(t3), tcs.push_back(t4);
+        if (it == 0) {
+          const bool ok = same_bytes(d.recv_x, ds.recv_x) && same_bytes(d.recv_x_scales, ds.recv_x_scales) &&
+                          same_bytes(d.recv_topk_idx, ds.recv_topk_idx) &&
+                          same_bytes(d.recv_topk_weights, ds.recv_topk_weights) &&
+                          same_bytes(c.combined_x, cs.combined_x) &&
+                          same_bytes(c.combined_topk_weights, cs.combined_topk_weights);
+          const auto all = g->allgather(ok ? "1" : "0", "arena check");
+          for (int r = 0; r < R; ++r)
+            if (all[size_t(r)] != "1")
+              throw std::runtime_error(rt::str("rank ", r, ": dispatch/combine from the shared arena differ"));
+          if (lead)
+            std::printf("\n   check: dispatch and combine from the shared arena equal the other run bit for bit; "
+                        "rank 0 read %.1f MB from its peers' arenas%s\n",
+                        double(buf.shared_bytes_read()) * 1e-6, buf.single_copy() ? "" : " (single copy off: frames)");
+        }
+      }
       if (it == 0 && o.gpu) {  // the device path against the CPU path, on the same inputs
         deepep::Buffer cpu(g, int64_t(R - 1) * (2 << 20), 0, false);
         const deepep::DispatchResult dc = cpu.dispatch(a);
@@ -339,6 +379,8 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     }
     td = slowest(*g, td);
     tc = slowest(*g, tc);
+    tds = slowest(*g, tds);
+    tcs = slowest(*g, tcs);
     const auto rows = g->allgather(std::to_string(recv_rows), "rows");
     int64_t total_rows = 0;
     for (const auto& r : rows) total_rows += std::stoll(r);
@@ -357,6 +399,17 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       if (!o.gpu && !skipped(o, "memcpy"))
         std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
                   agg * 1e-9, 100 * agg / memcpy_bw, R, memcpy_bw * 1e-9);
+      if (arena) {
+        const double mds = median(tds), mcs = median(tcs), aggs = (dbytes + cbytes) / (mds + mcs);
+        std::printf("   inputs in the shared arena (alloc_shared_tensor):\n");
+        std::printf("   dispatch: %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mds * 1e3,
+                    dbytes / R / mds * 1e-9, dbytes / mds * 1e-9);
+        std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mcs * 1e3,
+                    cbytes / R / mcs * 1e-9, cbytes / mcs * 1e-9);
+        if (!skipped(o, "memcpy"))
+          std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
+                      aggs * 1e-9, 100 * aggs / memcpy_bw, R, memcpy_bw * 1e-9);
+      }
       std::fflush(stdout);
     }
   }
