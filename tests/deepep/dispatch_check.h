@@ -6,14 +6,29 @@
 
 namespace deepep_test {
 
+// A copy of the CPU tensor t in buf's shared arena.
+inline rt::Tensor shared_copy(deepep::Buffer& buf, const rt::Tensor& t) {
+  const rt::Tensor s = buf.alloc_shared_tensor(t.shape(), t.dtype());
+  std::memcpy(s.data(), t.data(), size_t(t.nbytes()));
+  return s;
+}
+
 // Dispatches c's inputs on this rank and checks everything against the reference; then runs the
 // test's experts on the received tokens, combines, and checks the result exactly (and against the
-// top-k-weighted sum). With fp8, x is e4m3 with scales. Returns the handle for reuse.
+// top-k-weighted sum). With fp8, x is e4m3 with scales. With `shared`, every input of dispatch and
+// combine lies in the Buffer's shared arena. Returns the handle for reuse.
 inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::Buffer& buf, const MoeCase& c, bool fp8,
-                                                                 bool with_layout, int alignment = 1) {
+                                                                 bool with_layout, int alignment = 1,
+                                                                 bool shared = false) {
   const int me = buf.rank(), R = c.ranks, T = c.tokens(me), H = c.hidden, K = c.topk;
   const int per_rank = c.experts / R;
   deepep::DispatchArgs a = c.dispatch_args(me, fp8, alignment);
+  if (shared) {
+    a.x = shared_copy(buf, a.x);
+    if (fp8) a.x_scales = shared_copy(buf, a.x_scales);
+    a.topk_idx = shared_copy(buf, a.topk_idx);
+    a.topk_weights = shared_copy(buf, a.topk_weights);
+  }
   deepep::DispatchLayout layout;
   if (with_layout) {
     layout = buf.get_dispatch_layout(a.topk_idx, c.experts);
@@ -76,7 +91,7 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
 
   // Experts (BF16 only: dequantized FP8 would need its own reference) and combine.
   if (!fp8) {
-    rt::Tensor y = rt::Tensor::empty({N, H}, rt::DType::BF16);
+    rt::Tensor y = shared ? buf.alloc_shared_tensor({N, H}, rt::DType::BF16) : rt::Tensor::empty({N, H}, rt::DType::BF16);
     testutil::poison(y);
     for (int64_t i = 0; i < N; ++i) {
       const auto [s, t] = expect[size_t(i)];
@@ -89,7 +104,8 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
             deepep_test::expert_output(c, me, row, w.data(), tl::bfloat16_t::from_bits(c.bf16_bits(s, t, h)).to_float()));
     }
     for (int round = 0; round < 2; ++round) {  // the handle serves any number of combines
-      const deepep::CombineResult cr = buf.combine(y, *d.handle, d.recv_topk_weights);
+      const deepep::CombineResult cr =
+          buf.combine(y, *d.handle, shared ? shared_copy(buf, d.recv_topk_weights) : d.recv_topk_weights);
       EP_CHECK(cr.combined_x.size(0) == T && cr.combined_x.size(1) == H);
       const auto idx = c.topk_idx(me);
       std::vector<double> got, want;
