@@ -455,6 +455,40 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       std::printf("   combine:  %8.1f us   aggregate %6.2f GB/s\n", median(tc) * 1e6, cbytes / median(tc) * 1e-9);
       std::fflush(stdout);
     }
+    if (o.gpu) {
+      // Queued on a stream (Buffer::set_low_latency_stream): batches of dispatch + combine pairs back
+      // to back and one synchronization, then the same pair captured in a CUDA graph and replayed.
+      rt::CudaStream stream(dev.id, true);
+      buf.set_low_latency_stream(stream.handle());
+      deepep::LowLatencyDispatchResult d;
+      deepep::LowLatencyCombineResult c;
+      auto pair = [&] {
+        d = buf.low_latency_dispatch(xd, idxd, o.ll_tokens, o.experts, true, false);
+        c = buf.low_latency_combine(y, idxd, wd, *d.handle);
+      };
+      constexpr int kBatch = 50;
+      auto per_pair = [&](const std::function<void()>& one) {
+        std::vector<double> ts;
+        for (int it = 0; it <= o.iters; ++it) {
+          const double t = timed(buf.comm(), [&] {
+            for (int i = 0; i < kBatch; ++i) one();
+            buf.synchronize_low_latency();
+          });
+          if (it > 0) ts.push_back(t / kBatch);
+        }
+        return median(slowest(*g, ts));
+      };
+      const double queued = per_pair(pair);
+      const rt::CudaGraph graph(stream.handle(), dev.id, pair);
+      const double replayed = per_pair([&] { graph.launch(stream.handle()); });
+      buf.reset_low_latency_stream();
+      if (lead) {
+        std::printf("   queued on a stream, dispatch + combine: %8.1f us per pair (%d pairs per synchronization)\n",
+                    queued * 1e6, kBatch);
+        std::printf("   the pair as a CUDA graph, replayed:     %8.1f us per pair\n", replayed * 1e6);
+        std::fflush(stdout);
+      }
+    }
   }
 
   if (want("moe")) run_moe_step(g, o);

@@ -2,9 +2,15 @@
 // (src/buffer/gpu_low_latency.cc). Unlike the normal mode's kernels, these signal each other
 // through the windows instead of waiting for host barriers: a sender writes its rows into the
 // receiver's window, then a flag word in the receiver's signal area (IpcWindow::signals) carrying
-// the operation's sequence number; the receiving kernel polls its flags. The host's agreement at
-// the start of every operation orders operations, so the staging a kernel writes is free and a
-// flag from an earlier operation is told apart by its sequence number.
+// the operation's sequence number; the receiving kernel polls its flags.
+//
+// No host step is needed between operations (they can run back to back on a stream, or replay in
+// a CUDA graph). The sequence number is counted on the device: every rank runs the same operations
+// in the same order, and the last block of each receive kernel records the number as completed
+// (ll_receive_done), so the next operation's kernels take the one after it. Consecutive operations
+// stage rows in alternating halves of the window (ll_stage): a rank can be at most one operation
+// ahead of a peer -- its receive needs every peer's send of the same operation, which is ordered
+// after that peer's previous receive -- so it never writes a half a peer still reads.
 //
 // Flags: (sequence << 32) | (bad << 31) | count; bad: the sender's top-k indices were invalid (it
 // sent nothing), so every receiver reports that rank's error.
@@ -18,13 +24,16 @@ namespace deepep::kernels {
 constexpr i64 kLlDispatchFlags = 0;       // [experts]: local expert le of the owner, from source s: le * ranks + s
 constexpr i64 kLlCombineFlags = 4096;     // [ranks]: from owner rank r
 constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send that have finished
+constexpr i64 kLlSequence = 8193;         // the sequence number of this rank's last completed operation
+constexpr i64 kLlRecvArrivals = 8194;     // blocks of this rank's running receive kernel that have finished
 // (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
 constexpr u64 kLlBad = 1ull << 31;
 
-// Status words of one receiving kernel, in page-locked host memory (zeroed by the host before it):
-// [0] 1 + a rank whose flag never came, [1] 1 + a rank whose top-k indices were invalid, [2] 1 when
-// combine's topk_idx differs from the dispatch's. Plain stores: any one such rank is reported.
+// Status words of the receiving kernels, in page-locked host memory: [0] 1 + a rank whose flag
+// never came, [1] 1 + a rank whose top-k indices were invalid, [2] 1 when combine's topk_idx differs
+// from the dispatch's. Written only on an error (plain stores: any one such rank is reported) and
+// kept until the host reads and clears them, so calls queued on a stream report at a later check.
 constexpr int kLlTimedOut = 0, kLlBadSource = 1, kLlTopkDiffers = 2;
 
 __device__ __forceinline__ u64 ll_flag(u64 seq, bool bad, i64 count) {
@@ -42,6 +51,31 @@ __device__ __forceinline__ u64 global_ns() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// The sequence number of the operation now starting, from this rank's own signal words: 1..2^32-1
+// (flags keep 32 bits of it, and a fresh signal area holds 0).
+__device__ __forceinline__ u64 ll_sequence(const u64* own_signals) {
+  return *reinterpret_cast<const volatile u64*>(own_signals + kLlSequence) % 0xffffffffull + 1;
+}
+
+// Where operation seq stages rows in a window whose signal words start at signal_offset: the lower
+// or the upper half of the data area (DevicePlane::ll_stage_bytes computes the same half).
+__device__ __forceinline__ i64 ll_stage(u64 seq, i64 signal_offset) {
+  return (seq & 1) ? signal_offset / 2 / 256 * 256 : 0;
+}
+
+// The end of a receive kernel (every thread calls it): the last block to finish records seq as
+// this rank's completed operation, which the next operation's kernels read (stream order).
+__device__ __forceinline__ void ll_receive_done(const u64* own_signals, u64 seq) {
+  __syncthreads();
+  if (threadIdx.x != 0) return;
+  u64* const signals = const_cast<u64*>(own_signals);
+  __threadfence();
+  const u64 blocks = u64(gridDim.x) * gridDim.y;
+  if (atomicAdd(reinterpret_cast<unsigned long long*>(signals + kLlRecvArrivals), 1ull) != blocks - 1) return;
+  signals[kLlRecvArrivals] = 0;
+  *reinterpret_cast<volatile u64*>(signals + kLlSequence) = seq;
 }
 
 // Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
@@ -133,8 +167,10 @@ template <class Index>
 __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i64 tokens, i64 hidden,
                                                       const Index* topk, int k, int experts, int ranks, int me, int fp8,
                                                       i64 max_tokens, i64 rec_bytes, const u64* windows,
-                                                      i64 signal_offset, u64 seq, i64* topk_copy) {
+                                                      i64 signal_offset, i64* topk_copy) {
   const int local = experts / ranks;
+  const u64 seq = ll_sequence(reinterpret_cast<const u64*>(windows[me] + signal_offset));
+  const i64 stage = ll_stage(seq, signal_offset);
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const i64 t = blockIdx.x;
   auto flag_of = [&](i64 e) {
@@ -187,7 +223,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
   // per warp, eight in flight per lane), then 16-byte vectors out; BF16: 16-byte vectors (or bytes).
   auto record = [&](int j) {
     const i64 e = expert[j];
-    return reinterpret_cast<unsigned char*>(windows[e / local]) +
+    return reinterpret_cast<unsigned char*>(windows[e / local]) + stage +
            (((e % local) * ranks + me) * max_tokens + before[j]) * rec_bytes;
   };
   const unsigned short* row = x + t * hidden;
@@ -250,11 +286,14 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
 // max_tokens, ...], with the counts, (begin << 32) | count per source, each row's source token and
 // its top-k slot at the source (token * k + position); -1 past the count.
 __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* window, const u64* signals, int ranks,
-                                                      i64 max_tokens, i64 hidden, int fp8, i64 rec_bytes, u64 seq,
+                                                      i64 max_tokens, i64 hidden, int fp8, i64 rec_bytes,
                                                       u64 timeout_ns, unsigned char* recv_x, float* recv_scales,
                                                       int* recv_count, i64* layout_range, int* src_info, int* src_slot,
                                                       int k, volatile int* status) {
   const int le = blockIdx.x, lane = threadIdx.x & 31;
+  const u64 seq = ll_sequence(signals);
+  const unsigned char* const staging =
+      window + ll_stage(seq, reinterpret_cast<const unsigned char*>(signals) - window);
   const i64 M = i64(ranks) * max_tokens;
   const i64 row_bytes = fp8 ? hidden : hidden * 2, s_bytes = fp8 ? hidden / 128 * 4 : 0;
   __shared__ i64 begin[kLlMaxRanks + 1];
@@ -285,7 +324,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
     }
     int r = 0;
     while (begin[r + 1] <= j) ++r;
-    const unsigned char* rec = window + ((i64(le) * ranks + r) * max_tokens + (j - begin[r])) * rec_bytes;
+    const unsigned char* rec = staging + ((i64(le) * ranks + r) * max_tokens + (j - begin[r])) * rec_bytes;
     warp_copy(recv_x + row * row_bytes, rec, row_bytes, lane);
     if (fp8) warp_copy(reinterpret_cast<unsigned char*>(recv_scales) + row * s_bytes, rec + row_bytes, s_bytes, lane);
     if (lane == 0) {
@@ -294,6 +333,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
       src_slot[row] = tail.token * k + tail.k;
     }
   }
+  ll_receive_done(signals, seq);
 }
 
 // Owner of the experts, grid (local experts, blocks per expert): every received row of expert le
@@ -301,13 +341,14 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
 // that finishes last raises every source's flag.
 __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64 hidden, int ranks, int me,
                                                      i64 max_tokens, const i64* layout_range, const int* src_slot,
-                                                     const u64* windows, i64 signal_offset, u64 seq) {
+                                                     const u64* windows, i64 signal_offset) {
   const int le = blockIdx.x, lane = threadIdx.x & 31;
+  const u64 seq = ll_sequence(reinterpret_cast<const u64*>(windows[me] + signal_offset));
   const i64 M = i64(ranks) * max_tokens, row_bytes = hidden * 2;
   const i64 warps = i64(gridDim.y) * (blockDim.x / 32);
   for (int r = 0; r < ranks; ++r) {
     const i64 range = layout_range[i64(le) * ranks + r], first = range >> 32, count = range & 0xffffffffll;
-    unsigned char* const stage = reinterpret_cast<unsigned char*>(windows[r]);
+    unsigned char* const stage = reinterpret_cast<unsigned char*>(windows[r]) + ll_stage(seq, signal_offset);
     for (i64 j = i64(blockIdx.y) * (blockDim.x / 32) + threadIdx.x / 32; j < count; j += warps) {
       const i64 row = i64(le) * M + first + j;
       warp_copy(stage + i64(src_slot[row]) * row_bytes, x + row * row_bytes, row_bytes, lane);
@@ -329,10 +370,13 @@ __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64
 // in order of weight * row, in f32 with separate multiply and add (the CPU path's arithmetic), one
 // rounding to BF16. Block 0 also compares topk_idx with the dispatch's copy.
 template <class Index>
-__device__ __forceinline__ void ll_combine_recv_body(const unsigned short* stage, const u64* signals, int ranks,
+__device__ __forceinline__ void ll_combine_recv_body(const unsigned char* window, const u64* signals, int ranks,
                                                      i64 tokens, i64 hidden, int k, const i64* routing,
                                                      const Index* topk, const float* weights, unsigned short* out,
-                                                     u64 seq, u64 timeout_ns, volatile int* status) {
+                                                     u64 timeout_ns, volatile int* status) {
+  const u64 seq = ll_sequence(signals);
+  const unsigned short* const stage = reinterpret_cast<const unsigned short*>(
+      window + ll_stage(seq, reinterpret_cast<const unsigned char*>(signals) - window));
   for (int r = threadIdx.x; r < ranks; r += blockDim.x)
     if (ll_wait(signals + kLlCombineFlags + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
   if (blockIdx.x == 0)
@@ -369,6 +413,7 @@ __device__ __forceinline__ void ll_combine_recv_body(const unsigned short* stage
       else
         out[t * hidden + c] = h[0];
     }
+  ll_receive_done(signals, seq);
 }
 
 }  // namespace deepep::kernels

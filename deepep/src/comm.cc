@@ -57,12 +57,19 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   eo.log_reroutes = options_.log_reroutes;
   eo.faults = options_.faults;
   engine_ = std::make_unique<Engine>(entry.create(*group_, tc), eo);
-  if (options_.cuda_device >= 0)
+  if (options_.cuda_device >= 0) {
     device_plane_ = std::make_unique<DevicePlane>(*group_, *engine_, options_.cuda_device, options_.device_window_bytes);
+    engine_->set_before_agreement([plane = device_plane_.get()] {
+      if (plane->ll_on_user_stream()) plane->ll_sync();
+    });
+  }
 }
 
 // The device plane goes first: its windows are unmapped while the engine can still be used.
-Comm::~Comm() { device_plane_.reset(); }
+Comm::~Comm() {
+  if (engine_) engine_->set_before_agreement(nullptr);
+  device_plane_.reset();
+}
 
 int Comm::rank() const { return group_->rank(); }
 int Comm::size() const { return group_->size(); }

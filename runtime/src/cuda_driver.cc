@@ -98,6 +98,12 @@ DriverLoad load_driver() {
   resolve(d.cuEventSynchronize, {"cuEventSynchronize"});
   resolve(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   resolve(d.cuEventDestroy, {"cuEventDestroy_v2"});
+  resolve(d.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"});
+  resolve(d.cuStreamEndCapture, {"cuStreamEndCapture"});
+  resolve(d.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"});
+  resolve(d.cuGraphLaunch, {"cuGraphLaunch"});
+  resolve(d.cuGraphExecDestroy, {"cuGraphExecDestroy"});
+  resolve(d.cuGraphDestroy, {"cuGraphDestroy"});
   resolve(d.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, false);
   if (!missing.empty()) {
     load.error =

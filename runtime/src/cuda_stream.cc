@@ -96,6 +96,42 @@ double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
   return ms;
 }
 
+CudaGraph::CudaGraph(CuStream stream, int device, const std::function<void()>& enqueue) : device_(device) {
+  const CudaDriver& d = cuda_driver();
+  cuda_context(device);
+  constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
+  RT_CU_CHECK(d.cuStreamBeginCapture(stream, kRelaxed), "cuStreamBeginCapture", "cuda:", device);
+  try {
+    enqueue();
+  } catch (...) {
+    CuGraph partial = nullptr;
+    if (d.cuStreamEndCapture(stream, &partial) == cu::kSuccess && partial) d.cuGraphDestroy(partial);
+    throw;
+  }
+  RT_CU_CHECK(d.cuStreamEndCapture(stream, &graph_), "cuStreamEndCapture", "cuda:", device);
+  const CuResult rc = d.cuGraphInstantiateWithFlags(&exec_, graph_, 0);
+  if (rc != cu::kSuccess) {
+    d.cuGraphDestroy(graph_);
+    RT_CU_CHECK(rc, "cuGraphInstantiateWithFlags", "cuda:", device);
+  }
+}
+
+CudaGraph::~CudaGraph() {
+  try {
+    const CudaDriver& d = cuda_driver();
+    cuda_context(device_);
+    d.cuGraphExecDestroy(exec_);
+    d.cuGraphDestroy(graph_);
+  } catch (...) {
+  }
+}
+
+void CudaGraph::launch(CuStream stream) const {
+  const CudaDriver& d = cuda_driver();
+  cuda_context(device_);
+  RT_CU_CHECK(d.cuGraphLaunch(exec_, stream), "cuGraphLaunch", "cuda:", device_);
+}
+
 CudaTimer::CudaTimer(CuStream stream, int device) : CudaTimer(stream, device, Options{}) {}
 
 CudaTimer::CudaTimer(CuStream stream, int device, Options options)

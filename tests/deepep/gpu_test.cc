@@ -13,6 +13,8 @@
 
 #include "moe_ref.h"
 #include "rt/cuda_device.h"
+#include "rt/cuda_memory.h"
+#include "rt/cuda_stream.h"
 #include "transport/cuda_ipc/device_plane.h"
 #include "rt/nvrtc.h"
 
@@ -203,53 +205,85 @@ TEST(DeepEPGpu, KilledRankIsAClearErrorOnTheOthers) {
   for (int r : {0, 2}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
 }
 
+// A GPU low-latency dispatch against the CPU path's, bit for bit (rows past an expert's count are
+// undefined on both paths: only the received ones are compared).
+void expect_dispatch_like_cpu(const MoeCase& c, bool fp8, const deepep::LowLatencyDispatchResult& dc,
+                              const deepep::LowLatencyDispatchResult& dg) {
+  const int Le = c.experts / c.ranks, M = c.ranks * c.max_tokens;
+  expect_same(dc.recv_count, dg.recv_count, "recv_count");
+  expect_same(dc.handle->recv_layout_range, dg.handle->recv_layout_range, "recv_layout_range");
+  expect_same(dc.handle->recv_src_info, dg.handle->recv_src_info, "recv_src_info");
+  const rt::Tensor gx = dg.recv_x.to(rt::Device::cpu());
+  const rt::Tensor gs = fp8 ? dg.recv_x_scales.to(rt::Device::cpu()) : rt::Tensor();
+  const int64_t row = dc.recv_x.nbytes() / (int64_t(Le) * M), srow = fp8 ? c.hidden / 128 * 4 : 0;
+  for (int le = 0; le < Le; ++le)
+    for (int64_t i = 0; i < dc.recv_count.data_as<int32_t>()[le]; ++i) {
+      const int64_t at = int64_t(le) * M + i;
+      EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x.data()) + at * row,
+                           static_cast<const uint8_t*>(gx.data()) + at * row, size_t(row)) == 0,
+               "recv_x of expert ", le, " row ", i);
+      if (fp8)
+        EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x_scales.data()) + at * srow,
+                             static_cast<const uint8_t*>(gs.data()) + at * srow, size_t(srow)) == 0,
+                 "recv_x_scales of expert ", le, " row ", i);
+    }
+}
+
+// One round's inputs of a rank: routing and rows (data_seed moves with the round), the expert
+// outputs combine sends back, and their copies on the rank's device.
+struct LowLatencyRound {
+  rt::Tensor x, idx, w, y, xd, idxd, wd, yd;
+  LowLatencyRound(const MoeCase& c, int me, int round, const rt::Device& dev) {
+    MoeCase cr = c;
+    cr.data_seed = c.seed + uint64_t(round) * 13;
+    x = cr.x_bf16(me);
+    idx = cr.topk_tensor(me);
+    w = cr.weights_tensor(me);
+    y = random_bf16({c.experts / c.ranks, c.ranks * c.max_tokens, c.hidden}, test_seed() + uint64_t(me * 31 + round));
+    xd = x.to(dev);
+    idxd = idx.to(dev);
+    wd = w.to(dev);
+    yd = y.to(dev);
+  }
+};
+
 // Low-latency dispatch and combine on the GPU (kernels signalling through the windows) against the
 // CPU path (checked against the reference in low_latency_test.cc), bit for bit: every round a
-// dispatch (FP8 or BF16, with or without the receive hook) and a combine of the same rows.
-void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds) {
+// dispatch (FP8 or BF16, with or without the receive hook) and a combine of the same rows. Queued:
+// the GPU calls go on a user stream (Buffer::set_low_latency_stream), every round's dispatch and
+// combine back to back without a host step, then one synchronization and the comparisons.
+void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds, bool queued = false) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
     const int64_t bytes = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
     deepep::Buffer cpu(g, 0, bytes, true, test_options());
     deepep::Buffer gpu(g, 0, bytes, true, gpu_options(me));
-    const int Le = c.experts / c.ranks, M = c.ranks * c.max_tokens;
+    rt::CudaStream stream(dev.id, true);
+    if (queued) gpu.set_low_latency_stream(stream.handle());
+    std::vector<LowLatencyRound> in;
+    std::vector<deepep::LowLatencyDispatchResult> dgs;
+    std::vector<deepep::LowLatencyCombineResult> cgs;
     for (int round = 0; round < rounds; ++round) {
-      MoeCase cr = c;
-      cr.data_seed = c.seed + uint64_t(round) * 13;
-      const rt::Tensor x = cr.x_bf16(me), idx = cr.topk_tensor(me), w = cr.weights_tensor(me);
-      const deepep::LowLatencyDispatchResult dc = cpu.low_latency_dispatch(x, idx, c.max_tokens, c.experts, fp8);
-      const deepep::LowLatencyDispatchResult dg =
-          gpu.low_latency_dispatch(x.to(dev), idx.to(dev), c.max_tokens, c.experts, fp8, hook);
-      EP_CHECK(bool(dg.hook) == hook, "hook returned: ", bool(dg.hook));
+      in.emplace_back(c, me, round, dev);
+      const LowLatencyRound& r = in.back();
+      dgs.push_back(gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, fp8, hook));
+      EP_CHECK(bool(dgs.back().hook) == hook, "hook returned: ", bool(dgs.back().hook));
       if (hook) {
-        dg.hook();
-        dg.hook();  // idempotent
+        dgs.back().hook();
+        dgs.back().hook();  // idempotent
       }
-      expect_same(dc.recv_count, dg.recv_count, "recv_count");
-      expect_same(dc.handle->recv_layout_range, dg.handle->recv_layout_range, "recv_layout_range");
-      expect_same(dc.handle->recv_src_info, dg.handle->recv_src_info, "recv_src_info");
-      // Rows past an expert's count are undefined on both paths: compare the received ones.
-      const rt::Tensor gx = dg.recv_x.to(rt::Device::cpu());
-      const rt::Tensor gs = fp8 ? dg.recv_x_scales.to(rt::Device::cpu()) : rt::Tensor();
-      const int64_t row = dc.recv_x.nbytes() / (int64_t(Le) * M), srow = fp8 ? c.hidden / 128 * 4 : 0;
-      for (int le = 0; le < Le; ++le)
-        for (int64_t i = 0; i < dc.recv_count.data_as<int32_t>()[le]; ++i) {
-          const int64_t at = int64_t(le) * M + i;
-          EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x.data()) + at * row,
-                               static_cast<const uint8_t*>(gx.data()) + at * row, size_t(row)) == 0,
-                   "recv_x of expert ", le, " row ", i);
-          if (fp8)
-            EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dc.recv_x_scales.data()) + at * srow,
-                                 static_cast<const uint8_t*>(gs.data()) + at * srow, size_t(srow)) == 0,
-                     "recv_x_scales of expert ", le, " row ", i);
-        }
-      const rt::Tensor y3 = random_bf16({Le, M, c.hidden}, test_seed() + uint64_t(me * 31 + round));
-      const deepep::LowLatencyCombineResult cc = cpu.low_latency_combine(y3, idx, w, *dc.handle);
-      const deepep::LowLatencyCombineResult cg =
-          gpu.low_latency_combine(y3.to(dev), idx.to(dev), w.to(dev), *dg.handle, hook);
-      if (hook) cg.hook();
-      expect_same(cc.combined_x, cg.combined_x, "combined_x");
+      cgs.push_back(gpu.low_latency_combine(r.yd, r.idxd, r.wd, *dgs.back().handle, hook));
+      if (hook) cgs.back().hook();
+      if (!queued) gpu.synchronize_low_latency();  // a no-op wait: the calls were synchronous
+    }
+    if (queued) gpu.synchronize_low_latency();
+    for (int round = 0; round < rounds; ++round) {
+      const LowLatencyRound& r = in[size_t(round)];
+      const deepep::LowLatencyDispatchResult dc = cpu.low_latency_dispatch(r.x, r.idx, c.max_tokens, c.experts, fp8);
+      expect_dispatch_like_cpu(c, fp8, dc, dgs[size_t(round)]);
+      const deepep::LowLatencyCombineResult cc = cpu.low_latency_combine(r.y, r.idx, r.w, *dc.handle);
+      expect_same(cc.combined_x, cgs[size_t(round)].combined_x, "combined_x");
     }
   }));
 }
@@ -267,6 +301,75 @@ TEST(DeepEPGpu, LowLatencyFp8FourRanksWithEmptyRankAndHook) {
   c.max_tokens = 40;
   c.zero_tokens_rank = true;
   low_latency_like_cpu(c, true, true, 2);
+}
+
+TEST(DeepEPGpu, LowLatencyQueuedOnAStream) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  low_latency_like_cpu(c, true, false, 4, true);
+}
+
+TEST(DeepEPGpu, LowLatencyQueuedThreeRanksWithHooks) {
+  REQUIRE_GPU();
+  MoeCase c = make(3, 12, 4, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  c.zero_tokens_rank = true;
+  low_latency_like_cpu(c, false, true, 3, true);
+}
+
+// A dispatch and a combine captured in a CUDA graph and replayed with new rows written in place:
+// each replay numbers its operations anew on the device and matches the CPU path. Then an invalid
+// top-k index on one rank, queued: every rank raises it at the synchronization, and the Buffer
+// still works.
+TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    const int64_t bytes = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
+    deepep::Buffer cpu(g, 0, bytes, true, test_options());
+    deepep::Buffer gpu(g, 0, bytes, true, gpu_options(me));
+    rt::CudaStream stream(dev.id, true);
+    gpu.set_low_latency_stream(stream.handle());
+    const LowLatencyRound r0(c, me, 0, dev);
+    {  // the first calls compile the kernels and fill the output pool
+      const auto d = gpu.low_latency_dispatch(r0.xd, r0.idxd, c.max_tokens, c.experts, true);
+      gpu.low_latency_combine(r0.yd, r0.idxd, r0.wd, *d.handle);
+      gpu.synchronize_low_latency();
+    }
+    deepep::LowLatencyDispatchResult d;
+    deepep::LowLatencyCombineResult cmb;
+    const rt::CudaGraph graph(stream.handle(), dev.id, [&] {
+      d = gpu.low_latency_dispatch(r0.xd, r0.idxd, c.max_tokens, c.experts, true);
+      cmb = gpu.low_latency_combine(r0.yd, r0.idxd, r0.wd, *d.handle);
+    });
+    for (int round = 1; round <= 3; ++round) {
+      const LowLatencyRound r(c, me, round, dev);
+      rt::cuda_copy_to_device(dev.id, reinterpret_cast<rt::CuDevicePtr>(r0.xd.data()), r.x.data(), size_t(r.x.nbytes()));
+      rt::cuda_copy_to_device(dev.id, reinterpret_cast<rt::CuDevicePtr>(r0.idxd.data()), r.idx.data(),
+                              size_t(r.idx.nbytes()));
+      rt::cuda_copy_to_device(dev.id, reinterpret_cast<rt::CuDevicePtr>(r0.wd.data()), r.w.data(), size_t(r.w.nbytes()));
+      rt::cuda_copy_to_device(dev.id, reinterpret_cast<rt::CuDevicePtr>(r0.yd.data()), r.y.data(), size_t(r.y.nbytes()));
+      graph.launch(stream.handle());
+      gpu.synchronize_low_latency();
+      const deepep::LowLatencyDispatchResult dc = cpu.low_latency_dispatch(r.x, r.idx, c.max_tokens, c.experts, true);
+      expect_dispatch_like_cpu(c, true, dc, d);
+      expect_same(cpu.low_latency_combine(r.y, r.idx, r.w, *dc.handle).combined_x, cmb.combined_x, "combined_x");
+    }
+
+    rt::Tensor bad = c.topk_tensor(me);
+    if (me == 1) bad.data_as<int64_t>()[4] = c.experts;
+    gpu.low_latency_dispatch(r0.xd, bad.to(dev), c.max_tokens, c.experts, true);  // returns: queued
+    expect_throws([&] { gpu.synchronize_low_latency(); }, "rank 1 passed an invalid topk_idx",
+                  "a queued dispatch with an invalid expert on rank 1");
+    const LowLatencyRound r(c, me, 0, dev);
+    const auto again = gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true);
+    gpu.synchronize_low_latency();
+    expect_dispatch_like_cpu(c, true, cpu.low_latency_dispatch(r.x, r.idx, c.max_tokens, c.experts, true), again);
+  }));
 }
 
 // Invalid top-k indices on one rank: every rank reports that rank, and the Buffer still works; a

@@ -27,7 +27,8 @@
 // Every call is synchronous (the returned Event is complete; on the GPU the results are ready); one
 // low-latency receive may be pending (hook not called yet) per Buffer: any other call on the Buffer
 // completes it first. On the GPU the low-latency kernels signal each other through the device
-// windows (no host barrier); a hook's call has only launched the send kernel.
+// windows (no host barrier); a hook's call has only launched the send kernel. Low-latency calls on
+// the GPU can instead be queued on a stream (set_low_latency_stream), without any host step.
 #pragma once
 
 #include <cstdint>
@@ -37,6 +38,7 @@
 #include <vector>
 
 #include "deepep/comm.h"
+#include "rt/cuda_driver.h"
 #include "rt/tensor.h"
 
 namespace deepep {
@@ -197,6 +199,21 @@ class Buffer {
   LowLatencyCombineResult low_latency_combine(const rt::Tensor& x, const rt::Tensor& topk_idx,
                                               const rt::Tensor& topk_weights, const LowLatencyHandle& handle,
                                               bool return_recv_hook = false);
+
+  // Low-latency calls on CUDA tensors queued on `stream` (a CUstream of this rank's device): they
+  // return at once, with no agreement among the ranks and no host synchronization, so they run
+  // back to back and can be captured in a CUDA graph (after one call of each kind has run: the
+  // kernels compile at first use, and outputs come from a caching pool). Every rank must choose
+  // alike. Inputs must stay alive and unchanged, and outputs are ready, in the stream's order (a
+  // hook queues the receive when it is called). Errors the kernels find -- a peer whose data does
+  // not come within the communicator's timeout, invalid top-k indices on any rank, a combine's
+  // topk_idx differing from its dispatch's -- are raised by the next low-latency call or by
+  // synchronize_low_latency(); input errors a rank can see alone are raised by its call, at once.
+  void set_low_latency_stream(rt::CuStream stream);
+  // Back to synchronous low-latency calls (after synchronize_low_latency()).
+  void reset_low_latency_stream();
+  // Waits for the low-latency calls queued so far and raises the errors they met.
+  void synchronize_low_latency();
 
  private:
   std::shared_ptr<Group> group_;

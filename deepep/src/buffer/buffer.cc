@@ -79,8 +79,9 @@ int64_t Buffer::low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, i
   const int64_t record = hidden * 2 + 8;
   const int64_t per_link = 2 * int64_t(max_tokens_per_rank) * local * record + 4 * (256 << 10);
   // The GPU path stages one BF16 record (row rounded up to 16 bytes, plus 16) per (expert, source
-  // rank, token) in its window (gpu_low_latency.cc).
-  const int64_t device = int64_t(num_experts) * max_tokens_per_rank * ((hidden * 2 + 15) / 16 * 16 + 16);
+  // rank, token) in each of two alternating halves of its window (gpu_low_latency.cc), each half
+  // aligned to 256 bytes.
+  const int64_t device = 2 * (int64_t(num_experts) * max_tokens_per_rank * ((hidden * 2 + 15) / 16 * 16 + 16) + 256);
   return std::max(std::max<int64_t>(1, num_ranks - 1) * per_link, device);
 }
 

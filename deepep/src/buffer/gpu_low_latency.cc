@@ -1,5 +1,6 @@
 #include "buffer/gpu_low_latency.h"
 
+#include <algorithm>
 #include <functional>
 
 #include "deepep/error.h"
@@ -23,8 +24,14 @@ int64_t record_bytes(int64_t hidden, bool fp8) {
   return (data + 15) / 16 * 16 + 16;
 }
 
-// After the receive kernel (synchronized): its status words, as errors.
-void check_status(const DevicePlane& plane, const int32_t* s, const char* what) {
+}  // namespace
+
+void ll_check_status(DevicePlane& plane, const char* what) {
+  int32_t* const words = plane.ll_status();
+  int32_t s[3];
+  std::copy_n(words, 3, s);
+  if (!s[kTimedOut] && !s[kBadSource] && !s[kTopkDiffers]) return;
+  std::fill_n(words, 3, 0);  // reported once
   if (s[kTimedOut])
     throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kTimedOut] - 1,
                              "'s data did not arrive within the communicator's timeout (dead or stuck?)"));
@@ -37,10 +44,15 @@ void check_status(const DevicePlane& plane, const int32_t* s, const char* what) 
                                  "): topk_idx differs from the one given to the dispatch"));
 }
 
-// After a receive kernel: waits for it, raises its status as errors, ends the operation's profile.
-void finish_receive(DevicePlane& plane, const int32_t* status, const char* what) {
-  plane.sync();
-  check_status(plane, status, what);
+namespace {
+
+// After a receive kernel: waits for it and raises its status as errors (on a user stream neither:
+// the call returns at once, and ll_check_status reports at the next call or synchronization).
+void finish_receive(DevicePlane& plane, const char* what) {
+  if (!plane.ll_on_user_stream()) {
+    plane.ll_sync();
+    ll_check_status(plane, what);
+  }
   plane.mark("receive");
   plane.report(what);
 }
@@ -68,7 +80,7 @@ std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::func
 
 }  // namespace
 
-std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
+std::string ll_window_error(const DevicePlane& plane, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
                             bool fp8) {
   if (num_experts > kMaxExperts || ranks > kMaxRanks || k > kMaxTopk)
     return rt::str("the GPU low-latency path takes at most ", kMaxExperts, " experts, ", kMaxRanks, " ranks and top-",
@@ -79,10 +91,11 @@ std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, in
   if (fp8 && record_bytes(hidden, fp8) - 16 > (48 << 10))
     return rt::str("hidden=", hidden, " is too large for the GPU low-latency FP8 dispatch (a row and its scales are ",
                    "staged in 48 KiB of shared memory)");
-  if (need <= window_bytes) return "";
-  return rt::str("the device window (", window_bytes, " bytes per rank, num_nvl_bytes + num_rdma_bytes) is too small: ",
-                 "low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ", num_experts,
-                 " experts and top-", k, " need ", need, " bytes");
+  if (need <= plane.ll_stage_bytes()) return "";
+  return rt::str("the device window (", plane.window().bytes(), " bytes per rank, num_nvl_bytes + num_rdma_bytes) is ",
+                 "too small: low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ",
+                 num_experts, " experts and top-", k, " stage ", need, " bytes in each of two alternating halves, and ",
+                 "a half holds ", plane.ll_stage_bytes(), " (Buffer::low_latency_size_hint gives the size)");
 }
 
 LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const rt::Tensor& x, const rt::Tensor& topk_idx,
@@ -103,18 +116,16 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
   out.handle = handle;
 
   const int64_t rec = record_bytes(H, use_fp8);
-  const uint32_t seq = plane.next_sequence();
   plane.ll_dispatch_send(address(x), T, H, address(topk_idx), topk_idx.dtype() == DType::I64, int(K), num_experts,
-                         use_fp8, max_tokens_per_rank, rec, seq, address(handle->topk_idx));
+                         use_fp8, max_tokens_per_rank, rec, address(handle->topk_idx));
   plane.mark("send");
   // The sources stay referenced until the receive has run (the hook may run it much later).
   auto receive = [&plane, x, topk_idx, handle, recv_x = out.recv_x, recv_s = out.recv_x_scales,
-                  recv_count = out.recv_count, Le, H, K, rec, seq, use_fp8, max_tokens_per_rank] {
-    int32_t* const status = plane.ll_status();
-    plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, seq, address(recv_x), address(recv_s),
+                  recv_count = out.recv_count, Le, H, K, rec, use_fp8, max_tokens_per_rank] {
+    plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, address(recv_x), address(recv_s),
                            address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
-                           address(handle->recv_src_slot), int(K), reinterpret_cast<uint64_t>(status));
-    finish_receive(plane, status, "low_latency_dispatch");
+                           address(handle->recv_src_slot), int(K));
+    finish_receive(plane, "low_latency_dispatch");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_dispatch");
   return out;
@@ -128,16 +139,13 @@ LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const r
   const int64_t T = handle.num_tokens, H = handle.hidden, K = handle.num_topk;
   LowLatencyCombineResult out;
   out.combined_x = plane.pool().empty({T, H}, DType::BF16);
-  const uint32_t seq = plane.next_sequence();
   plane.ll_combine_send(address(x), H, Le, handle.max_tokens_per_rank, address(handle.recv_layout_range),
-                        address(handle.recv_src_slot), seq);
+                        address(handle.recv_src_slot));
   plane.mark("send");
-  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, T, H, K,
-                  seq] {
-    int32_t* const status = plane.ll_status();
+  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, T, H, K] {
     plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
-                          address(topk_weights), address(result), seq, reinterpret_cast<uint64_t>(status));
-    finish_receive(plane, status, "low_latency_combine");
+                          address(topk_weights), address(result));
+    finish_receive(plane, "low_latency_combine");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_combine");
   return out;

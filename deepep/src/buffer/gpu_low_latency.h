@@ -2,7 +2,8 @@
 // agreement (low_latency.cc checks the inputs and agrees on the call; the values of topk_idx are
 // checked by the kernels). No host barrier: the kernels signal each other through the windows
 // (kernels/low_latency.cuh), so a call is the send kernel, then the receive kernel and a wait for
-// it, now or when the hook is called.
+// it, now or when the hook is called. On a user stream (Buffer::set_low_latency_stream) there is
+// neither the agreement nor the wait: the kernels are queued and the call returns.
 #pragma once
 
 #include <cstdint>
@@ -18,10 +19,15 @@ class Engine;
 
 namespace detail {
 
-// The window bytes a low-latency call on the device needs (staging of the dispatch, then of the
-// combine), or "" when `window_bytes` holds them, else the error.
-std::string ll_window_error(int64_t window_bytes, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
+// "" when a half of the plane's window (DevicePlane::ll_stage_bytes) holds the staging a low-latency
+// call on the device needs (of the dispatch, then of the combine), else the error.
+std::string ll_window_error(const DevicePlane& plane, int ranks, int num_experts, int max_tokens, int64_t hidden, int64_t k,
                             bool fp8);
+
+// Raises the errors the receive kernels recorded (a rank whose data never came, invalid top-k
+// indices, a combine's topk_idx differing from its dispatch's) and clears them. After a
+// synchronous call they are its own; on a user stream, those of the calls the stream has run.
+void ll_check_status(DevicePlane& plane, const char* what);
 
 struct LowLatencyCall {
   DevicePlane* plane = nullptr;

@@ -76,6 +76,14 @@ void quantize_row(const tl::bfloat16_t* x, int64_t H, uint8_t* q, float* scales)
   }
 }
 
+// Calls queued on a user stream (Buffer::set_low_latency_stream) take no host step with the other
+// ranks: the errors of earlier queued calls are raised now, and this call's own input errors here,
+// on this rank (the kernels check the routing values, and a peer that never sends times out).
+void check_queued_call(DevicePlane& plane, const char* what, int rank, const std::string& err) {
+  detail::ll_check_status(plane, "a low-latency call queued earlier on the stream");
+  if (!err.empty()) rt::throw_user_error(rt::str("deepep ", what, " (rank ", rank, "): ", err));
+}
+
 }  // namespace
 
 LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const rt::Tensor& topk_idx,
@@ -105,7 +113,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   if (err.empty() && gpu && reinterpret_cast<uintptr_t>(x.data()) % 16 != 0)
     err = "x must be 16-byte aligned on the GPU";
   if (err.empty() && gpu) {
-    err = detail::ll_window_error(plane->window().bytes(), R, num_experts, max_tokens_per_rank, H,
+    err = detail::ll_window_error(*plane, R, num_experts, max_tokens_per_rank, H,
                                   topk_idx.size(1), use_fp8);
   } else if (err.empty()) {
     const int64_t need = low_latency_size_hint(max_tokens_per_rank, H, R, num_experts);
@@ -124,11 +132,15 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   }
   wire::Writer w;
   w.put_vec(mine);
-  const auto all = e.agree(what,
-                           rt::str("low_latency_dispatch(hidden=", H, ", topk=", K, ", experts=", num_experts,
-                                   ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8,
-                                   gpu ? ", on the GPU" : "", ")"),
-                           err, err.empty() ? w.str() : std::string());
+  std::vector<std::string> all;
+  if (plane && plane->ll_on_user_stream())
+    check_queued_call(*plane, what, me, err);
+  else
+    all = e.agree(what,
+                  rt::str("low_latency_dispatch(hidden=", H, ", topk=", K, ", experts=", num_experts,
+                          ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8, gpu ? ", on the GPU" : "",
+                          ")"),
+                  err, err.empty() ? w.str() : std::string());
   auto handle = std::make_shared<LowLatencyHandle>();
   handle->id = next_id_++;
   handle->num_ranks = R;
@@ -295,7 +307,10 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
         err = rt::str("topk_idx differs from the one given to the dispatch (at flat index ", i, ")");
   }
   if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K, dev);
-  e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
+  if (plane && plane->ll_on_user_stream())
+    check_queued_call(*plane, what, me, err);
+  else
+    e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
   if (gpu) {
     plane->mark("agree");
     return detail::ll_combine_on_device({plane, &e, alive_, return_recv_hook}, x, topk_idx, topk_weights, handle);
@@ -371,6 +386,28 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
     post();
   }
   return out;
+}
+
+void Buffer::set_low_latency_stream(rt::CuStream stream) {
+  DevicePlane* const plane = comm_->device_plane();
+  RT_USER_CHECK(plane, "deepep set_low_latency_stream: the communicator has no GPU data plane (CommOptions::cuda_device)");
+  RT_USER_CHECK(low_latency_mode_, "deepep set_low_latency_stream: the Buffer was created with low_latency_mode = false");
+  synchronize_low_latency();
+  plane->set_ll_stream(stream);
+}
+
+void Buffer::reset_low_latency_stream() {
+  DevicePlane* const plane = comm_->device_plane();
+  if (!plane || !plane->ll_on_user_stream()) return;
+  synchronize_low_latency();
+  plane->reset_ll_stream();
+}
+
+void Buffer::synchronize_low_latency() {
+  DevicePlane* const plane = comm_->device_plane();
+  if (!plane) return;
+  plane->ll_sync();
+  detail::ll_check_status(*plane, "low-latency calls queued on the stream");
 }
 
 }  // namespace deepep

@@ -185,6 +185,7 @@ void Engine::flush_notify() {
 std::vector<std::string> Engine::agree(const std::string& what, const std::string& desc, const std::string& error,
                                        const std::string& payload) {
   check_usable(what);
+  if (before_agreement_) before_agreement_();
   wire::Writer w;
   w.put_str(desc).put_str(error).put_str(payload);
   std::string rec = w.str();

@@ -97,6 +97,10 @@ class Engine {
   // A receive started on the device plane and left to a hook (low-latency GPU calls): the next
   // begin_op runs `complete` first (it must be idempotent: the hook may have run it already).
   void defer_device_receive(std::function<void()> complete) { device_receive_ = std::move(complete); }
+  // Runs before every agreement (the first step of each operation that moves data, except
+  // low-latency calls queued on a stream): the device plane waits there for those queued calls,
+  // which use the same windows, so no rank's next operation writes where one of them still reads.
+  void set_before_agreement(std::function<void()> f) { before_agreement_ = std::move(f); }
   uint64_t pending_epoch() const;
 
   std::vector<LinkStats> link_stats() const;
@@ -178,6 +182,7 @@ class Engine {
   std::string broken_;
   std::unique_ptr<Exchange> pending_;
   std::function<void()> device_receive_;
+  std::function<void()> before_agreement_;
   std::vector<LinkHealth> health_;
   std::vector<uint8_t> notify_mask_;
   std::vector<uint8_t> bounce_;

@@ -23,6 +23,8 @@ using CuModule = struct CuModuleOpaque*;      // CUmodule
 using CuFunction = struct CuFunctionOpaque*;  // CUfunction
 using CuStream = struct CuStreamOpaque*;      // CUstream (nullptr: the legacy default stream)
 using CuEvent = struct CuEventOpaque*;        // CUevent
+using CuGraph = struct CuGraphOpaque*;        // CUgraph
+using CuGraphExec = struct CuGraphExecOpaque*;  // CUgraphExec
 
 // CUtensorMap: an opaque 128-byte TMA descriptor, 64-byte aligned.
 struct alignas(64) CuTensorMap {
@@ -198,6 +200,12 @@ struct CudaDriver {
   CuResult (*cuEventSynchronize)(CuEvent);
   CuResult (*cuEventElapsedTime)(float* ms, CuEvent start, CuEvent end);  // _v2 when the driver has it
   CuResult (*cuEventDestroy)(CuEvent);                                    // _v2
+  CuResult (*cuStreamBeginCapture)(CuStream, int mode);                   // _v2
+  CuResult (*cuStreamEndCapture)(CuStream, CuGraph*);
+  CuResult (*cuGraphInstantiateWithFlags)(CuGraphExec*, CuGraph, unsigned long long flags);
+  CuResult (*cuGraphLaunch)(CuGraphExec, CuStream);
+  CuResult (*cuGraphExecDestroy)(CuGraphExec);
+  CuResult (*cuGraphDestroy)(CuGraph);
   // optional (12.0): dtype, rank, address, dims, strides, box, element strides, interleave, swizzle,
   // L2 promotion, OOB fill.
   CuResult (*cuTensorMapEncodeTiled)(CuTensorMap*, int data_type, uint32_t rank, void* global_address,

@@ -50,6 +50,24 @@ class CudaEvent {
   int device_ = 0;
 };
 
+// A CUDA graph of the work `enqueue` queues on a stream, captured in relaxed mode (other threads
+// may allocate meanwhile; the callable must not synchronize the stream) and instantiated; launch()
+// replays it. Pointers and sizes are fixed at capture: replays read and write the same memory.
+class CudaGraph {
+ public:
+  CudaGraph(CuStream stream, int device, const std::function<void()>& enqueue);
+  ~CudaGraph();
+  CudaGraph(const CudaGraph&) = delete;
+  CudaGraph& operator=(const CudaGraph&) = delete;
+
+  void launch(CuStream stream) const;
+
+ private:
+  CuGraph graph_ = nullptr;
+  CuGraphExec exec_ = nullptr;
+  int device_ = 0;
+};
+
 struct CudaTiming {
   double median_ms = 0, min_ms = 0, max_ms = 0, mean_ms = 0;
   std::vector<double> samples_ms;  // one per repetition, in order

@@ -128,18 +128,18 @@ KernelText ll_dispatch_send_text(bool topk_i64) {
   return {rt::str("deepep_ll_dispatch_send_", index_name(topk_i64)),
           rt::str("const unsigned short* x, i64 tokens, i64 hidden, const ", index_type(topk_i64), "* topk, int k, ",
                   "int experts, int ranks, int me, int fp8, i64 max_tokens, i64 rec_bytes, const u64* windows, ",
-                  "i64 signal_offset, u64 seq, i64* topk_copy"),
+                  "i64 signal_offset, i64* topk_copy"),
           "ll_dispatch_send_body(x, tokens, hidden, topk, k, experts, ranks, me, fp8, max_tokens, rec_bytes, windows, "
-          "signal_offset, seq, topk_copy);",
+          "signal_offset, topk_copy);",
           "low_latency.cuh"};
 }
 
 KernelText ll_dispatch_recv_text() {
   return {"deepep_ll_dispatch_recv",
           "const unsigned char* window, const u64* signals, int ranks, i64 max_tokens, i64 hidden, int fp8, "
-          "i64 rec_bytes, u64 seq, u64 timeout_ns, unsigned char* recv_x, float* recv_scales, int* recv_count, "
+          "i64 rec_bytes, u64 timeout_ns, unsigned char* recv_x, float* recv_scales, int* recv_count, "
           "i64* layout_range, int* src_info, int* src_slot, int k, volatile int* status",
-          "ll_dispatch_recv_body(window, signals, ranks, max_tokens, hidden, fp8, rec_bytes, seq, timeout_ns, recv_x, "
+          "ll_dispatch_recv_body(window, signals, ranks, max_tokens, hidden, fp8, rec_bytes, timeout_ns, recv_x, "
           "recv_scales, recv_count, layout_range, src_info, src_slot, k, status);",
           "low_latency.cuh"};
 }
@@ -147,17 +147,17 @@ KernelText ll_dispatch_recv_text() {
 KernelText ll_combine_send_text() {
   return {"deepep_ll_combine_send",
           "const unsigned char* x, i64 hidden, int ranks, int me, i64 max_tokens, const i64* layout_range, "
-          "const int* src_slot, const u64* windows, i64 signal_offset, u64 seq",
-          "ll_combine_send_body(x, hidden, ranks, me, max_tokens, layout_range, src_slot, windows, signal_offset, seq);",
+          "const int* src_slot, const u64* windows, i64 signal_offset",
+          "ll_combine_send_body(x, hidden, ranks, me, max_tokens, layout_range, src_slot, windows, signal_offset);",
           "low_latency.cuh"};
 }
 
 KernelText ll_combine_recv_text(bool topk_i64) {
   return {rt::str("deepep_ll_combine_recv_", index_name(topk_i64)),
-          rt::str("const unsigned short* stage, const u64* signals, int ranks, i64 tokens, i64 hidden, int k, ",
+          rt::str("const unsigned char* window, const u64* signals, int ranks, i64 tokens, i64 hidden, int k, ",
                   "const i64* routing, const ", index_type(topk_i64), "* topk, const float* weights, ",
-                  "unsigned short* out, u64 seq, u64 timeout_ns, volatile int* status"),
-          "ll_combine_recv_body(stage, signals, ranks, tokens, hidden, k, routing, topk, weights, out, seq, timeout_ns, "
+                  "unsigned short* out, u64 timeout_ns, volatile int* status"),
+          "ll_combine_recv_body(window, signals, ranks, tokens, hidden, k, routing, topk, weights, out, timeout_ns, "
           "status);",
           "low_latency.cuh"};
 }
@@ -226,9 +226,16 @@ rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
 }
 
 int32_t* DevicePlane::ll_status() {
-  int32_t* status = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep low-latency status"));
-  std::fill_n(status, 4, 0);
-  return status;
+  if (!ll_status_) {
+    ll_status_ = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep low-latency status"));
+    std::fill_n(ll_status_, 4, 0);
+  }
+  return ll_status_;
+}
+
+void DevicePlane::ll_sync() {
+  rt::cuda_context(device());
+  RT_CU_CHECK(rt::cuda_driver().cuStreamSynchronize(ll_stream()), "cuStreamSynchronize", "deepep low-latency stream");
 }
 
 std::vector<const unsigned char*> DevicePlane::download(const std::vector<const rt::Tensor*>& tensors) {
@@ -340,11 +347,6 @@ void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64
                    count, in_off, in_stride, out_off, size_, rank_);
 }
 
-uint32_t DevicePlane::next_sequence() {
-  sequence_ = sequence_ == 0xffffffffu ? 1 : sequence_ + 1;  // 0 is what a fresh signal area holds
-  return sequence_;
-}
-
 uint64_t DevicePlane::timeout_ns() const { return uint64_t(engine_.timeout().count()) * 1000000ull; }
 
 // Blocks per local expert for the low-latency kernels that move rows: about two waves of the GPU.
@@ -354,47 +356,42 @@ unsigned DevicePlane::ll_blocks_per_expert(int local_experts) const {
 }
 
 void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k,
-                                   int experts, bool fp8, int64_t max_tokens, int64_t rec_bytes, uint32_t seq,
-                                   uint64_t topk_copy) {
+                                   int experts, bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy) {
   const int fp8_flag = fp8 ? 1 : 0;
-  const uint64_t seq64 = seq;
   kernel(ll_dispatch_send_text(topk_i64))
       .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, size_t(fp8 ? rec_bytes - 16 : 0),
-                   stream(), x, tokens, hidden, topk, k, experts, size_,
-                   rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(), window_.signal_offset(), seq64,
-                   topk_copy);
+                   ll_stream(), x, tokens, hidden, topk, k, experts, size_, rank_, fp8_flag, max_tokens, rec_bytes,
+                   window_.window_table(), window_.signal_offset(), topk_copy);
 }
 
 void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
-                                   uint32_t seq, uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count,
-                                   uint64_t layout_range, uint64_t src_info, uint64_t src_slot, int k,
-                                   uint64_t status) {
-  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()), seq64 = seq,
-                 timeout = timeout_ns();
+                                   uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
+                                   uint64_t src_info, uint64_t src_slot, int k) {
+  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
+                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(ll_status());
   const int fp8_flag = fp8 ? 1 : 0;
   kernel(ll_dispatch_recv_text())
-      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, stream(),
-                   own, signals, size_, max_tokens, hidden, fp8_flag, rec_bytes, seq64, timeout, recv_x, recv_scales,
+      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, ll_stream(),
+                   own, signals, size_, max_tokens, hidden, fp8_flag, rec_bytes, timeout, recv_x, recv_scales,
                    recv_count, layout_range, src_info, src_slot, k, status);
 }
 
 void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens,
-                                  uint64_t layout_range, uint64_t src_slot, uint32_t seq) {
-  const uint64_t seq64 = seq;
+                                  uint64_t layout_range, uint64_t src_slot) {
   kernel(ll_combine_send_text())
-      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, stream(), x,
-                   hidden, size_, rank_, max_tokens, layout_range, src_slot, window_.window_table(),
-                   window_.signal_offset(), seq64);
+      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, ll_stream(),
+                   x, hidden, size_, rank_, max_tokens, layout_range, src_slot, window_.window_table(),
+                   window_.signal_offset());
 }
 
 void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk,
-                                  bool topk_i64, uint64_t weights, uint64_t out, uint32_t seq, uint64_t status) {
-  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()), seq64 = seq,
-                 timeout = timeout_ns();
+                                  bool topk_i64, uint64_t weights, uint64_t out) {
+  const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
+                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(ll_status());
   const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 4));
   kernel(ll_combine_recv_text(topk_i64))
-      .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), own, signals, size_, tokens, hidden, k, routing, topk,
-                   weights, out, seq64, timeout, status);
+      .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
+                   topk, weights, out, timeout, status);
 }
 
 }  // namespace deepep

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -101,21 +102,28 @@ class DevicePlane {
   void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
                       uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k);
   // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
-  // windows' signal areas instead of host barriers. An operation takes one sequence number, the
-  // same on every rank (operations are collective and ordered by their agreement).
-  uint32_t next_sequence();
-  // The receive kernels' status words (kernels/low_latency.cuh), zeroed: page-locked host memory the
-  // kernel writes directly, read after sync(); one receive at a time uses them.
+  // windows' signal areas instead of host barriers and number the operations on the device, so
+  // they need no host step between them. They run on ll_stream(): the plane's stream, or the one
+  // set by set_ll_stream (Buffer::set_low_latency_stream: calls queued there without waiting).
+  void set_ll_stream(rt::CuStream stream) { ll_stream_ = stream; }
+  void reset_ll_stream() { ll_stream_.reset(); }
+  bool ll_on_user_stream() const { return ll_stream_.has_value(); }
+  rt::CuStream ll_stream() const { return ll_stream_ ? *ll_stream_ : stream(); }
+  void ll_sync();  // waits for ll_stream()
+  // Bytes of one of the two alternating stagings in the window (ll_stage in the kernels).
+  int64_t ll_stage_bytes() const { return window_.signal_offset() / 2 / 256 * 256; }
+  // The receive kernels' status words (kernels/low_latency.cuh): page-locked host memory the
+  // kernels write on an error and the host clears after reading (gpu_low_latency.cc).
   int32_t* ll_status();
   void ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k, int experts,
-                        bool fp8, int64_t max_tokens, int64_t rec_bytes, uint32_t seq, uint64_t topk_copy);
-  void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes, uint32_t seq,
+                        bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy);
+  void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
                         uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
-                        uint64_t src_info, uint64_t src_slot, int k, uint64_t status);
+                        uint64_t src_info, uint64_t src_slot, int k);
   void ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens, uint64_t layout_range,
-                       uint64_t src_slot, uint32_t seq);
+                       uint64_t src_slot);
   void ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk, bool topk_i64,
-                       uint64_t weights, uint64_t out, uint32_t seq, uint64_t status);
+                       uint64_t weights, uint64_t out);
   // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min; out_off < 0: no push.
   void all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
                        int64_t in_stride, int64_t out_off);
@@ -137,7 +145,8 @@ class DevicePlane {
   rt::PinnedBuffer up_, down_, status_;
   TensorPool pool_;
   bool profile_ = false;
-  uint32_t sequence_ = 0;
+  std::optional<rt::CuStream> ll_stream_;
+  int32_t* ll_status_ = nullptr;  // in status_, zeroed once
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
   std::vector<rt::CudaEvent> mark_events_;               // one per mark, reused
   std::map<std::string, rt::CudaKernel> kernels_;        // by kernel name
