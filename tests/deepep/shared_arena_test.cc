@@ -219,6 +219,63 @@ TEST(DeepEPSharedArena, TensorOfAnotherBuffersArenaIsAnError) {
   }));
 }
 
+// A rank overwrites its arena inputs as soon as its call returns: the call's closing barrier must
+// keep every reader ahead of that, or it receives the poison or the next round's rows.
+TEST(DeepEPSharedArena, InputsOverwrittenRightAfterEachCall) {
+  MoeCase c = make(4, 16, 4, Routing::Uniform);
+  c.hidden = 2048;
+  constexpr int kRounds = 6;
+  expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
+    const int me = g->rank(), H = c.hidden;
+    std::vector<MoeCase> rounds(kRounds, c);
+    std::vector<rt::Tensor> inputs;
+    for (int i = 0; i < kRounds; ++i) {
+      rounds[size_t(i)].data_seed = c.seed + 1 + uint64_t(i);
+      inputs.push_back(rounds[size_t(i)].x_bf16(me));
+    }
+    deepep::DispatchArgs a = c.dispatch_args(me, false, 1);
+    a.x = shared_copy(buf, a.x);
+    const int64_t N = buf.dispatch(a).handle->num_recv_tokens;
+    rt::Tensor y = buf.alloc_shared_tensor({N, H}, rt::DType::BF16);
+    std::vector<rt::Tensor> received, combined;
+    for (int i = 0; i < kRounds; ++i) {
+      std::memcpy(a.x.data(), inputs[size_t(i)].data(), size_t(a.x.nbytes()));
+      const deepep::DispatchResult d = buf.dispatch(a);
+      testutil::poison(a.x);
+      std::memcpy(y.data(), d.recv_x.data(), size_t(y.nbytes()));  // the identity expert
+      combined.push_back(buf.combine(y, *d.handle).combined_x);
+      testutil::poison(y);
+      received.push_back(d.recv_x);
+    }
+    const auto expect = deepep_test::expected_received(c, me);
+    const auto idx = c.topk_idx(me);
+    for (int i = 0; i < kRounds; ++i) {
+      const MoeCase& r = rounds[size_t(i)];
+      for (size_t j = 0; j < expect.size(); ++j)
+        for (int h = 0; h < H; ++h)
+          EP_CHECK(received[size_t(i)].data_as<tl::bfloat16_t>()[j * size_t(H) + size_t(h)].bits ==
+                       r.bf16_bits(expect[j].first, expect[j].second, h),
+                   "round ", i, " row ", j, " channel ", h);
+      // Each token comes back once from every rank it went to: n copies summed in f32 (exact).
+      for (int t = 0; t < c.tokens(me); ++t) {
+        int n = 0;
+        for (int q = 0; q < c.ranks; ++q) {
+          bool went = false;
+          for (int k = 0; k < c.topk; ++k) went |= idx[size_t(t * c.topk + k)] >= 0 && c.owner(idx[size_t(t * c.topk + k)]) == q;
+          n += went;
+        }
+        for (int h = 0; h < H; ++h) {
+          const float v = tl::bfloat16_t::from_bits(r.bf16_bits(me, t, h)).to_float();
+          EP_CHECK(combined[size_t(i)].data_as<tl::bfloat16_t>()[t * H + h].bits ==
+                       (n ? tl::bfloat16_t::from_float(float(n) * v).bits : uint16_t(0)),
+                   "round ", i, " combined token ", t, " channel ", h);
+        }
+      }
+    }
+  }));
+}
+
 // A tensor keeps its arena mapped: it may outlive its Buffer.
 TEST(DeepEPSharedArena, TensorOutlivesItsBuffer) {
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
