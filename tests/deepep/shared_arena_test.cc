@@ -126,9 +126,14 @@ TEST(DeepEPSharedArena, FramePathWithArenaInputs) {
   faulty.faults.drop = 0.1;
   faulty.faults.seed = 5;
   for (bool fp8 : {false, true}) run_case(c, fp8, every_rank, faulty);
+  const char* before = std::getenv("DEEPEP_SINGLE_COPY");
+  const std::string saved = before ? before : "";
   setenv("DEEPEP_SINGLE_COPY", "0", 1);
   run_case(c, false, every_rank);
-  unsetenv("DEEPEP_SINGLE_COPY");
+  if (before)
+    setenv("DEEPEP_SINGLE_COPY", saved.c_str(), 1);
+  else
+    unsetenv("DEEPEP_SINGLE_COPY");
 }
 
 TEST(DeepEPSharedArena, AllocationErrorsAndReuse) {
