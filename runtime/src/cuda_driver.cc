@@ -92,6 +92,7 @@ DriverLoad load_driver() {
   resolve(d.cuLaunchKernelEx, {"cuLaunchKernelEx"}, false);
   resolve(d.cuStreamCreate, {"cuStreamCreate"});
   resolve(d.cuStreamSynchronize, {"cuStreamSynchronize"});
+  resolve(d.cuStreamQuery, {"cuStreamQuery"});
   resolve(d.cuStreamDestroy, {"cuStreamDestroy_v2"});
   resolve(d.cuEventCreate, {"cuEventCreate"});
   resolve(d.cuEventRecord, {"cuEventRecord"});

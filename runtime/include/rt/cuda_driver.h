@@ -194,6 +194,7 @@ struct CudaDriver {
   CuResult (*cuLaunchKernelEx)(const CuLaunchConfig*, CuFunction, void** params, void** extra);  // optional (12.0)
   CuResult (*cuStreamCreate)(CuStream*, unsigned flags);
   CuResult (*cuStreamSynchronize)(CuStream);
+  CuResult (*cuStreamQuery)(CuStream);  // kSuccess when done, kErrorNotReady while work is queued
   CuResult (*cuStreamDestroy)(CuStream);  // _v2
   CuResult (*cuEventCreate)(CuEvent*, unsigned flags);
   CuResult (*cuEventRecord)(CuEvent, CuStream);
