@@ -122,7 +122,7 @@ void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
     deepep::barrier(comm);        // op 2
     const auto start = Clock::now();
     try {
-      deepep::all_reduce(comm, t);  // op 3: rank 2 dies as it starts
+      deepep::all_reduce(comm, t);  // op 3: rank 2 dies as it starts (or after its agreement: kill_mid_op)
     } catch (const deepep::CommError& e) {
       const double s = std::chrono::duration<double>(Clock::now() - start).count();
       const std::string m = e.what();
@@ -153,6 +153,15 @@ TEST(DeepEPHealing, KilledRankIsAClearErrorOnEveryOtherRankWithinTheBound) {
 }
 
 TEST(DeepEPHealing, KillThroughTheEnvironment) { expect_dead_rank_reported(faulty(0, 0), true); }
+
+// Killed once the all_reduce's agreement is done: the others are already exchanging data with it.
+TEST(DeepEPHealing, KilledAfterTheAgreementIsAClearErrorOnTheOthers) {
+  deepep::CommOptions o = faulty(0, 0);
+  o.faults.kill_rank = 2;
+  o.faults.kill_at_op = 3;
+  o.faults.kill_mid_op = true;
+  expect_dead_rank_reported(o, false);
+}
 
 // A rank killed while data is moving (a thread of its own sends SIGKILL mid-transfer).
 TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
@@ -220,8 +229,13 @@ TEST(DeepEPHealing, FaultConfigParsing) {
   EXPECT_EQ(f.kill_rank, 2);
   EXPECT_EQ(f.kill_at_op, 4);
   EXPECT_EQ(f.seed, 9u);
+  EXPECT_FALSE(f.kill_mid_op);
+  const auto mid = deepep::FaultConfig::parse("kill_rank=1,kill_at_op=2,kill_mid_op=1");
+  EXPECT_TRUE(mid.kill_mid_op);
+  EXPECT_NE(mid.to_string().find(",kill_mid_op=1"), std::string::npos) << mid.to_string();
+  EXPECT_TRUE(deepep::FaultConfig::parse(mid.to_string()).kill_mid_op);
   EXPECT_TRUE(deepep::FaultConfig().applies(5, 6));
-  for (const char* bad : {"drop=2", "nonsense=1", "drop", "links=0-1", "corrupt=x"}) {
+  for (const char* bad : {"drop=2", "nonsense=1", "drop", "links=0-1", "corrupt=x", "kill_mid_op=2"}) {
     try {
       deepep::FaultConfig::parse(bad);
       ADD_FAILURE() << bad;

@@ -43,11 +43,14 @@ struct FaultConfig {
   std::vector<std::pair<int, int>> links;  // (src, dst) pairs the faults apply to; empty: all
   int kill_rank = -1;     // this rank kills itself (SIGKILL) when it starts operation number kill_at_op
   int kill_at_op = 1;     // 1-based count of communication operations (dispatch, combine, collectives)
+  // Kill once that operation's agreement is done instead, so its peers are already moving data
+  // (a death in the middle of a transfer, on the device planes too).
+  bool kill_mid_op = false;
   uint64_t seed = 1;      // random stream of the injector (mixed with the rank)
 
   bool any() const { return drop > 0 || corrupt > 0 || delay_us > 0 || kill_rank >= 0; }
   bool applies(int src, int dst) const;
-  // "drop=0.1,corrupt=0.05,delay_us=100,links=0>1;2>3,kill_rank=2,kill_at_op=3,seed=7"; a user
+  // "drop=0.1,corrupt=0.05,delay_us=100,links=0>1;2>3,kill_rank=2,kill_at_op=3,kill_mid_op=1,seed=7"; a user
   // error names the bad item.
   static FaultConfig parse(std::string_view text);
   // DEEPEP_FAULTS (same syntax) when set, else `fallback`.

@@ -131,14 +131,19 @@ void Engine::begin_op(const std::string& what) {
   finish_pending();
   check_usable(what);
   ++ops_;
-  const FaultConfig& f = options_.faults;
-  if (f.kill_rank == rank_ && ops_ == f.kill_at_op) {
-    std::fprintf(stderr, "deepep (rank %d): fault injection: killing this process at operation %d (%s)\n", rank_, ops_,
-                 what.c_str());
-    std::fflush(stderr);
-    raise(SIGKILL);
-  }
+  kill_if_due(false, what);
 }
+
+void Engine::kill_if_due(bool mid_op, const std::string& what) const {
+  const FaultConfig& f = options_.faults;
+  if (f.kill_rank != rank_ || ops_ != f.kill_at_op || f.kill_mid_op != mid_op) return;
+  std::fprintf(stderr, "deepep (rank %d): fault injection: killing this process %s operation %d (%s)\n", rank_,
+               mid_op ? "after the agreement of" : "at", ops_, what.c_str());
+  std::fflush(stderr);
+  raise(SIGKILL);
+}
+
+void Engine::check_peers_alive(const std::string& what) { check_peers(what, [](int) { return true; }); }
 
 void Engine::check_peers(const std::string& what, const std::function<bool(int)>& needed) {
   if (auto msg = transport_->aborted())
@@ -250,6 +255,7 @@ std::vector<std::string> Engine::agree(const std::string& what, const std::strin
     if (descs[size_t(r)] != descs[0])
       rt::throw_user_error(rt::str("deepep ", what, ": the ranks disagree: rank 0 called ", descs[0], " but rank ", r,
                                    " called ", descs[size_t(r)]));
+  kill_if_due(true, what);
   return payloads;
 }
 

@@ -63,6 +63,7 @@ class Engine {
   int rank() const { return rank_; }
   int size() const { return size_; }
   std::chrono::milliseconds timeout() const { return options_.timeout; }
+  std::chrono::milliseconds liveness() const { return options_.liveness; }
   Transport& transport() const { return *transport_; }
   // Payload bytes one frame carries (a record larger than this cannot be sent: buffer too small).
   size_t max_payload() const;
@@ -70,9 +71,13 @@ class Engine {
   // does not fit a frame. Paths that move records outside frames check it too, so a Buffer too
   // small for the frame path fails on every path alike.
   void check_record_fits(size_t unit, const std::string& what) const;
-  // A read of a peer's memory failed with `error` (the single-copy path): throws the root cause
-  // when there is one -- an abort another rank recorded, or a peer that died -- else `error`.
+  // A read of a peer's memory failed with `error` (the single-copy path), or a wait outside the
+  // engine did (the NCCL plane's): throws the root cause when there is one -- an abort another rank
+  // recorded, or a peer that died -- else `error`. Breaks the communicator.
   [[noreturn]] void fail_peer_read(const std::string& what, const std::string& error);
+  // For waits outside the engine (the NCCL plane polling its stream): breaks the communicator with
+  // a CommError when another rank aborted it or a peer died.
+  void check_peers_alive(const std::string& what);
 
   // Every communication operation starts here: completes a pending exchange, fails when the
   // communicator is broken, and applies the kill fault.
@@ -156,6 +161,7 @@ class Engine {
   [[noreturn]] void fail(const std::string& message);
   void check_usable(const std::string& what) const;
   void check_peers(const std::string& what, const std::function<bool(int)>& needed);
+  void kill_if_due(bool mid_op, const std::string& what) const;
   void idle_wait(uint32_t token, int64_t& last_progress, int64_t& last_live, const std::string& what,
                  const std::function<bool(int)>& needed, const std::function<std::string()>& describe, bool short_wait);
   bool progress(Exchange& x, bool data_phase);

@@ -62,6 +62,10 @@ FaultConfig FaultConfig::parse(std::string_view text) {
       f.kill_rank = static_cast<int>(parse_int(key, value));
     } else if (key == "kill_at_op") {
       f.kill_at_op = static_cast<int>(parse_int(key, value));
+    } else if (key == "kill_mid_op") {
+      const int64_t v = parse_int(key, value);
+      RT_USER_CHECK(v == 0 || v == 1, "deepep faults: kill_mid_op=", value, " must be 0 or 1");
+      f.kill_mid_op = v == 1;
     } else if (key == "seed") {
       f.seed = static_cast<uint64_t>(parse_int(key, value));
     } else if (key == "links") {
@@ -77,7 +81,7 @@ FaultConfig FaultConfig::parse(std::string_view text) {
       }
     } else {
       rt::throw_user_error(rt::str("deepep faults: unknown key '", key,
-                                   "' (known: drop, corrupt, delay_us, links, kill_rank, kill_at_op, seed)"));
+                                   "' (known: drop, corrupt, delay_us, links, kill_rank, kill_at_op, kill_mid_op, seed)"));
     }
   }
   RT_USER_CHECK(f.drop >= 0 && f.drop < 1, "deepep faults: drop=", f.drop, " must be in [0, 1)");
@@ -101,7 +105,7 @@ std::string FaultConfig::to_string() const {
     os << ",links=";
     for (size_t i = 0; i < links.size(); ++i) os << (i ? ";" : "") << links[i].first << ">" << links[i].second;
   }
-  if (kill_rank >= 0) os << ",kill_rank=" << kill_rank << ",kill_at_op=" << kill_at_op;
+  if (kill_rank >= 0) os << ",kill_rank=" << kill_rank << ",kill_at_op=" << kill_at_op << (kill_mid_op ? ",kill_mid_op=1" : "");
   os << ",seed=" << seed;
   return os.str();
 }
