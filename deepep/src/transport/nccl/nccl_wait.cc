@@ -1,0 +1,41 @@
+#include "transport/nccl/nccl_wait.h"
+
+#include <algorithm>
+#include <thread>
+
+#include "rt/error.h"
+
+namespace deepep::nccl {
+
+std::string wait_for_stream(Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
+                            std::chrono::milliseconds check_interval, const std::function<void()>& check_peers) {
+  using Clock = std::chrono::steady_clock;
+  const rt::CudaDriver& d = rt::cuda_driver();
+  const Library& l = library();
+  const auto start = Clock::now();
+  auto last_check = start;
+  // Short collectives finish within microseconds: poll fast at first, then back off to 1 ms so that
+  // a long wait does not take a core from the ranks sharing it.
+  std::chrono::microseconds pause{0};
+  while (true) {
+    const rt::CuResult q = d.cuStreamQuery(stream);
+    if (q == rt::cu::kSuccess) return "";
+    if (q != rt::cu::kErrorNotReady) RT_CU_CHECK(q, "cuStreamQuery", "waiting for NCCL");
+    Result async = kSuccess;
+    const Result rc = l.ncclCommGetAsyncError(comm, &async);
+    if (rc != kSuccess) return rt::str("ncclCommGetAsyncError failed: ", error_text(rc));
+    if (async != kSuccess && async != kInProgress) return rt::str("NCCL reported an error: ", error_text(async));
+    const auto now = Clock::now();
+    if (now - last_check >= check_interval) {
+      check_peers();
+      last_check = now;
+    }
+    if (now - start >= timeout)
+      return rt::str("the NCCL operation did not complete within ", timeout.count(),
+                     " ms (the communicator's timeout); a peer is stuck or gone");
+    std::this_thread::sleep_for(pause);
+    pause = std::min<std::chrono::microseconds>(std::chrono::microseconds(1000), pause * 2 + std::chrono::microseconds(1));
+  }
+}
+
+}  // namespace deepep::nccl
