@@ -7,8 +7,8 @@
 // bounded by `timeout`: a rank that never shows up, dies or disagrees makes every other rank fail
 // with a message that says which rank and why.
 //
-// Group::from_mpi creates it from OpenMPI's MPI_COMM_WORLD (loaded at run time). Not implemented
-// yet: creation from an existing NCCL communicator.
+// Group::from_mpi creates it from OpenMPI's MPI_COMM_WORLD, Group::from_nccl from an existing NCCL
+// communicator (both libraries loaded at run time): they only carry rank 0's address to the others.
 #pragma once
 
 #include <chrono>
@@ -55,6 +55,15 @@ class Group {
   // ephemeral port of its host and MPI broadcasts the address, then as create(). timeout 0:
   // DEEPEP_TIMEOUT_MS, else 60 s. User error when OpenMPI cannot be loaded.
   static std::shared_ptr<Group> from_mpi(std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
+  // Collective over an existing NCCL communicator (an ncclComm_t, as void* so that this header
+  // needs no NCCL; NCCL loaded at run time): rank and size are the communicator's, rank 0 listens
+  // on an ephemeral port and an ncclBroadcast of a small device buffer carries its address, then as
+  // create(). Comms of this group with CommOptions::device_transport "nccl" reuse the communicator
+  // for their data plane. The caller keeps ownership and destroys it after those Comms; a CommError
+  // of that plane (or of this broadcast) has aborted it, and NCCL has freed it then. timeout 0:
+  // DEEPEP_TIMEOUT_MS, else 60 s. User error when NCCL cannot be loaded.
+  static std::shared_ptr<Group> from_nccl(void* nccl_comm,
+                                          std::chrono::milliseconds timeout = std::chrono::milliseconds(0));
   ~Group();
   Group(const Group&) = delete;
   Group& operator=(const Group&) = delete;
@@ -69,6 +78,8 @@ class Group {
   const std::vector<PeerInfo>& peers() const { return peers_; }
   std::chrono::milliseconds timeout() const { return timeout_; }
   std::string endpoint() const { return endpoint_; }  // "address:port" of the rendezvous
+  // The NCCL communicator the group was made from (from_nccl); nullptr otherwise.
+  void* nccl_comm() const { return nccl_comm_; }
 
   // Control plane (small messages through rank 0). Collective: every rank calls it in the same
   // order. `what` names the step in error messages.
@@ -87,6 +98,7 @@ class Group {
   int root_fd_ = -1;           // non-root: the connection to rank 0
   std::vector<int> peer_fds_;  // root: connection of every other rank (index = rank)
   std::string broken_;         // set when a control-plane step failed; later calls fail with it
+  void* nccl_comm_ = nullptr;  // from_nccl's communicator (not owned)
 };
 
 }  // namespace deepep

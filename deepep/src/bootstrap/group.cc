@@ -8,9 +8,11 @@
 #include <climits>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 #include <map>
 
 #include "bootstrap/mpi.h"
+#include "bootstrap/nccl_world.h"
 #include "bootstrap/socket.h"
 #include "bootstrap/wire.h"
 #include "deepep/error.h"
@@ -120,18 +122,22 @@ TcpRendezvous TcpRendezvous::from_env() {
   return r;
 }
 
-std::shared_ptr<Group> Group::from_mpi(std::chrono::milliseconds timeout) {
-  const mpi::World world = mpi::world();
+namespace {
+
+// The rendezvous of a group whose ranks already know each other through another library (MPI,
+// NCCL): rank 0 listens on an ephemeral port of every interface and `broadcast` (of a fixed-size
+// buffer, from rank 0, given the group's timeout) carries "host:port" to the others, who reach it
+// by its host name (127.0.0.1 when that name does not resolve, which serves ranks of one host), or
+// "!error" so that every rank raises rank 0's error.
+TcpRendezvous rendezvous_through(int rank, int size, std::chrono::milliseconds timeout, const char* who,
+                                 const std::function<void(char*, int, std::chrono::milliseconds)>& broadcast) {
   TcpRendezvous o;
-  o.rank = world.rank;
-  o.size = world.size;
+  o.rank = rank;
+  o.size = size;
   o.timeout = timeout.count() > 0 ? timeout
                                   : std::chrono::milliseconds(rt::env_int("DEEPEP_TIMEOUT_MS", o.timeout.count()));
-  // Rank 0 listens on every interface; the others reach it by its host name (127.0.0.1 when that
-  // name does not resolve, which serves ranks of one host). "host:port", or "!error" so that every
-  // rank raises rank 0's error.
   char endpoint[512] = {};
-  if (world.rank == 0 && world.size > 1) {
+  if (rank == 0 && size > 1) {
     try {
       o.listen_fd = net::listen_on("0.0.0.0", 0);
       const std::string host = host_name();
@@ -141,16 +147,39 @@ std::shared_ptr<Group> Group::from_mpi(std::chrono::milliseconds timeout) {
       std::snprintf(endpoint, sizeof(endpoint), "!%s", e.what());
     }
   }
-  if (world.size > 1) mpi::broadcast(endpoint, int(sizeof(endpoint)), 0);
+  if (size > 1) broadcast(endpoint, int(sizeof(endpoint)), o.timeout);
   const std::string ep(endpoint);
-  RT_USER_CHECK(ep.empty() || ep[0] != '!', "deepep Group::from_mpi: rank 0 could not open the rendezvous: ",
+  RT_USER_CHECK(ep.empty() || ep[0] != '!', "deepep ", who, ": rank 0 could not open the rendezvous: ",
                 ep.substr(ep.empty() ? 0 : 1));
   if (!ep.empty()) {
     const size_t colon = ep.rfind(':');
     o.address = ep.substr(0, colon);
     o.port = parse_int(ep.c_str() + colon + 1, "the rendezvous port");
   }
-  return create(o);
+  return o;
+}
+
+}  // namespace
+
+std::shared_ptr<Group> Group::from_mpi(std::chrono::milliseconds timeout) {
+  const mpi::World world = mpi::world();
+  return create(rendezvous_through(world.rank, world.size, timeout, "Group::from_mpi",
+                                   [](char* data, int bytes, std::chrono::milliseconds) {
+                                     mpi::broadcast(data, bytes, 0);  // MPI_Bcast has no bound
+                                   }));
+}
+
+std::shared_ptr<Group> Group::from_nccl(void* nccl_comm, std::chrono::milliseconds timeout) {
+  RT_USER_CHECK(nccl_comm != nullptr, "deepep Group::from_nccl: the NCCL communicator is null");
+  const auto comm = static_cast<nccl::Comm>(nccl_comm);
+  const nccl::World world = nccl::world(comm);
+  std::shared_ptr<Group> group = create(
+      rendezvous_through(world.rank, world.size, timeout, "Group::from_nccl",
+                         [comm](char* data, int bytes, std::chrono::milliseconds bound) {
+                           nccl::broadcast(comm, data, bytes, 0, bound);
+                         }));
+  group->nccl_comm_ = nccl_comm;
+  return group;
 }
 
 std::shared_ptr<Group> Group::create(const TcpRendezvous& o) {
