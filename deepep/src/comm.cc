@@ -8,6 +8,7 @@
 #include "rt/env.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 
 namespace deepep {
 
@@ -26,13 +27,20 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
   // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
   wire::Writer w;
-  if (options_.cuda_device >= 0 && options_.device_window_bytes <= 0)
+  const bool nccl = options_.device_transport == "nccl";
+  if (!nccl && options_.device_transport != "cuda_ipc")
+    error = rt::str("device_transport='", options_.device_transport, "' is not a device transport (cuda_ipc, nccl)");
+  else if (nccl && options_.cuda_device < 0)
+    error = "device_transport 'nccl' needs this rank's GPU in CommOptions::cuda_device";
+  else if (!nccl && options_.cuda_device >= 0 && options_.device_window_bytes <= 0)
     error = rt::str("device_window_bytes=", options_.device_window_bytes, " must be positive");
-  // The device number is each rank's own; whether there is a device plane, and its size, are shared.
-  w.put_str(error).put_str(rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'",
-                                   options_.cuda_device >= 0
-                                       ? rt::str(" device window of ", options_.device_window_bytes, " bytes")
-                                       : std::string(" no device window")));
+  // The device number is each rank's own; which device plane there is, and its size, are shared.
+  const std::string device_plane =
+      options_.cuda_device < 0 ? std::string(" no device plane")
+      : nccl                   ? std::string(" the nccl device plane")
+                               : rt::str(" a cuda_ipc device window of ", options_.device_window_bytes, " bytes");
+  w.put_str(error).put_str(
+      rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'", device_plane));
   const std::vector<std::string> all = group_->allgather(w.str(), "communicator creation");
   std::string first_desc;
   for (int r = 0; r < group_->size(); ++r) {
@@ -57,7 +65,9 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   eo.log_reroutes = options_.log_reroutes;
   eo.faults = options_.faults;
   engine_ = std::make_unique<Engine>(entry.create(*group_, tc), eo);
-  if (options_.cuda_device >= 0) {
+  if (nccl) {
+    nccl_plane_ = std::make_unique<NcclPlane>(*group_, *engine_, options_.cuda_device);
+  } else if (options_.cuda_device >= 0) {
     device_plane_ = std::make_unique<DevicePlane>(*group_, *engine_, options_.cuda_device, options_.device_window_bytes);
     engine_->set_before_agreement([plane = device_plane_.get()] {
       if (plane->ll_on_user_stream()) plane->ll_sync();
@@ -65,10 +75,11 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   }
 }
 
-// The device plane goes first: its windows are unmapped while the engine can still be used.
+// The device planes go first: they use the engine (windows unmapped, the group's agreement).
 Comm::~Comm() {
   if (engine_) engine_->set_before_agreement(nullptr);
   device_plane_.reset();
+  nccl_plane_.reset();
 }
 
 int Comm::rank() const { return group_->rank(); }

@@ -146,7 +146,7 @@ TEST(DeepEPBadInput, GroupAcrossHostsNeedsAnInternodeTransport) {
   o.host_of = [](int r) { return r < 2 ? std::string("host-a") : std::string("host-b"); };
   expect_all_failed_with(run_ranks(4, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
-  }, o), {"no transport can serve", "spans 2 hosts", "nccl: not implemented yet"});
+  }, o), {"no transport can serve", "spans 2 hosts", "nccl: it carries CUDA tensors beside a host transport"});
 }
 
 TEST(DeepEPTransport, Registry) {
@@ -157,7 +157,7 @@ TEST(DeepEPTransport, Registry) {
     deepep::CommOptions o = test_options();
     o.transport = "nccl";
     deepep::Comm comm(g, o);
-  }), {"nccl: not implemented yet"});
+  }), {"nccl: it carries CUDA tensors beside a host transport", "CommOptions::device_transport = \"nccl\""});
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions o = test_options();
     o.transport = "cuda_ipc";

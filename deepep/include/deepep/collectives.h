@@ -1,7 +1,8 @@
 // Collectives on a communicator, on contiguous CPU tensors, or CUDA tensors of the communicator's
 // device plane (CommOptions::cuda_device; every rank on the same side). Every rank calls the same
 // collective with tensors of the same dtype and size (checked: a disagreement is an error on every
-// rank). On the GPU the algorithm argument is ignored: the data moves through the device windows.
+// rank). On the GPU the algorithm argument is ignored: the data moves through the cuda_ipc windows,
+// or NCCL's own algorithms run (CommOptions::device_transport "nccl").
 //
 // dtypes: f32, f16, bf16, i32 (and i64, f64) for reductions; any dtype for data movement.
 // Reductions of f16/bf16 accumulate in f32 and round once per step.

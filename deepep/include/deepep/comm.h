@@ -21,6 +21,7 @@ namespace deepep {
 class Group;
 class Engine;
 class DevicePlane;
+class NcclPlane;
 
 struct CommOptions {
   // Ring memory each rank receives into, split among its inbound links (at least two frames of
@@ -43,6 +44,10 @@ struct CommOptions {
   // Each rank names its own device (ranks may share one).
   int cuda_device = -1;
   int64_t device_window_bytes = 256 << 20;
+  // Which data plane moves the CUDA tensors: "cuda_ipc" (the windows above; every operation) or
+  // "nccl" (an NCCL communicator, loaded at run time, and no windows: the collectives only, since
+  // dispatch and combine of CUDA tensors write into the cuda_ipc windows). Ranks must agree.
+  std::string device_transport = "cuda_ipc";
   // The most a Buffer's shared arena (Buffer::alloc_shared_tensor) may hold on this rank: reserved
   // as address space when the Buffer is created, memory committed as tensors take it. 0: none.
   int64_t shared_arena_bytes = int64_t(16) << 30;
@@ -70,14 +75,17 @@ class Comm {
   void barrier();
 
   Engine& engine() const { return *engine_; }
-  // The GPU data plane; nullptr without options.cuda_device.
+  // The GPU data plane: one of these two with options.cuda_device (device_transport picks it),
+  // neither without.
   DevicePlane* device_plane() const { return device_plane_.get(); }
+  NcclPlane* nccl_plane() const { return nccl_plane_.get(); }
 
  private:
   std::shared_ptr<Group> group_;
   CommOptions options_;
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<DevicePlane> device_plane_;
+  std::unique_ptr<NcclPlane> nccl_plane_;
 };
 
 }  // namespace deepep

@@ -5,7 +5,8 @@
 //   shm       processes of one host through POSIX shared memory rings (implemented)
 //   cuda_ipc  GPUs of one host through CUDA IPC buffers: not a frame transport but a data plane
 //             beside one (src/transport/cuda_ipc/, CommOptions::cuda_device)
-//   nccl      GPUs across hosts (not implemented yet)
+//   nccl      GPUs through an NCCL communicator (NCCL loaded at run time): also a data plane beside a
+//             frame transport, for the collectives (src/transport/nccl/, CommOptions::device_transport)
 //
 // Model: every ordered pair of ranks (src, dst) is a link carrying frames in order, each at most
 // frame_capacity() bytes. A frame can be lost or corrupted (fault injection, or a real lossy

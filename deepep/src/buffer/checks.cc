@@ -2,6 +2,7 @@
 
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 
 namespace deepep::detail {
 
@@ -30,15 +31,21 @@ std::string check_matrix(const rt::Tensor& t, const char* role, std::initializer
   return "";
 }
 
-std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device) {
+std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device, PlaneUse use) {
   *device = rt::Device::cpu();
   if (!x.defined() || x.device().is_cpu()) return "";
-  const DevicePlane* plane = comm.device_plane();
-  if (plane == nullptr)
+  if (comm.nccl_plane() != nullptr && use == PlaneUse::Windows)
+    return rt::str(role, " is on ", x.device().to_string(),
+                   ": this communicator's device transport is nccl, which runs the collectives only; dispatch and "
+                   "combine of CUDA tensors need CommOptions::device_transport \"cuda_ipc\"");
+  const int plane_device = comm.nccl_plane()    ? comm.nccl_plane()->device()
+                           : comm.device_plane() ? comm.device_plane()->device()
+                                                 : -1;
+  if (plane_device < 0)
     return rt::str(role, " is on ", x.device().to_string(),
                    "; this communicator moves CPU tensors (give it a CUDA device: CommOptions::cuda_device)");
-  if (x.device() != rt::Device::cuda(plane->device()))
-    return rt::str(role, " is on ", x.device().to_string(), " but this rank's communicator uses cuda:", plane->device());
+  if (x.device() != rt::Device::cuda(plane_device))
+    return rt::str(role, " is on ", x.device().to_string(), " but this rank's communicator uses cuda:", plane_device);
   *device = x.device();
   return "";
 }

@@ -4,6 +4,7 @@
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
 #include "collectives/gpu_collectives.h"
+#include "collectives/nccl_collectives.h"
 #include "collectives/parts.h"
 #include "collectives/reduce.h"
 #include "deepep/collectives.h"
@@ -11,6 +12,7 @@
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 
 namespace deepep {
 namespace {
@@ -33,7 +35,7 @@ std::string check_tensor(const rt::Tensor& t, const char* role, rt::Device devic
 // Where the input lives (data_device), check_tensor of both there, then that the output has the
 // input's dtype ("" when all hold).
 std::string check_in_out(const Comm& comm, const rt::Tensor& input, const rt::Tensor& output, rt::Device* device) {
-  std::string err = detail::data_device(input, "the input", comm, device);
+  std::string err = detail::data_device(input, "the input", comm, device, detail::PlaneUse::Collectives);
   if (err.empty()) err = check_tensor(input, "the input", *device);
   if (err.empty()) err = check_tensor(output, "the output", *device);
   if (err.empty() && output.dtype() != input.dtype())
@@ -51,6 +53,13 @@ uint64_t address(const rt::Tensor& t) { return reinterpret_cast<uint64_t>(t.data
 // and recv[j] given by the callers' offsets).
 std::vector<int64_t> uniform_pairs(int ranks, int64_t bytes) {
   return std::vector<int64_t>(size_t(ranks) * size_t(ranks), bytes);
+}
+
+// A pairwise exchange of CUDA tensors on the communicator's device plane.
+void exchange_on_plane(Comm& comm, const std::vector<DevicePiece>& send, const std::vector<DevicePiece>& recv,
+                       const std::vector<int64_t>& pair_bytes, const char* what) {
+  if (NcclPlane* nccl = comm.nccl_plane()) return exchange_nccl(*nccl, send, recv, what);
+  exchange_on_device(*comm.device_plane(), send, recv, pair_bytes, what);
 }
 
 ReadFn reader(const uint8_t* base, size_t es) {
@@ -198,7 +207,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   const std::string what = "all_reduce";
   e.begin_op(what);
   rt::Device dev;
-  std::string err = detail::data_device(tensor, "the tensor", comm, &dev);
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Collectives);
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
@@ -208,6 +217,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
           err);
   const size_t n = size_t(tensor.numel());
   if (comm.size() == 1 || n == 0) return;
+  if (dev.is_cuda() && comm.nccl_plane()) return all_reduce_nccl(*comm.nccl_plane(), tensor, op);
   if (dev.is_cuda()) return all_reduce_on_device(*comm.device_plane(), tensor, op);
   const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
   uint8_t* data = static_cast<uint8_t*>(tensor.data());
@@ -250,6 +260,7 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
                   dev.is_cuda() ? "on the GPU" : name(a), ")"),
           err);
   const size_t n = size_t(output.numel());
+  if (dev.is_cuda() && comm.nccl_plane()) return reduce_scatter_nccl(*comm.nccl_plane(), output, input, op);
   if (dev.is_cuda()) {
     const int64_t bytes = output.nbytes();
     if (comm.size() == 1 || n == 0)  // a local copy
@@ -289,6 +300,7 @@ void all_gather(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
           err);
   const size_t n = size_t(input.numel());
   const size_t es = size_t(rt::bits(input.dtype()) / 8);
+  if (dev.is_cuda() && comm.nccl_plane()) return all_gather_nccl(*comm.nccl_plane(), output, input);
   if (dev.is_cuda()) {
     const int64_t bytes = input.nbytes();
     std::vector<DevicePiece> send, recv;
@@ -329,7 +341,7 @@ void all_to_all(Comm& comm, const rt::Tensor& output, const rt::Tensor& input) {
       send.push_back({address(input) + uint64_t(j) * uint64_t(bytes), bytes});
       recv.push_back({address(output) + uint64_t(j) * uint64_t(bytes), bytes});
     }
-    return exchange_on_device(*comm.device_plane(), send, recv, uniform_pairs(comm.size(), bytes), what.c_str());
+    return exchange_on_plane(comm, send, recv, uniform_pairs(comm.size(), bytes), what.c_str());
   }
   uint8_t* out = static_cast<uint8_t*>(output.data());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
@@ -395,7 +407,7 @@ void all_to_allv(Comm& comm, const rt::Tensor& output, const std::vector<int64_t
       roff += recv_counts[size_t(j)];
       for (int i = 0; i < R; ++i) pairs[size_t(i * R + j)] = sc[size_t(i)][size_t(j)] * int64_t(es);
     }
-    return exchange_on_device(*comm.device_plane(), send, recv, pairs, what.c_str());
+    return exchange_on_plane(comm, send, recv, pairs, what.c_str());
   }
   uint8_t* out = static_cast<uint8_t*>(output.data());
   const uint8_t* in = static_cast<const uint8_t*>(input.data());
@@ -416,13 +428,14 @@ void broadcast(Comm& comm, const rt::Tensor& tensor, int root) {
   const std::string what = "broadcast";
   e.begin_op(what);
   rt::Device dev;
-  std::string err = detail::data_device(tensor, "the tensor", comm, &dev);
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Collectives);
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && (root < 0 || root >= comm.size()))
     err = rt::str("root ", root, " is out of range for a group of ", comm.size());
   e.agree(what, rt::str("broadcast(", describe(tensor), ", root ", root, dev.is_cuda() ? ", on the GPU" : "", ")"), err);
   const size_t n = size_t(tensor.numel());
   const size_t es = size_t(rt::bits(tensor.dtype()) / 8);
+  if (dev.is_cuda() && comm.nccl_plane()) return broadcast_nccl(*comm.nccl_plane(), tensor, root);
   if (dev.is_cuda()) {
     const int R = comm.size(), me = comm.rank();
     const int64_t bytes = tensor.nbytes();

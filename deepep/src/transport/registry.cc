@@ -25,18 +25,20 @@ void register_builtins() {
   std::call_once(once, [] {
     table().push_back({"shm", "processes of one host through POSIX shared-memory rings", shm_unavailable,
                        create_shm_transport});
-    auto not_yet = [](const char* what) {
-      return [what](const Group&) { return rt::str("not implemented yet (", what, ")"); };
-    };
-    // cuda_ipc moves CUDA tensors beside the frame transport rather than as one (a data plane).
+    // cuda_ipc and nccl move CUDA tensors beside the frame transport rather than as one (data planes).
     table().push_back({"cuda_ipc", "GPUs of one host through CUDA IPC buffers",
                        [](const Group&) {
                          return std::string("it carries CUDA tensors beside a host transport, not frames: give the "
                                             "communicator a device with CommOptions::cuda_device (docs/deepep.md)");
                        },
                        nullptr});
-    table().push_back({"nccl", "GPUs across hosts through NCCL",
-                       not_yet("NCCL loaded at run time; see docs/deepep.md"), nullptr});
+    table().push_back({"nccl", "GPUs through NCCL (loaded at run time): the collectives of CUDA tensors",
+                       [](const Group&) {
+                         return std::string("it carries CUDA tensors beside a host transport, not frames: give the "
+                                            "communicator a device with CommOptions::cuda_device and "
+                                            "CommOptions::device_transport = \"nccl\" (docs/deepep.md)");
+                       },
+                       nullptr});
   });
 }
 

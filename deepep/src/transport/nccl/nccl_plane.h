@@ -1,0 +1,52 @@
+// The nccl data plane of a communicator (CommOptions::device_transport = "nccl"): an NCCL
+// communicator and a private stream on the rank's device. The collectives of CUDA tensors
+// (collectives/nccl_collectives.cc) queue NCCL calls here after the engine's agreement, and
+// complete() waits for them with a bound: NCCL's asynchronous errors, a peer that died or the
+// communicator's timeout end the wait with a CommError (the communicator aborted), never a hang.
+// The stream synchronizes with the legacy default stream, where rt::Tensor's copies run.
+#pragma once
+
+#include <functional>
+#include <optional>
+#include <string>
+
+#include "rt/cuda_stream.h"
+#include "transport/nccl/nccl_library.h"
+
+namespace deepep {
+
+class Engine;
+class Group;
+
+class NcclPlane {
+ public:
+  // Collective over the group: the group's own NCCL communicator when it has one
+  // (Group::from_nccl; it must be on `device`), else a new one (rank 0's unique id goes round the
+  // group's control plane). Every rank raises the same error when any rank cannot take part.
+  NcclPlane(Group& group, Engine& engine, int device);
+  ~NcclPlane();
+  NcclPlane(const NcclPlane&) = delete;
+  NcclPlane& operator=(const NcclPlane&) = delete;
+
+  int rank() const;
+  int size() const;
+  int device() const { return device_; }
+  rt::CuStream stream() const { return stream_->handle(); }
+  bool owns_communicator() const { return owned_; }
+
+  // Queues NCCL work (`enqueue` gets the communicator and the stream; its NCCL calls go through
+  // nccl::check) and waits for it, bounded. After a failure the communicator is aborted and the
+  // engine broken: later operations fail at once.
+  void run(const std::string& what, const std::function<void(nccl::Comm, rt::CuStream)>& enqueue);
+
+ private:
+  void abort() noexcept;
+
+  Engine& engine_;
+  int device_ = 0;
+  nccl::Comm comm_ = nullptr;  // nullptr once aborted
+  bool owned_ = false;         // created here (destroyed here), or the group's
+  std::optional<rt::CudaStream> stream_;  // made once every rank's device is known to work
+};
+
+}  // namespace deepep
