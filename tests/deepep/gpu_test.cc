@@ -2,15 +2,14 @@
 // per GPU when the machine has one (the windows are then shared through CUDA IPC on one device).
 // Dispatch and combine must give the CPU path's bits (that path is checked against the reference
 // in dispatch_test.cc); all_reduce is checked against a float64 reference. Skipped without a GPU.
-// The parent never touches CUDA (its children fork from it): a probe process looks for the GPU.
-#include <sys/wait.h>
-#include <unistd.h>
-
+// The parent never touches CUDA (its children fork from it): a probe process looks for the GPU
+// (gpu_probe.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
 
+#include "gpu_probe.h"
 #include "moe_ref.h"
 #include "rt/cuda_device.h"
 #include "rt/cuda_memory.h"
@@ -29,27 +28,8 @@ using deepep_test::run_ranks;
 using deepep_test::test_options;
 using deepep_test::test_seed;
 
-// Whether a GPU of compute capability 7.0 or newer is visible, asked in a child process.
-bool gpu_present() {
-  static const bool present = [] {
-    const pid_t pid = fork();
-    if (pid == 0) {
-      bool ok = false;
-      try {
-        ok = rt::cuda_device_count() > 0 && rt::cuda_device(0).sm_major >= 7;
-      } catch (...) {
-      }
-      _exit(ok ? 0 : 1);
-    }
-    int status = 0;
-    waitpid(pid, &status, 0);
-    return WIFEXITED(status) && WEXITSTATUS(status) == 0;
-  }();
-  return present;
-}
-
 #define REQUIRE_GPU() \
-  if (!gpu_present()) GTEST_SKIP() << "no CUDA GPU (sm_70+) visible"
+  if (deepep_test::visible_gpus() == 0) GTEST_SKIP() << "no CUDA GPU (sm_70+) visible"
 
 // This rank's device: ranks spread over the visible GPUs, several per GPU when there are more ranks.
 deepep::CommOptions gpu_options(int rank) {
