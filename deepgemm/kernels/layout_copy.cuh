@@ -65,24 +65,21 @@ __device__ __forceinline__ void scaled_e2m1_codes(float ratio, tl::uint32_t& t0,
 }
 
 // Eight e2m1 values (w: value i in nibble i, the low nibble first) as eight e4m3 codes: values 0-3
-// in the low word, 4-7 in the high one. A byte permute looks up the magnitudes in the table words
-// (t0: magnitudes 0-3, t1: 4-7; kE2m1Codes for the values themselves); the sign bits move from bit
-// 3 of each nibble to bit 7 of each byte.
+// in the low word, 4-7 in the high one. Byte permutes do both halves of the work, four values
+// each: one looks up the magnitudes in the table words (t0: magnitudes 0-3, t1: 4-7; kE2m1Codes
+// for the values themselves), one picks 0x00 or 0x80 for the signs moved to bit 0 of each nibble
+// (about half the instructions of moving the sign bits with shifts and masks).
 __device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t t0, tl::uint32_t t1,
                                                  tl::uint32_t& lo, tl::uint32_t& hi) {
-  auto magnitudes = [&](tl::uint32_t selector) {
+  auto permute = [](tl::uint32_t a, tl::uint32_t b, tl::uint32_t selector) {  // selector's low 4 nibbles
     tl::uint32_t r;
-    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(t0), "r"(t1), "r"(selector & 0x7777u));
+    asm("prmt.b32 %0, %1, %2, %3;" : "=r"(r) : "r"(a), "r"(b), "r"(selector));
     return r;
   };
-  auto signs = [](tl::uint32_t nibbles) {  // bit 4i + 3 -> bit 8i + 7, i = 0..3
-    tl::uint32_t t = nibbles & 0x8888u;
-    t = (t | (t << 8)) & 0x00880088u;
-    t = (t | (t << 4)) & 0x08080808u;
-    return t << 4;
-  };
-  lo = magnitudes(w) | signs(w);
-  hi = magnitudes(w >> 16) | signs(w >> 16);
+  constexpr tl::uint32_t kSignBytes = 0x00008000u;  // byte 0: 0x00 (positive), byte 1: 0x80
+  const tl::uint32_t magnitude = w & 0x77777777u, sign = (w >> 3) & 0x11111111u;
+  lo = permute(t0, t1, magnitude) | permute(kSignBytes, 0u, sign);
+  hi = permute(t0, t1, magnitude >> 16) | permute(kSignBytes, 0u, sign >> 16);
 }
 
 // One 16-byte chunk of packed FP4 B (32 values of K: 32q .. 32q + 31 of row r) expanded with the
