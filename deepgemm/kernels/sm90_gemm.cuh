@@ -89,7 +89,9 @@ struct Sm90GemmConfig {
   static constexpr bool kFp4B = kFp4B_;
 
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
-  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;
+  // 192-row tiles: three consumers of one m64 wave each, so a consumer's promotion hides under the
+  // other two's wgmmas (FP8 plain GEMMs).
+  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : kBlockM == 192 ? 3 : 2;
   static constexpr int kMmaM = kBlockM / (64 * kNumConsumers);  // m64 waves per consumer and k-block
   static constexpr int kConsumerRows = 64 * kMmaM;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
@@ -103,7 +105,7 @@ struct Sm90GemmConfig {
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
-  static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && kMmaM == 1 && kBlockN <= 128;
+  static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && kMmaM == 1 && kBlockN <= 128 && kNumConsumers < 3;
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
@@ -122,12 +124,16 @@ struct Sm90GemmConfig {
       kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
       kBarrierBytes + 1024;
 
-  static constexpr int kProducerRegs = 40;
-  static constexpr int kConsumerRegs = kNumConsumers == 2 ? 232 : 240;
+  // Register file: 128 x (producer + consumers x consumer) <= 65536.
+  static constexpr int kProducerRegs = kNumConsumers == 3 ? 24 : 40;
+  static constexpr int kConsumerRegs = kNumConsumers == 3 ? 160 : kNumConsumers == 2 ? 232 : 240;
 
   static_assert(is_same_v<TC, bfloat16_t> || is_same_v<TC, float>, "output: bfloat16 or float");
-  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256,
-                "BLOCK_M: 64 (one consumer), 128 (two) or 256 (two, two m64 waves each)");
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256 || kBlockM == 192,
+                "BLOCK_M: 64 (one consumer), 128 (two), 192 (three) or 256 (two, two m64 waves each)");
+  static_assert(kBlockM != 192 || (kFp8 && !kSfbPerRow && kGrouping == kGroupNone && kMulticast == 1 && kBlockN <= 128),
+                "192-row tiles: plain FP8 GEMMs with block scales, no multicast, BLOCK_N <= 128");
+  static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumers <= 65536, "register file");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
   // Accumulator registers per consumer thread: the promoted sets plus FP8's partial set(s).
   static_assert((kMmaM + (kFp8 ? 1 + int(kOverlapPromotion) : 0)) * kBlockN / 2 <= 192,

@@ -161,11 +161,15 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
   // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
   const int waves = bm == 256 ? 2 : 1;
-  const int partials = fp8 ? (!sfb_per_row && waves == 1 && bn <= 128 ? 2 : 1) : 0;
-  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
+  const bool three_consumers = bm == 192;  // FP8 with block scales only, no second partial set
+  const int partials = fp8 ? (!sfb_per_row && waves == 1 && bn <= 128 && !three_consumers ? 2 : 1) : 0;
+  RT_USER_CHECK(!three_consumers || (fp8 && !sfb_per_row && bn <= 128 && multicast <= 1), "deepgemm::", fn,
+                ": DG_GPU_CONFIG='", text, "': block_m 192 (three consumers) takes FP8 with block scales, block_n <= ",
+                "128 and no multicast");
+  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
                     (waves + partials) * bn / 2 <= 192 && (!fp8 || sfb_per_row || bn + 128 - gcd128 <= 256) &&
                     stages >= 2,
-                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128 or 256, block_n a multiple ",
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128, 192 or 256, block_n a multiple ",
                 "of 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
                 fp8 ? "FP8: block_n <= 192 for block_m 64/128, <= 128 for 256; a tile may touch at most two 128-blocks "
                       "of B's scales"
@@ -255,15 +259,19 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
   // The contiguous layout's groups start on 128-row boundaries: a taller tile could span two groups.
   const int max_block_m = x.grouping == Grouping::MContiguous ? 128 : 256;
+  const bool plain_fp8 = x.fp8 && x.grouping == Grouping::None && !x.sfb_per_row;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b);
+                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8);
   // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
   // read directly.
   const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
-  if (!forced.empty())
+  if (!forced.empty()) {
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
                           info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b);
+    RT_USER_CHECK(blk.block_m != 192 || x.grouping == Grouping::None, "deepgemm::", fn, ": DG_GPU_CONFIG='", forced,
+                  "': block_m 192 (three consumers) is for plain GEMMs, not grouped ones");
+  }
 
   // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
   // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).

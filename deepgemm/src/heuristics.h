@@ -36,15 +36,17 @@ struct GpuBlocking {
 // `max_block_m`: the tallest tile allowed (128 for the M-grouped contiguous layout, whose groups
 // start on 128-row boundaries: a 256-row tile could hold two groups). No multicast: measured no
 // faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG asks for it.
+// `plain_fp8`: an ungrouped FP8 GEMM with block scales, the only kind that takes 192-row tiles
+// (three consumers).
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
-                                int max_block_m = 256, bool fp4_b = false);
+                                int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false);
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
 // of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
 // Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, else 2.
-inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : 2; }
+inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : block_m == 192 ? 3 : 2; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of

@@ -54,6 +54,9 @@ TEST(GpuCompile, Sm90GemmVariants) {
       {spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true), "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16"},
       {spec(false, rt::DType::F32, 64, 96, 4, 2, true, false), "wgmma.mma_async.sync.aligned.m64n96k16.f32.bf16.bf16"},
       {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      // Three consumers (192-row tiles).
+      {spec(true, rt::DType::BF16, 192, 128, 4, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 192, 64, 6, 0, true, false), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::F32, 256, 96, 4, 1, true, false), "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 256, 128, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"},
       // Per-row B scales (FP4 B, K-grouped): promotion every 32 and every 128 of K.
@@ -157,12 +160,12 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   for (bool fp8 : {true, false}) {
     for (int64_t m : {64, 128, 4096}) {
       for (auto [n, k] : {std::pair<int64_t, int64_t>{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}}) {
-        const auto b = deepgemm::detail::choose_gpu_blocking(fp8, m, n, k, 1, 2, true, 132, smem);
+        const auto b = deepgemm::detail::choose_gpu_blocking(fp8, m, n, k, 1, 2, true, 132, smem, 0, 256, false, fp8);
         EXPECT_LE(b.smem_bytes, smem);
         EXPECT_GE(b.stages, 2);
         EXPECT_GE(b.grid, 1);
         EXPECT_LE(b.grid, 132);
-        EXPECT_TRUE(b.block_m == 64 || b.block_m == 128 || b.block_m == 256);
+        EXPECT_TRUE(b.block_m == 64 || b.block_m == 128 || b.block_m == 256 || (fp8 && b.block_m == 192));
         if (fp8) {
           EXPECT_LE(b.block_n, 192);
         }
@@ -187,6 +190,13 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   EXPECT_EQ(square.epilogue_buffers, 2);
   // A forced depth that does not fit even with one buffer is refused.
   EXPECT_FALSE(deepgemm::detail::choose_sm90_stages(square, true, 2, 0, smem, 7));
+  // 192-row tiles (three consumers) where 256 x 128 would leave a partial wave, for plain FP8 GEMMs
+  // only: 4096 x 2112 x 7168 (374 tiles, 3 waves, against 544 of 128 x 128 in 5).
+  EXPECT_EQ(deepgemm::detail::choose_gpu_blocking(true, 4096, 2112, 7168, 1, 2, true, 132, smem, 0, 256, false, true)
+                .block_m,
+            192);
+  for (int64_t m : {4096, 8192})
+    EXPECT_NE(deepgemm::detail::choose_gpu_blocking(true, m, 2112, 7168, 1, 2, true, 132, smem).block_m, 192);
   // The contiguous layout never gets 256-row tiles (its groups start on 128-row boundaries).
   for (int64_t m : {4096, 32768})
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);

@@ -84,14 +84,16 @@ TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
 }
 
 // Every block shape the kernel takes (DG_GPU_CONFIG), not only the ones the heuristic picks here:
-// one and two consumers, one and two m64 waves, overlapped promotion, direct and TMA-store epilogues.
+// one, two and three consumers, one and two m64 waves, overlapped promotion, direct and TMA-store
+// epilogues.
 TEST(GpuFp8Gemm, EveryBlockShape) {
   REQUIRE_HOPPER();
   const int64_t m = 300, n = 464, k = 640;  // partial tiles in M and N for every block shape
   const Fp8Problem p = make_problem(m, n, k, true);
   const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
   const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
-  for (const char* config : {"64x64x4", "64x192x4", "128x128x5", "128x144x4", "128x192x4", "256x128x3", "256x96x4"}) {
+  for (const char* config :
+       {"64x64x4", "64x192x4", "128x128x5", "128x144x4", "128x192x4", "192x128x4", "192x64x6", "256x128x3", "256x96x4"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
       rt::Tensor d = gpu(poisoned({m, n}, out));
@@ -522,7 +524,8 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   const int64_t m = 64, n = 64, k = 256;
   const Fp8Problem p = make_problem(m, n, k, false);
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
-  for (const char* bad : {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2"}) {
+  for (const char* bad :
+       {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});
