@@ -34,6 +34,8 @@ fi
 out=${OUT:-gpu-logs}
 mkdir -p "$out"
 export TL_SOURCE_DIR=$PWD TL_CACHE_DIR=/tmp/tl-cache TL_TEST_TARGET=cuda
+# NVLink multicast stays off on the lent machines (NCCL would use it for collectives).
+export NCCL_NVLS_ENABLE=0
 summary=()
 step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail and time
   local name=$1; shift
@@ -53,7 +55,10 @@ step deepep_topology gpu-bundle/deepep_topology
 # one GPU per rank: on one GPU, two processes share it and there is no NCCL peer).
 if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-  step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1
+  # The NCCL tests in a process of their own: once (a cold machine, stop 14) they hung after the
+  # DeepEPGpu tests in the same process; not understood, and never seen when run apart.
+  step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='-DeepEPNcclGpu.*'
+  step deepep_nccl gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='DeepEPNcclGpu.*'
   step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
     gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks:DeepEPGpu.LowLatencyBf16TwoRanks'
   if [ -z "${TL_SKIP_BENCH:-}" ]; then
