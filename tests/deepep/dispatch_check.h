@@ -1,6 +1,13 @@
 // The normal-mode dispatch/combine check shared by the dispatch and self-healing tests.
 #pragma once
 
+#include <signal.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <functional>
+#include <thread>
+
 #include "moe_ref.h"
 #include "testutil/tensors.h"
 
@@ -140,6 +147,40 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
     }
   }
   return d.handle;
+}
+
+// Rank 1 of 4 kills itself (SIGKILL from a thread, 30 ms in) while every rank dispatches c's rows in
+// a loop: every other rank must get a CommError naming rank 1 within 10 s, and rank 1 must have
+// died. `prepare` makes the dispatch's arguments on a rank's Buffer; `after_warmup` may check the
+// path the first dispatch took.
+inline void expect_dying_rank_noticed_during_dispatch(
+    const MoeCase& c, const std::function<deepep::DispatchArgs(deepep::Buffer&)>& prepare,
+    const std::function<void(deepep::Buffer&)>& after_warmup = {}) {
+  auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
+    const deepep::DispatchArgs a = prepare(buf);
+    buf.dispatch(a);  // warm-up: every rank on the path
+    if (after_warmup) after_warmup(buf);
+    if (g->rank() == 1) {
+      std::thread([] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));
+        kill(getpid(), SIGKILL);
+      }).detach();
+    }
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      for (int i = 0; i < 100000; ++i) buf.dispatch(a);
+    } catch (const deepep::CommError& e) {
+      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      EP_CHECK(std::string(e.what()).find("rank 1") != std::string::npos, e.what());
+      EP_CHECK(s < 10.0, "took ", s, " s to notice");
+      return;
+    }
+    EP_CHECK(false, "no error although rank 1 died");
+  });
+  ASSERT_EQ(outcomes.size(), 4u);
+  EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
+  for (int r : {0, 2, 3}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
 }
 
 }  // namespace deepep_test

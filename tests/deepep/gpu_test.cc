@@ -227,6 +227,19 @@ struct LowLatencyRound {
   }
 };
 
+// A rank's Buffers for comparing the GPU low-latency path with the CPU one, sized for c, and a
+// stream for queued calls.
+struct LowLatencyBuffers {
+  deepep::Buffer cpu, gpu;
+  rt::CudaStream stream;
+  LowLatencyBuffers(const std::shared_ptr<deepep::Group>& g, const MoeCase& c)
+      : cpu(g, 0, deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts), true,
+            test_options()),
+        gpu(g, 0, deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts), true,
+            gpu_options(g->rank())),
+        stream(device_of(g->rank()).id, true) {}
+};
+
 // Low-latency dispatch and combine on the GPU (kernels signalling through the windows) against the
 // CPU path (checked against the reference in low_latency_test.cc), bit for bit: every round a
 // dispatch (FP8 or BF16, with or without the receive hook) and a combine of the same rows. Queued:
@@ -236,11 +249,9 @@ void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds, boo
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
-    const int64_t bytes = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
-    deepep::Buffer cpu(g, 0, bytes, true, test_options());
-    deepep::Buffer gpu(g, 0, bytes, true, gpu_options(me));
-    rt::CudaStream stream(dev.id, true);
-    if (queued) gpu.set_low_latency_stream(stream.handle());
+    LowLatencyBuffers b(g, c);
+    deepep::Buffer &cpu = b.cpu, &gpu = b.gpu;
+    if (queued) gpu.set_low_latency_stream(b.stream.handle());
     std::vector<LowLatencyRound> in;
     std::vector<deepep::LowLatencyDispatchResult> dgs;
     std::vector<deepep::LowLatencyCombineResult> cgs;
@@ -309,10 +320,9 @@ TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
-    const int64_t bytes = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
-    deepep::Buffer cpu(g, 0, bytes, true, test_options());
-    deepep::Buffer gpu(g, 0, bytes, true, gpu_options(me));
-    rt::CudaStream stream(dev.id, true);
+    LowLatencyBuffers b(g, c);
+    deepep::Buffer &cpu = b.cpu, &gpu = b.gpu;
+    const rt::CudaStream& stream = b.stream;
     gpu.set_low_latency_stream(stream.handle());
     const LowLatencyRound r0(c, me, 0, dev);
     {  // the first calls compile the kernels and fill the output pool
