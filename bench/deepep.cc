@@ -214,6 +214,19 @@ bool same_bytes(const rt::Tensor& a, const rt::Tensor& b) {
   return x.nbytes() == y.nbytes() && std::memcmp(x.data(), y.data(), size_t(x.nbytes())) == 0;
 }
 
+// Throws unless, on every rank, two dispatch + combine runs of the same inputs gave the same bytes;
+// `what` says what the second run was.
+void check_same_results(deepep::Group& g, const deepep::DispatchResult& d1, const deepep::CombineResult& c1,
+                        const deepep::DispatchResult& d2, const deepep::CombineResult& c2, const std::string& what) {
+  const bool ok = same_bytes(d1.recv_x, d2.recv_x) && same_bytes(d1.recv_x_scales, d2.recv_x_scales) &&
+                  same_bytes(d1.recv_topk_idx, d2.recv_topk_idx) &&
+                  same_bytes(d1.recv_topk_weights, d2.recv_topk_weights) && same_bytes(c1.combined_x, c2.combined_x) &&
+                  same_bytes(c1.combined_topk_weights, c2.combined_topk_weights);
+  const auto all = g.allgather(ok ? "1" : "0", "check: " + what);
+  for (int r = 0; r < g.size(); ++r)
+    if (all[size_t(r)] != "1") throw std::runtime_error(rt::str("rank ", r, ": ", what, " differs"));
+}
+
 template <class F>
 double timed(deepep::Comm& comm, F&& f) {
   deepep::barrier(comm);
@@ -347,15 +360,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         const double t4 = timed(buf.comm(), [&] { cs = buf.combine(y_shared, *ds.handle, ds.recv_topk_weights); });
         if (it > 0) tds.push_back(t3), tcs.push_back(t4);
         if (it == 0) {
-          const bool ok = same_bytes(d.recv_x, ds.recv_x) && same_bytes(d.recv_x_scales, ds.recv_x_scales) &&
-                          same_bytes(d.recv_topk_idx, ds.recv_topk_idx) &&
-                          same_bytes(d.recv_topk_weights, ds.recv_topk_weights) &&
-                          same_bytes(c.combined_x, cs.combined_x) &&
-                          same_bytes(c.combined_topk_weights, cs.combined_topk_weights);
-          const auto all = g->allgather(ok ? "1" : "0", "arena check");
-          for (int r = 0; r < R; ++r)
-            if (all[size_t(r)] != "1")
-              throw std::runtime_error(rt::str("rank ", r, ": dispatch/combine from the shared arena differ"));
+          check_same_results(*g, d, c, ds, cs, "dispatch/combine from the shared arena");
           if (lead)
             std::printf("\n   check: dispatch and combine from the shared arena equal the other run bit for bit; "
                         "rank 0 read %.1f MB from its peers' arenas%s\n",
@@ -366,14 +371,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         deepep::Buffer cpu(g, int64_t(R - 1) * (2 << 20), 0, false);
         const deepep::DispatchResult dc = cpu.dispatch(a);
         const deepep::CombineResult cc = cpu.combine(y.to(rt::Device::cpu()), *dc.handle, dc.recv_topk_weights);
-        const bool ok = same_bytes(d.recv_x, dc.recv_x) && same_bytes(d.recv_x_scales, dc.recv_x_scales) &&
-                        same_bytes(d.recv_topk_idx, dc.recv_topk_idx) &&
-                        same_bytes(d.recv_topk_weights, dc.recv_topk_weights) &&
-                        same_bytes(c.combined_x, cc.combined_x) &&
-                        same_bytes(c.combined_topk_weights, cc.combined_topk_weights);
-        const auto all = g->allgather(ok ? "1" : "0", "check");
-        for (int r = 0; r < R; ++r)
-          if (all[size_t(r)] != "1") throw std::runtime_error(rt::str("rank ", r, ": the GPU dispatch/combine differs from the CPU path"));
+        check_same_results(*g, dc, cc, d, c, "the GPU dispatch/combine (against the CPU path)");
         if (lead) std::printf("\n   check: GPU dispatch and combine equal the CPU path bit for bit on every rank\n");
       }
     }
