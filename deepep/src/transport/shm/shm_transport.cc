@@ -20,6 +20,7 @@
 #include "bootstrap/wire.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
+#include "rt/env.h"
 #include "rt/error.h"
 #include "transport/shm/futex.h"
 
@@ -424,7 +425,10 @@ ShmGeometry shm_geometry(int64_t inbound_bytes, int size) {
 }
 
 std::string shm_unavailable(const Group& group) {
-  if (group.num_nodes() <= 1) return "";
+  // DEEPEP_SHM_EMULATE_NODES=1: serve a group whose ranks name different hosts (TcpRendezvous::
+  // host_id) anyway, trusting that they are processes of this one host: several emulated nodes, for
+  // testing and measuring the topology-aware collectives on one machine.
+  if (group.num_nodes() <= 1 || rt::env_flag("DEEPEP_SHM_EMULATE_NODES")) return "";
   std::string hosts;
   for (const PeerInfo& p : group.peers())
     if (p.local_rank == 0) hosts += (hosts.empty() ? "" : ", ") + p.host;
