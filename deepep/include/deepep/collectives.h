@@ -16,10 +16,18 @@
 //   Tree:   all_reduce only: a binomial tree reduces the whole tensor to rank 0, then sends the result
 //           back down; 2 ceil(log2 n) steps with one peer each, every step the whole tensor (for
 //           small tensors on many ranks, where the number of messages per rank matters).
-//   Auto:   Direct below 4 MiB per rank (fewest steps), Ring from 4 MiB on more than 2 ranks (it
-//           reduces on receive, with no temporaries: faster for big tensors on one host). Never
-//           Tree on one host: measured slower than Direct there (docs/perf.md).
-//           Topology-based choices come with the multi-host transports.
+//   Hierarchical: all_reduce only, on groups whose ranks lie on several nodes (Group::node; one
+//           node: the same steps and bits as Direct). With L the smallest node's size, the tensor is
+//           cut into L parts. (1) Inside every node, the ranks of local rank l < L receive part l
+//           from the node's other ranks and reduce it (direct, one step). (2) The ranks of local
+//           rank l, one per node, all-reduce part l among themselves (Direct on that subgroup: two
+//           steps whatever the number of nodes) -- L groups at once, so L NICs per node carry the
+//           inter-node traffic instead of one leader's. (3) Each of them sends its part to the other
+//           ranks of its node. 4 steps; local ranks >= L of a bigger node take no part in (2).
+//           Sum order, the same on every rank: every node's partial sum in local-rank order (rounded
+//           to the dtype: f16/bf16 round there and at the end), then those partials in node order.
+//   Auto:   all_reduce: choose_all_reduce below. reduce_scatter: what it picks on one node, whatever
+//           the nodes (Direct below 4 MiB, Ring from 4 MiB on more than 2 ranks).
 #pragma once
 
 #include <cstdint>
@@ -32,10 +40,19 @@ namespace deepep {
 class Comm;
 
 enum class ReduceOp { Sum, Max, Min };
-enum class Algorithm { Auto, Ring, Direct, Tree };
+enum class Algorithm { Auto, Ring, Direct, Tree, Hierarchical };
 
 const char* name(ReduceOp op);
 const char* name(Algorithm algorithm);
+
+// What all_reduce's Auto runs for `bytes` per rank on `ranks` ranks spread over `nodes` nodes (the
+// group's Group::num_nodes). One node: Direct below 4 MiB (fewest steps), Ring from 4 MiB on more
+// than 2 ranks (it reduces on receive, with no temporaries: faster for big tensors on one host);
+// never Tree there, measured slower than Direct on one host (docs/perf.md). Several nodes:
+// Hierarchical from 1 MiB, where it beats the tree in the simulator on 2 to 32 nodes of 8
+// (bench_sim_deepep; docs/deepep.md), Tree below on more than 8 ranks (fewest steps: what the
+// network's latency rewards), Direct below on up to 8.
+Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes);
 
 // In place: every rank's `tensor` becomes the reduction over ranks.
 void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);

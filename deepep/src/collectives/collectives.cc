@@ -9,6 +9,7 @@
 #include "collectives/reduce.h"
 #include "deepep/collectives.h"
 #include "deepep/comm.h"
+#include "deepep/group.h"
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
@@ -69,41 +70,67 @@ WriteFn writer(uint8_t* base, size_t es) {
   return [base, es](size_t first, size_t n, const uint8_t* src) { std::memcpy(base + first * es, src, n * es); };
 }
 
-// Auto: direct (2 steps) for small messages, where latency dominates; ring above 4 MiB, where it
-// is faster here because it reduces on receive with no temporaries (bench_deepep, docs/deepep.md).
+// One node (collectives.h, choose_all_reduce): direct (2 steps) for small messages, where latency
+// dominates; ring from 4 MiB, where it is faster here because it reduces on receive with no
+// temporaries (bench_deepep, docs/deepep.md).
 constexpr int64_t kRingFromBytes = 4 << 20;
-Algorithm resolve(Algorithm a, int64_t bytes, int ranks) {
-  if (a != Algorithm::Auto) return a;
+Algorithm choose_on_one_node(int ranks, int64_t bytes) {
   return bytes >= kRingFromBytes && ranks > 2 ? Algorithm::Ring : Algorithm::Direct;
 }
 
-// Reduce-scatter of `parts` (rank r's part j at in + (off[j] + block offset)); rank me's reduced
-// part goes to out. Direct: every rank sends part j to rank j, which reduces in rank order.
+// The ranks one step of a collective runs among, in the order its parts and sums follow, and this
+// rank's index among them.
+struct Members {
+  std::vector<int> ranks;
+  int me = 0;
+};
+
+Members everyone(const Engine& e) {
+  Members m{std::vector<int>(size_t(e.size())), e.rank()};
+  for (int r = 0; r < e.size(); ++r) m.ranks[size_t(r)] = r;
+  return m;
+}
+
+// One exchange of a direct reduce-scatter among the members: this rank sends its part i (p.len[i]
+// elements at in + p.off[i]) to member i, receives its own part from every other member into temp
+// (room for members x p.len[me] elements) and reduces them with its own in member order into out
+// (which may be its own part).
+void direct_reduce_scatter_step(Engine& e, const Members& m, uint8_t* out, const uint8_t* in, const Parts& p,
+                                uint8_t* temp, size_t es, rt::DType dtype, ReduceOp op, const std::string& what) {
+  const size_t members = m.ranks.size(), me = size_t(m.me), mine = p.len[me];
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (size_t i = 0; i < members; ++i) {
+    if (i == me) continue;
+    sends.push_back({m.ranks[i], es, p.len[i], reader(in + p.off[i] * es, es)});
+    recvs.push_back({m.ranks[i], es, mine, writer(temp + i * mine * es, es)});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+  if (mine == 0) return;
+  std::vector<const void*> parts(members);
+  for (size_t i = 0; i < members; ++i)
+    parts[i] = i == me ? static_cast<const void*>(in + p.off[me] * es) : static_cast<const void*>(temp + i * mine * es);
+  reduce_ordered(out, parts, mine, dtype, op);
+}
+
+// Reduce-scatter of `parts` (rank r's part j at in + p.off[j]); rank me's reduced part goes to out.
+// Direct: every rank sends part j to rank j, which reduces in rank order, in blocks that bound the
+// temporaries.
 void direct_reduce_scatter(Engine& e, uint8_t* out, const uint8_t* in, const Parts& p, size_t es, rt::DType dtype,
                            ReduceOp op, const std::string& what) {
-  const int R = e.size(), me = e.rank();
+  const int R = e.size();
   const size_t max_len = *std::max_element(p.len.begin(), p.len.end());
   const size_t block = std::max<size_t>(1, kBlockBytes / es / size_t(R));
-  const size_t stride = std::min(block, max_len);
-  const rt::Tensor temp_t = e.pool().empty({int64_t(size_t(R) * stride * es)}, rt::DType::U8);
-  uint8_t* const temp = static_cast<uint8_t*>(temp_t.data());
+  const rt::Tensor temp_t = e.pool().empty({int64_t(size_t(R) * std::min(block, max_len) * es)}, rt::DType::U8);
+  const Members all = everyone(e);
   for (size_t b0 = 0; b0 < max_len; b0 += block) {
-    auto piece = [&](int r) { return p.len[size_t(r)] > b0 ? std::min(block, p.len[size_t(r)] - b0) : size_t(0); };
-    std::vector<SendSpec> sends;
-    std::vector<RecvSpec> recvs;
-    const size_t mine = piece(me);
-    for (int j = 0; j < R; ++j) {
-      if (j == me) continue;
-      sends.push_back({j, es, piece(j), reader(in + (p.off[size_t(j)] + b0) * es, es)});
-      recvs.push_back({j, es, mine, writer(temp + size_t(j) * stride * es, es)});
+    Parts blk;
+    for (int r = 0; r < R; ++r) {
+      blk.off.push_back(p.off[size_t(r)] + b0);
+      blk.len.push_back(p.len[size_t(r)] > b0 ? std::min(block, p.len[size_t(r)] - b0) : size_t(0));
     }
-    e.exchange(std::move(sends), std::move(recvs), what);
-    if (mine == 0) continue;
-    std::vector<const void*> parts(static_cast<size_t>(R));
-    for (int r = 0; r < R; ++r)
-      parts[size_t(r)] = r == me ? static_cast<const void*>(in + (p.off[size_t(me)] + b0) * es)
-                                 : static_cast<const void*>(temp + size_t(r) * stride * es);
-    reduce_ordered(out + b0 * es, parts, mine, dtype, op);
+    direct_reduce_scatter_step(e, all, out + b0 * es, in, blk, static_cast<uint8_t*>(temp_t.data()), es, dtype, op,
+                               what);
   }
 }
 
@@ -168,17 +195,58 @@ void tree_all_reduce(Engine& e, uint8_t* data, size_t n, size_t es, rt::DType dt
   }
 }
 
-// Direct all-gather in place: every rank sends its part to every other rank.
-void direct_all_gather(Engine& e, uint8_t* data, const Parts& p, size_t es, const std::string& what) {
-  const int R = e.size(), me = e.rank();
+// Direct all-gather in place among the members: member i's part (p.off[i], p.len[i]) goes to
+// every other member.
+void direct_all_gather(Engine& e, const Members& m, uint8_t* data, const Parts& p, size_t es, const std::string& what) {
+  const size_t me = size_t(m.me);
   std::vector<SendSpec> sends;
   std::vector<RecvSpec> recvs;
-  for (int j = 0; j < R; ++j) {
-    if (j == me) continue;
-    sends.push_back({j, es, p.len[size_t(me)], reader(data + p.off[size_t(me)] * es, es)});
-    recvs.push_back({j, es, p.len[size_t(j)], writer(data + p.off[size_t(j)] * es, es)});
+  for (size_t i = 0; i < m.ranks.size(); ++i) {
+    if (i == me) continue;
+    sends.push_back({m.ranks[i], es, p.len[me], reader(data + p.off[me] * es, es)});
+    recvs.push_back({m.ranks[i], es, p.len[i], writer(data + p.off[i] * es, es)});
   }
   e.exchange(std::move(sends), std::move(recvs), what);
+}
+
+// Hierarchical all-reduce in place (collectives.h): per block, a direct reduce-scatter inside each
+// node onto its first L local ranks (L: the smallest node's size), a direct all-reduce of part l
+// among the ranks of local rank l across nodes, a direct all-gather inside each node. Every rank
+// takes part in every step (empty where it has no role), so the exchanges line up.
+void hierarchical_all_reduce(Engine& e, const Group& g, uint8_t* data, size_t n, size_t es, rt::DType dtype,
+                             ReduceOp op, const std::string& what) {
+  std::vector<std::vector<int>> node_ranks(size_t(g.num_nodes()));
+  for (const PeerInfo& peer : g.peers()) node_ranks[size_t(peer.node)].push_back(peer.rank);  // local-rank order
+  size_t L = node_ranks[0].size();
+  for (const std::vector<int>& ranks : node_ranks) L = std::min(L, ranks.size());
+  const size_t nodes = node_ranks.size(), local = size_t(g.local_rank());
+  const Members node{node_ranks[size_t(g.node())], g.local_rank()};
+  Members across{{e.rank()}, 0};  // the ranks of this local rank, one per node; alone beyond L
+  if (local < L) {
+    across = {{}, g.node()};
+    for (const std::vector<int>& ranks : node_ranks) across.ranks.push_back(ranks[local]);
+  }
+  const size_t block = std::max<size_t>(size_t(g.size()), kBlockBytes / es);
+  const size_t part_max = (std::min(block, n) + L - 1) / L;
+  const size_t temp_elems = std::max(node.ranks.size() * part_max, nodes * ((part_max + nodes - 1) / nodes));
+  const rt::Tensor temp_t = e.pool().empty({int64_t(temp_elems * es)}, rt::DType::U8);
+  uint8_t* const temp = static_cast<uint8_t*>(temp_t.data());
+  for (size_t b0 = 0; b0 < n; b0 += block) {
+    const size_t nb = std::min(block, n - b0);
+    uint8_t* blk = data + b0 * es;
+    Parts in_node = split(nb, int(L));  // local ranks beyond L own nothing
+    in_node.off.resize(node.ranks.size(), nb);
+    in_node.len.resize(node.ranks.size(), 0);
+    uint8_t* part = blk + in_node.off[local] * es;
+    direct_reduce_scatter_step(e, node, part, blk, in_node, temp, es, dtype, op, what);
+    if (nodes > 1) {
+      const Parts sub = split(in_node.len[local], int(across.ranks.size()));
+      direct_reduce_scatter_step(e, across, part + sub.off[size_t(across.me)] * es, part, sub, temp, es, dtype, op,
+                                 what);
+      direct_all_gather(e, across, part, sub, es, what);
+    }
+    direct_all_gather(e, node, blk, in_node, es, what);
+  }
 }
 
 }  // namespace
@@ -198,8 +266,24 @@ const char* name(Algorithm a) {
     case Algorithm::Ring: return "ring";
     case Algorithm::Direct: return "direct";
     case Algorithm::Tree: return "tree";
+    case Algorithm::Hierarchical: return "hierarchical";
   }
   return "?";
+}
+
+// Several nodes: the hierarchical all-reduce from 1 MiB, where it beats the tree in the simulator
+// on 2 to 32 nodes of 8 (bench_sim_deepep, docs/deepep.md); below, the fewest steps: Direct's 2 on
+// up to 8 ranks, the tree's 2 ceil(log2 n) beyond, where Direct's n - 1 messages per rank and step
+// cost more than the tree's extra steps.
+constexpr int64_t kHierarchicalFromBytes = 1 << 20;
+constexpr int kDirectUpToRanks = 8;
+
+Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes) {
+  RT_USER_CHECK(nodes >= 1 && ranks >= nodes && bytes >= 0, "deepep choose_all_reduce: nodes (", nodes,
+                ") must be at least 1 and at most ranks (", ranks, "), bytes (", bytes, ") not negative");
+  if (nodes == 1) return choose_on_one_node(ranks, bytes);
+  if (bytes >= kHierarchicalFromBytes) return Algorithm::Hierarchical;
+  return ranks <= kDirectUpToRanks ? Algorithm::Direct : Algorithm::Tree;
 }
 
 void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm algorithm) {
@@ -211,7 +295,9 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
-  const Algorithm a = resolve(algorithm, err.empty() ? tensor.nbytes() : 0, comm.size());
+  const Algorithm a = algorithm == Algorithm::Auto
+                          ? choose_all_reduce(comm.group().num_nodes(), comm.size(), err.empty() ? tensor.nbytes() : 0)
+                          : algorithm;
   e.agree(what,
           rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", dev.is_cuda() ? "on the GPU" : name(a), ")"),
           err);
@@ -223,6 +309,8 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   uint8_t* data = static_cast<uint8_t*>(tensor.data());
   if (a == Algorithm::Tree) {
     tree_all_reduce(e, data, n, es, tensor.dtype(), op, what);
+  } else if (a == Algorithm::Hierarchical) {
+    hierarchical_all_reduce(e, comm.group(), data, n, es, tensor.dtype(), op, what);
   } else if (a == Algorithm::Direct) {
     // Blocks keep the temporaries of the reduce-scatter bounded.
     const size_t block = std::max<size_t>(size_t(comm.size()), kBlockBytes / es);
@@ -232,7 +320,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
       uint8_t* blk = data + b0 * es;
       // Reduce-scatter: part j of every rank goes to rank j (input parts at blk + off[j]).
       direct_reduce_scatter(e, blk + p.off[size_t(e.rank())] * es, blk, p, es, tensor.dtype(), op, what);
-      direct_all_gather(e, blk, p, es, what);
+      direct_all_gather(e, everyone(e), blk, p, es, what);
     }
   } else {
     const Parts p = split(n, comm.size());
@@ -252,9 +340,11 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
   if (err.empty() && input.numel() != output.numel() * comm.size())
     err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
                   ")");
-  if (err.empty() && algorithm == Algorithm::Tree)
-    err = "Algorithm::Tree is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto";
-  const Algorithm a = resolve(algorithm, err.empty() ? input.nbytes() : 0, comm.size());
+  if (err.empty() && (algorithm == Algorithm::Tree || algorithm == Algorithm::Hierarchical))
+    err = rt::str("Algorithm::", algorithm == Algorithm::Tree ? "Tree" : "Hierarchical",
+                  " is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto");
+  const Algorithm a =
+      algorithm == Algorithm::Auto ? choose_on_one_node(comm.size(), err.empty() ? input.nbytes() : 0) : algorithm;
   e.agree(what,
           rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ",
                   dev.is_cuda() ? "on the GPU" : name(a), ")"),
