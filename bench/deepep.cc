@@ -4,7 +4,7 @@
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
 //                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
-//                [--skip memcpy,dispatch,ll,moe,allreduce]
+//                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
 // DEEPEP_RENDEZVOUS are set, runs as that one rank under any launcher). Measures, in the same run:
@@ -27,7 +27,10 @@
 //             overlap); reports the step, the GEMMs alone, and the exposed communication share
 //             (step - GEMMs) / step;
 //   allreduce f32 sum, 1 KiB .. 1 GiB per rank, direct, ring and tree (--gpu: the device path); algbw =
-//             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them.
+//             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them. With
+//             --nodes K > 1 (forked ranks only) the ranks form K emulated nodes of consecutive ranks
+//             (a host identity each, DEEPEP_SHM_EMULATE_NODES=1): also hierarchical, and which one
+//             Auto picks.
 // With --gpu, memcpy is not run, every call's
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
 // --window bytes per rank, and the first dispatch and combine are checked bit for bit against the
@@ -74,6 +77,7 @@ struct Options {
   int64_t window = int64_t(1) << 30;
   bool gpu = false;
   std::string skip;
+  int nodes = 1;
 };
 
 int64_t parse_size(const std::string& s) {
@@ -498,16 +502,19 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     if (lead) {
       std::printf("\n== all_reduce f32 sum%s, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n",
                   o.gpu ? " on the GPU (cuda_ipc)" : "", R);
-      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s\n", "size", o.gpu ? "device us" : "direct us",
+      std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s", "size", o.gpu ? "device us" : "direct us",
                   "algbw", "busbw", "ring us", "algbw", "busbw", "tree us", "algbw", "busbw");
+      if (g->num_nodes() > 1) std::printf("  %12s %9s %9s  %12s", "hier. us", "algbw", "busbw", "auto");
+      std::printf("\n");
     }
+    std::vector<deepep::Algorithm> algos = {deepep::Algorithm::Direct, deepep::Algorithm::Ring, deepep::Algorithm::Tree};
+    if (o.gpu) algos = {deepep::Algorithm::Direct};  // the device path has one algorithm
+    if (g->num_nodes() > 1) algos.push_back(deepep::Algorithm::Hierarchical);
     for (int64_t bytes = o.ar_min; bytes <= o.ar_max; bytes *= 4) {
       const int64_t n = bytes / 4;
       const rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me)).to(dev);
-      double res[3] = {0, 0, 0};
-      int k = 0;
-      for (deepep::Algorithm algo : {deepep::Algorithm::Direct, deepep::Algorithm::Ring, deepep::Algorithm::Tree}) {
-        if (o.gpu && algo != deepep::Algorithm::Direct) break;  // the device path has one algorithm
+      std::vector<double> res;
+      for (deepep::Algorithm algo : algos) {
         // Enough repetitions for ~0.3 s, at least 3, after one warm-up.
         std::vector<double> ts;
         deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo);
@@ -517,16 +524,14 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         int r_all = 0;
         for (const auto& s : agreed) r_all = std::max(r_all, std::stoi(s));
         for (int i = 0; i < r_all; ++i) ts.push_back(timed(comm, [&] { deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo); }));
-        res[k++] = median(slowest(*g, ts));
+        res.push_back(median(slowest(*g, ts)));
       }
       if (lead) {
         const double f = 2.0 * (R - 1) / R;
-        std::printf("   %10s  %12.1f %8.2fG %8.2fG", human(double(bytes)).c_str(), res[0] * 1e6,
-                    double(bytes) / res[0] * 1e-9, double(bytes) / res[0] * f * 1e-9);
-        for (int a = 1; a < 3; ++a)
-          if (res[a] > 0)
-            std::printf("  %12.1f %8.2fG %8.2fG", res[a] * 1e6, double(bytes) / res[a] * 1e-9,
-                        double(bytes) / res[a] * f * 1e-9);
+        std::printf("   %10s", human(double(bytes)).c_str());
+        for (double sec : res)
+          std::printf("  %12.1f %8.2fG %8.2fG", sec * 1e6, double(bytes) / sec * 1e-9, double(bytes) / sec * f * 1e-9);
+        if (g->num_nodes() > 1) std::printf("  %12s", deepep::name(deepep::choose_all_reduce(g->num_nodes(), R, bytes)));
         std::printf("\n");
         std::fflush(stdout);
       }
@@ -560,10 +565,15 @@ int main(int argc, char** argv) {
     else if (a == "--skip") o.skip = next();
     else if (a == "--window") o.window = parse_size(next());
     else if (a == "--gpu") o.gpu = true;
+    else if (a == "--nodes") o.nodes = std::stoi(next());
     else {
       std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/deepep.cc)\n", a.c_str());
       return 2;
     }
+  }
+  if (o.nodes < 1 || o.nodes > o.ranks) {
+    std::fprintf(stderr, "--nodes %d: give 1 to --ranks (%d)\n", o.nodes, o.ranks);
+    return 2;
   }
   try {
     if (std::getenv("DEEPEP_RANK")) {  // one rank under an external launcher
@@ -612,6 +622,10 @@ int main(int argc, char** argv) {
           rv.rank = r;
           rv.size = o.ranks;
           if (r == 0) rv.listen_fd = lfd; else close(lfd);
+          if (o.nodes > 1) {  // emulated nodes of consecutive ranks
+            rv.host_id = "node-" + std::to_string(r * o.nodes / o.ranks);
+            setenv("DEEPEP_SHM_EMULATE_NODES", "1", 1);
+          }
           run_rank(deepep::Group::create(rv), o, bwn);
         } catch (const std::exception& e) {
           std::fprintf(stderr, "rank %d: %s\n", r, e.what());

@@ -92,6 +92,21 @@ int main(int argc, char** argv) {
     }
   }
 
+  // 2c. Where Algorithm::Auto switches from the tree to the hierarchical all-reduce across nodes
+  //     (collectives.h, choose_all_reduce): both by size on fat-trees of 2 to 32 nodes of 8.
+  std::printf("\n## Tree and hierarchical all-reduce by size (fat-trees, nodes of 8, 50 GB/s NICs)\n\n");
+  std::printf("| GPUs | bytes | tree us | hierarchical us | hierarchical / tree |\n|---|---|---|---|---|\n");
+  for (int n : {16, 64, 256}) {
+    const Network net = fat_tree(n);
+    for (double bytes : {16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0}) {
+      const Result tree = simulate(net, tree_all_reduce(n, bytes), 1 << 20);
+      const Result hier = simulate(net, hierarchical_all_reduce(n, 8, bytes), 1 << 20);
+      std::printf("| %d | %.0f | %.1f | %.1f | %.2f |\n", n, bytes, tree.seconds * 1e6, hier.seconds * 1e6,
+                  hier.seconds / tree.seconds);
+      std::fflush(stdout);
+    }
+  }
+
   // 3. Dispatch with DeepEP's settings: 4096 tokens per GPU of 7168 FP8 values plus 56 FP32 scales,
   //    top-8 of max(256, GPUs) experts, hierarchical plan (nodes of 8, or the whole NVLink domain).
   const double token_bytes = 7168 + 56 * 4;
