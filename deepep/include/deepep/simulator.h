@@ -120,4 +120,27 @@ std::vector<Transfer> dispatch_workload(int gpus, int ranks_per_node, int tokens
 std::vector<Transfer> combine_workload(int gpus, int ranks_per_node, int tokens_per_rank, double token_bytes,
                                        int topk, int experts, uint64_t seed);
 
+
+// The same dispatch and combine as aggregated flows, for clusters where the per-source plans above
+// make too many transfers (about gpus^2 / ranks_per_node first legs and 7 times as many forwards):
+// expected token counts from the routing distribution (top-k distinct experts, uniform, placed as
+// above) instead of sampled tokens, and messages merged in two ways.
+// - Lanes: the first legs of a (source node, destination node) pair travel as `lanes` messages
+//   (a divisor of ranks_per_node) instead of one per rank; lane j leaves from rail
+//   (a + b + j * ranks_per_node / lanes) mod ranks_per_node for the same rail of node b, carrying
+//   ranks_per_node / lanes sources' tokens. lanes == ranks_per_node is the per-rank plan.
+// - Batches: a forwarder forwards (and, in combine, returns) its incoming legs in `batches` runs of
+//   source nodes, each waiting for its own legs, instead of one forward per leg and rank.
+// The routing code still chooses every message's path. Tokens may be fractional (expectations).
+struct FlowAggregation {
+  int lanes = 1;
+  int batches = 8;
+};
+std::vector<Transfer> dispatch_flows(int gpus, int ranks_per_node, double tokens_per_rank, double token_bytes, int topk,
+                                     int experts, const FlowAggregation& aggregation);
+// Combine: forwards come back to the forwarder per batch (reduced there), then each leg returns to
+// its source once its batch is in; inside the source's node, straight back.
+std::vector<Transfer> combine_flows(int gpus, int ranks_per_node, double tokens_per_rank, double token_bytes, int topk,
+                                    int experts, const FlowAggregation& aggregation);
+
 }  // namespace deepep::sim
