@@ -145,6 +145,63 @@ TEST(Simulator, HierarchicalPlanCrossesTheNetworkOncePerNode) {
   EXPECT_GT(simulate(net, back).seconds, 0.0);
 }
 
+// The flows of the hierarchical plan (expected counts, forwards in batches) against the sampled
+// per-source plans at a size both run: within 3% in time (sampling noise and batching), within 1%
+// in bytes.
+TEST(Simulator, FlowsAgreeWithSampledPlans) {
+  const Network net = fat_tree(64);
+  const FlowAggregation per_rank{8, 8};
+  auto bytes = [](const std::vector<Transfer>& w) {
+    double sum = 0;
+    for (const Transfer& t : w) sum += t.bytes;
+    return sum;
+  };
+  const std::vector<Transfer> sampled = dispatch_workload(64, 8, 1024, 7392, 8, 256, 7);
+  const std::vector<Transfer> flows = dispatch_flows(64, 8, 1024, 7392, 8, 256, per_rank);
+  EXPECT_NEAR(bytes(flows) / bytes(sampled), 1.0, 0.01);
+  const double d = simulate(net, sampled, 256 << 10).seconds, df = simulate(net, flows, 256 << 10).seconds;
+  EXPECT_NEAR(df / d, 1.0, 0.03) << d << " vs " << df;
+  const double c = simulate(net, combine_workload(64, 8, 1024, 14336, 8, 256, 7), 256 << 10).seconds;
+  const double cf = simulate(net, combine_flows(64, 8, 1024, 14336, 8, 256, per_rank), 256 << 10).seconds;
+  EXPECT_NEAR(cf / c, 1.0, 0.03) << c << " vs " << cf;
+  // One lane per node pair moves the same bytes, from rails that rotate with the pair: a NIC
+  // carries at most one more of its node's 7 legs (each 8 ranks' worth) than the even share.
+  double off_node_total = 0;
+  std::vector<double> off_node(64, 0.0);
+  for (const Transfer& t : dispatch_flows(64, 8, 1024, 7392, 8, 256, {1, 8})) {
+    if (t.src / 8 != t.dst / 8) off_node[size_t(t.src)] += t.bytes;
+    if (t.src / 8 != t.dst / 8) off_node_total += t.bytes;
+  }
+  for (double b : off_node) EXPECT_LE(b, off_node_total / 64 * 8 / 7 * (1 + 1e-9));
+  EXPECT_NEAR(bytes(dispatch_flows(64, 8, 1024, 7392, 8, 256, {1, 8})) / bytes(flows), 1.0, 1e-9);
+  EXPECT_THROW(dispatch_flows(64, 8, 1024, 7392, 8, 256, {3, 8}), rt::Error);  // lanes must divide a node
+}
+
+// 10,000 GPUs of normal dispatch run, between two bounds: below, the expected bytes a GPU sends off
+// its node over its off-node links (a token reaches another node with probability
+// 1 - C(E - e, 8) / C(E, 8), e the node's experts); above, every chunk waiting at each link of its
+// longest chain (leg then forward) for at most the busiest link's whole work (FIFO links never idle
+// while work waits).
+void expect_within_bounds(const Network& net, int ranks_per_node, double off_node_bandwidth, int longest_chain_hops) {
+  const int n = net.gpus(), nodes = n / ranks_per_node, experts = n;
+  const double token_bytes = 7392, tokens = 4096;
+  const Result r = simulate(net, dispatch_flows(n, ranks_per_node, tokens, token_bytes, 8, experts, {1, 1}), 16 << 20);
+  double miss = 1;
+  for (int i = 0; i < 8; ++i) miss *= double(experts - ranks_per_node - i) / (experts - i);
+  const double lower = (nodes - 1) * tokens * (1 - miss) * token_bytes / off_node_bandwidth;
+  EXPECT_GT(r.seconds, lower) << net.name();
+  EXPECT_GE(r.seconds, r.max_link_busy) << net.name();
+  EXPECT_LT(r.seconds, longest_chain_hops * (r.max_link_busy + 2e-6)) << net.name();
+}
+
+TEST(Simulator, TenThousandGpuDispatchStaysWithinBounds) {
+  // NVL72 racks on a fat-tree: a 50 GB/s NIC per GPU; chains of 4 network + 2 NVLink hops.
+  expect_within_bounds(fat_tree(10008, 72), 72, 50e9, 6);
+  // A 25 x 25 x 16 torus whose x rings are the nodes: legs leave over the y and z links (4 of
+  // them), at most 12 + 8 hops, then forwards along the ring, at most 12.
+  expect_within_bounds(torus3d(25, 25, 16), 25, 4 * 100e9, 32);
+}
+
 TEST(Simulator, BadInputIsAClearError) {
   const Network net = nvlink_domain(4);
   try {
