@@ -108,40 +108,87 @@ int main(int argc, char** argv) {
   }
 
   // 3. Dispatch with DeepEP's settings: 4096 tokens per GPU of 7168 FP8 values plus 56 FP32 scales,
-  //    top-8 of max(256, GPUs) experts, hierarchical plan (nodes of 8, or the whole NVLink domain).
-  const double token_bytes = 7168 + 56 * 4;
-  std::printf("\n## Dispatch, 4096 tokens per GPU (7392 bytes each), top-8\n\n");
-  std::printf("| network | GPUs | dispatch ms | GB/s per GPU sent | combine ms (BF16) | events |\n|---|---|---|---|---|---|\n");
+  //    top-8 of max(256, GPUs) experts (one expert or more per GPU, as deployments spread them),
+  //    hierarchical plan (nodes of 8, or the whole NVLink domain). First the per-source plans
+  //    (sampled tokens) against the flows of the same plan (expected counts, one lane per rank,
+  //    forwards in 8 batches), where both run.
+  const double token_bytes = 7168 + 56 * 4, combined_bytes = 7168 * 2;
+  auto experts = [](int n) { return std::max(256, n); };
+  std::printf("\n## Dispatch, 4096 tokens per GPU (7392 bytes each), top-8: sampled plans against flows\n\n");
+  std::printf("| network | GPUs | dispatch ms (sampled) | dispatch ms (flows) | combine ms (sampled) | combine ms (flows) | "
+              "events (sampled) | events (flows) |\n|---|---|---|---|---|---|---|---|\n");
   struct Case {
     Network net;
-    int ranks_per_node, tokens;
+    int ranks_per_node;
   };
   std::vector<Case> cases;
-  cases.push_back({nvlink_domain(8), 8, 4096});
-  cases.push_back({nvlink_domain(72), 72, 4096});
-  cases.push_back({fat_tree(64), 8, 4096});
-  if (!quick) cases.push_back({fat_tree(512), 8, 4096});
+  cases.push_back({nvlink_domain(8), 8});
+  cases.push_back({nvlink_domain(72), 72});
+  cases.push_back({fat_tree(64), 8});
+  if (!quick) cases.push_back({fat_tree(512), 8});
   for (const Case& c : cases) {
-    const int n = c.net.gpus();
-    const std::vector<Transfer> w = dispatch_workload(n, c.ranks_per_node, c.tokens, token_bytes, 8, std::max(256, n), 7);
-    double sent = 0;
-    for (const Transfer& t : w) sent += t.bytes;
-    const Result r = simulate(c.net, w, 256 << 10);
-    const Result back =
-        simulate(c.net, combine_workload(n, c.ranks_per_node, c.tokens, 7168 * 2, 8, std::max(256, n), 7), 256 << 10);
-    std::printf("| %s | %d | %.3f | %.0f | %.3f | %lld |\n", c.net.name().c_str(), n, r.seconds * 1e3,
-                sent / n / r.seconds / 1e9, back.seconds * 1e3, (long long)(r.chunk_hops + back.chunk_hops));
+    const int n = c.net.gpus(), rpn = c.ranks_per_node;
+    const FlowAggregation per_rank{rpn, 8};
+    const Result d = simulate(c.net, dispatch_workload(n, rpn, 4096, token_bytes, 8, experts(n), 7), 256 << 10);
+    const Result b = simulate(c.net, combine_workload(n, rpn, 4096, combined_bytes, 8, experts(n), 7), 256 << 10);
+    const Result df = simulate(c.net, dispatch_flows(n, rpn, 4096, token_bytes, 8, experts(n), per_rank), 256 << 10);
+    const Result bf = simulate(c.net, combine_flows(n, rpn, 4096, combined_bytes, 8, experts(n), per_rank), 256 << 10);
+    std::printf("| %s | %d | %.3f | %.3f | %.3f | %.3f | %lld | %lld |\n", c.net.name().c_str(), n, d.seconds * 1e3,
+                df.seconds * 1e3, b.seconds * 1e3, bf.seconds * 1e3, (long long)(d.chunk_hops + b.chunk_hops),
+                (long long)(df.chunk_hops + bf.chunk_hops));
     std::fflush(stdout);
   }
 
-  // 4. Low-latency dispatch (128 tokens per GPU) as the cluster grows, and the latency of one hop.
+  // 3b. The flows up to 10,000 GPUs: one lane per node pair, 2 MiB chunks (a node pair's message
+  //     is about one chunk). Lower bounds: the bytes a GPU sends off its node (expected, per token
+  //     that reaches another node) over its NIC, or on the torus over its four y and z links (the x
+  //     ring is the node); and the busiest link's busy time.
+  std::printf("\n## Dispatch and combine up to 10,000 GPUs (flows: one lane per node pair, forwards in 8 batches)\n\n");
+  std::printf("| network | GPUs | ranks per node | dispatch ms | off-node bound ms | busiest link ms | combine ms (BF16) | "
+              "events | sim s |\n|---|---|---|---|---|---|---|---|---|\n");
+  struct ScaleCase {
+    Network net;
+    int ranks_per_node;
+    double off_node_bandwidth;  // per GPU: its NIC, or its links out of the x ring
+  };
+  std::vector<ScaleCase> scale;
+  scale.push_back({fat_tree(512), 8, 50e9});
+  scale.push_back({torus3d(8, 8, 8), 8, 4 * 100e9});
+  if (!quick) {
+    scale.push_back({fat_tree(4096), 8, 50e9});
+    scale.push_back({fat_tree(10000), 8, 50e9});
+    scale.push_back({fat_tree(10008, 72), 72, 50e9});
+    scale.push_back({torus3d(16, 16, 16), 16, 4 * 100e9});
+    scale.push_back({torus3d(16, 25, 25), 16, 4 * 100e9});
+  }
+  for (const ScaleCase& c : scale) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const int n = c.net.gpus(), rpn = c.ranks_per_node, nodes = n / rpn;
+    const FlowAggregation one_lane{1, 8};
+    const Result d = simulate(c.net, dispatch_flows(n, rpn, 4096, token_bytes, 8, experts(n), one_lane), 2 << 20);
+    const Result b = simulate(c.net, combine_flows(n, rpn, 4096, combined_bytes, 8, experts(n), one_lane), 2 << 20);
+    // A token reaches a given other node with probability 1 - C(E - e, 8) / C(E, 8), e = the
+    // node's experts.
+    const double e = double(experts(n)) / nodes;
+    double miss = 1;
+    for (int i = 0; i < 8; ++i) miss *= (experts(n) - e - i) / (experts(n) - i);
+    const double bound = (nodes - 1) * 4096 * (1 - miss) * token_bytes / c.off_node_bandwidth;
+    std::printf("| %s | %d | %d | %.3f | %.3f | %.2f | %.3f | %lld | %.1f |\n", c.net.name().c_str(), n, rpn,
+                d.seconds * 1e3, bound * 1e3, d.max_link_busy * 1e3, b.seconds * 1e3, (long long)(d.chunk_hops + b.chunk_hops),
+                wall_since(t0));
+    std::fflush(stdout);
+  }
+
+  // 4. Low-latency dispatch (128 tokens per GPU) as the cluster grows, and the latency of one hop:
+  //    flows with one lane per rank up to 4096 GPUs, one per node pair at 10,000.
   std::printf("\n## Low-latency dispatch, 128 tokens per GPU, top-8 (fat-tree, nodes of 8)\n\n");
-  std::printf("| GPUs | time us | events |\n|---|---|---|\n");
-  for (int n : {8, 64, 512, 2048, 4096}) {
+  std::printf("| GPUs | lanes per node pair | time us | events |\n|---|---|---|---|\n");
+  for (int n : {8, 64, 512, 2048, 4096, 10000}) {
     if (quick && n > 512) break;
     const Network net = n == 8 ? nvlink_domain(8) : fat_tree(n);
-    const Result r = simulate(net, dispatch_workload(n, 8, 128, token_bytes, 8, std::max(256, n), 7), 16 << 10);
-    std::printf("| %d | %.1f | %lld |\n", n, r.seconds * 1e6, (long long)r.chunk_hops);
+    const FlowAggregation agg{n > 4096 ? 1 : 8, 8};
+    const Result r = simulate(net, dispatch_flows(n, 8, 128, token_bytes, 8, experts(n), agg), 16 << 10);
+    std::printf("| %d | %d | %.1f | %lld |\n", n, agg.lanes, r.seconds * 1e6, (long long)r.chunk_hops);
     std::fflush(stdout);
   }
   // One token through each kind of path: what a hop costs (latency plus one token's serialization).
