@@ -507,14 +507,15 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       if (g->num_nodes() > 1) std::printf("  %12s %9s %9s  %12s", "hier. us", "algbw", "busbw", "auto");
       std::printf("\n");
     }
-    std::vector<deepep::Algorithm> algos = {deepep::Algorithm::Direct, deepep::Algorithm::Ring, deepep::Algorithm::Tree};
-    if (o.gpu) algos = {deepep::Algorithm::Direct};  // the device path has one algorithm
-    if (g->num_nodes() > 1) algos.push_back(deepep::Algorithm::Hierarchical);
+    using deepep::Algorithm;
+    std::vector<Algorithm> algos = {Algorithm::Direct, Algorithm::Ring, Algorithm::Tree};
+    if (o.gpu) algos = {Algorithm::Direct};  // the device path has one algorithm
+    if (g->num_nodes() > 1) algos.push_back(Algorithm::Hierarchical);
     for (int64_t bytes = o.ar_min; bytes <= o.ar_max; bytes *= 4) {
       const int64_t n = bytes / 4;
       const rt::Tensor t = random_fill({n}, rt::DType::F32, uint64_t(me)).to(dev);
       std::vector<double> res;
-      for (deepep::Algorithm algo : algos) {
+      for (Algorithm algo : algos) {
         // Enough repetitions for ~0.3 s, at least 3, after one warm-up.
         std::vector<double> ts;
         deepep::all_reduce(comm, t, deepep::ReduceOp::Sum, algo);
@@ -531,7 +532,8 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         std::printf("   %10s", human(double(bytes)).c_str());
         for (double sec : res)
           std::printf("  %12.1f %8.2fG %8.2fG", sec * 1e6, double(bytes) / sec * 1e-9, double(bytes) / sec * f * 1e-9);
-        if (g->num_nodes() > 1) std::printf("  %12s", deepep::name(deepep::choose_all_reduce(g->num_nodes(), R, bytes)));
+        if (g->num_nodes() > 1)
+          std::printf("  %12s", deepep::name(deepep::choose_all_reduce(g->num_nodes(), R, bytes)));
         std::printf("\n");
         std::fflush(stdout);
       }

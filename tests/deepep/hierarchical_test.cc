@@ -233,8 +233,9 @@ TEST(DeepEPHierarchical, AutoRunsHierarchicalAcrossNodes) {
     deepep::Comm comm = emulated_nodes_comm(g, deepep_test::test_options());
     const int64_t n = (1 << 20) / 4;
     EP_CHECK(deepep::choose_all_reduce(g->num_nodes(), g->size(), n * 4) == Algorithm::Hierarchical);
-    rt::Tensor a = filled(n, rt::DType::F32, [&](int64_t i) { return input_value(seed, g->rank(), i, rt::DType::F32); });
-    rt::Tensor b = filled(n, rt::DType::F32, [&](int64_t i) { return input_value(seed, g->rank(), i, rt::DType::F32); });
+    auto mine = [&](int64_t i) { return input_value(seed, g->rank(), i, rt::DType::F32); };
+    rt::Tensor a = filled(n, rt::DType::F32, mine);
+    rt::Tensor b = filled(n, rt::DType::F32, mine);
     deepep::all_reduce(comm, a);
     deepep::all_reduce(comm, b, ReduceOp::Sum, Algorithm::Hierarchical);
     EP_CHECK(std::memcmp(a.data(), b.data(), size_t(a.nbytes())) == 0, "Auto differs from Hierarchical");
