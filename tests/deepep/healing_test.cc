@@ -110,6 +110,41 @@ TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
   }));
 }
 
+// Three bad links whose only relays form a cycle (3 ranks: 0 -> 2 goes through 1, 1 -> 0 through 2,
+// 2 -> 1 through 0) and rings of a few frames: every ring fills with frames to forward. Relays that
+// waited for room on the next link stalled every rank until the timeout (in a third of the runs of
+// this test); they drop instead, and the senders resend on the direct link. Exact, within seconds.
+TEST(DeepEPHealing, RelaysInACycleDoNotStall) {
+  deepep::CommOptions o = faulty(0.5, 0);
+  o.faults.links = {{0, 2}, {1, 0}, {2, 1}};
+  o.timeout = std::chrono::milliseconds(10000);
+  o.inbound_bytes = 2 * (12 << 10);  // 3 frames of 4 KiB per inbound link
+  expect_all_ok(run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Comm comm(g, o);
+    const int R = g->size(), me = g->rank();
+    // ~400 frames per destination and round. A stall needs all three rings full of frames to forward
+    // at once: without the drop, about one round in forty stalled here.
+    const int64_t n = 400000;
+    const auto start = Clock::now();
+    for (int round = 0; round < 16; ++round) {
+      rt::Tensor in = rt::Tensor::empty({n * R}, rt::DType::I32), out = rt::Tensor::empty({n * R}, rt::DType::I32);
+      for (int64_t i = 0; i < n * R; ++i) in.data_as<int32_t>()[i] = int32_t(me * 1000003 + i + round);
+      deepep::all_to_all(comm, out, in);
+      for (int r = 0; r < R; ++r)
+        for (int64_t i = 0; i < n; ++i)
+          EP_CHECK(out.data_as<int32_t>()[r * n + i] == int32_t(r * 1000003 + me * n + i + round), "from ", r);
+    }
+    const double s = std::chrono::duration<double>(Clock::now() - start).count();
+    deepep::barrier(comm);
+    const int bad_dst = (me + 2) % 3;  // this rank's lossy link: 0 -> 2, 1 -> 0, 2 -> 1
+    const deepep::LinkStats bad = comm.link_stats(me, bad_dst);
+    note(rt::str("rank ", me, ": link ", me, "->", bad_dst, " reroutes ", bad.reroutes, ", forwarded by rank ",
+                 (me + 1) % 3, ": ", comm.link_stats((me + 1) % 3, bad_dst).frames_forwarded, ", ", s, " s"));
+    EP_CHECK(bad.reroutes >= 1, "link ", me, "->", bad_dst, " was not rerouted (loss rate ", bad.loss_rate, ")");
+    EP_CHECK(s < 8.0, "16 all_to_alls took ", s, " s");
+  }));
+}
+
 void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
   auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
     if (via_env) setenv("DEEPEP_FAULTS", "kill_rank=2,kill_at_op=3", 1);

@@ -443,12 +443,16 @@ bool Engine::poll_inbound(Exchange& x) {
         continue;
       }
       if (h.dst != rank_) {  // relay
-        void* out = transport_->reserve(h.dst);
-        if (!out) break;
-        std::memcpy(out, f, bytes);
-        transport_->publish(h.dst, bytes);
-        transport_->link(rank_, h.dst).frames_forwarded.fetch_add(1, std::memory_order_relaxed);
-        note_notify(h.dst);
+        // With no room on the next link the frame is dropped, not waited for: relays waiting on
+        // each other's full rings can close a cycle (0 -> 2 via 1, 1 -> 0 via 2, 2 -> 1 via 0, every
+        // ring full and every ring's first frame one to forward) and stall every rank. The sender's
+        // relay timeout resends a dropped frame on the direct link.
+        if (void* out = transport_->reserve(h.dst)) {
+          std::memcpy(out, f, bytes);
+          transport_->publish(h.dst, bytes);
+          transport_->link(rank_, h.dst).frames_forwarded.fetch_add(1, std::memory_order_relaxed);
+          note_notify(h.dst);
+        }
         transport_->consume(src);
         note_notify(src);
         moved = true;
