@@ -92,17 +92,23 @@ int main(int argc, char** argv) {
     }
   }
 
-  // 2c. Where Algorithm::Auto switches from the tree to the hierarchical all-reduce across nodes
-  //     (collectives.h, choose_all_reduce): both by size on fat-trees of 2 to 32 nodes of 8.
+  // 2c. Where Algorithm::Auto switches to the hierarchical all-reduce across nodes (collectives.h,
+  //     choose_all_reduce): the tree, the flat direct and both hierarchical variants by size on
+  //     fat-trees of 2 to 32 nodes of 8.
   std::printf("\n## Tree and hierarchical all-reduce by size (fat-trees, nodes of 8, 50 GB/s NICs)\n\n");
-  std::printf("| GPUs | bytes | tree us | hierarchical us | hierarchical / tree |\n|---|---|---|---|---|\n");
+  std::printf("| GPUs | bytes | tree us | flat direct us | hierarchical, rings across nodes, us | hierarchical, direct "
+              "steps (the library's), us | library's hierarchical / tree | / flat direct |\n"
+              "|---|---|---|---|---|---|---|---|\n");
   for (int n : {16, 64, 256}) {
     const Network net = fat_tree(n);
     for (double bytes : {16384.0, 65536.0, 262144.0, 1048576.0, 4194304.0}) {
       const Result tree = simulate(net, tree_all_reduce(n, bytes), 1 << 20);
-      const Result hier = simulate(net, hierarchical_all_reduce(n, 8, bytes), 1 << 20);
-      std::printf("| %d | %.0f | %.1f | %.1f | %.2f |\n", n, bytes, tree.seconds * 1e6, hier.seconds * 1e6,
-                  hier.seconds / tree.seconds);
+      const Result flat = simulate(net, direct_all_reduce(n, bytes), 1 << 20);
+      const Result rings = simulate(net, hierarchical_all_reduce(n, 8, bytes), 1 << 20);
+      const Result direct = simulate(net, hierarchical_all_reduce(n, 8, bytes, true), 1 << 20);
+      std::printf("| %d | %.0f | %.1f | %.1f | %.1f | %.1f | %.2f | %.2f |\n", n, bytes, tree.seconds * 1e6,
+                  flat.seconds * 1e6, rings.seconds * 1e6, direct.seconds * 1e6, direct.seconds / tree.seconds,
+                  direct.seconds / flat.seconds);
       std::fflush(stdout);
     }
   }

@@ -259,7 +259,8 @@ TEST(DeepEPHierarchical, AutoChoosesFromNodesRanksAndBytes) {
   EXPECT_EQ(choose_all_reduce(2, 16, 1 * MiB), Algorithm::Hierarchical);
   EXPECT_EQ(choose_all_reduce(128, 1024, 1024 * MiB), Algorithm::Hierarchical);
   // Below: the fewest steps, Direct on up to 8 ranks, the tree beyond.
-  EXPECT_EQ(choose_all_reduce(2, 8, 1 * MiB - 1), Algorithm::Direct);
+  EXPECT_EQ(choose_all_reduce(2, 8, 256 * KiB), Algorithm::Hierarchical);
+  EXPECT_EQ(choose_all_reduce(2, 8, 256 * KiB - 1), Algorithm::Direct);
   EXPECT_EQ(choose_all_reduce(2, 4, 0), Algorithm::Direct);
   EXPECT_EQ(choose_all_reduce(2, 9, 64 * KiB), Algorithm::Tree);
   EXPECT_EQ(choose_all_reduce(32, 256, 4 * KiB), Algorithm::Tree);

@@ -91,6 +91,32 @@ TEST(Simulator, HierarchicalAllReduceUsesEveryNic) {
   EXPECT_THROW(hierarchical_all_reduce(60, 8, bytes), rt::Error);  // not whole nodes
 }
 
+// The library's direct-step variants: the flat direct all-reduce sends bytes / n from every GPU to
+// every other twice; the hierarchical one does so inside each node (its whole data) and across nodes
+// per local rank (1 / 8 of it). Auto's threshold rests on them: from 256 KiB the hierarchical one
+// beats the tree and the flat direct on 2 and 8 nodes of 8.
+TEST(Simulator, DirectStepVariants) {
+  const double bytes = 256 << 10;
+  const auto flat = direct_all_reduce(16, bytes);
+  ASSERT_EQ(flat.size(), size_t(2 * 16 * 15));
+  double flat_bytes = 0;
+  for (const Transfer& t : flat) flat_bytes += t.bytes;
+  EXPECT_NEAR(flat_bytes, 2.0 * 16 * 15 * bytes / 16, 1e-6 * bytes);
+  const auto hier = hierarchical_all_reduce(16, 8, bytes, true);
+  ASSERT_EQ(hier.size(), size_t(2 * 2 * 8 * 7 + 2 * 8 * 2 * 1));
+  double hier_bytes = 0;
+  for (const Transfer& t : hier) hier_bytes += t.bytes;
+  EXPECT_NEAR(hier_bytes, 2.0 * (2 * 8 * 7 * bytes / 8 + 8 * 2 * 1 * (bytes / 8) / 2), 1e-6 * bytes);
+  for (int n : {16, 64}) {
+    const Network net = fat_tree(n);
+    const double tree = simulate(net, tree_all_reduce(n, bytes), 1 << 20).seconds;
+    const double direct = simulate(net, direct_all_reduce(n, bytes), 1 << 20).seconds;
+    const double library = simulate(net, hierarchical_all_reduce(n, 8, bytes, true), 1 << 20).seconds;
+    EXPECT_LT(library, tree) << n << " GPUs";
+    EXPECT_LT(library, direct) << n << " GPUs";
+  }
+}
+
 TEST(Simulator, TorusAllReduceUsesAllSixLinks) {
   const double bw = 100e9, bytes = 1e9;
   const Network net = torus3d(4, 4, 4, bw, 1e-6);

@@ -49,9 +49,10 @@ const char* name(Algorithm algorithm);
 // group's Group::num_nodes). One node: Direct below 4 MiB (fewest steps), Ring from 4 MiB on more
 // than 2 ranks (it reduces on receive, with no temporaries: faster for big tensors on one host);
 // never Tree there, measured slower than Direct on one host (docs/perf.md). Several nodes:
-// Hierarchical from 1 MiB, where it beats the tree in the simulator on 2 to 32 nodes of 8
-// (bench_sim_deepep; docs/deepep.md), Tree below on more than 8 ranks (fewest steps: what the
-// network's latency rewards), Direct below on up to 8.
+// Hierarchical from 256 KiB, where its direct steps beat both the tree and the flat Direct in the
+// simulator on 2 to 32 nodes of 8 (bench_sim_deepep; docs/deepep.md), Tree below on more than 8
+// ranks (fewest messages: the simulator counts no per-message cost, which Direct's n - 1 per step
+// pay on the host), Direct below on up to 8.
 Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes);
 
 // In place: every rank's `tensor` becomes the reduction over ranks.

@@ -86,14 +86,19 @@ Result simulate(const Network& net, const std::vector<Transfer>& transfers, doub
 // then y on bytes/x, then z on bytes/(x y), and back (bidirectional: each ring carries half of its
 // data each way).
 std::vector<Transfer> ring_all_reduce(int gpus, double bytes);
+// Direct all-reduce (the library's Algorithm::Direct): every GPU sends bytes/n to every other at
+// once (reduce-scatter), then its reduced part to every other (all-gather); 2 latency steps.
+std::vector<Transfer> direct_all_reduce(int gpus, double bytes);
 // Tree all-reduce (the library's Algorithm::Tree): a binomial tree reduces the whole `bytes` to
 // GPU 0 (ceil(log2 n) levels) and sends the result back down the same tree.
 std::vector<Transfer> tree_all_reduce(int gpus, double bytes);
 // Hierarchical all-reduce on nodes of `gpus_per_node` consecutive GPUs: a ring reduce-scatter
 // inside each node, then for each local index a ring all-reduce across the nodes on that index's
 // 1/gpus_per_node of the data (every GPU's own NIC carries one of them), then an all-gather inside
-// each node. `gpus` a multiple of `gpus_per_node`.
-std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes);
+// each node. `gpus` a multiple of `gpus_per_node`. With `direct_steps`, every phase is direct (each
+// member sends its share to every other member at once), as the library's Algorithm::Hierarchical
+// runs them: 4 latency steps whatever the sizes, against the rings' 2 (k - 1) per phase.
+std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes, bool direct_steps = false);
 std::vector<Transfer> torus_all_reduce(int x, int y, int z, double bytes);
 
 // The hierarchical dispatch plan: `dest[t * topk + j]` is the rank of token t's j-th expert (-1:

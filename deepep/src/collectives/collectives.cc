@@ -275,7 +275,7 @@ const char* name(Algorithm a) {
 // on 2 to 32 nodes of 8 (bench_sim_deepep, docs/deepep.md); below, the fewest steps: Direct's 2 on
 // up to 8 ranks, the tree's 2 ceil(log2 n) beyond, where Direct's n - 1 messages per rank and step
 // cost more than the tree's extra steps.
-constexpr int64_t kHierarchicalFromBytes = 1 << 20;
+constexpr int64_t kHierarchicalFromBytes = 256 << 10;
 constexpr int kDirectUpToRanks = 8;
 
 Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes) {

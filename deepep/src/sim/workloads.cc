@@ -45,6 +45,31 @@ void ring_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>&
   last = std::move(next);
 }
 
+// One direct phase (a reduce-scatter or an all-gather) in every group of `groups`, as the library's
+// direct steps run it: each member sends `data / k` to each of the other k - 1 at once, after what
+// it last received (`last[g]`); `last` becomes this phase's receives.
+void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data,
+                  std::vector<std::vector<int>>& last) {
+  std::vector<std::vector<int>> next = last;
+  for (const std::vector<int>& group : groups) {
+    const int k = int(group.size());
+    if (k < 2) continue;
+    for (int g : group) next[size_t(g)].clear();
+    for (int src : group)
+      for (int dst : group) {
+        if (dst == src) continue;
+        Transfer t;
+        t.src = src;
+        t.dst = dst;
+        t.bytes = data / k;
+        t.after = last[size_t(src)];
+        next[size_t(dst)].push_back(int(out.size()));
+        out.push_back(std::move(t));
+      }
+  }
+  last = std::move(next);
+}
+
 }  // namespace
 
 std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
@@ -55,6 +80,17 @@ std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
   ring_phase(out, {ring}, bytes, last);  // reduce-scatter
   ring_phase(out, {ring}, bytes, last);  // all-gather
+  return out;
+}
+
+std::vector<Transfer> direct_all_reduce(int gpus, double bytes) {
+  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::direct_all_reduce: ", gpus, " GPUs, ", bytes, " bytes");
+  std::vector<Transfer> out;
+  std::vector<int> all(static_cast<size_t>(gpus));
+  for (int g = 0; g < gpus; ++g) all[size_t(g)] = g;
+  std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
+  direct_phase(out, {all}, bytes, last);  // reduce-scatter
+  direct_phase(out, {all}, bytes, last);  // all-gather
   return out;
 }
 
@@ -87,7 +123,7 @@ std::vector<Transfer> tree_all_reduce(int gpus, double bytes) {
   return out;
 }
 
-std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes) {
+std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes, bool direct_steps) {
   RT_USER_CHECK(gpus >= 1 && gpus_per_node >= 1 && gpus % gpus_per_node == 0 && bytes >= 0,
                 "deepep::sim::hierarchical_all_reduce: ", gpus, " GPUs in nodes of ", gpus_per_node, ", ", bytes,
                 " bytes (the GPUs must fill whole nodes)");
@@ -103,10 +139,11 @@ std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, doubl
   }
   std::vector<Transfer> out;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  ring_phase(out, in_node, bytes, last);                  // reduce-scatter in the node
-  ring_phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
-  ring_phase(out, across, bytes / gpus_per_node, last);
-  ring_phase(out, in_node, bytes, last);                  // all-gather in the node
+  const auto phase = direct_steps ? direct_phase : ring_phase;
+  phase(out, in_node, bytes, last);                  // reduce-scatter in the node
+  phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
+  phase(out, across, bytes / gpus_per_node, last);
+  phase(out, in_node, bytes, last);                  // all-gather in the node
   return out;
 }
 
