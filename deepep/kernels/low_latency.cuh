@@ -21,13 +21,16 @@
 namespace deepep::kernels {
 
 // Signal words (u64) of a window: where each flag lives.
-constexpr i64 kLlDispatchFlags = 0;       // [experts]: local expert le of the owner, from source s: le * ranks + s
-constexpr i64 kLlCombineFlags = 4096;     // [ranks]: from owner rank r
-constexpr i64 kLlCombineArrivals = 8192;  // blocks of this rank's combine send that have finished
-constexpr i64 kLlSequence = 8193;         // the sequence number of this rank's last completed operation
-constexpr i64 kLlRecvArrivals = 8194;     // blocks of this rank's running receive kernel that have finished
-// (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
+// Flags come in two sets, used by operations of odd and even sequence numbers (ll_dispatch_flags,
+// ll_combine_flags), for the reason the stagings alternate: a sender one operation ahead must not overwrite a flag its peer
+// has not read yet (two dispatches, or two combines, in a row).
+constexpr i64 kLlDispatchFlags = 0;        // [2][experts]: local expert le of the owner, from source s: le * ranks + s
+constexpr i64 kLlCombineFlags = 8192;      // [2][ranks]: from owner rank r
+constexpr i64 kLlCombineArrivals = 10240;  // blocks of this rank's combine send that have finished
+constexpr i64 kLlSequence = 10241;         // the sequence number of this rank's last completed operation
+constexpr i64 kLlRecvArrivals = 10242;     // blocks of this rank's running receive kernel that have finished
+// (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
 constexpr u64 kLlBad = 1ull << 31;
 
 // Status words of the receiving kernels, in page-locked host memory: [0] 1 + a rank whose flag
@@ -53,11 +56,16 @@ __device__ __forceinline__ u64 global_ns() {
   return t;
 }
 
-// The sequence number of the operation now starting, from this rank's own signal words: 1..2^32-1
-// (flags keep 32 bits of it, and a fresh signal area holds 0).
+// The sequence number of the operation now starting, from this rank's own signal words: 1..2^32-2
+// (flags keep 32 bits of it, a fresh signal area holds 0, and an even period keeps the parity of
+// consecutive operations alternating across the wrap).
 __device__ __forceinline__ u64 ll_sequence(const u64* own_signals) {
-  return *reinterpret_cast<const volatile u64*>(own_signals + kLlSequence) % 0xffffffffull + 1;
+  return *reinterpret_cast<const volatile u64*>(own_signals + kLlSequence) % 0xfffffffeull + 1;
 }
+
+// The first flag word of operation seq's set, dispatch (experts words) or combine (ranks words).
+__device__ __forceinline__ i64 ll_dispatch_flags(u64 seq) { return kLlDispatchFlags + i64(seq & 1) * kLlMaxExperts; }
+__device__ __forceinline__ i64 ll_combine_flags(u64 seq) { return kLlCombineFlags + i64(seq & 1) * kLlMaxRanks; }
 
 // Where operation seq stages rows in a window whose signal words start at signal_offset: the lower
 // or the upper half of the data area (DevicePlane::ll_stage_bytes computes the same half).
@@ -174,7 +182,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const i64 t = blockIdx.x;
   auto flag_of = [&](i64 e) {
-    return reinterpret_cast<u64*>(windows[e / local] + signal_offset) + kLlDispatchFlags + (e % local) * ranks + me;
+    return reinterpret_cast<u64*>(windows[e / local] + signal_offset) + ll_dispatch_flags(seq) + (e % local) * ranks + me;
   };
   const bool bad = ll_topk_bad(topk, tokens, k, experts);
   if (blockIdx.x == 0)
@@ -298,7 +306,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
   const i64 row_bytes = fp8 ? hidden : hidden * 2, s_bytes = fp8 ? hidden / 128 * 4 : 0;
   __shared__ i64 begin[kLlMaxRanks + 1];
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
-    const u64 v = ll_wait(signals + kLlDispatchFlags + i64(le) * ranks + r, seq, timeout_ns);
+    const u64 v = ll_wait(signals + ll_dispatch_flags(seq) + i64(le) * ranks + r, seq, timeout_ns);
     if (v == 0) status[kLlTimedOut] = r + 1;
     if (v & kLlBad) status[kLlBadSource] = r + 1;
     begin[r + 1] = i64(v & (kLlBad - 1));
@@ -363,7 +371,8 @@ __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64
   *arrivals = 0;  // the next combine's blocks start after this kernel
   __threadfence_system();
   for (int r = 0; r < ranks; ++r)
-    store_release_sys(reinterpret_cast<u64*>(windows[r] + signal_offset) + kLlCombineFlags + me, ll_flag(seq, false, 0));
+    store_release_sys(reinterpret_cast<u64*>(windows[r] + signal_offset) + ll_combine_flags(seq) + me,
+                      ll_flag(seq, false, 0));
 }
 
 // Source, blocks over tokens: waits for every owner's flag, then out[t] = sum over its top-k slots
@@ -378,7 +387,7 @@ __device__ __forceinline__ void ll_combine_recv_body(const unsigned char* window
   const unsigned short* const stage = reinterpret_cast<const unsigned short*>(
       window + ll_stage(seq, reinterpret_cast<const unsigned char*>(signals) - window));
   for (int r = threadIdx.x; r < ranks; r += blockDim.x)
-    if (ll_wait(signals + kLlCombineFlags + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
+    if (ll_wait(signals + ll_combine_flags(seq) + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
   if (blockIdx.x == 0)
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x)
       if (i64(topk[i]) != routing[i]) status[kLlTopkDiffers] = 1;

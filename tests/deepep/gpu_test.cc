@@ -352,13 +352,81 @@ TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
 
     rt::Tensor bad = c.topk_tensor(me);
     if (me == 1) bad.data_as<int64_t>()[4] = c.experts;
-    gpu.low_latency_dispatch(r0.xd, bad.to(dev), c.max_tokens, c.experts, true);  // returns: queued
+    const rt::Tensor bad_d = bad.to(dev);  // alive until the stream has run the call
+    gpu.low_latency_dispatch(r0.xd, bad_d, c.max_tokens, c.experts, true);  // returns: queued
     expect_throws([&] { gpu.synchronize_low_latency(); }, "rank 1 passed an invalid topk_idx",
                   "a queued dispatch with an invalid expert on rank 1");
     const LowLatencyRound r(c, me, 0, dev);
     const auto again = gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true);
     gpu.synchronize_low_latency();
     expect_dispatch_like_cpu(c, true, cpu.low_latency_dispatch(r.x, r.idx, c.max_tokens, c.experts, true), again);
+  }));
+}
+
+// Queued calls of the same kind back to back (two dispatches, then a combine of the second): a rank
+// one call ahead must not overwrite flags its peer has not read (the flags alternate like the
+// stagings). Every call against the CPU path.
+TEST(DeepEPGpu, LowLatencyQueuedTwoDispatchesInARow) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    LowLatencyBuffers b(g, c);
+    b.gpu.set_low_latency_stream(b.stream.handle());
+    std::vector<LowLatencyRound> in;
+    std::vector<deepep::LowLatencyDispatchResult> first, second;
+    std::vector<deepep::LowLatencyCombineResult> combined;
+    for (int round = 0; round < 3; ++round) {
+      in.emplace_back(c, me, 2 * round, dev);
+      in.emplace_back(c, me, 2 * round + 1, dev);
+      const LowLatencyRound &r1 = in[in.size() - 2], &r2 = in.back();
+      first.push_back(b.gpu.low_latency_dispatch(r1.xd, r1.idxd, c.max_tokens, c.experts, true));
+      second.push_back(b.gpu.low_latency_dispatch(r2.xd, r2.idxd, c.max_tokens, c.experts, false));
+      combined.push_back(b.gpu.low_latency_combine(r2.yd, r2.idxd, r2.wd, *second.back().handle));
+    }
+    b.gpu.synchronize_low_latency();
+    for (int round = 0; round < 3; ++round) {
+      const LowLatencyRound &r1 = in[size_t(2 * round)], &r2 = in[size_t(2 * round + 1)];
+      expect_dispatch_like_cpu(c, true, b.cpu.low_latency_dispatch(r1.x, r1.idx, c.max_tokens, c.experts, true),
+                               first[size_t(round)]);
+      const deepep::LowLatencyDispatchResult d2 = b.cpu.low_latency_dispatch(r2.x, r2.idx, c.max_tokens, c.experts, false);
+      expect_dispatch_like_cpu(c, false, d2, second[size_t(round)]);
+      expect_same(b.cpu.low_latency_combine(r2.y, r2.idx, r2.w, *d2.handle).combined_x, combined[size_t(round)].combined_x,
+                  "combined_x");
+    }
+  }));
+}
+
+// A queued call that a rank's own input check rejects: that rank raises at once and its queued path
+// is broken from then on (its calls no longer match its peers'): the next call says so; the peer,
+// whose call waits for it, gets the timeout error at its synchronization.
+TEST(DeepEPGpu, LowLatencyQueuedInputErrorBreaksThePath) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::CommOptions o = gpu_options(me);
+    o.timeout = std::chrono::milliseconds(3000);
+    deepep::Buffer gpu(g, 0, deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts), true, o);
+    rt::CudaStream stream(dev.id, true);
+    gpu.set_low_latency_stream(stream.handle());
+    const LowLatencyRound r(c, me, 0, dev);
+    gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true);  // the first call agrees
+    gpu.synchronize_low_latency();
+    if (me == 1) {
+      expect_throws([&] { gpu.low_latency_dispatch(r.xd, r.idxd, 1, c.experts, true); }, "max_tokens_per_rank=1",
+                    "a dispatch with more tokens than max_tokens_per_rank");
+      expect_throws([&] { gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true); },
+                    "no longer match its peers", "the call after the broken one");
+    } else {
+      gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true);
+      expect_throws([&] { gpu.synchronize_low_latency(); }, "rank 1's data did not arrive",
+                    "a queued dispatch whose peer never sent");
+    }
   }));
 }
 

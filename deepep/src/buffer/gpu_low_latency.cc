@@ -50,15 +50,18 @@ void ll_check_status(DevicePlane& plane, const char* what) {
 
 namespace {
 
-// After a receive kernel: waits for it and raises its status as errors (on a user stream neither:
-// the call returns at once, and ll_check_status reports at the next call or synchronization).
+// After a receive kernel: waits for it and raises its status as errors. On a user stream it does
+// not wait: it raises what the calls the stream has run so far met (this one's kernels are queued
+// already, so every rank's calls stay numbered alike), and synchronize_low_latency() the rest.
 void finish_receive(DevicePlane& plane, const char* what) {
-  if (!plane.ll_on_user_stream()) {
+  plane.mark("receive");
+  plane.report(what);
+  if (plane.ll_on_user_stream()) {
+    ll_check_status(plane, "a low-latency call queued earlier on the stream");
+  } else {
     plane.ll_sync();
     ll_check_status(plane, what);
   }
-  plane.mark("receive");
-  plane.report(what);
 }
 
 // Runs `receive` now, or returns it as the hook (and leaves it to the engine, whose next operation

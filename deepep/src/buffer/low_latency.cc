@@ -76,12 +76,27 @@ void quantize_row(const tl::bfloat16_t* x, int64_t H, uint8_t* q, float* scales)
   }
 }
 
-// Calls queued on a user stream (Buffer::set_low_latency_stream) take no host step with the other
-// ranks: the errors of earlier queued calls are raised now, and this call's own input errors here,
-// on this rank (the kernels check the routing values, and a peer that never sends times out).
-void check_queued_call(DevicePlane& plane, const char* what, int rank, const std::string& err) {
-  detail::ll_check_status(plane, "a low-latency call queued earlier on the stream");
-  if (!err.empty()) rt::throw_user_error(rt::str("deepep ", what, " (rank ", rank, "): ", err));
+// Before a call queued on a user stream (Buffer::set_low_latency_stream). Such calls take no host
+// step with the other ranks, and each rank numbers them on its device, so a rank that raises before
+// queueing its kernels falls behind its peers for good. After another operation on the windows the
+// call agrees with the others first (a peer may still be reading its window there), and then an
+// input error is every rank's, raised before anyone queues anything. Otherwise an input error this
+// rank sees alone is its own: it breaks the Buffer's low-latency path (every later call raises at
+// once; the peers time out waiting for this call). The errors of earlier queued calls are raised
+// after this call's kernels are queued (gpu_low_latency.cc).
+void before_queued_call(Engine& e, DevicePlane& plane, const char* what, const std::string& desc, int rank,
+                        const std::string& err) {
+  RT_USER_CHECK(plane.ll_broken().empty(), "deepep ", what, " (rank ", rank, "): ", plane.ll_broken());
+  if (plane.take_window_operation()) {
+    e.agree(what, desc, err);
+    plane.take_window_operation();  // this agreement's own mark
+    return;
+  }
+  if (err.empty()) return;
+  plane.set_ll_broken(rt::str("the low-latency calls queued on the stream are broken: an earlier ", what,
+                              " raised before its kernels were queued (", err,
+                              "), so this rank's calls no longer match its peers'; create a new Buffer"));
+  rt::throw_user_error(rt::str("deepep ", what, " (rank ", rank, "): ", err));
 }
 
 }  // namespace
@@ -133,14 +148,13 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   wire::Writer w;
   w.put_vec(mine);
   std::vector<std::string> all;
+  const std::string desc = rt::str("low_latency_dispatch(hidden=", H, ", topk=", K, ", experts=", num_experts,
+                                   ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8,
+                                   gpu ? ", on the GPU" : "", ")");
   if (plane && plane->ll_on_user_stream())
-    check_queued_call(*plane, what, me, err);
+    before_queued_call(e, *plane, what, desc, me, err);
   else
-    all = e.agree(what,
-                  rt::str("low_latency_dispatch(hidden=", H, ", topk=", K, ", experts=", num_experts,
-                          ", max_tokens_per_rank=", max_tokens_per_rank, ", fp8=", use_fp8, gpu ? ", on the GPU" : "",
-                          ")"),
-                  err, err.empty() ? w.str() : std::string());
+    all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
   auto handle = std::make_shared<LowLatencyHandle>();
   handle->id = next_id_++;
   handle->num_ranks = R;
@@ -307,10 +321,11 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
         err = rt::str("topk_idx differs from the one given to the dispatch (at flat index ", i, ")");
   }
   if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K, dev);
+  const std::string desc = rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")");
   if (plane && plane->ll_on_user_stream())
-    check_queued_call(*plane, what, me, err);
+    before_queued_call(e, *plane, what, desc, me, err);
   else
-    e.agree(what, rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")"), err);
+    e.agree(what, desc, err);
   if (gpu) {
     plane->mark("agree");
     return detail::ll_combine_on_device({plane, &e, alive_, return_recv_hook}, x, topk_idx, topk_weights, handle);

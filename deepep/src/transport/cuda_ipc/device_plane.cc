@@ -195,7 +195,16 @@ DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t windo
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
       stream_(device), up_(device), down_(device), status_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
-DevicePlane::~DevicePlane() { rt::cuda_free(device(), tables_); }
+DevicePlane::~DevicePlane() {
+  // Low-latency calls still queued on a user stream write into the windows and the status words.
+  if (ll_stream_) {
+    try {
+      ll_sync();
+    } catch (...) {  // a broken context: nothing is left to wait for
+    }
+  }
+  rt::cuda_free(device(), tables_);
+}
 
 uint64_t DevicePlane::upload(const DeviceTables& tables) {
   const int64_t n = int64_t(tables.bytes().size());

@@ -110,6 +110,14 @@ class DevicePlane {
   bool ll_on_user_stream() const { return ll_stream_.has_value(); }
   rt::CuStream ll_stream() const { return ll_stream_ ? *ll_stream_ : stream(); }
   void ll_sync();  // waits for ll_stream()
+  // Why the calls queued on a user stream can no longer run ("" while they can): a rank's call that
+  // raised before queueing its kernels left its device-counted sequence behind its peers'.
+  const std::string& ll_broken() const { return ll_broken_; }
+  void set_ll_broken(std::string why) { ll_broken_ = std::move(why); }
+  // Another operation used the windows since the last call of take_window_operation (the engine
+  // marks every agreement): the next queued low-latency call agrees with its peers first.
+  void note_window_operation() { window_operation_ = true; }
+  bool take_window_operation() { return std::exchange(window_operation_, false); }
   // Bytes of one of the two alternating stagings in the window (ll_stage in the kernels).
   int64_t ll_stage_bytes() const { return window_.signal_offset() / 2 / 256 * 256; }
   // The receive kernels' status words (kernels/low_latency.cuh): page-locked host memory the
@@ -147,6 +155,8 @@ class DevicePlane {
   bool profile_ = false;
   std::optional<rt::CuStream> ll_stream_;
   int32_t* ll_status_ = nullptr;  // in status_, zeroed once
+  std::string ll_broken_;
+  bool window_operation_ = true;  // a new plane: its windows' first queued call agrees first
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns
   std::vector<rt::CudaEvent> mark_events_;               // one per mark, reused
   std::map<std::string, rt::CudaKernel> kernels_;        // by kernel name
