@@ -16,8 +16,9 @@
 //   BLOCK_K = one 128-byte row: 128 FP8 or 64 BF16 elements) and, for FP8, of the stage's BLOCK_M
 //   scales of A (MN-major, TMA-aligned: gpu.cc copies other forms into it) into a kStages ring.
 //   B's scales (two per k-block) are read by the consumers themselves, one k-block ahead.
-// - One or two consumer warpgroups (BLOCK_M = 64, 128 or 256), each owning 64 or 128 rows x BLOCK_N
-//   columns, computed as one or two m64 waves per k-block (256-row tiles read less B per FLOP).
+// - One, two or three consumer warpgroups (BLOCK_M = 64, 128, 192 or 256), each owning 64 or 128
+//   rows x BLOCK_N columns, computed as one or two m64 waves per k-block (256-row tiles read less B
+//   per FLOP; with 192-row tiles a consumer's promotion runs under the other two's wgmmas).
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one

@@ -45,7 +45,8 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
 // of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
-// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, else 2.
+// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, 3 for
+// 192, else 2.
 inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : block_m == 192 ? 3 : 2; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;

@@ -219,7 +219,7 @@ TEST(DeepEPHierarchical, ExactUnderLossAndCorruption) {
   }, on_nodes(l)));
 }
 
-// Auto on two nodes from 1 MiB is the hierarchical all-reduce: the same bits.
+// Auto on two nodes at 1 MiB (above its 256 KiB threshold) is the hierarchical all-reduce: the same bits.
 TEST(DeepEPHierarchical, AutoRunsHierarchicalAcrossNodes) {
   const uint64_t seed = test_seed();
   const Layout l{4, [](int r) { return r / 2; }, "4 ranks, 2 + 2"};
@@ -254,7 +254,7 @@ TEST(DeepEPHierarchical, AutoChoosesFromNodesRanksAndBytes) {
   EXPECT_EQ(choose_all_reduce(1, 4, 4 * MiB), Algorithm::Ring);
   EXPECT_EQ(choose_all_reduce(1, 2, 64 * MiB), Algorithm::Direct);
   EXPECT_EQ(choose_all_reduce(1, 64, 1 * KiB), Algorithm::Direct);
-  // Several nodes: hierarchical from 1 MiB, whatever the shape.
+  // Several nodes: hierarchical from 256 KiB, whatever the shape.
   EXPECT_EQ(choose_all_reduce(2, 2, 1 * MiB), Algorithm::Hierarchical);
   EXPECT_EQ(choose_all_reduce(2, 16, 1 * MiB), Algorithm::Hierarchical);
   EXPECT_EQ(choose_all_reduce(128, 1024, 1024 * MiB), Algorithm::Hierarchical);

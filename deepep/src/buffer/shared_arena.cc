@@ -8,6 +8,7 @@
 #include <atomic>
 #include <cerrno>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <mutex>
 #include <random>
@@ -146,11 +147,26 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
     }
     return std::string();
   };
+  std::vector<uint8_t*> mapped(size_t(R), nullptr);
+  auto unmap_peers = [&] {
+    for (int r = 0; r < R; ++r)
+      if (mapped[size_t(r)]) munmap(mapped[size_t(r)], peer_bytes_[size_t(r)]);
+  };
+  // The group's steps below throw when a peer dies or the timeout passes: the segment's name and
+  // the peers' mappings must not outlive that (`own` unmaps and closes its own).
+  struct OnThrow {
+    std::function<void()> undo;
+    ~OnThrow() {
+      if (undo) undo();
+    }
+  } on_throw{[&] {
+    unlink_own();
+    unmap_peers();
+  }};
   wire::Writer w;
   w.put_str(error).put_str(name).put<uint64_t>(own->capacity);
   const std::vector<std::string> all = group.allgather(w.str(), "shared arena setup");
   std::string failure = first_error(all);
-  std::vector<uint8_t*> mapped(size_t(R), nullptr);
   for (int r = 0; r < R && failure.empty(); ++r) {
     wire::Reader rd(all[size_t(r)]);
     rd.get_str();
@@ -181,14 +197,14 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
   wire::Writer v;
   v.put_str(failure);
   const std::string attach_failure = first_error(group.allgather(v.str(), "shared arena attach"));
+  on_throw.undo = nullptr;
   if (failure.empty()) failure = attach_failure;
   unlink_own();
   if (failure.empty()) {
     if (own->base) own_ = std::move(own);
     return;
   }
-  for (int r = 0; r < R; ++r)
-    if (mapped[size_t(r)]) munmap(mapped[size_t(r)], peer_bytes_[size_t(r)]);
+  unmap_peers();
   peer_base_.assign(size_t(R), nullptr);
   peer_bytes_.assign(size_t(R), 0);
   unavailable_ = "the shared arenas could not be set up when the Buffer was created: " + failure;

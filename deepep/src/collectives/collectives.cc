@@ -271,10 +271,10 @@ const char* name(Algorithm a) {
   return "?";
 }
 
-// Several nodes: the hierarchical all-reduce from 1 MiB, where it beats the tree in the simulator
-// on 2 to 32 nodes of 8 (bench_sim_deepep, docs/deepep.md); below, the fewest steps: Direct's 2 on
-// up to 8 ranks, the tree's 2 ceil(log2 n) beyond, where Direct's n - 1 messages per rank and step
-// cost more than the tree's extra steps.
+// Several nodes: the hierarchical all-reduce from 256 KiB, where it beats the tree and the flat
+// direct in the simulator on 2 to 32 nodes of 8 (bench_sim_deepep, docs/deepep.md); below, the
+// fewest steps: Direct's 2 on up to 8 ranks, the tree's 2 ceil(log2 n) beyond, where Direct's n - 1
+// messages per rank and step cost more than the tree's extra steps.
 constexpr int64_t kHierarchicalFromBytes = 256 << 10;
 constexpr int kDirectUpToRanks = 8;
 
