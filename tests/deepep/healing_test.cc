@@ -145,6 +145,9 @@ TEST(DeepEPHealing, RelaysInACycleDoNotStall) {
   }));
 }
 
+// A rank killed at operation 3 (an all_reduce): every other rank gets "rank 2 ... died" within the
+// bound and the communicator is broken. Killed at the start, the others never pass the operation's
+// agreement; killed after it (kill_mid_op), they have started sending to it.
 void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
   auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
     if (via_env) setenv("DEEPEP_FAULTS", "kill_rank=2,kill_at_op=3", 1);
@@ -155,6 +158,7 @@ void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
     std::fill_n(t.data_as<float>(), 100000, 1.0f);
     deepep::all_reduce(comm, t);  // op 1
     deepep::barrier(comm);        // op 2
+    const uint64_t sent_before = g->rank() == 2 ? 0 : comm.link_stats(g->rank(), 2).frames_sent;
     const auto start = Clock::now();
     try {
       deepep::all_reduce(comm, t);  // op 3: rank 2 dies as it starts (or after its agreement: kill_mid_op)
@@ -163,6 +167,9 @@ void expect_dead_rank_reported(const deepep::CommOptions& o, bool via_env) {
       const std::string m = e.what();
       EP_CHECK(m.find("rank 2") != std::string::npos && m.find("died") != std::string::npos, m);
       EP_CHECK(s < 10.0, "took ", s, " s to notice");  // the bound: liveness checks every 50 ms
+      const uint64_t sent = comm.link_stats(g->rank(), 2).frames_sent - sent_before;
+      EP_CHECK((sent > 0) == o.faults.kill_mid_op, sent, " frames sent to rank 2 in the operation it died in",
+               o.faults.kill_mid_op ? " (killed after the agreement: some expected)" : " (killed at its start: none)");
       note(rt::str("noticed in ", s, " s: ", m));
       // The communicator is broken now: later calls fail at once.
       try {
