@@ -227,6 +227,13 @@ struct LowLatencyRound {
   }
 };
 
+// The low-latency tests' usual case: 2 ranks, 8 experts, top-3, hidden 256, up to 40 tokens.
+MoeCase two_rank_low_latency_case() {
+  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
+  c.max_tokens = 40;
+  return c;
+}
+
 // A rank's Buffers for comparing the GPU low-latency path with the CPU one, sized for c, and a
 // stream for queued calls.
 struct LowLatencyBuffers {
@@ -281,8 +288,7 @@ void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds, boo
 
 TEST(DeepEPGpu, LowLatencyBf16TwoRanks) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   low_latency_like_cpu(c, false, false, 2);
 }
 
@@ -296,8 +302,7 @@ TEST(DeepEPGpu, LowLatencyFp8FourRanksWithEmptyRankAndHook) {
 
 TEST(DeepEPGpu, LowLatencyQueuedOnAStream) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   low_latency_like_cpu(c, true, false, 4, true);
 }
 
@@ -315,8 +320,7 @@ TEST(DeepEPGpu, LowLatencyQueuedThreeRanksWithHooks) {
 // still works.
 TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
@@ -368,8 +372,7 @@ TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
 // stagings). Every call against the CPU path.
 TEST(DeepEPGpu, LowLatencyQueuedTwoDispatchesInARow) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
@@ -404,8 +407,7 @@ TEST(DeepEPGpu, LowLatencyQueuedTwoDispatchesInARow) {
 // whose call waits for it, gets the timeout error at its synchronization.
 TEST(DeepEPGpu, LowLatencyQueuedInputErrorBreaksThePath) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
@@ -434,8 +436,7 @@ TEST(DeepEPGpu, LowLatencyQueuedInputErrorBreaksThePath) {
 // window too small for the call is the same error everywhere before anything moves.
 TEST(DeepEPGpu, LowLatencyErrors) {
   REQUIRE_GPU();
-  MoeCase c = make(2, 8, 3, Routing::Uniform, 256);
-  c.max_tokens = 40;
+  const MoeCase c = two_rank_low_latency_case();
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);

@@ -77,6 +77,19 @@ TEST(DeepEPHealing, ThirtyPercentLossAndCorruptionResultsIdentical) { run_under_
 TEST(DeepEPHealing, LossOnEightRanks) { run_under_faults(8, faulty(0.1, 0.05)); }
 TEST(DeepEPHealing, DelayedFramesResultsIdentical) { run_under_faults(2, faulty(0.05, 0, 300)); }
 
+// `rounds` all_to_alls of n int32 values per destination, each checked exactly.
+void all_to_all_rounds(deepep::Comm& comm, int64_t n, int rounds) {
+  const int R = comm.size(), me = comm.rank();
+  for (int round = 0; round < rounds; ++round) {
+    rt::Tensor in = rt::Tensor::empty({n * R}, rt::DType::I32), out = rt::Tensor::empty({n * R}, rt::DType::I32);
+    for (int64_t i = 0; i < n * R; ++i) in.data_as<int32_t>()[i] = int32_t(me * 1000003 + i + round);
+    deepep::all_to_all(comm, out, in);
+    for (int r = 0; r < R; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        EP_CHECK(out.data_as<int32_t>()[r * n + i] == int32_t(r * 1000003 + me * n + i + round), "from ", r);
+  }
+}
+
 TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
   deepep::CommOptions o = faulty(0.5, 0.1);
   o.faults.links = {{0, 1}};
@@ -87,16 +100,7 @@ TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
       c.inbound_bytes = 96 << 10;  // 4 KiB frames
       return c;
     }());
-    const int R = g->size(), me = g->rank();
-    const int64_t n = 300000;  // per destination: ~300 frames
-    for (int round = 0; round < 3; ++round) {
-      rt::Tensor in = rt::Tensor::empty({n * R}, rt::DType::I32), out = rt::Tensor::empty({n * R}, rt::DType::I32);
-      for (int64_t i = 0; i < n * R; ++i) in.data_as<int32_t>()[i] = int32_t(me * 1000003 + i + round);
-      deepep::all_to_all(comm, out, in);
-      for (int r = 0; r < R; ++r)
-        for (int64_t i = 0; i < n; ++i)
-          EP_CHECK(out.data_as<int32_t>()[r * n + i] == int32_t(r * 1000003 + me * n + i + round), "from ", r);
-    }
+    all_to_all_rounds(comm, 300000, 3);  // per destination: ~300 frames a round
     deepep::barrier(comm);
     const deepep::LinkStats bad = comm.link_stats(0, 1);
     uint64_t relayed = 0;
@@ -121,19 +125,11 @@ TEST(DeepEPHealing, RelaysInACycleDoNotStall) {
   o.inbound_bytes = 2 * (12 << 10);  // 3 frames of 4 KiB per inbound link
   expect_all_ok(run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
     deepep::Comm comm(g, o);
-    const int R = g->size(), me = g->rank();
+    const int me = g->rank();
     // ~400 frames per destination and round. A stall needs all three rings full of frames to forward
     // at once: without the drop, about one round in forty stalled here.
-    const int64_t n = 400000;
     const auto start = Clock::now();
-    for (int round = 0; round < 16; ++round) {
-      rt::Tensor in = rt::Tensor::empty({n * R}, rt::DType::I32), out = rt::Tensor::empty({n * R}, rt::DType::I32);
-      for (int64_t i = 0; i < n * R; ++i) in.data_as<int32_t>()[i] = int32_t(me * 1000003 + i + round);
-      deepep::all_to_all(comm, out, in);
-      for (int r = 0; r < R; ++r)
-        for (int64_t i = 0; i < n; ++i)
-          EP_CHECK(out.data_as<int32_t>()[r * n + i] == int32_t(r * 1000003 + me * n + i + round), "from ", r);
-    }
+    all_to_all_rounds(comm, 400000, 16);
     const double s = std::chrono::duration<double>(Clock::now() - start).count();
     deepep::barrier(comm);
     const int bad_dst = (me + 2) % 3;  // this rank's lossy link: 0 -> 2, 1 -> 0, 2 -> 1
