@@ -1,6 +1,6 @@
 #include "deepep/comm.h"
 
-#include "bootstrap/wire.h"
+#include "bootstrap/setup_check.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "deepep/transport.h"
@@ -26,7 +26,6 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
     error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
   if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
   // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
-  wire::Writer w;
   const bool nccl = options_.device_transport == "nccl";
   if (!nccl && options_.device_transport != "cuda_ipc")
     error = rt::str("device_transport='", options_.device_transport, "' is not a device transport (cuda_ipc, nccl)");
@@ -39,19 +38,14 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
       options_.cuda_device < 0 ? std::string(" no device plane")
       : nccl                   ? std::string(" the nccl device plane")
                                : rt::str(" a cuda_ipc device window of ", options_.device_window_bytes, " bytes");
-  w.put_str(error).put_str(
-      rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'", device_plane));
-  const std::vector<std::string> all = group_->allgather(w.str(), "communicator creation");
-  std::string first_desc;
-  for (int r = 0; r < group_->size(); ++r) {
-    wire::Reader rd(all[size_t(r)]);
-    const std::string err = rd.get_str(), desc = rd.get_str();
-    if (!err.empty()) rt::throw_user_error(rt::str("deepep Comm: rank ", r, ": ", err));
-    if (r == 0) first_desc = desc;
-    if (desc != first_desc)
-      rt::throw_user_error(rt::str("deepep Comm: the ranks disagree: rank 0 has ", first_desc, " but rank ", r, " has ",
-                                   desc));
-  }
+  const std::vector<std::string> descs = gather_setup(
+      *group_, error,
+      rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'", device_plane),
+      "deepep Comm: ", "communicator creation");
+  for (int r = 0; r < group_->size(); ++r)
+    if (descs[size_t(r)] != descs[0])
+      rt::throw_user_error(rt::str("deepep Comm: the ranks disagree: rank 0 has ", descs[0], " but rank ", r, " has ",
+                                   descs[size_t(r)]));
   const TransportEntry& entry = find_transport(options_.transport, *group_);
   TransportConfig tc;
   tc.inbound_bytes = options_.inbound_bytes;

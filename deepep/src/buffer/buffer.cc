@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "bootstrap/wire.h"
+#include "bootstrap/setup_check.h"
 #include "buffer/checks.h"
 #include "buffer/peer_memory.h"
 #include "buffer/shared_arena.h"
@@ -29,20 +29,15 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
   else if (options.shared_arena_bytes < 0)
     err = rt::str("negative shared_arena_bytes (", options.shared_arena_bytes, ")");
-  wire::Writer w;
-  w.put_str(err).put_str(rt::str("Buffer(num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes,
-                                 ", low_latency_mode=", low_latency_mode, ")"));
-  const auto all = group_->allgather(w.str(), "Buffer creation");
-  std::string desc0;
-  for (int r = 0; r < group_->size(); ++r) {
-    wire::Reader rd(all[size_t(r)]);
-    const std::string e = rd.get_str(), d = rd.get_str();
-    if (!e.empty()) rt::throw_user_error(rt::str("deepep Buffer: rank ", r, ": ", e));
-    if (r == 0) desc0 = d;
-    if (d != desc0)
-      rt::throw_user_error(rt::str("deepep Buffer: the ranks disagree: rank 0 created ", desc0, " but rank ", r,
-                                   " created ", d));
-  }
+  const std::vector<std::string> descs =
+      gather_setup(*group_, err,
+                   rt::str("Buffer(num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes,
+                           ", low_latency_mode=", low_latency_mode, ")"),
+                   "deepep Buffer: ", "Buffer creation");
+  for (int r = 0; r < group_->size(); ++r)
+    if (descs[size_t(r)] != descs[0])
+      rt::throw_user_error(rt::str("deepep Buffer: the ranks disagree: rank 0 created ", descs[0], " but rank ", r,
+                                   " created ", descs[size_t(r)]));
   // One host: with a CUDA device the windows carry the data (the shm rings keep options'
   // size for the control plane and CPU tensors); without, the shm rings carry everything.
   if (options.cuda_device >= 0)

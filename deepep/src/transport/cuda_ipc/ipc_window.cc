@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "bootstrap/wire.h"
+#include "bootstrap/setup_check.h"
 #include "deepep/group.h"
 #include "rt/cuda_device.h"
 #include "rt/cuda_memory.h"
@@ -11,12 +11,8 @@
 namespace deepep {
 namespace {
 
-// Every rank's error ("" when fine) through the group; the first one raised on every rank.
 void agree_or_throw(Group& group, const std::string& mine, const std::string& what) {
-  const std::vector<std::string> all = group.allgather(mine, what);
-  for (int r = 0; r < group.size(); ++r)
-    if (!all[size_t(r)].empty())
-      rt::throw_user_error(rt::str("deepep cuda_ipc (", what, "): rank ", r, ": ", all[size_t(r)]));
+  gather_setup(group, mine, "", rt::str("deepep cuda_ipc (", what, "): "), what);
 }
 
 }  // namespace

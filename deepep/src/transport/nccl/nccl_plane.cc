@@ -1,6 +1,6 @@
 #include "transport/nccl/nccl_plane.h"
 
-#include "bootstrap/wire.h"
+#include "bootstrap/setup_check.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "engine/engine.h"
@@ -9,29 +9,6 @@
 #include "transport/nccl/nccl_wait.h"
 
 namespace deepep {
-namespace {
-
-// Every rank's `error` and `payload` go round the group; the first error becomes the same error
-// on every rank (a CommError with `comm_error`, else a user error). Returns every rank's payload.
-std::vector<std::string> gather_checked(Group& group, const std::string& error, const std::string& payload,
-                                        const std::string& what, bool comm_error) {
-  wire::Writer w;
-  w.put_str(error).put_str(payload);
-  std::vector<std::string> payloads;
-  for (const std::string& record : group.allgather(w.str(), what)) {
-    wire::Reader rd(record);
-    const std::string e = rd.get_str();
-    if (!e.empty()) {
-      const std::string message = rt::str("deepep Comm: ", what, ": rank ", payloads.size(), ": ", e);
-      if (comm_error) throw_comm_error(message);
-      rt::throw_user_error(message);
-    }
-    payloads.push_back(rd.get_str());
-  }
-  return payloads;
-}
-
-}  // namespace
 
 NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine), device_(device) {
   const auto adopted = static_cast<nccl::Comm>(group.nccl_comm());
@@ -53,8 +30,8 @@ NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine)
   } catch (const std::exception& e) {
     error = e.what();
   }
-  const std::vector<std::string> ids =
-      gather_checked(group, error, std::string(id.internal, sizeof(id.internal)), "the nccl device plane", false);
+  const std::vector<std::string> ids = gather_setup(group, error, std::string(id.internal, sizeof(id.internal)),
+                                                    "deepep Comm: the nccl device plane: ", "the nccl device plane");
   if (adopted) {
     comm_ = adopted;
     return;
@@ -65,8 +42,8 @@ NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine)
   if (rc != nccl::kSuccess) comm_ = nullptr;
   owned_ = true;
   try {
-    gather_checked(group, rc == nccl::kSuccess ? "" : "ncclCommInitRank failed: " + nccl::error_text(rc), "",
-                   "creating the NCCL communicator", true);
+    gather_setup(group, rc == nccl::kSuccess ? "" : "ncclCommInitRank failed: " + nccl::error_text(rc), "",
+                 "deepep Comm: creating the NCCL communicator: ", "creating the NCCL communicator", true);
   } catch (...) {
     abort();
     throw;
