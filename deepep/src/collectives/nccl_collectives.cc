@@ -30,7 +30,7 @@ void* device_address(uint64_t address) { return reinterpret_cast<void*>(address)
 void all_reduce_nccl(NcclPlane& plane, const rt::Tensor& tensor, ReduceOp op) {
   const nccl::DataType type = reduce_type(tensor);
   plane.run("all_reduce", [&](nccl::Comm comm, rt::CuStream stream) {
-    nccl::check(nccl::library().ncclAllReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), type, red_op(op),
+    nccl::check(plane.library().ncclAllReduce(tensor.data(), tensor.data(), size_t(tensor.numel()), type, red_op(op),
                                               comm, stream),
                 "ncclAllReduce", "all_reduce");
   });
@@ -40,7 +40,7 @@ void reduce_scatter_nccl(NcclPlane& plane, const rt::Tensor& output, const rt::T
   if (output.numel() == 0) return;
   const nccl::DataType type = reduce_type(input);
   plane.run("reduce_scatter", [&](nccl::Comm comm, rt::CuStream stream) {
-    nccl::check(nccl::library().ncclReduceScatter(input.data(), output.data(), size_t(output.numel()), type,
+    nccl::check(plane.library().ncclReduceScatter(input.data(), output.data(), size_t(output.numel()), type,
                                                   red_op(op), comm, stream),
                 "ncclReduceScatter", "reduce_scatter");
   });
@@ -49,7 +49,7 @@ void reduce_scatter_nccl(NcclPlane& plane, const rt::Tensor& output, const rt::T
 void all_gather_nccl(NcclPlane& plane, const rt::Tensor& output, const rt::Tensor& input) {
   if (input.nbytes() == 0) return;
   plane.run("all_gather", [&](nccl::Comm comm, rt::CuStream stream) {
-    nccl::check(nccl::library().ncclAllGather(input.data(), output.data(), size_t(input.nbytes()), nccl::kUint8, comm,
+    nccl::check(plane.library().ncclAllGather(input.data(), output.data(), size_t(input.nbytes()), nccl::kUint8, comm,
                                               stream),
                 "ncclAllGather", "all_gather");
   });
@@ -58,7 +58,7 @@ void all_gather_nccl(NcclPlane& plane, const rt::Tensor& output, const rt::Tenso
 void broadcast_nccl(NcclPlane& plane, const rt::Tensor& tensor, int root) {
   if (tensor.nbytes() == 0) return;
   plane.run("broadcast", [&](nccl::Comm comm, rt::CuStream stream) {
-    nccl::check(nccl::library().ncclBroadcast(tensor.data(), tensor.data(), size_t(tensor.nbytes()), nccl::kUint8,
+    nccl::check(plane.library().ncclBroadcast(tensor.data(), tensor.data(), size_t(tensor.nbytes()), nccl::kUint8,
                                               root, comm, stream),
                 "ncclBroadcast", "broadcast");
   });
@@ -71,7 +71,7 @@ void exchange_nccl(NcclPlane& plane, const std::vector<DevicePiece>& send, const
             " pieces for ", R, " ranks");
   RT_ICHECK(send[size_t(me)].bytes == recv[size_t(me)].bytes, what, ": the local piece's sizes differ");
   plane.run(what, [&](nccl::Comm comm, rt::CuStream stream) {
-    const nccl::Library& l = nccl::library();
+    const nccl::Library& l = plane.library();
     if (send[size_t(me)].bytes > 0)
       RT_CU_CHECK(rt::cuda_driver().cuMemcpyDtoDAsync(recv[size_t(me)].address, send[size_t(me)].address,
                                                       size_t(send[size_t(me)].bytes), stream),

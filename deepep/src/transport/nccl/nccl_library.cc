@@ -92,7 +92,11 @@ std::string error_text(Result result) {
                                       "ncclInternalError", "ncclInvalidArgument",   "ncclInvalidUsage",
                                       "ncclRemoteError",  "ncclInProgress"};
   const std::string name = result >= 0 && result < 8 ? names[result] : rt::str("ncclResult_t ", result);
-  const char* text = library().ncclGetErrorString(result);
+  const char* text = nullptr;
+  try {  // an error path: a library that cannot be loaded now must not hide the error being reported
+    text = library().ncclGetErrorString(result);
+  } catch (const std::exception&) {
+  }
   return text ? rt::str(name, " (", text, ")") : name;
 }
 

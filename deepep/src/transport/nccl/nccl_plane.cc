@@ -15,7 +15,8 @@ NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine)
   std::string error;
   nccl::UniqueId id{};
   try {
-    const nccl::Library& l = nccl::library();
+    lib_ = &nccl::library();
+    const nccl::Library& l = *lib_;
     rt::cuda_context(device);  // NCCL works on the current context's device
     if (adopted) {
       int comm_device = -1;
@@ -38,7 +39,7 @@ NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine)
   }
   std::copy(ids[0].begin(), ids[0].end(), id.internal);  // rank 0's
   // Every rank reached this point with a working device, so every rank joins ncclCommInitRank.
-  const nccl::Result rc = nccl::library().ncclCommInitRank(&comm_, group.size(), id, group.rank());
+  const nccl::Result rc = lib_->ncclCommInitRank(&comm_, group.size(), id, group.rank());
   if (rc != nccl::kSuccess) comm_ = nullptr;
   owned_ = true;
   try {
@@ -54,7 +55,7 @@ NcclPlane::~NcclPlane() {
   if (comm_ == nullptr || !owned_) return;
   try {
     rt::cuda_context(device_);
-    nccl::library().ncclCommDestroy(comm_);
+    lib_->ncclCommDestroy(comm_);
   } catch (...) {  // the library and the device were usable when the communicator was made
   }
 }
@@ -65,7 +66,7 @@ int NcclPlane::size() const { return engine_.size(); }
 void NcclPlane::abort() noexcept {
   if (comm_ == nullptr) return;
   // Ends the communicator's kernels, so that the stream drains; NCCL frees the communicator.
-  nccl::library().ncclCommAbort(comm_);
+  lib_->ncclCommAbort(comm_);
   comm_ = nullptr;
 }
 
@@ -85,7 +86,7 @@ void NcclPlane::run(const std::string& what, const std::function<void(nccl::Comm
   try {
     rt::cuda_context(device_);
     enqueue(comm_, stream());
-    error = nccl::wait_for_stream(comm_, stream(), engine_.timeout(), engine_.liveness(), check_peers);
+    error = nccl::wait_for_stream(*lib_, comm_, stream(), engine_.timeout(), engine_.liveness(), check_peers);
   } catch (const std::exception& e) {
     if (peer_failed) {
       abort();

@@ -34,6 +34,8 @@ class NcclPlane {
   rt::CuStream stream() const { return stream_->handle(); }
   bool owns_communicator() const { return owned_; }
 
+  // The library the communicator was made with (DEEPEP_NCCL_LIBRARY may name another later).
+  const nccl::Library& library() const { return *lib_; }
   // Queues NCCL work (`enqueue` gets the communicator and the stream; its NCCL calls go through
   // nccl::check) and waits for it, bounded. After a failure the communicator is aborted and the
   // engine broken: later operations fail at once.
@@ -43,6 +45,7 @@ class NcclPlane {
   void abort() noexcept;
 
   Engine& engine_;
+  const nccl::Library* lib_ = nullptr;  // set once the constructor got it (else it throws)
   int device_ = 0;
   nccl::Comm comm_ = nullptr;  // nullptr once aborted
   bool owned_ = false;         // created here (destroyed here), or the group's

@@ -7,11 +7,10 @@
 
 namespace deepep::nccl {
 
-std::string wait_for_stream(Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
+std::string wait_for_stream(const Library& l, Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
                             std::chrono::milliseconds check_interval, const std::function<void()>& check_peers) {
   using Clock = std::chrono::steady_clock;
   const rt::CudaDriver& d = rt::cuda_driver();
-  const Library& l = library();
   const auto start = Clock::now();
   auto last_check = start;
   // Short collectives finish within microseconds: poll fast at first, then back off to 1 ms so that

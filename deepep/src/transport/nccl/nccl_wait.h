@@ -14,9 +14,10 @@
 namespace deepep::nccl {
 
 // Returns "" once the work queued on `stream` (a stream of the current context) is done, else why
-// it is not: NCCL's asynchronous error on `comm`, or no completion within `timeout`. `check_peers`
+// it is not: NCCL's asynchronous error on `comm` (asked through `lib`, the library `comm` came
+// from), or no completion within `timeout`. `check_peers`
 // runs about every `check_interval` and may throw (a peer died); CUDA errors of the stream throw.
-std::string wait_for_stream(Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
+std::string wait_for_stream(const Library& lib, Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
                             std::chrono::milliseconds check_interval, const std::function<void()>& check_peers);
 
 }  // namespace deepep::nccl
