@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <random>
 
 #include "gpu_probe.h"
@@ -247,16 +248,22 @@ struct LowLatencyBuffers {
         stream(device_of(g->rank()).id, true) {}
 };
 
+// Runs `body` on c.ranks ranks, each with its rank, its device and its LowLatencyBuffers.
+void on_low_latency_ranks(const MoeCase& c,
+                          const std::function<void(LowLatencyBuffers& b, int me, const rt::Device& dev)>& body) {
+  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    LowLatencyBuffers b(g, c);
+    body(b, g->rank(), device_of(g->rank()));
+  }));
+}
+
 // Low-latency dispatch and combine on the GPU (kernels signalling through the windows) against the
 // CPU path (checked against the reference in low_latency_test.cc), bit for bit: every round a
 // dispatch (FP8 or BF16, with or without the receive hook) and a combine of the same rows. Queued:
 // the GPU calls go on a user stream (Buffer::set_low_latency_stream), every round's dispatch and
 // combine back to back without a host step, then one synchronization and the comparisons.
 void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds, bool queued = false) {
-  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    LowLatencyBuffers b(g, c);
+  on_low_latency_ranks(c, [&](LowLatencyBuffers& b, int me, const rt::Device& dev) {
     deepep::Buffer &cpu = b.cpu, &gpu = b.gpu;
     if (queued) gpu.set_low_latency_stream(b.stream.handle());
     std::vector<LowLatencyRound> in;
@@ -283,7 +290,7 @@ void low_latency_like_cpu(const MoeCase& c, bool fp8, bool hook, int rounds, boo
       const deepep::LowLatencyCombineResult cc = cpu.low_latency_combine(r.y, r.idx, r.w, *dc.handle);
       expect_same(cc.combined_x, cgs[size_t(round)].combined_x, "combined_x");
     }
-  }));
+  });
 }
 
 TEST(DeepEPGpu, LowLatencyBf16TwoRanks) {
@@ -321,10 +328,7 @@ TEST(DeepEPGpu, LowLatencyQueuedThreeRanksWithHooks) {
 TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
   REQUIRE_GPU();
   const MoeCase c = two_rank_low_latency_case();
-  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    LowLatencyBuffers b(g, c);
+  on_low_latency_ranks(c, [&](LowLatencyBuffers& b, int me, const rt::Device& dev) {
     deepep::Buffer &cpu = b.cpu, &gpu = b.gpu;
     const rt::CudaStream& stream = b.stream;
     gpu.set_low_latency_stream(stream.handle());
@@ -364,7 +368,7 @@ TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
     const auto again = gpu.low_latency_dispatch(r.xd, r.idxd, c.max_tokens, c.experts, true);
     gpu.synchronize_low_latency();
     expect_dispatch_like_cpu(c, true, cpu.low_latency_dispatch(r.x, r.idx, c.max_tokens, c.experts, true), again);
-  }));
+  });
 }
 
 // Queued calls of the same kind back to back (two dispatches, then a combine of the second): a rank
@@ -373,10 +377,7 @@ TEST(DeepEPGpu, LowLatencyCapturedInACudaGraph) {
 TEST(DeepEPGpu, LowLatencyQueuedTwoDispatchesInARow) {
   REQUIRE_GPU();
   const MoeCase c = two_rank_low_latency_case();
-  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    LowLatencyBuffers b(g, c);
+  on_low_latency_ranks(c, [&](LowLatencyBuffers& b, int me, const rt::Device& dev) {
     b.gpu.set_low_latency_stream(b.stream.handle());
     std::vector<LowLatencyRound> in;
     std::vector<deepep::LowLatencyDispatchResult> first, second;
@@ -399,7 +400,7 @@ TEST(DeepEPGpu, LowLatencyQueuedTwoDispatchesInARow) {
       expect_same(b.cpu.low_latency_combine(r2.y, r2.idx, r2.w, *d2.handle).combined_x, combined[size_t(round)].combined_x,
                   "combined_x");
     }
-  }));
+  });
 }
 
 // A queued call that a rank's own input check rejects: that rank raises at once and its queued path
