@@ -99,12 +99,13 @@ DriverLoad load_driver() {
   resolve(d.cuEventSynchronize, {"cuEventSynchronize"});
   resolve(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   resolve(d.cuEventDestroy, {"cuEventDestroy_v2"});
-  resolve(d.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"});
-  resolve(d.cuStreamEndCapture, {"cuStreamEndCapture"});
-  resolve(d.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"});
-  resolve(d.cuGraphLaunch, {"cuGraphLaunch"});
-  resolve(d.cuGraphExecDestroy, {"cuGraphExecDestroy"});
-  resolve(d.cuGraphDestroy, {"cuGraphDestroy"});
+  // Graphs are optional (rt::CudaGraph names what is missing): nothing else needs them.
+  resolve(d.cuStreamBeginCapture, {"cuStreamBeginCapture_v2"}, false);
+  resolve(d.cuStreamEndCapture, {"cuStreamEndCapture"}, false);
+  resolve(d.cuGraphInstantiateWithFlags, {"cuGraphInstantiateWithFlags"}, false);
+  resolve(d.cuGraphLaunch, {"cuGraphLaunch"}, false);
+  resolve(d.cuGraphExecDestroy, {"cuGraphExecDestroy"}, false);
+  resolve(d.cuGraphDestroy, {"cuGraphDestroy"}, false);
   resolve(d.cuTensorMapEncodeTiled, {"cuTensorMapEncodeTiled"}, false);
   if (!missing.empty()) {
     load.error =

@@ -98,6 +98,10 @@ double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
 
 CudaGraph::CudaGraph(CuStream stream, int device, const std::function<void()>& enqueue) : device_(device) {
   const CudaDriver& d = cuda_driver();
+  RT_USER_CHECK(d.cuStreamBeginCapture && d.cuStreamEndCapture && d.cuGraphInstantiateWithFlags && d.cuGraphLaunch &&
+                    d.cuGraphExecDestroy && d.cuGraphDestroy,
+                "CUDA graphs need a driver with stream capture and cuGraphInstantiateWithFlags (CUDA 11.4 or newer); ",
+                d.library_path, " is version ", d.version_string());
   cuda_context(device);
   constexpr int kRelaxed = 2;  // CU_STREAM_CAPTURE_MODE_RELAXED
   RT_CU_CHECK(d.cuStreamBeginCapture(stream, kRelaxed), "cuStreamBeginCapture", "cuda:", device);

@@ -201,6 +201,7 @@ struct CudaDriver {
   CuResult (*cuEventSynchronize)(CuEvent);
   CuResult (*cuEventElapsedTime)(float* ms, CuEvent start, CuEvent end);  // _v2 when the driver has it
   CuResult (*cuEventDestroy)(CuEvent);                                    // _v2
+  // optional (11.4): stream capture and graphs (rt::CudaGraph)
   CuResult (*cuStreamBeginCapture)(CuStream, int mode);                   // _v2
   CuResult (*cuStreamEndCapture)(CuStream, CuGraph*);
   CuResult (*cuGraphInstantiateWithFlags)(CuGraphExec*, CuGraph, unsigned long long flags);
