@@ -70,28 +70,29 @@ void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>
   last = std::move(next);
 }
 
-}  // namespace
-
-std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
-  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::ring_all_reduce: ", gpus, " GPUs, ", bytes, " bytes");
-  std::vector<Transfer> out;
-  std::vector<int> ring(static_cast<size_t>(gpus));
-  for (int g = 0; g < gpus; ++g) ring[size_t(g)] = g;
-  std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  ring_phase(out, {ring}, bytes, last);  // reduce-scatter
-  ring_phase(out, {ring}, bytes, last);  // all-gather
-  return out;
-}
-
-std::vector<Transfer> direct_all_reduce(int gpus, double bytes) {
-  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::direct_all_reduce: ", gpus, " GPUs, ", bytes, " bytes");
+// An all-reduce over all GPUs in index order as two phases of `phase` (a reduce-scatter, then an
+// all-gather).
+using Phase = void (*)(std::vector<Transfer>&, const std::vector<std::vector<int>>&, double,
+                       std::vector<std::vector<int>>&);
+std::vector<Transfer> flat_all_reduce(Phase phase, const char* name, int gpus, double bytes) {
+  RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::", name, ": ", gpus, " GPUs, ", bytes, " bytes");
   std::vector<Transfer> out;
   std::vector<int> all(static_cast<size_t>(gpus));
   for (int g = 0; g < gpus; ++g) all[size_t(g)] = g;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  direct_phase(out, {all}, bytes, last);  // reduce-scatter
-  direct_phase(out, {all}, bytes, last);  // all-gather
+  phase(out, {all}, bytes, last);  // reduce-scatter
+  phase(out, {all}, bytes, last);  // all-gather
   return out;
+}
+
+}  // namespace
+
+std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
+  return flat_all_reduce(ring_phase, "ring_all_reduce", gpus, bytes);
+}
+
+std::vector<Transfer> direct_all_reduce(int gpus, double bytes) {
+  return flat_all_reduce(direct_phase, "direct_all_reduce", gpus, bytes);
 }
 
 std::vector<Transfer> tree_all_reduce(int gpus, double bytes) {
@@ -139,7 +140,7 @@ std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, doubl
   }
   std::vector<Transfer> out;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  const auto phase = direct_steps ? direct_phase : ring_phase;
+  const Phase phase = direct_steps ? direct_phase : ring_phase;
   phase(out, in_node, bytes, last);                  // reduce-scatter in the node
   phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
   phase(out, across, bytes / gpus_per_node, last);
