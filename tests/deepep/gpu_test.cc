@@ -236,7 +236,7 @@ MoeCase two_rank_low_latency_case() {
 }
 
 // A rank's Buffers for comparing the GPU low-latency path with the CPU one, sized for c, and a
-// stream for queued calls.
+// stream for queued calls (destroyed before the Buffers, on purpose: their destructor must not use it).
 struct LowLatencyBuffers {
   deepep::Buffer cpu, gpu;
   rt::CudaStream stream;

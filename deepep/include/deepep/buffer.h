@@ -209,6 +209,8 @@ class Buffer {
   // not come within the communicator's timeout, invalid top-k indices on any rank, a combine's
   // topk_idx differing from its dispatch's -- are raised by the next low-latency call or by
   // synchronize_low_latency(); input errors a rank can see alone are raised by its call, at once.
+  // The stream must stay valid while it is set; the Buffer's destructor waits for the queued calls
+  // without it (the stream may be destroyed first).
   void set_low_latency_stream(rt::CuStream stream);
   // Back to synchronous low-latency calls (after synchronize_low_latency()).
   void reset_low_latency_stream();

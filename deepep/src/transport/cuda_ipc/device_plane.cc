@@ -197,9 +197,11 @@ DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t windo
 
 DevicePlane::~DevicePlane() {
   // Low-latency calls still queued on a user stream write into the windows and the status words.
+  // The user's stream may be destroyed already (its queued work still runs): wait on the context.
   if (ll_stream_) {
     try {
-      ll_sync();
+      rt::cuda_context(device());
+      rt::cuda_driver().cuCtxSynchronize();
     } catch (...) {  // a broken context: nothing is left to wait for
     }
   }
