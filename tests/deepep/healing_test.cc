@@ -273,7 +273,8 @@ TEST(DeepEPHealing, FaultConfigParsing) {
   EXPECT_NE(mid.to_string().find(",kill_mid_op=1"), std::string::npos) << mid.to_string();
   EXPECT_TRUE(deepep::FaultConfig::parse(mid.to_string()).kill_mid_op);
   EXPECT_TRUE(deepep::FaultConfig().applies(5, 6));
-  for (const char* bad : {"drop=2", "nonsense=1", "drop", "links=0-1", "corrupt=x", "kill_mid_op=2"}) {
+  EXPECT_EQ(deepep::FaultConfig::parse("kill_rank=1,kill_at_op=0").kill_at_op, 0);  // in setup
+  for (const char* bad : {"drop=2", "nonsense=1", "drop", "links=0-1", "corrupt=x", "kill_mid_op=2", "kill_at_op=-1"}) {
     try {
       deepep::FaultConfig::parse(bad);
       ADD_FAILURE() << bad;

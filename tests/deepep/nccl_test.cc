@@ -386,4 +386,32 @@ TEST(DeepEPNcclGpu, RankKilledMidCallIsAClearErrorWithinTheBound) {
   EXPECT_TRUE(outcomes[0].ok) << "rank 0: " << outcomes[0].message;
 }
 
+// Rank 1 dies just before it would join the NCCL communicator's creation (kill_at_op = 0), so rank 0
+// waits inside NCCL's own connection setup for a peer that never comes: a clear error within the
+// bound (the creation is nonblocking and polled), not a hang.
+TEST(DeepEPNcclGpu, RankKilledBeforeTheCommunicatorIsCreatedIsAClearError) {
+  REQUIRE_NCCL_GPUS();
+  auto outcomes = run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = nccl_options(g->rank());
+    o.faults.kill_rank = 1;
+    o.faults.kill_at_op = 0;
+    const auto start = Clock::now();
+    try {
+      deepep::Comm comm(g, o);
+    } catch (const deepep::CommError& e) {
+      const double s = std::chrono::duration<double>(Clock::now() - start).count();
+      const std::string m = e.what();
+      EP_CHECK(m.find("rank 1") != std::string::npos && m.find("died") != std::string::npos, m);
+      EP_CHECK(m.find("creating the NCCL communicator") != std::string::npos, m);
+      EP_CHECK(s < 10.0, "took ", s, " s to notice");  // liveness checks every 50 ms; the timeout is 30 s
+      deepep_test::note(rt::str("noticed in ", s, " s: ", m));
+      return;
+    }
+    EP_CHECK(false, "no error although rank 1 died");
+  });
+  ASSERT_EQ(outcomes.size(), 2u);
+  EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
+  EXPECT_TRUE(outcomes[0].ok) << "rank 0: " << outcomes[0].message;
+}
+
 }  // namespace

@@ -42,7 +42,9 @@ struct FaultConfig {
   int64_t delay_us = 0;   // the frame becomes visible to its receiver this much later
   std::vector<std::pair<int, int>> links;  // (src, dst) pairs the faults apply to; empty: all
   int kill_rank = -1;     // this rank kills itself (SIGKILL) when it starts operation number kill_at_op
-  int kill_at_op = 1;     // 1-based count of communication operations (dispatch, combine, collectives)
+  int kill_at_op = 1;     // 1-based count of communication operations (dispatch, combine, collectives);
+                          // 0: while the communicator is set up, just before the nccl device plane's
+                          // ncclCommInitRank (the only setup step that offers the point)
   // Kill once that operation's agreement is done instead, so its peers are already moving data
   // (a death in the middle of a transfer, on the device planes too).
   bool kill_mid_op = false;

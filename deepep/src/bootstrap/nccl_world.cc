@@ -29,7 +29,7 @@ void broadcast(Comm comm, void* data, int bytes, int root, std::chrono::millisec
   const rt::CudaStream stream(w.device);  // blocking: ordered after the copy above
   check(l.ncclBroadcast(staged.data(), staged.data(), size_t(bytes), kUint8, root, comm, stream.handle()),
         "ncclBroadcast", rt::str("Group::from_nccl, rank ", w.rank, ": the rendezvous address"));
-  const std::string error = wait_for_stream(l, comm, stream.handle(), timeout, timeout, [] {});
+  const std::string error = wait_for_nccl(l, comm, stream.handle(), timeout, timeout, [] {});
   if (!error.empty()) {
     l.ncclCommAbort(comm);
     throw_comm_error(rt::str("deepep Group::from_nccl (rank ", w.rank, " of ", w.size,

@@ -79,6 +79,10 @@ class Engine {
   // a CommError when another rank aborted it or a peer died.
   void check_peers_alive(const std::string& what);
 
+  // The kill fault's setup point (kill_at_op = 0), for setup steps that wait on their peers outside
+  // the engine (the nccl device plane's communicator creation).
+  void kill_if_due_in_setup(const std::string& what) const { kill_if_due(false, what); }
+
   // Every communication operation starts here: completes a pending exchange, fails when the
   // communicator is broken, and applies the kill fault.
   void begin_op(const std::string& what);

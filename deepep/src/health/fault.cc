@@ -89,7 +89,7 @@ FaultConfig FaultConfig::parse(std::string_view text) {
   RT_USER_CHECK(f.drop + f.corrupt < 0.95, "deepep faults: drop + corrupt must stay below 0.95");
   RT_USER_CHECK(f.delay_us >= 0 && f.delay_us <= 10'000'000, "deepep faults: delay_us=", f.delay_us,
                 " must be in [0, 10 s]");
-  RT_USER_CHECK(f.kill_at_op >= 1, "deepep faults: kill_at_op=", f.kill_at_op, " must be at least 1");
+  RT_USER_CHECK(f.kill_at_op >= 0, "deepep faults: kill_at_op=", f.kill_at_op, " must be at least 0 (0: in setup)");
   return f;
 }
 

@@ -34,6 +34,8 @@ Library load(const std::string& path) {
   resolve(handle, "ncclGetVersion", path, &l.ncclGetVersion);
   resolve(handle, "ncclGetUniqueId", path, &l.ncclGetUniqueId);
   resolve(handle, "ncclCommInitRank", path, &l.ncclCommInitRank);
+  l.ncclCommInitRankConfig = reinterpret_cast<decltype(l.ncclCommInitRankConfig)>(dlsym(handle, "ncclCommInitRankConfig"));
+  l.ncclCommFinalize = reinterpret_cast<decltype(l.ncclCommFinalize)>(dlsym(handle, "ncclCommFinalize"));
   resolve(handle, "ncclCommDestroy", path, &l.ncclCommDestroy);
   resolve(handle, "ncclCommAbort", path, &l.ncclCommAbort);
   resolve(handle, "ncclCommCount", path, &l.ncclCommCount);
@@ -101,7 +103,7 @@ std::string error_text(Result result) {
 }
 
 void check(Result result, const char* call, const std::string& context) {
-  if (result == kSuccess) return;
+  if (result == kSuccess || result == kInProgress) return;  // in progress: the wait that follows polls it
   const std::string message = rt::str("deepep: ", call, " failed (", context, "): ", error_text(result));
   constexpr Result kInvalidArgument = 4, kInvalidUsage = 5;
   if (result == kInvalidArgument || result == kInvalidUsage) rt::throw_user_error(message);

@@ -22,6 +22,20 @@ struct UniqueId {  // ncclUniqueId: opaque bytes, passed by value to ncclCommIni
 };
 static_assert(sizeof(UniqueId) == 128);
 
+// ncclConfig_t as NCCL 2.14 defined it (later versions append fields and accept this prefix: the
+// size and version say which fields are present). Fields left at NCCL's "undefined" take its
+// defaults; only `blocking` is set here.
+struct ConfigV214 {
+  size_t size = sizeof(ConfigV214);
+  unsigned int magic = 0xcafebeef;
+  unsigned int version = 21400;
+  int blocking = -2147483647 - 1;  // NCCL_CONFIG_UNDEF_INT
+  int cga_cluster_size = -2147483647 - 1;
+  int min_ctas = -2147483647 - 1;
+  int max_ctas = -2147483647 - 1;
+  const char* net_name = nullptr;
+};
+
 inline constexpr Result kSuccess = 0;
 inline constexpr Result kInProgress = 7;  // a nonblocking communicator still initializing
 
@@ -34,6 +48,9 @@ struct Library {
   Result (*ncclGetVersion)(int*);
   Result (*ncclGetUniqueId)(UniqueId*);
   Result (*ncclCommInitRank)(Comm*, int nranks, UniqueId id, int rank);
+  // NCCL 2.14+; null before (communicator creation then blocks without a bound).
+  Result (*ncclCommInitRankConfig)(Comm*, int nranks, UniqueId id, int rank, ConfigV214* config) = nullptr;
+  Result (*ncclCommFinalize)(Comm) = nullptr;  // NCCL 2.14+
   Result (*ncclCommDestroy)(Comm);
   Result (*ncclCommAbort)(Comm);
   Result (*ncclCommCount)(Comm, int*);
@@ -63,7 +80,8 @@ std::string unavailable_reason();
 // "ncclInvalidArgument (invalid argument)"-like text for a result.
 std::string error_text(Result result);
 // Throws for a failed NCCL call: a user error for invalid arguments or usage, else a CommError
-// (the communicator or a peer failed); `context` says what was being done.
+// (the communicator or a peer failed); `context` says what was being done. ncclInProgress (a
+// nonblocking communicator still carrying the call out) passes: wait_for_nccl follows every call.
 void check(Result result, const char* call, const std::string& context);
 
 // NCCL's element type for reducing `dtype` (f32, f16, bf16, f64, i32, i64); -1 for the others.

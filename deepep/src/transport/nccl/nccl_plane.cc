@@ -38,23 +38,60 @@ NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine)
     return;
   }
   std::copy(ids[0].begin(), ids[0].end(), id.internal);  // rank 0's
-  // Every rank reached this point with a working device, so every rank joins ncclCommInitRank.
-  const nccl::Result rc = lib_->ncclCommInitRank(&comm_, group.size(), id, group.rank());
-  if (rc != nccl::kSuccess) comm_ = nullptr;
   owned_ = true;
+  // Every rank reached this point with a working device, so every rank joins the creation.
+  const std::string failed = create(group, id);
   try {
-    gather_setup(group, rc == nccl::kSuccess ? "" : "ncclCommInitRank failed: " + nccl::error_text(rc), "",
-                 "deepep Comm: creating the NCCL communicator: ", "creating the NCCL communicator", true);
+    gather_setup(group, failed, "", "deepep Comm: creating the NCCL communicator: ", "creating the NCCL communicator",
+                 true);
   } catch (...) {
     abort();
     throw;
   }
 }
 
+std::string NcclPlane::create(Group& group, const nccl::UniqueId& id) {
+  const std::string what = "creating the NCCL communicator";
+  engine_.kill_if_due_in_setup(what);
+  const nccl::Library& l = *lib_;
+  if (!nonblocking()) {  // NCCL before 2.14: unbounded, as NCCL itself is
+    const nccl::Result rc = l.ncclCommInitRank(&comm_, group.size(), id, group.rank());
+    if (rc == nccl::kSuccess) return "";
+    comm_ = nullptr;
+    return "ncclCommInitRank failed: " + nccl::error_text(rc);
+  }
+  // Nonblocking: NCCL connects to the peers in the background while this rank polls, so a peer that
+  // never joins (dead, or stuck before this point) is an error within the timeout, not a hang.
+  nccl::ConfigV214 config;
+  config.blocking = 0;
+  const nccl::Result rc = l.ncclCommInitRankConfig(&comm_, group.size(), id, group.rank(), &config);
+  if (rc != nccl::kSuccess && rc != nccl::kInProgress) {
+    abort();
+    return "ncclCommInitRankConfig failed: " + nccl::error_text(rc);
+  }
+  std::string error;
+  try {
+    error = nccl::wait_for_nccl(l, comm_, nullptr, engine_.timeout(), engine_.liveness(),
+                                [&] { engine_.check_peers_alive(what); });
+  } catch (...) {  // a peer died: the engine's error says which
+    abort();
+    throw;
+  }
+  if (!error.empty()) abort();
+  return error;
+}
+
 NcclPlane::~NcclPlane() {
   if (comm_ == nullptr || !owned_) return;
   try {
     rt::cuda_context(device_);
+    // A nonblocking communicator is finalized first (NCCL flushes its work in the background), and
+    // aborted when that does not end within the timeout (a peer gone).
+    if (nonblocking() && (lib_->ncclCommFinalize(comm_) != nccl::kSuccess ||
+                          !nccl::wait_for_nccl(*lib_, comm_, nullptr, engine_.timeout(), engine_.timeout(), [] {}).empty())) {
+      abort();
+      return;
+    }
     lib_->ncclCommDestroy(comm_);
   } catch (...) {  // the library and the device were usable when the communicator was made
   }
@@ -86,7 +123,7 @@ void NcclPlane::run(const std::string& what, const std::function<void(nccl::Comm
   try {
     rt::cuda_context(device_);
     enqueue(comm_, stream());
-    error = nccl::wait_for_stream(*lib_, comm_, stream(), engine_.timeout(), engine_.liveness(), check_peers);
+    error = nccl::wait_for_nccl(*lib_, comm_, stream(), engine_.timeout(), engine_.liveness(), check_peers);
   } catch (const std::exception& e) {
     if (peer_failed) {
       abort();

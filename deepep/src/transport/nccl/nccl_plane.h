@@ -42,6 +42,10 @@ class NcclPlane {
   void run(const std::string& what, const std::function<void(nccl::Comm, rt::CuStream)>& enqueue);
 
  private:
+  // Joins the new communicator (every rank of `group` with rank 0's `id`); "" or why it failed (the
+  // communicator then aborted). Bounded by the timeout where NCCL can create nonblocking ones.
+  std::string create(Group& group, const nccl::UniqueId& id);
+  bool nonblocking() const { return lib_->ncclCommInitRankConfig && lib_->ncclCommFinalize; }
   void abort() noexcept;
 
   Engine& engine_;

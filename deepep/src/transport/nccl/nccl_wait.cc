@@ -7,8 +7,8 @@
 
 namespace deepep::nccl {
 
-std::string wait_for_stream(const Library& l, Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
-                            std::chrono::milliseconds check_interval, const std::function<void()>& check_peers) {
+std::string wait_for_nccl(const Library& l, Comm comm, rt::CuStream stream, std::chrono::milliseconds timeout,
+                          std::chrono::milliseconds check_interval, const std::function<void()>& check_peers) {
   using Clock = std::chrono::steady_clock;
   const rt::CudaDriver& d = rt::cuda_driver();
   const auto start = Clock::now();
@@ -17,21 +17,25 @@ std::string wait_for_stream(const Library& l, Comm comm, rt::CuStream stream, st
   // a long wait does not take a core from the ranks sharing it.
   std::chrono::microseconds pause{0};
   while (true) {
-    const rt::CuResult q = d.cuStreamQuery(stream);
-    if (q == rt::cu::kSuccess) return "";
-    if (q != rt::cu::kErrorNotReady) RT_CU_CHECK(q, "cuStreamQuery", "waiting for NCCL");
     Result async = kSuccess;
     const Result rc = l.ncclCommGetAsyncError(comm, &async);
     if (rc != kSuccess) return rt::str("ncclCommGetAsyncError failed: ", error_text(rc));
     if (async != kSuccess && async != kInProgress) return rt::str("NCCL reported an error: ", error_text(async));
+    // The stream only counts once NCCL has queued everything on it.
+    if (async == kSuccess) {
+      if (stream == nullptr) return "";
+      const rt::CuResult q = d.cuStreamQuery(stream);
+      if (q == rt::cu::kSuccess) return "";
+      if (q != rt::cu::kErrorNotReady) RT_CU_CHECK(q, "cuStreamQuery", "waiting for NCCL");
+    }
     const auto now = Clock::now();
     if (now - last_check >= check_interval) {
       check_peers();
       last_check = now;
     }
     if (now - start >= timeout)
-      return rt::str("the NCCL operation did not complete within ", timeout.count(),
-                     " ms (the communicator's timeout); a peer is stuck or gone");
+      return rt::str("the NCCL ", stream ? "operation" : "communicator's creation", " did not complete within ",
+                     timeout.count(), " ms (the communicator's timeout); a peer is stuck or gone");
     std::this_thread::sleep_for(pause);
     pause = std::min<std::chrono::microseconds>(std::chrono::microseconds(1000), pause * 2 + std::chrono::microseconds(1));
   }
