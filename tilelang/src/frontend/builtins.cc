@@ -277,6 +277,8 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     if (kind == LoopKind::Pipelined) {
       const Value* st = r.get(99, "num_stages");
       l.num_stages = st ? static_cast<int>(to_int(*st, r.loc("num_stages"), "num_stages")) : 0;
+      // None (the default) leaves it to the compiler.
+      if (const Value* ws = r.get(99, "warp_specialize"); ws && !ws->is<NoneV>()) l.warp_specialize = r.flag(99, "warp_specialize", false, *this);
       r.ignore({"order", "stage", "group", "sync"});
     }
     r.ignore({"coalesced_width", "annotations", "unroll_factor", "explicit"});

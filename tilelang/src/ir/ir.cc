@@ -135,8 +135,8 @@ Stmt make_store(Buffer buffer, std::vector<Expr> indices, Expr value, SourceLoc 
 Stmt make_let(Var var, Expr value, Stmt body, SourceLoc loc) {
   return std::make_shared<const LetStmtNode>(std::move(var), std::move(value), std::move(body), std::move(loc));
 }
-Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body, SourceLoc loc, int num_stages) {
-  return std::make_shared<const ForNode>(std::move(var), std::move(min), std::move(extent), kind, num_stages, std::move(body), std::move(loc));
+Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body, SourceLoc loc, Pipelining pipelining) {
+  return std::make_shared<const ForNode>(std::move(var), std::move(min), std::move(extent), kind, std::move(pipelining), std::move(body), std::move(loc));
 }
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case, SourceLoc loc) {
   return std::make_shared<const IfThenElseNode>(std::move(cond), std::move(then_case), std::move(else_case), std::move(loc));

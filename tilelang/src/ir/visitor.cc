@@ -181,7 +181,7 @@ Stmt IRMutator::visit(const ForNode& n, const Stmt& self) {
   Expr min = mutate(n.min), extent = mutate(n.extent);
   Stmt body = mutate(n.body);
   if (min == n.min && extent == n.extent && body == n.body) return self;
-  return make_for(n.var, min, extent, n.for_kind, body, n.loc, n.num_stages);
+  return make_for(n.var, min, extent, n.for_kind, body, n.loc, n.pipelining());
 }
 Stmt IRMutator::visit(const IfThenElseNode& n, const Stmt& self) {
   Expr cond = mutate(n.cond);

@@ -50,7 +50,7 @@ class ThreadLoops {
     }
     if (const auto* f = ir::as<ir::ForNode>(s)) {
       if (dep_.dependent(f->min) || dep_.dependent(f->extent)) barrier_error(s);
-      return ir::make_for(f->var, f->min, f->extent, f->for_kind, wrap(f->body), f->loc, f->num_stages);
+      return ir::make_for(f->var, f->min, f->extent, f->for_kind, wrap(f->body), f->loc, f->pipelining());
     }
     if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
       if (dep_.dependent(i->cond)) barrier_error(s);

@@ -61,7 +61,7 @@ class SerializeParallel : public ir::IRMutator {
     ir::Stmt body = mutate(n.body);
     if (n.for_kind != ir::ForKind::Parallel && body == n.body) return self;
     return ir::make_for(n.var, n.min, n.extent, n.for_kind == ir::ForKind::Parallel ? ir::ForKind::Serial : n.for_kind, body, n.loc,
-                        n.num_stages);
+                        n.pipelining());
   }
 };
 
@@ -175,7 +175,7 @@ class BlockLowering {
       // Loop-carried dependences through shared memory: the next iteration waits for this one.
       SharedAccess acc = shared_access(f->body, registers_);
       if (conflicts(acc, acc)) body = ir::make_seq({body, barrier(f->loc)});
-      return ir::make_for(f->var, f->min, f->extent, f->for_kind, body, f->loc, f->num_stages);
+      return ir::make_for(f->var, f->min, f->extent, f->for_kind, body, f->loc, f->pipelining());
     }
     if (dep_.dependent(s)) return s;
     if (const auto* st = ir::as<ir::BufferStoreNode>(s)) {

@@ -35,7 +35,7 @@ class Lowerer : public ir::IRMutator {
     std::vector<ir::Stmt> body = seq ? seq->stmts : std::vector<ir::Stmt>{n.body};
     for (ir::Stmt& s : body)
       if (!global_to_shared(s)) s = mutate(s);
-    return ir::make_for(n.var, n.min, n.extent, n.for_kind, ir::make_seq(std::move(body), n.loc), n.loc, n.num_stages);
+    return ir::make_for(n.var, n.min, n.extent, n.for_kind, ir::make_seq(std::move(body), n.loc), n.loc, n.pipelining());
   }
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt& self) override {
     for (size_t i = 0; i < n.grid.size(); ++i)

@@ -63,7 +63,7 @@ class Promoter : public ir::IRMutator {
     }
     ir::Stmt inner = ir::make_seq(std::move(update));
     for (auto it = loops.rbegin(); it != loops.rend(); ++it)
-      inner = ir::make_for((*it)->var, (*it)->min, (*it)->extent, (*it)->for_kind, inner, (*it)->loc, (*it)->num_stages);
+      inner = ir::make_for((*it)->var, (*it)->min, (*it)->extent, (*it)->for_kind, inner, (*it)->loc, (*it)->pipelining());
     init.push_back(inner);
     init.insert(init.end(), finish.begin(), finish.end());
     ir::Stmt body = ir::make_seq(std::move(init));

@@ -70,7 +70,7 @@ class Scheduler : public ir::IRMutator {
     }
     ir::Stmt body = mutate(n.body);
     ir::ForKind kind = n.for_kind == ir::ForKind::Parallel ? ir::ForKind::Serial : n.for_kind;
-    ir::Stmt out = ir::make_for(n.var, n.min, n.extent, kind, body, n.loc, n.num_stages);
+    ir::Stmt out = ir::make_for(n.var, n.min, n.extent, kind, body, n.loc, n.pipelining());
     if (vectorizable(*ir::as<ir::ForNode>(out))) return ir::make_for(n.var, n.min, n.extent, ir::ForKind::Vectorized, body, n.loc);
     return out;
   }

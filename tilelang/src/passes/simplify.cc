@@ -51,7 +51,7 @@ class Simplifier : public ir::IRMutator {
     ir::Stmt body = mutate(n.body);
     if (ir::is_no_op(body)) return body;
     if (min == n.min && extent == n.extent && body == n.body) return self;
-    return ir::make_for(n.var, min, extent, n.for_kind, body, n.loc, n.num_stages);
+    return ir::make_for(n.var, min, extent, n.for_kind, body, n.loc, n.pipelining());
   }
   ir::Stmt visit(const ir::LetStmtNode& n, const ir::Stmt& self) override {
     ir::Expr v = mutate(n.value);

@@ -39,9 +39,9 @@ ir::Stmt sink(const ir::Stmt& s, const ir::Buffer& buf) {
     return ir::make_seq(std::move(stmts), seq->loc);
   }
   if (const auto* f = ir::as<ir::ForNode>(s)) {
-    if (ir::Stmt deeper = sink(f->body, buf)) return ir::make_for(f->var, f->min, f->extent, f->for_kind, deeper, f->loc, f->num_stages);
+    if (ir::Stmt deeper = sink(f->body, buf)) return ir::make_for(f->var, f->min, f->extent, f->for_kind, deeper, f->loc, f->pipelining());
     if (!written_first(f->body, buf.get())) return nullptr;
-    return ir::make_for(f->var, f->min, f->extent, f->for_kind, ir::make_allocate(buf, f->body, buf->loc), f->loc, f->num_stages);
+    return ir::make_for(f->var, f->min, f->extent, f->for_kind, ir::make_allocate(buf, f->body, buf->loc), f->loc, f->pipelining());
   }
   if (const auto* a = ir::as<ir::AllocateNode>(s)) {
     ir::Stmt inner = sink(a->body, buf);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -71,6 +72,7 @@ struct LoopV {  // what `for` iterates over: range(...), T.Parallel(...), T.Pipe
   LoopKind kind;
   std::vector<LoopDim> dims;  // one per nested loop, outermost first
   int num_stages = 0;
+  std::optional<bool> warp_specialize;  // T.Pipelined(warp_specialize=...), None: unset
 };
 struct KernelV {  // the value of T.Kernel(...) inside `with`
   std::vector<ir::Expr> grid;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -205,15 +206,25 @@ struct LetStmtNode : StmtNode {
 enum class ForKind { Serial, Parallel, Unrolled, Vectorized, Pipelined };
 const char* for_kind_name(ForKind kind);
 
+// T.Pipelined's arguments (other loops keep the defaults).
+struct Pipelining {
+  int num_stages = 0;  // the software pipeline depth asked for
+  // warp_specialize=: unset, wherever the CUDA lowering can (sm_90a); false: never; true: required
+  // on sm_90a (an error where it cannot apply; other targets have no warp specialization).
+  std::optional<bool> warp_specialize;
+};
+
 struct ForNode : StmtNode {
   static constexpr NodeKind kKind = NodeKind::For;
-  ForNode(Var var, Expr min, Expr extent, ForKind for_kind, int num_stages, Stmt body, SourceLoc loc)
+  ForNode(Var var, Expr min, Expr extent, ForKind for_kind, Pipelining pipelining, Stmt body, SourceLoc loc)
       : StmtNode(kKind, std::move(loc)), var(std::move(var)), min(std::move(min)), extent(std::move(extent)),
-        for_kind(for_kind), num_stages(num_stages), body(std::move(body)) {}
+        for_kind(for_kind), num_stages(pipelining.num_stages), warp_specialize(pipelining.warp_specialize), body(std::move(body)) {}
+  Pipelining pipelining() const { return {num_stages, warp_specialize}; }
   Var var;
   Expr min, extent;
   ForKind for_kind;
   int num_stages;  // Pipelined only: the software pipeline depth asked for
+  std::optional<bool> warp_specialize;  // Pipelined only (Pipelining)
   Stmt body;
 };
 
@@ -343,7 +354,7 @@ struct ReduceNode : StmtNode {
 
 Stmt make_store(Buffer buffer, std::vector<Expr> indices, Expr value, SourceLoc loc = {}, bool atomic_add = false);
 Stmt make_let(Var var, Expr value, Stmt body, SourceLoc loc = {});
-Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body, SourceLoc loc = {}, int num_stages = 0);
+Stmt make_for(Var var, Expr min, Expr extent, ForKind kind, Stmt body, SourceLoc loc = {}, Pipelining pipelining = {});
 Stmt make_if(Expr cond, Stmt then_case, Stmt else_case = nullptr, SourceLoc loc = {});
 // A sequence; nested sequences are flattened, an empty sequence is a Seq with no statements and a
 // one-statement sequence is that statement.
