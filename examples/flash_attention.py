@@ -8,7 +8,7 @@ import tilelang
 import tilelang.language as T
 
 
-def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16"):
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = (batch, seq_len, heads, dim)
     accum = "float32"
@@ -34,7 +34,8 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
             T.fill(scores_max, -T.infinity(accum))
             loop_range = T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N)
 
-            for k in T.Pipelined(loop_range, num_stages=2):
+            # sm_90a: K and V arrive through a producer warpgroup (warp_specialize=False: no producer).
+            for k in T.Pipelined(loop_range, num_stages=2, warp_specialize=warp_specialize):
                 T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
                 # Masked scores start at -inf: future keys (causal) and keys past the sequence's end.
                 for i, j in T.Parallel(block_M, block_N):

@@ -219,3 +219,85 @@ TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
 }
 
 }  // namespace
+
+namespace {
+
+// The CUDA a program lowers to, and its launches, for sm_90a or sm_80.
+tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
+  auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>(c.file, tltest::read_source(c.file)));
+  tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {c.kernel, c.params, c.shapes});
+  tilelang::Target target = tilelang::Target::cuda(arch);
+  return tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target);
+}
+
+// Warp specialization on sm_90a: a T.Pipelined loop whose loads all go by TMA gets a producer
+// warpgroup after the kernel's threads (the launch grows by 128): it gives registers back and one of
+// its threads issues the stages' boxes; the kernel's threads take the registers, consume the stages
+// and meet on named barrier 1 only. One consumer warpgroup runs two blocks an SM where the shared
+// memory allows (128 registers at launch: producer 40, consumers 216), two run one (168: 40, 232).
+TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
+  struct WsCase {
+    Case c;
+    int64_t consumers, blocks, consumer_regs, stages;
+    bool consumer_barrier;  // the consumers synchronize (an epilogue through shared memory, P through shared)
+  };
+  std::map<std::string, std::string> gemm{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"}};
+  std::map<std::string, std::string> wide = gemm;
+  wide.insert({{"block_N", "256"}, {"block_K", "64"}, {"threads", "256"}, {"num_stages", "4"}});
+  auto attention = [](const char* dim, const char* causal) {
+    return std::map<std::string, std::string>{{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}};
+  };
+  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, true},
+                          WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, false},
+                          WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, true},
+                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, true}}) {
+    const std::string t = std::to_string(w.consumers);
+    tilelang::codegen::CudaSource src = cuda_for(w.c, "sm_90a");
+    const std::string& cuda = src.code;
+    ASSERT_EQ(src.launches.size(), 1u) << w.c.name;
+    EXPECT_EQ(src.launches[0].threads, w.consumers + 128) << w.c.name;
+    EXPECT_NE(cuda.find(rt::str("__launch_bounds__(", w.consumers + 128, ", ", w.blocks, ")")), std::string::npos) << w.c.name;
+    EXPECT_NE(cuda.find(rt::str("tile_copy_barriers_init<", w.stages, ", true>(reinterpret_cast<tl::cuda::mbarrier_t*>(&k_stage_bars[0]), ", w.consumers / 32, ");")),
+              std::string::npos)
+        << w.c.name << ": the consumer warps release the stages";
+    // Everything after the role branch: the producer, then the consumers.
+    size_t branch = cuda.find(rt::str("if (tl::cuda::warpgroup_idx() >= ", w.consumers / 128, ") {"));
+    ASSERT_NE(branch, std::string::npos) << w.c.name << "\n" << cuda;
+    size_t consumers = cuda.find("} else {", branch);
+    ASSERT_NE(consumers, std::string::npos) << w.c.name;
+    std::string producer = cuda.substr(branch, consumers - branch), rest = cuda.substr(consumers);
+    EXPECT_NE(producer.find("tl::cuda::setmaxnreg_dec<40>();"), std::string::npos) << w.c.name;
+    EXPECT_NE(producer.find("if (threadIdx.x == " + t + ") {"), std::string::npos) << w.c.name;
+    EXPECT_NE(producer.find("tl::cuda::tile_copy_tma_issue("), std::string::npos) << w.c.name;
+    EXPECT_NE(producer.find("tl::cuda::mbarrier_wait_parity("), std::string::npos) << w.c.name << ": waits for the stage's release";
+    EXPECT_EQ(producer.find("wgmma"), std::string::npos) << w.c.name;
+    EXPECT_NE(rest.find(rt::str("tl::cuda::setmaxnreg_inc<", w.consumer_regs, ">();")), std::string::npos) << w.c.name;
+    EXPECT_NE(rest.find("tl::cuda::tile_copy_wait("), std::string::npos) << w.c.name;
+    EXPECT_NE(rest.find("tl::cuda::tile_copy_release("), std::string::npos) << w.c.name;
+    EXPECT_EQ(rest.find("tile_copy_tma"), std::string::npos) << w.c.name << ": the consumers issue no copies";
+    EXPECT_EQ(rest.find("__syncthreads()"), std::string::npos) << w.c.name << ": a block barrier the producer never reaches";
+    EXPECT_EQ(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");") != std::string::npos, w.consumer_barrier) << w.c.name;
+    if (!rt::nvrtc_available()) continue;
+    std::string ptx = ptx_for(w.c, "sm_90a");
+    EXPECT_NE(ptx.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos) << w.c.name;
+    EXPECT_NE(ptx.find(rt::str("setmaxnreg.inc.sync.aligned.u32 ", w.consumer_regs, ";")), std::string::npos) << w.c.name;
+    EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos) << w.c.name;
+  }
+}
+
+// warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
+// producer); sm_80 has no warp specialization and ignores warp_specialize=True.
+TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    Case c{"gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"warp_specialize", arch == std::string("sm_80") ? "True" : "False"}}, {}};
+    tilelang::codegen::CudaSource src = cuda_for(c, arch);
+    EXPECT_EQ(src.launches.at(0).threads, 128) << arch;
+    EXPECT_NE(src.code.find("__launch_bounds__(128)"), std::string::npos) << arch;
+    EXPECT_EQ(src.code.find("setmaxnreg"), std::string::npos) << arch;
+    EXPECT_EQ(src.code.find("warpgroup_idx()"), std::string::npos) << arch;
+    EXPECT_EQ(src.code.find("named_barrier_sync"), std::string::npos) << arch;
+    EXPECT_NE(src.code.find(arch == std::string("sm_80") ? "cp_async_16(" : "tl::cuda::tile_copy_tma("), std::string::npos) << arch;
+  }
+}
+
+}  // namespace

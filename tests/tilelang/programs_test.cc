@@ -93,15 +93,17 @@ TEST(IntegerInputs, Int8MatmulIsExact) {
 // Tiles of 64 x 64 x 32 and 128 x 128 x 64 (x 32 for float32, to fit shared memory): on sm_90a
 // the 16-bit operand rows are 64 and 128 bytes (A) and 128 and 256 bytes (B, two 128-byte swizzle
 // panels), each a different wgmma descriptor and TMA box. The 64-wide tiles also run with
-// T.use_swizzle in bands of 2 block columns (a 3-column grid: the last band is narrower).
-class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t, int64_t>> {};
+// T.use_swizzle in bands of 2 block columns (a 3-column grid: the last band is narrower). The last
+// parameter is the loop's warp_specialize (None: a producer warpgroup where sm_90a allows).
+class BlockedGemm : public ::testing::TestWithParam<std::tuple<DType, int64_t, int64_t, int64_t, int64_t, const char*>> {};
 
 TEST_P(BlockedGemm, MatchesReference) {
-  auto [dtype, m, n, kk, tile] = GetParam();
+  auto [dtype, m, n, kk, tile, ws] = GetParam();
   tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
                                     {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", rt::name(dtype)},
                                      {"block_M", std::to_string(tile)}, {"block_N", std::to_string(tile)},
-                                     {"block_K", std::to_string(dtype == DType::F32 ? tile / 4 : tile / 2)}, {"panel", tile == 64 ? "2" : "0"}});
+                                     {"block_K", std::to_string(dtype == DType::F32 ? tile / 4 : tile / 2)}, {"panel", tile == 64 ? "2" : "0"},
+                                     {"warp_specialize", ws}});
   rt::Tensor a = random({m, kk}, dtype), b = random({kk, n}, dtype);
   auto out = run(k, {a, b}, {{{m, n}, dtype}});
   expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), "blocked gemm");
@@ -109,16 +111,22 @@ TEST_P(BlockedGemm, MatchesReference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BlockedGemm,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(64, 200), ::testing::Values(136),
-                                            ::testing::Values(72, 128), ::testing::Values(64, 128)),
+                                            ::testing::Values(72, 128), ::testing::Values(64, 128), ::testing::Values("None")),
                          [](const auto& p) {
                            return rt::str(rt::name(std::get<0>(p.param)), "_", std::get<1>(p.param), "x", std::get<2>(p.param), "x", std::get<3>(p.param), "_tile",
                                           std::get<4>(p.param));
                          });
 
+// The same loops with every thread loading and computing (no producer warpgroup on sm_90a).
+INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, BlockedGemm,
+                         ::testing::Combine(::testing::Values(DType::F32, DType::BF16), ::testing::Values(200), ::testing::Values(136), ::testing::Values(128),
+                                            ::testing::Values(64, 128), ::testing::Values("False")),
+                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_200x136x128_tile", std::get<4>(p.param)); });
+
 // Shapes that are whole tiles: the accumulator goes out without guards, two elements per store.
 INSTANTIATE_TEST_SUITE_P(WholeTiles, BlockedGemm,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(128), ::testing::Values(128),
-                                            ::testing::Values(64), ::testing::Values(64)),
+                                            ::testing::Values(64), ::testing::Values(64), ::testing::Values("None")),
                          [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_128x128x64_tile64"); });
 
 // T.gemm with each operand stored either way, then an epilogue on the accumulator (on the GPU: the
@@ -368,15 +376,16 @@ TEST(Numerics, RoundingIntoFloat4) {
 }
 
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
-// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels.
-class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t>> {};
+// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels. The last parameter is the
+// loop's warp_specialize, as for BlockedGemm.
+class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
-  auto [dtype, causal, d] = GetParam();
+  auto [dtype, causal, d, ws] = GetParam();
   const int64_t b = 1, h = 2, s = 100;
   tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
                                     {{"batch", "1"}, {"heads", "2"}, {"seq_len", "100"}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
-                                     {"dtype", rt::name(dtype)}});
+                                     {"dtype", rt::name(dtype)}, {"warp_specialize", ws}});
   rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
   auto out = run(k, {q, kk, v}, {{{b, s, h, d}, dtype}});
   std::vector<double> qv = f64(q), kv = f64(kk), vv = f64(v), ref(qv.size());
@@ -408,9 +417,14 @@ TEST_P(FlashAttention, MatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
-                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool(), ::testing::Values(32, 128)),
+                         ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool(), ::testing::Values(32, 128),
+                                            ::testing::Values("None")),
                          [](const auto& p) {
                            return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param));
                          });
+
+INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, FlashAttention,
+                         ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("False")),
+                         [](const auto& p) { return rt::str("bfloat16", std::get<1>(p.param) ? "_causal" : "_full", "_d128"); });
 
 }  // namespace

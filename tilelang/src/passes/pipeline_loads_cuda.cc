@@ -5,6 +5,8 @@
 #include <set>
 
 #include "rt/dtype.h"
+#include "rt/error.h"
+#include "tilelang/diagnostics.h"
 #include "tilelang/analysis/access.h"
 #include "tilelang/analysis/vector_copy.h"
 #include "tilelang/ir/op.h"
@@ -236,9 +238,71 @@ std::optional<size_t> gemm_to_overlap(const std::vector<ir::Stmt>& rest) {
   return gemm;
 }
 
+// The pipelined loops of a kernel, outermost ones only (as the Planner takes them).
+std::vector<const ir::ForNode*> pipelined_loops(const ir::Stmt& body) {
+  struct Finder : ir::IRVisitor {
+    std::vector<const ir::ForNode*> loops;
+    using ir::IRVisitor::visit;
+    void visit(const ir::ForNode& n) override {
+      if (n.for_kind == ir::ForKind::Pipelined) return loops.push_back(&n);
+      ir::IRVisitor::visit(n);
+    }
+  } finder;
+  finder.visit_stmt(body);
+  return finder.loops;
+}
+
+// Whether `loop` is reached from `s` through sequences, allocations and lets only (the lets on the
+// way collected, outermost first).
+bool at_top_level(const ir::Stmt& s, const ir::ForNode* loop, std::vector<const ir::LetStmtNode*>& lets) {
+  if (s.get() == loop) return true;
+  if (const auto* a = ir::as<ir::AllocateNode>(s)) return at_top_level(a->body, loop, lets);
+  if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
+    lets.push_back(l);
+    if (at_top_level(l->body, loop, lets)) return true;
+    lets.pop_back();
+    return false;
+  }
+  if (const auto* seq = ir::as<ir::SeqNode>(s))
+    for (const ir::Stmt& x : seq->stmts)
+      if (at_top_level(x, loop, lets)) return true;
+  return false;
+}
+
+// Whether a statement calls code of the user's (T.call_extern, T.inline_code).
+bool calls_user_code(const ir::Stmt& s) {
+  struct Finder : ir::IRVisitor {
+    bool found = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::InlineCodeNode&) override { found = true; }
+    void visit(const ir::CallNode& n) override {
+      found = found || n.call_kind == ir::CallKind::Extern;
+      ir::IRVisitor::visit(n);
+    }
+  } finder;
+  finder.visit_stmt(s);
+  return finder.found;
+}
+
+// A warp-specialized kernel (sm_90a): the launch gains a producer warpgroup after the kernel's
+// `threads`, which only issues the pipelined loop's bulk copies, stage by stage, each after the
+// consumers have released the stage's use before; the kernel's threads become the consumers, run
+// everything else (the loop waits for each stage's copies, runs the body and releases the stage)
+// and synchronize among themselves only. Why: the loads no longer wait behind the consumers' work
+// in program order, and the producer's registers go to the consumers (setmaxnreg, the code
+// generator). The parts the kernel's lowering builds while walking its loop:
+struct Specialized {
+  const ir::ForNode* loop;
+  std::vector<const ir::LetStmtNode*> lets;  // bound around the loop; the producer needs them too
+  ir::Stmt producer;                         // the copies' loop
+  ir::Buffer bars;                           // the stages' full and free mbarriers
+  ir::Stmt init;
+  std::vector<ir::Buffer> staged;  // allocated around both roles (the same shared memory)
+};
+
 class Pipeliner : public ir::IRMutator {
  public:
-  Pipeliner(std::map<const ir::ForNode*, Plan> plans, bool overlap_gemms) : plans_(std::move(plans)), overlap_gemms_(overlap_gemms) {
+  Pipeliner(std::map<const ir::ForNode*, Plan> plans, bool hopper) : plans_(std::move(plans)), overlap_gemms_(hopper), warp_specialize_(hopper) {
     for (const auto& [loop, plan] : plans_) staged_.insert(plan.staged.begin(), plan.staged.end());
   }
 
@@ -246,7 +310,54 @@ class Pipeliner : public ir::IRMutator {
   ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt& self) override {
     auto it = staged_.find(n.buffer.get());
     if (it == staged_.end()) return ir::IRMutator::visit(n, self);
+    if (ws_ && plans_.at(ws_->loop).staged.count(n.buffer.get())) {  // allocated around the roles
+      ws_->staged.push_back(it->second);
+      return mutate(n.body);
+    }
     return ir::make_allocate(it->second, mutate(n.body), n.loc);
+  }
+
+  ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt& self) override {
+    if (!warp_specialize_) return ir::IRMutator::visit(n, self);
+    std::vector<const ir::ForNode*> loops = pipelined_loops(n.body);
+    // A loop that asks for it must get it; the others get it where it applies.
+    const ir::ForNode* asked = nullptr;
+    for (const ir::ForNode* l : loops)
+      if (l->warp_specialize.value_or(false)) asked = asked ? asked : l;
+    const ir::ForNode* loop = asked;
+    for (const ir::ForNode* l : loops)
+      if (!loop && plans_.count(l) && l->warp_specialize.value_or(true)) loop = l;
+    if (!loop) return ir::IRMutator::visit(n, self);
+    std::string why = obstacle(n, *loop, loops);
+    Specialized parts{loop, {}, nullptr, nullptr, nullptr, {}};
+    if (why.empty() && !at_top_level(n.body, loop, parts.lets))
+      why = "it runs inside another loop or a condition of the kernel (the producer warpgroup runs the loop's copies on their own)";
+    ir::Stmt consumers;
+    if (why.empty()) {
+      ws_ = &parts;
+      consumers = mutate(n.body);
+      ws_ = nullptr;
+      why = producer_obstacle(n, parts);
+    }
+    if (!why.empty()) {
+      if (asked) error_at(asked->loc, "cannot warp-specialize this T.Pipelined loop: " + why);
+      return ir::IRMutator::visit(n, self);
+    }
+    const SourceLoc& loc = loop->loc;
+    ir::Stmt producer = parts.producer;
+    // The lets, bound anew for the producer (each variable keeps one binding).
+    ir::VarMap fresh;
+    for (const ir::LetStmtNode* l : parts.lets) fresh[l->var.get()] = ir::make_var(l->var->name, l->var->dtype, l->loc);
+    producer = ir::substitute(producer, fresh);
+    for (auto it = parts.lets.rbegin(); it != parts.lets.rend(); ++it) {
+      const ir::Var& v = std::static_pointer_cast<const ir::VarNode>(fresh.at((*it)->var.get()));
+      producer = ir::make_let(v, ir::substitute((*it)->value, fresh), producer, (*it)->loc);
+    }
+    ir::Expr is_producer = ir::make_call(ir::DType::Bool, ir::CallKind::Intrinsic, ir::kProducerWarpgroup, {ir::make_int(n.threads)}, loc);
+    ir::Stmt body = ir::make_seq({parts.init, std::make_shared<const ir::BarrierNode>(loc), ir::make_if(is_producer, producer, consumers, loc)}, loc);
+    for (const ir::Buffer& b : parts.staged) body = ir::make_allocate(b, body, loc);
+    body = ir::make_allocate(parts.bars, body, loc);
+    return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
   }
 
   ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
@@ -257,9 +368,11 @@ class Pipeliner : public ir::IRMutator {
     const int64_t stages = n.num_stages;
     std::vector<ir::Stmt> body = statements(n.body), copies, rest;
     for (size_t i = 0; i < body.size(); ++i) (plan.copies.count(i) ? copies : rest).push_back(body[i]);
+    const bool specialized = ws_ && ws_->loop == &n;
     // A gemm left in flight while the next iteration loads: the stage it reads is then refilled
-    // one iteration later, so the loads run one stage less ahead.
-    std::optional<size_t> overlapped = overlap_gemms_ && stages >= 3 ? gemm_to_overlap(rest) : std::nullopt;
+    // one iteration later, so the loads run one stage less ahead. (A producer warpgroup waits for
+    // the release instead, so there it costs no stage.)
+    std::optional<size_t> overlapped = overlap_gemms_ && stages >= (specialized ? 2 : 3) ? gemm_to_overlap(rest) : std::nullopt;
     const int64_t ahead_by = overlapped ? stages - 2 : stages - 1;
     // Bulk copies complete on one mbarrier per stage ("full"), the others (cp.async) in commit
     // groups. With bulk copies only, the block never synchronizes for the stages: each warp
@@ -274,8 +387,8 @@ class Pipeliner : public ir::IRMutator {
     auto use_parity = [&](const ir::Expr& iter, int64_t back) {  // parity of phase iter / S - back of its stage
       return ir::floor_mod(ir::add(ir::floor_div(iter, ir::make_int(stages, iter->dtype)), ir::make_int(back, iter->dtype)), ir::make_int(2, iter->dtype));
     };
-    // The copies of iteration `iter` (an offset from the loop's start) into stage `stage`, if it exists.
-    auto load_ahead = [&](const ir::Expr& iter, const ir::Expr& stage) {
+    // The copies of iteration `iter` (an offset from the loop's start) into stage `stage`.
+    auto load = [&](const ir::Expr& iter, const ir::Expr& stage) {
       std::vector<ir::Stmt> out;
       if (free_barriers)  // the stage's use S iterations back is released
         out.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(stages, iter->dtype)),
@@ -283,7 +396,11 @@ class Pipeliner : public ir::IRMutator {
       ToStage to_stage(plan.staged, stage, true, bulk ? bar(stage) : nullptr);
       for (const ir::Stmt& c : copies) out.push_back(to_stage.mutate(ir::substitute(c, {{n.var.get(), ir::add(n.min, iter)}})));
       if (free_barriers) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
-      return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), ir::make_seq(std::move(out), loc), nullptr, loc);
+      return ir::make_seq(std::move(out), loc);
+    };
+    // ... if it exists.
+    auto load_ahead = [&](const ir::Expr& iter, const ir::Expr& stage) {
+      return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), load(iter, stage), nullptr, loc);
     };
     // A stage's copies are all issued (also past the loop's end, where there are none).
     auto close = [&](const ir::Expr& stage) {
@@ -293,29 +410,45 @@ class Pipeliner : public ir::IRMutator {
       return out;
     };
     ir::Var p = ir::make_var("p", n.var->dtype, loc);
+    ir::Expr iter = ir::sub(n.var, n.min);
+    ir::Expr stage = ir::floor_mod(iter, ir::make_int(stages, iter->dtype));
+    // The consumers' part of an iteration: wait for the stage, the rest of the body on it, release it.
+    auto consume = [&](std::vector<ir::Stmt>& steady) {
+      if (bulk) steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), use_parity(iter, 0)}, loc));
+      if (!free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
+      ToStage to_stage(plan.staged, stage, false);
+      for (size_t i = 0; i < rest.size(); ++i) {
+        steady.push_back(to_stage.mutate(mutate(rest[i])));
+        if (overlapped != i) continue;
+        steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
+        // The gemm of the iteration before has finished with its stage.
+        if (free_barriers) {
+          ir::Expr before = ir::floor_mod(ir::add(iter, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
+          steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
+        }
+      }
+      if (free_barriers && !overlapped) steady.push_back(intrinsic(ir::kBulkRelease, {free_bar(stage)}, loc));
+    };
+    if (specialized) {
+      RT_ICHECK(free_barriers, "a warp-specialized loop with copies other than bulk ones at ", loc.to_string());
+      // The producer loads every iteration in turn; the consumers' loop only consumes.
+      ws_->producer = ir::make_for(p, ir::make_int(0, p->dtype), n.extent, ir::ForKind::Serial,
+                                   load(p, ir::floor_mod(p, ir::make_int(stages, p->dtype))), loc);
+      ws_->bars = bars;
+      ws_->init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(1)}, loc);
+      std::vector<ir::Stmt> steady;
+      consume(steady);
+      return ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
+    }
     std::vector<ir::Stmt> first{load_ahead(p, p)};
     for (ir::Stmt& s : close(p)) first.push_back(std::move(s));
     ir::Stmt prologue = ir::make_for(p, ir::make_int(0, p->dtype), ir::make_int(ahead_by, p->dtype), ir::ForKind::Unrolled, ir::make_seq(std::move(first), loc), loc);
-    ir::Expr iter = ir::sub(n.var, n.min);
     ir::Expr ahead = ir::add(iter, ir::make_int(ahead_by, iter->dtype));
-    ir::Expr ahead_stage = ir::floor_mod(ahead, ir::make_int(stages, iter->dtype)), stage = ir::floor_mod(iter, ir::make_int(stages, iter->dtype));
+    ir::Expr ahead_stage = ir::floor_mod(ahead, ir::make_int(stages, iter->dtype));
     std::vector<ir::Stmt> steady{load_ahead(ahead, ahead_stage)};
     for (ir::Stmt& s : close(ahead_stage)) steady.push_back(std::move(s));
     if (element_wise) steady.push_back(intrinsic(ir::kAsyncWait, {ir::make_int(ahead_by)}, loc));
-    if (bulk) steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), use_parity(iter, 0)}, loc));
-    if (!free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
-    ToStage to_stage(plan.staged, stage, false);
-    for (size_t i = 0; i < rest.size(); ++i) {
-      steady.push_back(to_stage.mutate(mutate(rest[i])));
-      if (overlapped != i) continue;
-      steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
-      // The gemm of the iteration before has finished with its stage.
-      if (free_barriers) {
-        ir::Expr before = ir::floor_mod(ir::add(iter, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
-        steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
-      }
-    }
-    if (free_barriers && !overlapped) steady.push_back(intrinsic(ir::kBulkRelease, {free_bar(stage)}, loc));
+    consume(steady);
     // Beside cp.async copies, the block's barrier frees the stages (block barriers do not see bulk copies).
     if (bulk && !free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
     ir::Stmt loop = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
@@ -325,9 +458,59 @@ class Pipeliner : public ir::IRMutator {
   }
 
  private:
+  // Why the kernel's `loop` cannot be warp-specialized (before its lowering); empty if it can.
+  std::string obstacle(const ir::KernelLaunchNode& n, const ir::ForNode& loop, const std::vector<const ir::ForNode*>& loops) const {
+    auto plan = plans_.find(&loop);
+    if (plan == plans_.end())
+      return "none of its copies loads ahead by TMA (a T.copy of a box of a constant-shape, 16-byte-aligned tensor into a whole 2-D shared tile that only the loop uses)";
+    std::vector<ir::Stmt> body = statements(loop.body);
+    for (size_t i : plan->second.copies) {
+      const auto* c = ir::as<ir::CopyNode>(body[i]);
+      if (!c) return rt::str("the copy at ", body[i]->loc.to_string(), " cannot go by TMA (a box of a constant-shape, 16-byte-aligned tensor into a whole 2-D tile)");
+    }
+    for (const ir::ForNode* l : loops)
+      if (l != &loop && plans_.count(l)) return rt::str("the kernel has another pipelined loop that loads ahead, at ", l->loc.to_string());
+    if (n.threads % 128 != 0) return rt::str("the kernel's ", n.threads, " threads are not whole warpgroups of 128");
+    if (n.threads + 128 > 1024) return rt::str("a producer warpgroup beside the kernel's ", n.threads, " threads exceeds 1024 threads a block");
+    if (calls_user_code(n.body)) return "the kernel calls code of its own (T.call_extern, T.inline_code), which may synchronize the whole block without the producer";
+    return "";
+  }
+
+  // Why the producer cannot run the copies on its own: it may read nothing the kernel computes
+  // (the thread index, the consumers' variables, memory the kernel writes).
+  std::string producer_obstacle(const ir::KernelLaunchNode& n, const Specialized& parts) const {
+    ir::Stmt producer = parts.producer;
+    for (auto it = parts.lets.rbegin(); it != parts.lets.rend(); ++it) producer = ir::make_let((*it)->var, (*it)->value, producer, (*it)->loc);
+    analysis::Accesses kernel = analysis::accesses_of(n.body), own = analysis::accesses_of(producer);
+    // The variables the kernel binds, but for the lets the producer binds again.
+    struct Binders : ir::IRVisitor {
+      std::set<const ir::VarNode*> vars;
+      using ir::IRVisitor::visit;
+      void visit(const ir::ForNode& f) override {
+        vars.insert(f.var.get());
+        ir::IRVisitor::visit(f);
+      }
+      void visit(const ir::LetStmtNode& l) override {
+        vars.insert(l.var.get());
+        ir::IRVisitor::visit(l);
+      }
+    } bound;
+    bound.visit_stmt(n.body);
+    bound.vars.insert(n.thread_var.get());
+    for (const ir::LetStmtNode* l : parts.lets) bound.vars.erase(l->var.get());
+    for (const ir::VarNode* v : own.vars)
+      if (bound.vars.count(v)) return rt::str("the loop's bounds or the tiles it loads depend on '", v->name, "', which the kernel's threads compute");
+    for (const ir::BufferNode* b : own.read)
+      if (b != parts.bars.get() && (b->scope != ir::Scope::Global || kernel.written.count(b)))
+        return rt::str("the loop's bounds or the tiles it loads depend on '", b->name, "', which the kernel writes");
+    return "";
+  }
+
   std::map<const ir::ForNode*, Plan> plans_;
   std::map<const ir::BufferNode*, ir::Buffer> staged_;
-  bool overlap_gemms_;  // sm_90a: gemms may become asynchronous wgmma
+  bool overlap_gemms_;     // sm_90a: gemms may become asynchronous wgmma
+  bool warp_specialize_;   // sm_90a
+  Specialized* ws_ = nullptr;  // the warp-specialized kernel being lowered
 };
 
 }  // namespace
@@ -349,7 +532,6 @@ ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& op
   Planner planner(options.tensors_aligned);
   planner.visit_stmt(out.body);
   auto plans = planner.plans();
-  if (plans.empty()) return out;
   out.body = Pipeliner(std::move(plans), options.target.arch == "sm_90a").mutate(out.body);
   return out;
 }

@@ -56,6 +56,11 @@ inline constexpr const char* kBulkArrive = "bulk_copy_arrive";    // (address_of
 inline constexpr const char* kBulkWait = "bulk_copy_wait";        // (address_of(full), parity): they have landed
 inline constexpr const char* kBulkRelease = "bulk_copy_release";  // (address_of(free)): this warp is done with the stage
 inline constexpr const char* kBulkAcquire = "bulk_copy_acquire";  // (address_of(free), parity): thread 0 waits for every warp's release
+// (threads): the condition of a warp-specialized kernel's branch (pipeline_loads_cuda), true in the
+// producer warpgroup the launch gets after the kernel's `threads`. Its then-branch issues the bulk
+// copies (from one thread of the warpgroup), its else-branch is the kernel on those threads, which
+// synchronize among themselves only.
+inline constexpr const char* kProducerWarpgroup = "producer_warpgroup";
 Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
 
 std::optional<int64_t> as_const_int(const Expr& e);

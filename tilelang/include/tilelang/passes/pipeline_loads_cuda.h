@@ -29,6 +29,15 @@ namespace tilelang::passes {
 // (after the in-flight gemm's iteration, or at the end of the body), and thread 0 waits on that
 // before loading into the stage again. The barriers live in a shared array allocated around the
 // loop (full ones first) and are initialized before its prologue.
+//
+// Warp specialization (sm_90a), for a kernel's loop whose copies are all bulk, unless the loop says
+// warp_specialize=False (an error where it cannot apply and the loop says True; see Pipeliner's
+// obstacle checks): the kernel body becomes
+//   init the barriers; barrier (the whole block)
+//   if producer_warpgroup(threads): for p < n: acquire the stage's use S back; the copies of p; arrive
+//   else: the kernel as written, its loop now: wait for the stage; the rest of the body; release
+// with the barriers and the staged tiles allocated around both roles. The code generator adds the
+// producer warpgroup to the launch, the register moves and the consumers' named barriers.
 ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& options);
 
 }  // namespace tilelang::passes

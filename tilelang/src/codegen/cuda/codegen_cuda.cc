@@ -85,7 +85,12 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
-    if (f == ir::kBulkInit) return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ")");
+    // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized).
+    if (f == ir::kBulkInit)
+      return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", launch_threads_ / 32, ")");
+    // In the producer warpgroup the one thread running its branch issues and waits.
+    if (producer_ && f == ir::kBulkAcquire) return rt::str("tl::cuda::mbarrier_wait_parity(", mbarrier(a[0]), ", ", a[1], ")");
+    if (producer_ && f == ir::kBulkArrive) return rt::str("tl::cuda::mbarrier_arrive(", mbarrier(a[0]), ")");
     if (f == ir::kBulkRelease) return rt::str("tl::cuda::tile_copy_release(", mbarrier(a[0]), ")");
     if (f == ir::kBulkAcquire) return rt::str("tl::cuda::tile_copy_acquire(", mbarrier(a[0]), ", ", a[1], ")");
     if (f == ir::kBulkArrive) return rt::str("tl::cuda::tile_copy_arrive(", mbarrier(a[0]), ")");
@@ -238,13 +243,48 @@ class CudaCodegen : public CodegenC {
   }
 
   // In a kernel with wgmma, the barrier also hands the shared tiles this thread wrote to the async
-  // proxy wgmma reads through (tile_gemm_wgmma.h).
-  void visit(const ir::BarrierNode&) override { line(kernel_uses_wgmma_ ? "tl::cuda::fence_proxy_async_shared(); __syncthreads();" : "__syncthreads();"); }
+  // proxy wgmma reads through (tile_gemm_wgmma.h). The consumers of a warp-specialized kernel meet
+  // on named barrier 1, without the producer warpgroup.
+  void visit(const ir::BarrierNode&) override {
+    std::string sync = consumers_ > 0 ? rt::str("tl::cuda::named_barrier_sync(1, ", consumers_, ");") : "__syncthreads();";
+    line(kernel_uses_wgmma_ ? "tl::cuda::fence_proxy_async_shared(); " + sync : sync);
+  }
+
+  // A warp-specialized kernel's roles (pipeline_loads_cuda): the producer warpgroup after the
+  // kernel's threads gives registers back and one of its threads issues the copies; the kernel's
+  // threads take the registers (setmaxnreg: the counts depend on the blocks an SM runs, known once
+  // the kernel's shared memory is, so the lines are filled in by emit_kernel).
+  void visit(const ir::IfThenElseNode& n) override {
+    const auto* role = ir::as<ir::CallNode>(n.cond);
+    if (!role || role->name != ir::kProducerWarpgroup) return CodegenC::visit(n);
+    RT_ICHECK(consumers_ == 0 && !producer_ && n.else_case, "nested or one-sided warp-specialized branch at ", n.loc.to_string());
+    const int64_t threads = *ir::as_const_int(role->args.at(0));
+    specialized_threads_ = threads;
+    // The role from the warpgroup index, which the compiler knows is warp-uniform (setmaxnreg, wgmma).
+    line(rt::str("if (tl::cuda::warpgroup_idx() >= ", threads / 128, ") {"));
+    ++indent_;
+    line(kProducerRegsLine);
+    line(rt::str("if (threadIdx.x == ", threads, ") {"));
+    producer_ = true;
+    nested(n.then_case);
+    producer_ = false;
+    line("}");
+    --indent_;
+    line("} else {");
+    ++indent_;
+    line(kConsumerRegsLine);
+    consumers_ = threads;
+    visit_stmt(n.else_case);
+    consumers_ = 0;
+    --indent_;
+    line("}");
+  }
 
   // A bulk copy (pipeline_loads_cuda): thread 0 loads the box with TMA, in the tile's swizzle; a
   // swizzled tile with rows longer than 128 bytes takes one box per 128-byte panel (swizzle.h).
   void visit(const ir::CopyNode& n) override {
     RT_ICHECK(n.barrier && in_kernel_, "an element-wise copy reached the CUDA code generator at ", n.loc.to_string());
+    const char* issue = producer_ ? "tl::cuda::tile_copy_tma_issue(" : "tl::cuda::tile_copy_tma(";
     uses_bulk_copy_ = true;
     const ir::Buffer &src = n.src.buffer, &dst = n.dst.buffer;
     const int64_t bytes = rt::bits(dst->dtype) / 8, cols = *ir::as_const_int(dst->shape.back()), rows = *ir::as_const_int(n.dst.ranges[n.dst.ranges.size() - 2].extent);
@@ -271,7 +311,7 @@ class CudaCodegen : public CodegenC {
         if (d + 1 == n.src.ranges.size()) c = ir::add(c, ir::make_int(p * inner, c->dtype));
         coords += rt::str(", ", expr(ir::cast(ir::DType::I32, c)));
       }
-      line(rt::str("tl::cuda::tile_copy_tma(", buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", ", mbarrier(expr(n.barrier)), ", ",
+      line(rt::str(issue, buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", ", mbarrier(expr(n.barrier)), ", ",
                    rows * inner * bytes, "u", coords, ");"));
     }
   }
@@ -323,7 +363,7 @@ class CudaCodegen : public CodegenC {
     bool mma = analysis::tensor_core_gemm(n, launch_threads_) && multiple(m, 32) && multiple(nn, 32);
     line(rt::str(mma ? "tl::cuda::tile_gemm_mma(" : "tl::cuda::tile_gemm(", expr(m), ", ", expr(nn), ", ", expr(k), ", ", pa, ", ", lda, ", ",
                  n.trans_a ? "true" : "false", ", ", pb, ", ", ldb, ", ", n.trans_b ? "true" : "false", ", ", pc, ", ", ldc, ", ",
-                 n.clear_accum ? "true" : "false", ");"));
+                 n.clear_accum ? "true" : "false", ", ", launch_threads_, ");"));
   }
 
  private:
@@ -357,6 +397,7 @@ class CudaCodegen : public CodegenC {
     CudaLaunch launch;
     launch.kind = CudaLaunch::Kind::Kernel;
     launch.kernel = rt::str("tl_", names_.name(&n, func_.name + "_kernel"));
+    specialized_threads_ = 0;
     launch.grid = n.grid;
     launch.threads = n.threads;
     launch.loc = n.loc;
@@ -390,10 +431,44 @@ class CudaCodegen : public CodegenC {
     launch.tensor_maps = tensor_maps_;
     std::string params = parameters();
     for (size_t i = 0; i < tensor_maps_.size(); ++i) params += rt::str(params.empty() ? "" : ", ", "const __grid_constant__ tl::cuda::TmaDescriptor tl_map", i);
-    kernels_ << "\nextern \"C\" __global__ void __launch_bounds__(" << n.threads << ") " << launch.kernel << "(" << params << ") {\n";
+    std::string bounds = rt::str(n.threads), body = body_.str();
+    if (specialized_threads_ > 0) {
+      launch.threads = n.threads + 128;
+      RegisterSplit r = register_split(n.threads, smem_peak_);
+      bounds = rt::str(launch.threads, ", ", r.blocks);
+      auto fill = [&](const char* placeholder, const std::string& code) {
+        size_t at = body.find(placeholder);
+        RT_ICHECK(at != std::string::npos, "no ", placeholder, " in a warp-specialized kernel");
+        body.replace(at, std::string(placeholder).size(), code);
+      };
+      fill(kProducerRegsLine, rt::str("tl::cuda::setmaxnreg_dec<", r.producer, ">();"));
+      fill(kConsumerRegsLine, r.consumer > 0 ? rt::str("tl::cuda::setmaxnreg_inc<", r.consumer, ">();") : "// (no registers to take)");
+      kernels_ << "\n// Warp-specialized: " << n.threads << " consumer threads and a producer warpgroup, " << r.blocks << " block(s) an SM, " << r.per_thread
+               << " registers a thread at launch.\n";
+    }
+    kernels_ << "\nextern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << launch.kernel << "(" << params << ") {\n";
     if (smem_peak_ > 0) kernels_ << "  extern __shared__ __align__(1024) unsigned char tl_smem[];\n";
-    kernels_ << body_.str() << "}\n";
+    kernels_ << body << "}\n";
     out_.launches.push_back(launch);
+  }
+
+  // The registers of a warp-specialized kernel (setmaxnreg needs the launch's count known: the
+  // bound's). The blocks an SM runs share 64K registers; consumers of one warpgroup run two blocks an
+  // SM where the shared memory allows (as the kernel without a producer may), larger ones one. The
+  // producer keeps 40 (the copies' address arithmetic) and the consumers take what it gives back, in
+  // multiples of 8, at most 240; consumer 0: no increase (nothing worth taking).
+  struct RegisterSplit {
+    int64_t blocks, per_thread, producer, consumer;
+  };
+  static RegisterSplit register_split(int64_t consumers, int64_t smem_bytes) {
+    constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerBlock = 1024;  // sm_90
+    RegisterSplit r;
+    r.blocks = consumers == 128 && 2 * (smem_bytes + kReservedPerBlock) <= kSmemPerSm ? 2 : 1;
+    r.per_thread = std::min<int64_t>(65536 / (r.blocks * (consumers + 128)) / 8 * 8, 255);
+    r.producer = 40;
+    r.consumer = std::min<int64_t>((r.per_thread + (r.per_thread - r.producer) * 128 / consumers) / 8 * 8, 240);
+    if (r.consumer <= r.per_thread) r.consumer = 0;
+    return r;
   }
 
   // The rows of a tile with its leading dimensions flattened (constant: tiles have constant shapes).
@@ -493,8 +568,13 @@ class CudaCodegen : public CodegenC {
   int64_t gemm_pending_ = 0;
   int loop_depth_ = 0;
   int64_t smem_top_ = 0, smem_peak_ = 0;
-  int64_t launch_threads_ = 0;
+  int64_t launch_threads_ = 0;  // the kernel's threads (without a producer warpgroup)
   int sm_count_ = 132;
+  static constexpr const char* kProducerRegsLine = "@producer registers@";
+  static constexpr const char* kConsumerRegsLine = "@consumer registers@";
+  int64_t specialized_threads_ = 0;  // the kernel's threads when it is warp-specialized, else 0
+  int64_t consumers_ = 0;            // in the consumers' branch: their threads
+  bool producer_ = false;            // in the producer's branch
 };
 
 }  // namespace

@@ -35,12 +35,13 @@ __device__ __forceinline__ void atomic_add(T* p, float v) {
 }
 
 // C[i*ldc + j] (=|+=) sum_k opA(i,k) * opB(k,j), the output elements dealt round-robin to the
-// block's threads; accumulation in float. Every thread of the block calls it; it does not
-// synchronize (the caller's barriers order it with the code around).
+// kernel's `threads` threads (the first of the block: a warp-specialized block has a producer
+// warpgroup after them); accumulation in float. Each of them calls it; it does not synchronize (the
+// caller's barriers order it with the code around).
 template <class TA, class TB, class TC>
 __device__ __forceinline__ void tile_gemm(int M, int N, int K, const TA* A, int64_t lda, bool trans_a, const TB* B, int64_t ldb,
-                                          bool trans_b, TC* C, int64_t ldc, bool clear) {
-  for (int e = threadIdx.x; e < M * N; e += blockDim.x) {
+                                          bool trans_b, TC* C, int64_t ldc, bool clear, int threads) {
+  for (int e = threadIdx.x; e < M * N; e += threads) {
     const int i = e / N, j = e % N;
     float acc = clear ? 0.0f : tl::to_float(C[i * ldc + j]);
     for (int k = 0; k < K; ++k) {

@@ -38,13 +38,13 @@ __device__ __forceinline__ void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[
 }
 
 // C[i*ldc + j] (=|+=) sum_k opA(i,k) opB(k,j) for an M x N x K problem with M % 32 == 0,
-// N % 32 == 0, K % 16 == 0, every warp of the block taking 32 x 32 tiles of C in turn. All threads
-// of the block call it (a multiple of 32 of them); it does not synchronize.
+// N % 32 == 0, K % 16 == 0, every warp of the kernel's `threads` (the first of the block, a multiple
+// of 32) taking 32 x 32 tiles of C in turn. Each of them calls it; it does not synchronize.
 template <class T>
 __device__ __forceinline__ void tile_gemm_mma(int M, int N, int K, const T* A, int64_t lda, bool trans_a, const T* B, int64_t ldb,
-                                              bool trans_b, float* C, int64_t ldc, bool clear) {
+                                              bool trans_b, float* C, int64_t ldc, bool clear, int threads) {
   constexpr int kMI = 2, kNI = 4;  // a warp tile is 2 x 4 mma tiles: 32 x 32 of C
-  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, warps = int(blockDim.x) >> 5;
+  const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5, warps = threads >> 5;
   const int g = lane >> 2, t = lane & 3;
   const uint16_t* a16 = reinterpret_cast<const uint16_t*>(A);
   const uint16_t* b16 = reinterpret_cast<const uint16_t*>(B);

@@ -11,6 +11,10 @@
 // the first, takes one arrival per warp when the warp has finished reading a stage; thread 0 waits
 // for the use before last of a stage to be released before it loads into it again (parity
 // (k / S + 1) % 2 for iteration k), so the block needs no barrier for the ring.
+//
+// Warp-specialized (sm_90a): a producer warpgroup after the block's consumer threads issues the
+// boxes from one of its threads (tile_copy_tma_issue, mbarrier_arrive / mbarrier_wait_parity); only
+// the consumer warps release stages, so the free barriers count those.
 #pragma once
 
 #include "tl/device/cuda/mbarrier.h"
@@ -19,24 +23,23 @@
 namespace tl::cuda {
 
 // One thread sets up the kStages full barriers (one arrival each) and, with kFree, the kStages free
-// barriers after them (one arrival per warp); the block synchronizes after.
+// barriers after them (one arrival per releasing warp: `free_arrivals`); the block synchronizes after.
 template <int kStages, bool kFree>
-TL_DEVICE void tile_copy_barriers_init(mbarrier_t* bars) {
+TL_DEVICE void tile_copy_barriers_init(mbarrier_t* bars, uint32_t free_arrivals) {
   if (threadIdx.x != 0) return;
 #pragma unroll
   for (int s = 0; s < kStages; ++s) {
     mbarrier_init(&bars[s], 1);
-    if constexpr (kFree) mbarrier_init(&bars[kStages + s], blockDim.x / 32);
+    if constexpr (kFree) mbarrier_init(&bars[kStages + s], free_arrivals);
   }
   fence_barrier_init();
 }
 
-// Thread 0 loads the box at `coords` (innermost first) of the tensor behind `desc` into `dst`,
-// completing `bytes` on `bar`.
+// The calling thread loads the box at `coords` (innermost first) of the tensor behind `desc` into
+// `dst`, completing `bytes` on `bar`.
 template <class... Coords>
-TL_DEVICE void tile_copy_tma(void* dst, const TmaDescriptor& desc, mbarrier_t* bar, uint32_t bytes, Coords... coords) {
+TL_DEVICE void tile_copy_tma_issue(void* dst, const TmaDescriptor& desc, mbarrier_t* bar, uint32_t bytes, Coords... coords) {
   static_assert(sizeof...(Coords) >= 1 && sizeof...(Coords) <= 5, "TMA boxes have 1 to 5 dimensions");
-  if (threadIdx.x != 0) return;
   mbarrier_expect_tx(bar, bytes);
   const int c[] = {int(coords)...};
   if constexpr (sizeof...(Coords) == 1) tma_load_1d(dst, &desc, bar, c[0]);
@@ -44,6 +47,12 @@ TL_DEVICE void tile_copy_tma(void* dst, const TmaDescriptor& desc, mbarrier_t* b
   else if constexpr (sizeof...(Coords) == 3) tma_load_3d(dst, &desc, bar, c[0], c[1], c[2]);
   else if constexpr (sizeof...(Coords) == 4) tma_load_4d(dst, &desc, bar, c[0], c[1], c[2], c[3]);
   else tma_load_5d(dst, &desc, bar, c[0], c[1], c[2], c[3], c[4]);
+}
+
+// Thread 0 issues the box.
+template <class... Coords>
+TL_DEVICE void tile_copy_tma(void* dst, const TmaDescriptor& desc, mbarrier_t* bar, uint32_t bytes, Coords... coords) {
+  if (threadIdx.x == 0) tile_copy_tma_issue(dst, desc, bar, bytes, coords...);
 }
 
 // Closes a stage: thread 0 arrives (after issuing the stage's boxes, or none past the loop's end).
