@@ -25,11 +25,12 @@ namespace {
 
 constexpr int64_t kDim = 128;
 
-tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, const std::string& arch) {
+// warp_specialize: the pipelined loop's argument (None: a producer warpgroup on sm_90a; False: none).
+tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, const std::string& arch, const char* warp_specialize) {
   tilelang::CompileOptions opts;
   opts.target = tilelang::Target::cuda(arch);
   opts.params = {{"batch", std::to_string(b)}, {"heads", std::to_string(h)}, {"seq_len", std::to_string(s)},
-                 {"dim", std::to_string(kDim)}, {"is_causal", causal ? "True" : "False"}, {"dtype", "bfloat16"}};
+                 {"dim", std::to_string(kDim)}, {"is_causal", causal ? "True" : "False"}, {"dtype", "bfloat16"}, {"warp_specialize", warp_specialize}};
   return tilelang::Module::load(testutil::source_path("examples/flash_attention.py")).kernel("flash_attention", opts);
 }
 
@@ -73,33 +74,34 @@ int main(int argc, char** argv) {
     std::vector<Shape> shapes = {{8, 16, 4096}, {4, 16, 8192}, {2, 16, 16384}};
     if (quick) shapes.resize(1);
     bool ok = true;
-    std::printf("\n| batch x heads x seq | causal | ours TFLOPS | JIT cold s | JIT cached s | sampled rel. error |\n|---|---|---|---|---|---|\n");
+    std::printf("\n| batch x heads x seq | causal | warp_specialize | ours TFLOPS | JIT cold s | JIT cached s | sampled rel. error |\n|---|---|---|---|---|---|---|\n");
     for (const Shape& sh : shapes)
-      for (bool causal : {false, true}) {
-        rt::Device gpu = rt::Device::cuda(0);
-        rt::Tensor q = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
-        rt::Tensor k = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
-        rt::Tensor v = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
-        rt::Tensor qd = q.to(gpu), kd = k.to(gpu), vd = v.to(gpu), od = rt::Tensor::empty(q.shape(), rt::DType::BF16, gpu);
-        // The first launch compiles (NVRTC; the disk cache is empty on a fresh machine); a new
-        // kernel object for the same program then loads the cached binary.
-        auto seconds = [](auto&& f) {
-          auto t0 = std::chrono::steady_clock::now();
-          f();
-          return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-        };
-        tilelang::Kernel kern = attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name());
-        double cold = seconds([&] { kern.launch({qd, kd, vd, od}); });
-        double cached = seconds([&] { attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name()).launch({qd, kd, vd, od}); });
-        double err = sampled_error(q, k, v, od.to(rt::Device::cpu()), sh.h, sh.s, causal);
-        double ms = timer.median_ms([&](rt::CuStream) { kern.launch({qd, kd, vd, od}); });
-        double flops = 4.0 * double(sh.b * sh.h) * double(sh.s) * double(sh.s) * double(kDim) / (causal ? 2 : 1);
-        bool good = err < 2e-2;
-        ok &= good;
-        std::printf("| %lld x %lld x %lld | %s | %.1f | %.2f | %.2f | %.2e%s |\n", (long long)sh.b, (long long)sh.h, (long long)sh.s, causal ? "True" : "False",
-                    flops / (ms * 1e-3) / 1e12, cold, cached, err, good ? "" : " FAIL");
-        std::fflush(stdout);
-      }
+      for (bool causal : {false, true})
+        for (const char* ws : {"None", "False"}) {
+          rt::Device gpu = rt::Device::cuda(0);
+          rt::Tensor q = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+          rt::Tensor k = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+          rt::Tensor v = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+          rt::Tensor qd = q.to(gpu), kd = k.to(gpu), vd = v.to(gpu), od = rt::Tensor::empty(q.shape(), rt::DType::BF16, gpu);
+          // The first launch compiles (NVRTC; the disk cache is empty on a fresh machine); a new
+          // kernel object for the same program then loads the cached binary.
+          auto seconds = [](auto&& f) {
+            auto t0 = std::chrono::steady_clock::now();
+            f();
+            return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+          };
+          tilelang::Kernel kern = attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name(), ws);
+          double cold = seconds([&] { kern.launch({qd, kd, vd, od}); });
+          double cached = seconds([&] { attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name(), ws).launch({qd, kd, vd, od}); });
+          double err = sampled_error(q, k, v, od.to(rt::Device::cpu()), sh.h, sh.s, causal);
+          double ms = timer.median_ms([&](rt::CuStream) { kern.launch({qd, kd, vd, od}); });
+          double flops = 4.0 * double(sh.b * sh.h) * double(sh.s) * double(sh.s) * double(kDim) / (causal ? 2 : 1);
+          bool good = err < 2e-2;
+          ok &= good;
+          std::printf("| %lld x %lld x %lld | %s | %s | %.1f | %.2f | %.2f | %.2e%s |\n", (long long)sh.b, (long long)sh.h, (long long)sh.s, causal ? "True" : "False",
+                      ws, flops / (ms * 1e-3) / 1e12, cold, cached, err, good ? "" : " FAIL");
+          std::fflush(stdout);
+        }
     std::printf("\n%s\n", ok ? "all sampled rows match the reference" : "MISMATCH against the reference");
     return ok ? 0 : 1;
   } catch (const rt::Error& e) {

@@ -100,23 +100,26 @@ int main(int argc, char** argv) {
     }
     // The explicit tile program (T.gemm on wgmma on sm_90a, the accumulator in registers), in its
     // default configuration first, then in larger tiles.
-    // Each configuration also without T.use_swizzle (panel 0), for the rasterization's effect.
+    // Each configuration also without T.use_swizzle (panel 0), for the rasterization's effect, and
+    // without warp specialization (warp_specialize=False: no producer warpgroup), for its effect.
     struct TileConfig {
-      const char *m, *n, *k, *threads, *stages, *panel;
+      const char *m, *n, *k, *threads, *stages, *panel, *ws;
     };
     std::vector<TileConfig> configs;
-    for (const TileConfig& c : {TileConfig{"128", "128", "32", "128", "3", "8"}, TileConfig{"128", "128", "32", "128", "5", "8"},
-                                TileConfig{"128", "128", "64", "128", "4", "8"}, TileConfig{"128", "256", "64", "256", "4", "8"},
-                                TileConfig{"128", "256", "32", "256", "5", "8"}}) {
+    for (const TileConfig& c : {TileConfig{"128", "128", "32", "128", "3", "8", "None"}, TileConfig{"128", "128", "32", "128", "5", "8", "None"},
+                                TileConfig{"128", "128", "64", "128", "4", "8", "None"}, TileConfig{"128", "256", "64", "256", "4", "8", "None"},
+                                TileConfig{"128", "256", "32", "256", "5", "8", "None"}}) {
       configs.push_back(c);
-      configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, "0"});
+      configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, "0", c.ws});
+      configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, c.panel, "False"});
     }
     for (const TileConfig& c : configs) {
       const Shape s{4096, 4096, 4096};
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
       opts.params = {{"M", "4096"},       {"N", "4096"},        {"K", "4096"},         {"dtype", "bfloat16"}, {"block_M", c.m},
-                     {"block_N", c.n},    {"block_K", c.k},     {"threads", c.threads}, {"num_stages", c.stages}, {"panel", c.panel}};
+                     {"block_N", c.n},    {"block_K", c.k},     {"threads", c.threads}, {"num_stages", c.stages}, {"panel", c.panel},
+                     {"warp_specialize", c.ws}};
       tilelang::Kernel gemm = tilelang::Module::load(testutil::source_path("examples/gemm.py")).kernel("matmul", opts);
       rt::Device gpu = rt::Device::cuda(0);
       rt::Tensor a = testutil::random_tensor({s.m, s.k}, rt::DType::BF16, testutil::fresh_seed()).to(gpu);
@@ -129,8 +132,8 @@ int main(int argc, char** argv) {
       double ms_blas = timer.median_ms([&](rt::CuStream) { cublas_matmul(handle, a, b, ref, s); });
       bool good = err < 1e-2;
       ok &= good;
-      std::printf("| blocked GEMM (examples/gemm.py, %sx%sx%s, %s threads, %s stages, swizzle panel %s) | bfloat16 | 4096 x 4096 x 4096 | %.1f | %.1f | %.3f | %.2e%s |\n",
-                  c.m, c.n, c.k, c.threads, c.stages, c.panel, tflops(s, ms_ours), tflops(s, ms_blas), ms_blas / ms_ours, err, good ? "" : " FAIL");
+      std::printf("| blocked GEMM (examples/gemm.py, %sx%sx%s, %s threads, %s stages, swizzle panel %s, warp_specialize=%s) | bfloat16 | 4096 x 4096 x 4096 | %.1f | %.1f | %.3f | %.2e%s |\n",
+                  c.m, c.n, c.k, c.threads, c.stages, c.panel, c.ws, tflops(s, ms_ours), tflops(s, ms_blas), ms_blas / ms_ours, err, good ? "" : " FAIL");
       std::fflush(stdout);
     }
     cublasDestroy(handle);
