@@ -97,6 +97,8 @@ DriverLoad load_driver() {
   resolve(d.cuEventCreate, {"cuEventCreate"});
   resolve(d.cuEventRecord, {"cuEventRecord"});
   resolve(d.cuEventSynchronize, {"cuEventSynchronize"});
+  resolve(d.cuEventQuery, {"cuEventQuery"});
+  resolve(d.cuStreamWaitEvent, {"cuStreamWaitEvent"});
   resolve(d.cuEventElapsedTime, {"cuEventElapsedTime_v2", "cuEventElapsedTime"});
   resolve(d.cuEventDestroy, {"cuEventDestroy_v2"});
   // Graphs are optional (rt::CudaGraph names what is missing): nothing else needs them.

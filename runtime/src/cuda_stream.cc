@@ -87,6 +87,23 @@ void CudaEvent::synchronize() const {
   RT_CU_CHECK(d.cuEventSynchronize(event_), "cuEventSynchronize", "cuda:", device_);
 }
 
+bool CudaEvent::query() const {
+  RT_ICHECK(event_, "CudaEvent::query on a moved-from event");
+  const CudaDriver& d = cuda_driver();
+  cuda_context(device_);
+  const CuResult rc = d.cuEventQuery(event_);
+  if (rc == cu::kErrorNotReady) return false;
+  RT_CU_CHECK(rc, "cuEventQuery", "cuda:", device_);
+  return true;
+}
+
+void CudaEvent::stream_wait(CuStream stream) const {
+  RT_ICHECK(event_, "CudaEvent::stream_wait on a moved-from event");
+  const CudaDriver& d = cuda_driver();
+  cuda_context(device_);
+  RT_CU_CHECK(d.cuStreamWaitEvent(stream, event_, 0), "cuStreamWaitEvent", "cuda:", device_);
+}
+
 double CudaEvent::elapsed_ms(const CudaEvent& start, const CudaEvent& end) {
   RT_ICHECK(start.event_ && end.event_, "CudaEvent::elapsed_ms on a moved-from event");
   end.synchronize();

@@ -199,6 +199,8 @@ struct CudaDriver {
   CuResult (*cuEventCreate)(CuEvent*, unsigned flags);
   CuResult (*cuEventRecord)(CuEvent, CuStream);
   CuResult (*cuEventSynchronize)(CuEvent);
+  CuResult (*cuEventQuery)(CuEvent);  // kSuccess when complete, kErrorNotReady while work before it is queued
+  CuResult (*cuStreamWaitEvent)(CuStream, CuEvent, unsigned flags);
   CuResult (*cuEventElapsedTime)(float* ms, CuEvent start, CuEvent end);  // _v2 when the driver has it
   CuResult (*cuEventDestroy)(CuEvent);                                    // _v2
   // optional (11.4): stream capture and graphs (rt::CudaGraph)

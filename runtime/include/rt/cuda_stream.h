@@ -40,8 +40,14 @@ class CudaEvent {
   CudaEvent& operator=(const CudaEvent&) = delete;
 
   CuEvent handle() const { return event_; }
+  int device() const { return device_; }
   void record(CuStream stream = nullptr);
   void synchronize() const;
+  // Whether the work recorded before the event has completed (cuEventQuery; an event never recorded
+  // is complete).
+  bool query() const;
+  // Makes `stream` (of any device) wait for the event before its later work; the host does not wait.
+  void stream_wait(CuStream stream) const;
   // Milliseconds between two recorded, completed events (`end` waited for first).
   static double elapsed_ms(const CudaEvent& start, const CudaEvent& end);
 
