@@ -1,10 +1,11 @@
 // Device code of the cuda_ipc data plane (src/transport/cuda_ipc/): kernels that move tokens and
-// reduce tensors through the device windows every rank of the host maps (IpcWindow). They run
-// between host barriers, so none of them waits for another rank; each only reads or writes memory
-// the protocol gave it for this phase. JIT-compiled by NVRTC (device_ops.cc) with no toolkit
-// headers: conversions are PTX.
+// reduce tensors through the device windows every rank of the host maps (IpcWindow). The
+// collectives' kernels run between host barriers: none of them waits for another rank, each only
+// reads or writes memory the protocol gave it for this phase. Normal-mode dispatch and combine
+// signal each other through the windows' signal areas instead ("Signals between ranks", below).
+// JIT-compiled by NVRTC (device_plane.cc) with no toolkit headers: conversions are PTX.
 //
-// Launch shapes: every kernel loops grid-stride, so any grid works; device_ops.cc picks them.
+// Launch shapes: every kernel loops grid-stride, so any grid works; device_plane.cc picks them.
 #pragma once
 
 namespace deepep::kernels {
@@ -21,6 +22,53 @@ template <class A>
 struct same_type<A, A> {
   static constexpr bool value = true;
 };
+
+// --- signals between ranks -----------------------------------------------------------------------
+
+// A flag word: (sequence << 32) | (bad << 31) | count. The sequence numbers an operation, so a flag
+// left by an earlier one is never taken for this one's; a fresh signal area holds 0.
+constexpr u64 kFlagBad = 1ull << 31;
+__device__ __forceinline__ u64 flag_word(u64 seq, bool bad, i64 count) {
+  return (seq << 32) | (bad ? kFlagBad : 0ull) | u64(count);
+}
+// Peer memory is another GPU's (over NVLink or PCIe): its flags are published and read at system scope.
+__device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
+  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+__device__ __forceinline__ u64 global_ns() {
+  u64 t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+// Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
+__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns) {
+  const u64 start = global_ns();
+  for (;;) {
+    const u64 v = load_acquire_sys(flag);
+    if ((v >> 32) == seq) return v;
+    if (global_ns() - start > timeout_ns) return 0;
+  }
+}
+
+// Every thread of the grid calls it once its writes are done: true in thread 0 of the block that
+// gets here last, whose later stores (a release) then publish every block's writes. The counter
+// is reset for the next kernel using it, which starts after this one (stream order).
+__device__ __forceinline__ bool last_block_arrives(u64* arrivals) {
+  __threadfence_system();
+  __syncthreads();
+  if (threadIdx.x != 0) return false;
+  const u64 blocks = u64(gridDim.x) * gridDim.y;
+  if (atomicAdd(reinterpret_cast<unsigned long long*>(arrivals), 1ull) != blocks - 1) return false;
+  *arrivals = 0;
+  __threadfence_system();
+  return true;
+}
 
 // --- copies ---------------------------------------------------------------------------------------
 
@@ -354,6 +402,74 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 
       out_w[t * k + threadIdx.x] = sum;
     }
   }
+}
+
+// --- normal-mode signalling -----------------------------------------------------------------------
+//
+// A normal-mode dispatch or combine is a scatter kernel, which writes into the peers' windows, then
+// a receive kernel, which reads what arrived in this rank's window (the dispatch's copy-out, the
+// combine's reduction), on the rank's communication stream; operations are numbered on the host
+// (every rank runs the same ones in the same order: the agreement checks it), 1, 2, ...:
+//   scatter: every block, before its first write, waits until every peer has read its window's data
+//            of the previous operation (the peer's consumed word carries `prev`); the block that
+//            finishes last raises this rank's flag (`seq`) in every peer's signal area;
+//   receive: every block waits for every peer's flag of `seq` before it reads; the block that
+//            finishes last records `seq` in this rank's consumed word.
+// So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
+// between the kernels or between operations. Waits are bounded by timeout_ns; a rank that does not
+// come is reported in the status word, and later blocks then do not wait again.
+
+// Signal words of a window past the low-latency ones (kernels/low_latency.cuh: words [0, 16384)).
+constexpr int kNormalMaxRanks = 1024;
+constexpr i64 kNormalFlags = 16384;                              // [ranks]: source s's flag at + s
+constexpr i64 kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the last operation read here
+constexpr i64 kNormalSendArrivals = kNormalConsumed + 1;         // blocks of the running scatter done
+constexpr i64 kNormalRecvArrivals = kNormalConsumed + 2;         // blocks of the running receive done
+// The status word, beside the low-latency ones in page-locked host memory: 1 + a rank whose flag or
+// consumed word did not come within the timeout. Written only then; the host reads and clears it.
+constexpr int kNormalTimedOut = 3;
+
+struct NormalSignals {
+  const u64* windows;  // every rank's window, [ranks]
+  i64 signal_offset;
+  int ranks, me;
+  u64 seq, prev;  // this operation's number and the previous one's (0: none)
+  u64 timeout_ns;
+  volatile int* status;
+};
+
+__device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
+  return reinterpret_cast<u64*>(g.windows[r] + g.signal_offset);
+}
+
+// Polls rank r's `word` for operation `seq` unless a wait has timed out already (reported then).
+__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r) {
+  if (g.status[kNormalTimedOut] == 0 && wait_flag(word, seq, g.timeout_ns) == 0) g.status[kNormalTimedOut] = r + 1;
+}
+
+__device__ __forceinline__ void normal_send_begin(const NormalSignals& g) {
+  if (g.prev != 0)
+    for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void normal_send_end(const NormalSignals& g) {
+  if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals)) return;
+  for (int r = 0; r < g.ranks; ++r)
+    if (r != g.me) store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, 0));
+}
+
+__device__ __forceinline__ void normal_recv_begin(const NormalSignals& g) {
+  const u64* const own = signals_of(g, g.me);
+  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+    if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
+  __syncthreads();
+}
+
+__device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
+  u64* const own = signals_of(g, g.me);
+  if (last_block_arrives(own + kNormalRecvArrivals)) store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
 }
 
 // --- all-reduce -----------------------------------------------------------------------------------

@@ -12,15 +12,16 @@
 // ahead of a peer -- its receive needs every peer's send of the same operation, which is ordered
 // after that peer's previous receive -- so it never writes a half a peer still reads.
 //
-// Flags: (sequence << 32) | (bad << 31) | count; bad: the sender's top-k indices were invalid (it
-// sent nothing), so every receiver reports that rank's error.
+// Flags (flag_word, intranode.cuh): (sequence << 32) | (bad << 31) | count; bad: the sender's top-k
+// indices were invalid (it sent nothing), so every receiver reports that rank's error.
 #pragma once
 
 #include "deepep/kernels/intranode.cuh"
 
 namespace deepep::kernels {
 
-// Signal words (u64) of a window: where each flag lives.
+// Signal words (u64) of a window: where each flag lives (words [0, 16384); the normal mode's
+// follow, intranode.cuh's kNormalFlags).
 constexpr i64 kLlMaxExperts = 4096, kLlMaxRanks = 1024;
 // Flags come in two sets, used by operations of odd and even sequence numbers (ll_dispatch_flags,
 // ll_combine_flags), for the reason the stagings alternate: a sender one operation ahead must not overwrite a flag its peer
@@ -31,30 +32,12 @@ constexpr i64 kLlCombineArrivals = 10240;  // blocks of this rank's combine send
 constexpr i64 kLlSequence = 10241;         // the sequence number of this rank's last completed operation
 constexpr i64 kLlRecvArrivals = 10242;     // blocks of this rank's running receive kernel that have finished
 // (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
-constexpr u64 kLlBad = 1ull << 31;
-
 // Status words of the receiving kernels, in page-locked host memory: [0] 1 + a rank whose flag
 // never came, [1] 1 + a rank whose top-k indices were invalid, [2] 1 when combine's topk_idx differs
-// from the dispatch's. Written only on an error (plain stores: any one such rank is reported) and
-// kept until the host reads and clears them, so calls queued on a stream report at a later check.
+// from the dispatch's ([3] is the normal mode's, intranode.cuh). Written only on an error (plain
+// stores: any one such rank is reported) and kept until the host reads and clears them, so calls
+// queued on a stream report at a later check.
 constexpr int kLlTimedOut = 0, kLlBadSource = 1, kLlTopkDiffers = 2;
-
-__device__ __forceinline__ u64 ll_flag(u64 seq, bool bad, i64 count) {
-  return (seq << 32) | (bad ? kLlBad : 0ull) | u64(count);
-}
-__device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
-  asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
-__device__ __forceinline__ u64 global_ns() {
-  u64 t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 
 // The sequence number of the operation now starting, from this rank's own signal words: 1..2^32-2
 // (flags keep 32 bits of it, a fresh signal area holds 0, and an even period keeps the parity of
@@ -76,24 +59,8 @@ __device__ __forceinline__ i64 ll_stage(u64 seq, i64 signal_offset) {
 // The end of a receive kernel (every thread calls it): the last block to finish records seq as
 // this rank's completed operation, which the next operation's kernels read (stream order).
 __device__ __forceinline__ void ll_receive_done(const u64* own_signals, u64 seq) {
-  __syncthreads();
-  if (threadIdx.x != 0) return;
   u64* const signals = const_cast<u64*>(own_signals);
-  __threadfence();
-  const u64 blocks = u64(gridDim.x) * gridDim.y;
-  if (atomicAdd(reinterpret_cast<unsigned long long*>(signals + kLlRecvArrivals), 1ull) != blocks - 1) return;
-  signals[kLlRecvArrivals] = 0;
-  *reinterpret_cast<volatile u64*>(signals + kLlSequence) = seq;
-}
-
-// Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
-__device__ __forceinline__ u64 ll_wait(const u64* flag, u64 seq, u64 timeout_ns) {
-  const u64 start = global_ns();
-  for (;;) {
-    const u64 v = load_acquire_sys(flag);
-    if ((v >> 32) == seq) return v;
-    if (global_ns() - start > timeout_ns) return 0;
-  }
+  if (last_block_arrives(signals + kLlRecvArrivals)) *reinterpret_cast<volatile u64*>(signals + kLlSequence) = seq;
 }
 
 // float -> e4m3, round to nearest even, saturating to +-448, NaN -> 0x7F: the CPU path's to_e4m3
@@ -189,14 +156,14 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x) topk_copy[i] = i64(topk[i]);
   if (bad) {
     if (blockIdx.x == 0)
-      for (i64 e = threadIdx.x; e < experts; e += blockDim.x) store_release_sys(flag_of(e), ll_flag(seq, true, 0));
+      for (i64 e = threadIdx.x; e < experts; e += blockDim.x) store_release_sys(flag_of(e), flag_word(seq, true, 0));
     return;
   }
   // Experts no token selects: their owners still get a flag.
   for (i64 e = blockIdx.x; e < experts; e += gridDim.x) {
     bool used = false;
     for (i64 i = threadIdx.x; i < tokens * k && !used; i += blockDim.x) used = i64(topk[i]) == e;
-    if (!__syncthreads_or(used) && threadIdx.x == 0) store_release_sys(flag_of(e), ll_flag(seq, false, 0));
+    if (!__syncthreads_or(used) && threadIdx.x == 0) store_release_sys(flag_of(e), flag_word(seq, false, 0));
   }
   if (t >= tokens) return;
   // For each expert e_j of this token: the tokens before it selecting e_j, and all of them.
@@ -285,7 +252,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
     if (atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull) + 1 != u64(total[j])) continue;
     *counter = 0;  // the next operation's kernel starts after this one
     __threadfence_system();
-    store_release_sys(flag_of(e), ll_flag(seq, false, total[j]));
+    store_release_sys(flag_of(e), flag_word(seq, false, total[j]));
   }
 }
 
@@ -306,10 +273,10 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
   const i64 row_bytes = fp8 ? hidden : hidden * 2, s_bytes = fp8 ? hidden / 128 * 4 : 0;
   __shared__ i64 begin[kLlMaxRanks + 1];
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
-    const u64 v = ll_wait(signals + ll_dispatch_flags(seq) + i64(le) * ranks + r, seq, timeout_ns);
+    const u64 v = wait_flag(signals + ll_dispatch_flags(seq) + i64(le) * ranks + r, seq, timeout_ns);
     if (v == 0) status[kLlTimedOut] = r + 1;
-    if (v & kLlBad) status[kLlBadSource] = r + 1;
-    begin[r + 1] = i64(v & (kLlBad - 1));
+    if (v & kFlagBad) status[kLlBadSource] = r + 1;
+    begin[r + 1] = i64(v & (kFlagBad - 1));
   }
   __syncthreads();
   if (threadIdx.x == 0) {
@@ -362,17 +329,10 @@ __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64
       warp_copy(stage + i64(src_slot[row]) * row_bytes, x + row * row_bytes, row_bytes, lane);
     }
   }
-  __threadfence_system();
-  __syncthreads();
-  if (threadIdx.x != 0) return;
-  u64* const arrivals = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlCombineArrivals;
-  const u64 blocks = u64(gridDim.x) * gridDim.y;
-  if (atomicAdd(reinterpret_cast<unsigned long long*>(arrivals), 1ull) != blocks - 1) return;
-  *arrivals = 0;  // the next combine's blocks start after this kernel
-  __threadfence_system();
+  if (!last_block_arrives(reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlCombineArrivals)) return;
   for (int r = 0; r < ranks; ++r)
     store_release_sys(reinterpret_cast<u64*>(windows[r] + signal_offset) + ll_combine_flags(seq) + me,
-                      ll_flag(seq, false, 0));
+                      flag_word(seq, false, 0));
 }
 
 // Source, blocks over tokens: waits for every owner's flag, then out[t] = sum over its top-k slots
@@ -387,7 +347,7 @@ __device__ __forceinline__ void ll_combine_recv_body(const unsigned char* window
   const unsigned short* const stage = reinterpret_cast<const unsigned short*>(
       window + ll_stage(seq, reinterpret_cast<const unsigned char*>(signals) - window));
   for (int r = threadIdx.x; r < ranks; r += blockDim.x)
-    if (ll_wait(signals + ll_combine_flags(seq) + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
+    if (wait_flag(signals + ll_combine_flags(seq) + r, seq, timeout_ns) == 0) status[kLlTimedOut] = r + 1;
   if (blockIdx.x == 0)
     for (i64 i = threadIdx.x; i < tokens * k; i += blockDim.x)
       if (i64(topk[i]) != routing[i]) status[kLlTopkDiffers] = 1;

@@ -63,10 +63,7 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
     nccl_plane_ = std::make_unique<NcclPlane>(*group_, *engine_, options_.cuda_device);
   } else if (options_.cuda_device >= 0) {
     device_plane_ = std::make_unique<DevicePlane>(*group_, *engine_, options_.cuda_device, options_.device_window_bytes);
-    engine_->set_before_agreement([plane = device_plane_.get()] {
-      if (plane->ll_on_user_stream()) plane->ll_sync();
-      plane->note_window_operation();
-    });
+    engine_->set_before_agreement([plane = device_plane_.get()] { plane->before_agreement(); });
   }
 }
 

@@ -15,6 +15,7 @@
 #include "rt/cuda_device.h"
 #include "rt/cuda_memory.h"
 #include "rt/cuda_stream.h"
+#include "rt/jit_kernel.h"
 #include "transport/cuda_ipc/device_plane.h"
 #include "rt/nvrtc.h"
 
@@ -184,6 +185,217 @@ TEST(DeepEPGpu, KilledRankIsAClearErrorOnTheOthers) {
   ASSERT_EQ(outcomes.size(), 3u);
   EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
   for (int r : {0, 2}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
+}
+
+// Keeps `stream` busy for about `ms` milliseconds (one thread spinning on the global timer), so
+// that work ordered after it on another stream visibly waits, or visibly does not.
+void spin(rt::CuStream stream, int device, int ms) {
+  const char* source =
+      "extern \"C\" __global__ void deepep_test_spin(unsigned long long ns) {\n"
+      "  unsigned long long start, now;\n"
+      "  asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(start));\n"
+      "  do { asm volatile(\"mov.u64 %0, %%globaltimer;\" : \"=l\"(now)); } while (now - start < ns);\n"
+      "}\n";
+  const rt::CudaKernel k = rt::jit_kernel(source, "deepep_test_spin", device, {});
+  const unsigned long long ns = static_cast<unsigned long long>(ms) * 1000000ull;
+  k.launch_with({1, 1, 1}, {1, 1, 1}, 0, stream, ns);
+}
+
+// Copies src's bytes into dst on `stream` (asynchronously).
+void copy_on(rt::CuStream stream, int device, const rt::Tensor& dst, const rt::Tensor& src) {
+  EP_CHECK(dst.nbytes() == src.nbytes(), "copy of ", src.nbytes(), " bytes into ", dst.nbytes());
+  rt::cuda_context(device);
+  RT_CU_CHECK(rt::cuda_driver().cuMemcpyDtoDAsync(reinterpret_cast<rt::CuDevicePtr>(dst.data()),
+                                                  reinterpret_cast<rt::CuDevicePtr>(src.data()), size_t(src.nbytes()),
+                                                  stream),
+              "cuMemcpyDtoDAsync");
+}
+
+// Async dispatch and combine, rounds back to back with no host synchronization between them, on a
+// stream of the caller's that only events order with the communication stream: each round's x is
+// written on that stream after a spin (previous_event makes the dispatch wait for it), the "expert"
+// copies the received rows into y after the dispatch's event and another spin (the combine waits for
+// it), and a snapshot of recv_x is taken there too. Round 1 has an all_reduce between its dispatch
+// and combine (it waits for the queued work: they share the windows), round 2 is a cached dispatch,
+// round 3's dispatch is synchronous. Everything, checked at the end, matches the CPU path bit for bit.
+void async_rounds_like_cpu(int ranks) {
+  const MoeCase base = make(ranks, 8 * ranks, 4, Routing::Uniform, 512);
+  expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::Buffer cpu(g, 8 << 20, 0, false, test_options()), gpu(g, 8 << 20, 0, false, gpu_options(me));
+    rt::CudaStream compute(dev.id, true);  // non-blocking: not ordered with the communication stream
+    constexpr int kRounds = 4;
+    auto round_case = [&](int r) {
+      MoeCase c = base;
+      c.seed = base.seed + uint64_t(r == 2 ? 1 : r);  // round 2 reuses round 1's routing (cached)
+      c.data_seed = base.seed * 7 + uint64_t(r);
+      return c;
+    };
+    // Inputs: the values (on the device, ready), and the tensors the calls read, written late.
+    std::vector<rt::Tensor> x_ready, x_in, idx, w;
+    for (int r = 0; r < kRounds; ++r) {
+      const MoeCase c = round_case(r);
+      x_ready.push_back(c.x_bf16(me).to(dev));
+      rt::Tensor in = rt::Tensor::empty(x_ready.back().shape(), rt::DType::BF16, dev);
+      in.zero_();
+      x_in.push_back(in);
+      idx.push_back(c.topk_tensor(me).to(dev));
+      w.push_back(c.weights_tensor(me).to(dev));
+    }
+    rt::Tensor sum = rt::Tensor::empty({64}, rt::DType::F32);
+    for (int i = 0; i < 64; ++i) sum.data_as<float>()[i] = float(me * 100 + i);
+    const rt::Tensor sum_d = sum.to(dev);
+
+    std::vector<deepep::DispatchResult> d(kRounds);
+    std::vector<deepep::CombineResult> cmb(kRounds);
+    std::vector<rt::Tensor> y(kRounds), snap(kRounds);
+    for (int r = 0; r < kRounds; ++r) {
+      spin(compute.handle(), dev.id, 20);
+      copy_on(compute.handle(), dev.id, x_in[size_t(r)], x_ready[size_t(r)]);
+      deepep::DispatchArgs a;
+      a.x = x_in[size_t(r)];
+      if (r == 2) {
+        a.handle = d[1].handle;
+      } else {
+        a.topk_idx = idx[size_t(r)];
+        a.topk_weights = w[size_t(r)];
+        a.num_experts = base.experts;
+      }
+      a.previous_event = deepep::Event::record(compute.handle(), dev.id);
+      a.async_finish = r != 3;
+      d[size_t(r)] = gpu.dispatch(a);
+      EP_CHECK(d[size_t(r)].event.on_device() == a.async_finish, "round ", r, ": the dispatch's event");
+      if (r == 1) deepep::all_reduce(gpu.comm(), sum_d);
+      // The expert: after the dispatch, on the caller's stream.
+      const rt::Tensor& recv = d[size_t(r)].recv_x;
+      d[size_t(r)].event.stream_wait(compute.handle());
+      snap[size_t(r)] = rt::Tensor::empty(recv.shape(), recv.dtype(), dev);
+      copy_on(compute.handle(), dev.id, snap[size_t(r)], recv);
+      spin(compute.handle(), dev.id, 5);
+      y[size_t(r)] = rt::Tensor::empty(recv.shape(), recv.dtype(), dev);
+      copy_on(compute.handle(), dev.id, y[size_t(r)], recv);
+      const deepep::DispatchResult& routed = r == 2 ? d[1] : d[size_t(r)];
+      cmb[size_t(r)] = gpu.combine(y[size_t(r)], *routed.handle, routed.recv_topk_weights,
+                                   deepep::Event::record(compute.handle(), dev.id), true);
+      EP_CHECK(cmb[size_t(r)].event.on_device(), "round ", r, ": the combine's event");
+    }
+    cmb.back().event.wait();
+    EP_CHECK(cmb.back().event.query(), "a waited event is complete");
+    compute.synchronize();
+
+    const rt::Tensor sum_back = sum_d.to(rt::Device::cpu());
+    for (int i = 0; i < 64; ++i) {
+      float want = 0;
+      for (int q = 0; q < ranks; ++q) want += float(q * 100 + i);
+      EP_CHECK(sum_back.data_as<float>()[i] == want, "all_reduce element ", i);
+    }
+    std::vector<deepep::DispatchResult> dc(kRounds);
+    for (int r = 0; r < kRounds; ++r) {
+      const MoeCase c = round_case(r);
+      deepep::DispatchArgs a;
+      a.x = c.x_bf16(me);
+      if (r == 2) {
+        a.handle = dc[1].handle;
+      } else {
+        a.topk_idx = c.topk_tensor(me);
+        a.topk_weights = c.weights_tensor(me);
+        a.num_experts = base.experts;
+      }
+      dc[size_t(r)] = cpu.dispatch(a);
+      expect_same(dc[size_t(r)].recv_x, d[size_t(r)].recv_x, "recv_x");
+      expect_same(dc[size_t(r)].recv_x, snap[size_t(r)], "recv_x as the caller's stream saw it after the event");
+      expect_same(dc[size_t(r)].recv_topk_idx, d[size_t(r)].recv_topk_idx, "recv_topk_idx");
+      expect_same(dc[size_t(r)].recv_topk_weights, d[size_t(r)].recv_topk_weights, "recv_topk_weights");
+      const deepep::DispatchResult& routed = r == 2 ? dc[1] : dc[size_t(r)];
+      const deepep::CombineResult cc = cpu.combine(dc[size_t(r)].recv_x, *routed.handle, routed.recv_topk_weights);
+      expect_same(cc.combined_x, cmb[size_t(r)].combined_x, "combined_x");
+      expect_same(cc.combined_topk_weights, cmb[size_t(r)].combined_topk_weights, "combined_topk_weights");
+    }
+  }));
+}
+
+TEST(DeepEPGpu, AsyncDispatchCombineWithEventsTwoRanks) {
+  REQUIRE_GPU();
+  async_rounds_like_cpu(2);
+}
+
+TEST(DeepEPGpu, AsyncDispatchCombineWithEventsThreeRanks) {
+  REQUIRE_GPU();
+  async_rounds_like_cpu(3);
+}
+
+// A rank whose combine is held back on its device (previous_event after a spin longer than the
+// timeout) while the other's waits for its rows: that one gets the clear timeout error from the
+// device wait, naming the late rank, and its communicator is broken; the late rank's own call
+// completes, and its next operation reports the first rank's failure.
+TEST(DeepEPGpu, LateRankIsADeviceTimeout) {
+  REQUIRE_GPU();
+  const MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::CommOptions o = gpu_options(me);
+    o.timeout = std::chrono::milliseconds(1500);
+    deepep::Buffer gpu(g, 8 << 20, 0, false, o);
+    rt::CudaStream compute(dev.id, true);
+    deepep::DispatchArgs a;
+    a.x = c.x_bf16(me).to(dev);
+    a.topk_idx = c.topk_tensor(me).to(dev);
+    a.num_experts = c.experts;
+    const deepep::DispatchResult d = gpu.dispatch(a);
+    if (me == 1) {
+      spin(compute.handle(), dev.id, 4000);
+      const deepep::CombineResult late =
+          gpu.combine(d.recv_x, *d.handle, {}, deepep::Event::record(compute.handle(), dev.id), true);
+      late.event.wait();
+      g->barrier("the late rank's combine is done");
+      expect_throws([&] { gpu.comm().barrier(); }, "rank 1's data did not arrive",
+                    "the late rank's next operation");
+    } else {
+      expect_throws([&] { gpu.combine(d.recv_x, *d.handle); }, "rank 1's data did not arrive",
+                    "a combine whose peer is held back beyond the timeout");
+      g->barrier("the late rank's combine is done");  // it still writes into this rank's window until then
+      expect_throws([&] { gpu.dispatch(a); }, "broken", "a dispatch on the broken communicator");
+    }
+  }));
+}
+
+// The Event API without device work: CPU calls return complete events (async_finish changes
+// nothing there) with the synchronous calls' results; a device that does not exist is a clear error
+// (runs without a GPU; with one, a recorded event completes).
+TEST(DeepEPGpu, EventsOfCpuCallsAreComplete) {
+  const deepep::Event none;
+  EXPECT_FALSE(none.on_device());
+  EXPECT_TRUE(none.query());
+  none.wait();
+  none.stream_wait(nullptr);
+  const MoeCase c = make(2, 8, 4, Routing::Uniform, 64);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    deepep::Buffer cpu(g, 8 << 20, 0, false, test_options());
+    deepep::DispatchArgs a = c.dispatch_args(me, false, 1);
+    const deepep::DispatchResult sync = cpu.dispatch(a);
+    a.async_finish = true;
+    a.previous_event = deepep::Event();
+    const deepep::DispatchResult async = cpu.dispatch(a);
+    EP_CHECK(!async.event.on_device() && async.event.query(), "a CPU dispatch's event is complete");
+    EP_CHECK(std::memcmp(sync.recv_x.data(), async.recv_x.data(), size_t(sync.recv_x.nbytes())) == 0, "recv_x");
+    const deepep::CombineResult cs = cpu.combine(sync.recv_x, *sync.handle, sync.recv_topk_weights);
+    const deepep::CombineResult ca =
+        cpu.combine(async.recv_x, *async.handle, async.recv_topk_weights, deepep::Event(), true);
+    EP_CHECK(!ca.event.on_device() && ca.event.query(), "a CPU combine's event is complete");
+    EP_CHECK(std::memcmp(cs.combined_x.data(), ca.combined_x.data(), size_t(cs.combined_x.nbytes())) == 0,
+             "combined_x");
+    expect_throws([] { deepep::Event::record(nullptr, -1); }, "no CUDA device -1", "an event on device -1");
+    if (deepep_test::visible_gpus() == 0) {
+      expect_throws([] { deepep::Event::record(nullptr, 0); }, "no CUDA device 0", "an event without a GPU");
+    } else {
+      const deepep::Event e = deepep::Event::record(nullptr, 0);
+      e.wait();
+      EP_CHECK(e.on_device() && e.query(), "a recorded event on an idle stream completes");
+    }
+  }));
 }
 
 // A GPU low-latency dispatch against the CPU path's, bit for bit (rows past an expert's count are

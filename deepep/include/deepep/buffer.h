@@ -24,11 +24,16 @@
 // e4m3 * scale). Normal dispatch moves FP8 given by the caller; low_latency_dispatch with use_fp8
 // quantizes BF16 input: scale = max(amax, 1e-4) / 448 per 128-channel block.
 //
-// Every call is synchronous (the returned Event is complete; on the GPU the results are ready); one
-// low-latency receive may be pending (hook not called yet) per Buffer: any other call on the Buffer
-// completes it first. On the GPU the low-latency kernels signal each other through the device
-// windows (no host barrier); a hook's call has only launched the send kernel. Low-latency calls on
-// the GPU can instead be queued on a stream (set_low_latency_stream), without any host step.
+// Calls on CPU tensors are synchronous (the returned Event is complete). Dispatch and combine of
+// CUDA tensors run on the Buffer's communication stream (a private stream of the device plane):
+// with previous_event that stream first waits for it (say, an Event::record on the stream computing
+// the inputs); with async_finish the call returns once its kernels are queued and its Event
+// completes with them (event.stream_wait(stream) orders a stream of the caller after it), else the
+// call waits and its Event is complete. One low-latency receive may be pending (hook not called yet)
+// per Buffer: any other call on the Buffer completes it first. On the GPU the kernels signal each
+// other through the device windows (no host barrier); a hook's call has only launched the send
+// kernel. Low-latency calls on the GPU can instead be queued on a stream (set_low_latency_stream),
+// without any host step.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +43,7 @@
 #include <vector>
 
 #include "deepep/comm.h"
+#include "deepep/event.h"
 #include "rt/cuda_driver.h"
 #include "rt/tensor.h"
 
@@ -47,12 +53,6 @@ class Group;
 namespace detail {
 class SharedArena;
 }
-
-// CPU operations complete before they return; the event exists for the API's shape.
-struct Event {
-  bool query() const { return true; }
-  void wait() const {}
-};
 
 struct DispatchLayout {
   rt::Tensor num_tokens_per_rank;       // [size] int32: tokens with at least one expert on the rank
@@ -92,6 +92,15 @@ struct DispatchArgs {
   // topk_idx / topk_weights / layout must be left empty.
   std::shared_ptr<const DispatchHandle> handle;
   int expert_alignment = 1;  // num_recv_tokens_per_expert is rounded up to a multiple of it
+  // CUDA tensors: the communication stream waits for this event before reading the inputs (CPU
+  // tensors: the host waits for it). A default Event is complete: no wait.
+  Event previous_event;
+  // CUDA tensors: return once the work is queued; the result's event completes with it. Inputs are
+  // kept alive until then; outputs are written by then (read them after event.wait() or on a stream
+  // after event.stream_wait()). A non-cached dispatch still waits on the host for its routing
+  // counts (they size the outputs), which come after the stream's earlier work. No effect on CPU
+  // tensors (their calls are synchronous).
+  bool async_finish = false;
 };
 
 struct DispatchResult {
@@ -189,7 +198,10 @@ class Buffer {
 
   DispatchResult dispatch(const DispatchArgs& args);
   // x: [handle.num_recv_tokens, hidden] bf16 (or f16, f32); topk_weights: [recv, k] f32, optional.
-  CombineResult combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights = {});
+  // previous_event and async_finish as DispatchArgs's (the handle's device routing is kept alive
+  // with the inputs).
+  CombineResult combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights = {},
+                        const Event& previous_event = {}, bool async_finish = false);
 
   // x: [tokens <= max_tokens_per_rank, hidden] bf16; topk_idx [tokens, k] int64/int32.
   LowLatencyDispatchResult low_latency_dispatch(const rt::Tensor& x, const rt::Tensor& topk_idx, int max_tokens_per_rank,

@@ -107,7 +107,8 @@ void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const uint8_
 
 }  // namespace
 
-CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights) {
+CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights,
+                              const Event& previous_event, bool async_finish) {
   Engine& e = comm_->engine();
   const std::string what = "combine";
   DevicePlane* const plane = x.defined() && x.device().is_cuda() ? comm_->device_plane() : nullptr;
@@ -118,6 +119,7 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   rt::Device dev;
   std::string err = detail::data_device(x, "x", *comm_, &dev);
   const bool gpu = dev.is_cuda();
+  if (!gpu) previous_event.wait();  // CPU calls are synchronous; a GPU one's stream waits for it
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
   if (err.empty() && gpu != handle.device_slots.defined())
@@ -140,12 +142,13 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const bool single_copy = !gpu && !peer_pids_.empty();
   wire::Writer w;
   if (single_copy && err.empty()) w.put(arena_->describe(x)).put(arena_->describe(topk_weights));
+  if (plane) plane->next_agreement_signalled();
   const auto all = e.agree(what,
           rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
                   "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "", ")"),
           err, w.str());
   if (plane) plane->mark("agree");
-  if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights);
+  if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish);
   const DType dt = x.dtype();
   const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);

@@ -59,6 +59,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   std::string err = detail::data_device(a.x, "x", *comm_, &dev);
   if (err.empty()) err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, -1, -1, dev);
   const bool gpu = dev.is_cuda();
+  if (!gpu) a.previous_event.wait();  // CPU calls are synchronous; a GPU one's stream waits for it
   const bool fp8 = err.empty() && a.x.dtype() == DType::F8E4M3;
   const int64_t T = err.empty() ? a.x.size(0) : 0, H = err.empty() ? a.x.size(1) : 0;
   int64_t S = 0, K = 0;
@@ -98,7 +99,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   detail::DeviceRoute route;
   if (err.empty() && !cached && gpu) {
     try {
-      route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr);
+      route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr, a.previous_event);
     } catch (const rt::Error& ex) {  // shared through the agreement, so no rank waits for this one
       err = ex.what();
     }
@@ -157,6 +158,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       w.put(arena_->describe(*t));
     for (int r = 0; r < R; ++r) w.put<uint64_t>(reinterpret_cast<uint64_t>(send_lists[size_t(r)].data()));
   }
+  if (plane) plane->next_agreement_signalled();
   const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
   if (plane) plane->mark("agree");
   // Single copy: where each source's tensors and its send list for this rank are.

@@ -42,7 +42,9 @@ struct DeviceRoute {
   std::vector<uint8_t> in_rank;           // [T, size] on the host, only when asked for (a layout to check)
   rt::Tensor slots, in_rank_on_device;    // [T, size] int32 / bool
 };
-DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank);
+// The routing kernels wait for previous_event first (they read topk_idx).
+DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
+                            const Event& previous_event);
 
 // The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device).
 std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int num_ranks, rt::Tensor recv_src_idx,
@@ -51,7 +53,7 @@ std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int nu
 // The GPU paths (gpu_dispatch.cc), after the agreement.
 DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& args, DispatchPlan&& plan);
 CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
-                                const rt::Tensor& topk_weights);
+                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish);
 
 }  // namespace detail
 }  // namespace deepep

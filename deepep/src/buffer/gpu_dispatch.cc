@@ -1,8 +1,10 @@
-// Normal-mode dispatch and combine of CUDA tensors over the cuda_ipc data plane. A dispatch's
-// routing is computed on the device (route_on_device: one kernel, only the counts come back for
-// the agreement); the agreement is the CPU path's (dispatch.cc, combine.cc); then every rank's
-// kernel writes straight into the other ranks' device windows, and after a barrier each rank
-// copies what it received out of its own window:
+// Normal-mode dispatch and combine of CUDA tensors over the cuda_ipc data plane, on its stream. A
+// dispatch's routing is computed on the device (route_on_device: two kernels, only the counts come
+// back for the agreement); the agreement is the CPU path's (dispatch.cc, combine.cc); then every
+// rank's scatter kernel writes straight into the other ranks' device windows and raises its flag
+// there, and each rank's receive kernel waits for its peers' flags and copies what it received out
+// of its own window (kernels/intranode.cuh "normal-mode signalling": no host barrier in between,
+// and the call may return before the kernels run, with an Event):
 //   dispatch: one warp per (token, destination) writes the row, its scales, the top-k indices
 //             remapped to the destination's experts, the weights and the source index at the row
 //             the destination's output will have (source s's tokens after those of ranks < s);
@@ -58,8 +60,10 @@ WindowArrays window_arrays(const DispatchPlan& p, int64_t rows, int64_t x_row, i
 
 }  // namespace
 
-DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank) {
+DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
+                            const Event& previous_event) {
   using rt::DType;
+  plane.wait_event(previous_event);
   const int R = plane.size();
   const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
   DeviceRoute route;
@@ -91,9 +95,11 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
 DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& a, DispatchPlan&& p) {
   using rt::DType;
   const int R = plane.size(), me = plane.rank();
+  RT_USER_CHECK(R <= kNormalMaxRanks, "deepep dispatch: the GPU path takes at most ", kNormalMaxRanks,
+                " ranks, this group has ", R);
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
   // This rank's outputs: the rows it sends itself go straight into them, the other ranks' rows
-  // arrive in its window and are copied out after the barrier.
+  // arrive in its window and are copied out once their flags are there.
   const int64_t N = p.prefix[size_t(R)];
   DispatchResult out;
   out.recv_x = plane.pool().empty({N, p.H}, a.x.dtype());
@@ -147,17 +153,16 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   const uint64_t base = plane.upload(tables);
   plane.mark("tables");
 
+  if (p.cached) plane.wait_event(a.previous_event);  // else the routing waited for it
+  const NormalSignals sig = plane.next_normal_op();
   plane.dispatch_scatter(address(a.x), x_row, p.fp8 ? address(a.x_scales) : 0, p.S * 4,
                          p.cached ? 0 : address(a.topk_idx), !p.cached && a.topk_idx.dtype() == DType::I64, int(p.K),
                          p.weights ? address(a.topk_weights) : 0, address(p.device_slots), p.T,
-                         base + uint64_t(at_regions), p.experts_per_rank);
-  plane.sync();
+                         base + uint64_t(at_regions), p.experts_per_rank, sig);
   plane.mark("scatter");
-  plane.sync_and_barrier("dispatch");
-  plane.mark("barrier");
-  plane.multi_copy(base + uint64_t(at_copies), int(copies.size()), largest);
-  plane.sync();
-  plane.mark("copy-out");
+  plane.dispatch_receive(base + uint64_t(at_copies), int(copies.size()), largest, sig);
+  plane.mark("receive");
+  out.event = plane.finish(a.async_finish, {a.x, a.x_scales, a.topk_idx, a.topk_weights, p.device_slots}, "dispatch");
   if (p.cached) {
     plane.report("cached dispatch");
     out.handle = a.handle;
@@ -171,7 +176,7 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
 }
 
 CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& h,
-                                const rt::Tensor& topk_weights) {
+                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish) {
   using rt::DType;
   const int R = plane.size(), me = plane.rank();
   RT_USER_CHECK(R <= 256, "deepep combine: the GPU path reduces over at most 256 ranks, this group has ", R);
@@ -199,12 +204,11 @@ CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const D
   const int64_t at_regions = tables.add(regions), at_begin = tables.add(recv_begin), at_first = tables.add(stage_first);
   const uint64_t base = plane.upload(tables);
   plane.mark("tables");
+  plane.wait_event(previous_event);
+  const NormalSignals sig = plane.next_normal_op();
   plane.combine_scatter(address(x), row_bytes, address(topk_weights), K, base + uint64_t(at_begin),
-                        base + uint64_t(at_regions), h.num_recv_tokens);
-  plane.sync();
+                        base + uint64_t(at_regions), h.num_recv_tokens, sig);
   plane.mark("scatter");
-  plane.sync_and_barrier("combine");
-  plane.mark("barrier");
 
   CombineResult out;
   out.combined_x = plane.pool().empty({h.num_tokens, H}, x.dtype());
@@ -212,9 +216,9 @@ CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const D
   const uint64_t window = plane.window().window(me);
   plane.combine_reduce(x.dtype(), address(out.combined_x), window, H, address(h.device_slots), base + uint64_t(at_first),
                        h.num_tokens, address(out.combined_topk_weights),
-                       K ? window + uint64_t(regions[size_t(me)].weights) : 0, K);
-  plane.sync();
+                       K ? window + uint64_t(regions[size_t(me)].weights) : 0, K, sig);
   plane.mark("reduce");
+  out.event = plane.finish(async_finish, {x, topk_weights, h.device_slots}, "combine");
   plane.report("combine");
   return out;
 }

@@ -27,15 +27,8 @@ int64_t record_bytes(int64_t hidden, bool fp8) {
 }  // namespace
 
 void ll_check_status(DevicePlane& plane, const char* what) {
-  int32_t* const words = plane.ll_status();
   int32_t s[3];
-  for (int i = 0; i < 3; ++i) s[i] = __atomic_load_n(&words[i], __ATOMIC_ACQUIRE);
-  if (!s[kTimedOut] && !s[kBadSource] && !s[kTopkDiffers]) return;
-  // Reported once: each word is cleared only if no kernel queued on a stream wrote it since.
-  for (int i = 0; i < 3; ++i) {
-    int32_t seen = s[i];
-    __atomic_compare_exchange_n(&words[i], &seen, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
-  }
+  for (int i = 0; i < 3; ++i) s[i] = plane.take_status(i);  // reported once
   if (s[kTimedOut])
     throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kTimedOut] - 1,
                              "'s data did not arrive within the communicator's timeout (dead or stuck?)"));

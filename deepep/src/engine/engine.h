@@ -107,9 +107,10 @@ class Engine {
   // begin_op runs `complete` first (it must be idempotent: the hook may have run it already).
   void defer_device_receive(std::function<void()> complete) { device_receive_ = std::move(complete); }
   // Runs before every agreement (the first step of each operation that moves data, except
-  // low-latency calls queued on a stream): the device plane waits there for those queued calls,
-  // which use the same windows, so no rank's next operation writes where one of them still reads,
-  // and notes that the windows were used (the next queued call then agrees first).
+  // low-latency calls queued on a stream): the device plane waits there for the work still queued
+  // that uses the same windows (DevicePlane::before_agreement), so no rank's next operation writes
+  // where that work still reads, and notes that the windows were used (the next queued call then
+  // agrees first).
   void set_before_agreement(std::function<void()> f) { before_agreement_ = std::move(f); }
   uint64_t pending_epoch() const;
 

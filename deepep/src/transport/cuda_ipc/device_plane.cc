@@ -17,8 +17,16 @@ const rt::EmbeddedFile* deepep_kernels_embedded_files(std::size_t* count);
 
 namespace deepep {
 
-static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(CombineRegion) == 24,
+static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(CombineRegion) == 24 &&
+                  sizeof(NormalSignals) == 56,
               "the mirrors of kernels/intranode.cuh's structures");
+
+namespace {
+// kernels/intranode.cuh's status word of the normal mode, and the signal words it uses.
+constexpr int kNormalTimedOut = 3;
+constexpr int64_t kNormalSignalWords = 16384 + kNormalMaxRanks + 3;
+static_assert(kNormalSignalWords * 8 <= IpcWindow::kSignalBytes, "the normal mode's signal words fit the signal area");
+}  // namespace
 
 const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
   static const std::vector<rt::EmbeddedFile> headers = [] {
@@ -89,16 +97,22 @@ KernelText dispatch_scatter_text() {
   return {"deepep_dispatch_scatter",
           "const unsigned char* x, i64 x_row, const unsigned char* scales, i64 s_row, const void* topk, int topk_i64, "
           "int k, const float* weights, const int* slots, i64 tokens, const DispatchRegion* regions, int ranks, "
-          "int experts_per_rank",
-          "dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, tokens, regions, ranks, "
-          "experts_per_rank);"};
+          "int experts_per_rank, NormalSignals sig",
+          "normal_send_begin(sig);\n  dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, "
+          "tokens, regions, ranks, experts_per_rank);\n  normal_send_end(sig);"};
+}
+
+KernelText dispatch_receive_text() {
+  return {"deepep_dispatch_receive", "const CopyDesc* d, int count, NormalSignals sig",
+          "normal_recv_begin(sig);\n  if (int(blockIdx.y) < count) multi_copy_body(d);\n  normal_recv_end(sig);"};
 }
 
 KernelText combine_scatter_text() {
   return {"deepep_combine_scatter",
           "const unsigned char* x, i64 x_row, const float* weights, int k, const i64* recv_begin, "
-          "const CombineRegion* regions, const u64* windows, int ranks",
-          "combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);"};
+          "const CombineRegion* regions, const u64* windows, int ranks, NormalSignals sig",
+          "normal_send_begin(sig);\n  combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);\n"
+          "  normal_send_end(sig);"};
 }
 
 KernelText combine_reduce_text(rt::DType dtype) {
@@ -107,8 +121,9 @@ KernelText combine_reduce_text(rt::DType dtype) {
             rt::name(dtype));
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
           rt::str(t, "* out, const ", t, "* stage, i64 hidden, const int* slot, const i64* stage_first, int ranks, ",
-                  "i64 tokens, float* out_w, const float* stage_w, int k"),
-          "combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, stage_w, k);"};
+                  "i64 tokens, float* out_w, const float* stage_w, int k, NormalSignals sig"),
+          "normal_recv_begin(sig);\n  combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, "
+          "stage_w, k);\n  normal_recv_end(sig);"};
 }
 
 KernelText all_reduce_text(rt::DType dtype, int op) {
@@ -169,7 +184,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
-                                 dispatch_route_slots_text(), dispatch_scatter_text(), combine_scatter_text()};
+                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_receive_text(),
+                                 combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (bool i64 : {false, true}) {
     all.push_back(ll_dispatch_send_text(i64));
@@ -193,17 +209,20 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device), down_(device), status_(device), pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
+      stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
+      pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() {
-  // Low-latency calls still queued on a user stream write into the windows and the status words.
-  // The user's stream may be destroyed already (its queued work still runs): wait on the context.
-  if (ll_stream_) {
-    try {
+  // Async dispatches and combines may still run on the stream, and low-latency calls queued on a
+  // user stream write into the windows and the status words. The user's stream may be destroyed
+  // already (its queued work still runs): wait on the context.
+  try {
+    stream_.synchronize();
+    if (ll_stream_) {
       rt::cuda_context(device());
       rt::cuda_driver().cuCtxSynchronize();
-    } catch (...) {  // a broken context: nothing is left to wait for
     }
+  } catch (...) {  // a broken context: nothing is left to wait for
   }
   rt::cuda_free(device(), tables_);
 }
@@ -211,21 +230,67 @@ DevicePlane::~DevicePlane() {
 uint64_t DevicePlane::upload(const DeviceTables& tables) {
   const int64_t n = int64_t(tables.bytes().size());
   if (n > tables_capacity_) {
+    sync();  // kernels queued before may still read the old tables
     rt::cuda_free(device(), tables_);
     tables_capacity_ = std::max<int64_t>(n, 1 << 16);
     tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
   }
   if (n) {
+    uploaded_.synchronize();  // the previous upload's copy has read the staging (it may be queued still)
     unsigned char* staged = up_.reserve(size_t(n), "deepep device tables");
     std::copy_n(tables.bytes().data(), n, staged);
     const rt::CudaDriver& d = rt::cuda_driver();
     rt::cuda_context(device());
     RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, staged, size_t(n), stream()), "cuMemcpyHtoDAsync", n, " bytes of tables");
+    uploaded_.record(stream());
   }
   return tables_;
 }
 
-void DevicePlane::sync() { stream_.synchronize(); }
+void DevicePlane::sync() {
+  stream_.synchronize();
+  in_flight_.clear();
+}
+
+void DevicePlane::before_agreement() {
+  if (ll_stream_) ll_sync();
+  note_window_operation();
+  if (!std::exchange(signalled_next_, false)) sync();
+  check_signals("an earlier dispatch or combine on the GPU");
+}
+
+NormalSignals DevicePlane::next_normal_op() {
+  // 1 .. 2^32 - 1: flags keep 32 bits of the number, and a fresh signal area holds 0.
+  const uint64_t prev = normal_seq_;
+  normal_seq_ = normal_seq_ % 0xffffffffull + 1;
+  return {window_.window_table(), window_.signal_offset(), size_, rank_, normal_seq_, prev, timeout_ns(),
+          reinterpret_cast<uint64_t>(status_words())};
+}
+
+void DevicePlane::wait_event(const Event& event) { event.stream_wait(stream()); }
+
+Event DevicePlane::finish(bool async, std::vector<rt::Tensor> inputs, const char* what) {
+  if (!async) {
+    sync();
+    check_signals(what);
+    return Event();
+  }
+  auto state = std::make_shared<detail::EventState>(device());
+  state->event.record(stream());
+  state->check = [alive = std::weak_ptr<int>(alive_), this, what = std::string(what)] {
+    if (alive.lock()) check_signals(what);
+  };
+  while (!in_flight_.empty() && in_flight_.front().first->event.query()) in_flight_.pop_front();
+  in_flight_.emplace_back(state, std::move(inputs));
+  return Event(std::move(state));
+}
+
+void DevicePlane::check_signals(const std::string& what) {
+  const int32_t late = take_status(kNormalTimedOut);
+  if (late == 0) return;
+  engine_.fail_peer_read(what, rt::str(what, ": rank ", late - 1, "'s data did not arrive within the communicator's ",
+                                       "timeout (", engine_.timeout().count(), " ms; dead or stuck?)"));
+}
 
 // Names are unique per kernel text (dtype and op are in them), so launches look up a short name
 // rather than building and comparing the generated source every time.
@@ -236,12 +301,23 @@ rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
   return it->second;
 }
 
-int32_t* DevicePlane::ll_status() {
-  if (!ll_status_) {
-    ll_status_ = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep low-latency status"));
-    std::fill_n(ll_status_, 4, 0);
+int32_t* DevicePlane::status_words() {
+  if (!status_words_) {
+    status_words_ = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep status words"));
+    std::fill_n(status_words_, 4, 0);
   }
-  return ll_status_;
+  return status_words_;
+}
+
+int32_t DevicePlane::take_status(int word) {
+  int32_t* const w = status_words() + word;
+  int32_t seen = __atomic_load_n(w, __ATOMIC_ACQUIRE);
+  if (seen != 0) {
+    const int32_t value = seen;
+    __atomic_compare_exchange_n(w, &seen, 0, false, __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE);
+    return value;
+  }
+  return 0;
 }
 
 void DevicePlane::ll_sync() {
@@ -323,30 +399,35 @@ void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, i
 
 void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk,
                                    bool topk_i64, int k, uint64_t weights, uint64_t slots, int64_t tokens,
-                                   uint64_t regions, int experts_per_rank) {
-  if (tokens == 0) return;
+                                   uint64_t regions, int experts_per_rank, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
   kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row,
-                   scales, s_row, topk, topk_flag, k, weights, slots, tokens, regions, size_, experts_per_rank);
+                   scales, s_row, topk, topk_flag, k, weights, slots, tokens, regions, size_, experts_per_rank, sig);
+}
+
+void DevicePlane::dispatch_receive(uint64_t descs, int count, int64_t max_bytes, const NormalSignals& sig) {
+  const rt::CudaKernel k = kernel(dispatch_receive_text());
+  constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
+  const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
+  k.launch_with({gx, unsigned(std::max(count, 1)), 1}, {kThreads, 1, 1}, 0, stream(), descs, count, sig);
 }
 
 void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin,
-                                  uint64_t regions, int64_t rows) {
-  if (rows == 0) return;
+                                  uint64_t regions, int64_t rows, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_scatter_text());
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), rows, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, weights,
-                   k, recv_begin, regions, windows, size_);
+                   k, recv_begin, regions, windows, size_, sig);
 }
 
 void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
-                                 uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k) {
-  if (tokens == 0) return;
+                                 uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k,
+                                 const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
-  const unsigned grid = unsigned(std::min<int64_t>(tokens, int64_t(rt::cuda_device(device()).sm_count) * 16));
+  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 16));
   kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, stage, hidden, slots, stage_first, size_, tokens,
-                   out_w, stage_w, k);
+                   out_w, stage_w, k, sig);
 }
 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
@@ -379,7 +460,7 @@ void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_
                                    uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
                                    uint64_t src_info, uint64_t src_slot, int k) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
-                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(ll_status());
+                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
   const int fp8_flag = fp8 ? 1 : 0;
   kernel(ll_dispatch_recv_text())
       .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, ll_stream(),
@@ -398,7 +479,7 @@ void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts,
 void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk,
                                   bool topk_i64, uint64_t weights, uint64_t out) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
-                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(ll_status());
+                 timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
   const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 4));
   kernel(ll_combine_recv_text(topk_i64))
       .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,

@@ -1,11 +1,15 @@
-// The cuda_ipc data plane of a communicator: the device windows (IpcWindow), a private stream and
-// the kernels of kernels/intranode.cuh, JIT-compiled per device. Operations on CUDA tensors
-// (buffer/gpu_*.cc, collectives/gpu_all_reduce.cc) run as phases: kernels on the stream, then
-// sync_and_barrier(), so every rank's writes into the windows are complete before anyone reads.
-// The stream synchronizes with the legacy default stream, where rt::Tensor's copies run.
+// The cuda_ipc data plane of a communicator: the device windows (IpcWindow), a private stream (the
+// communication stream) and the kernels of kernels/intranode.cuh, JIT-compiled per device. The
+// collectives of CUDA tensors (collectives/gpu_collectives.cc) run as phases: kernels on the stream,
+// then sync_and_barrier(), so every rank's writes into the windows are complete before anyone
+// reads. Normal-mode dispatch and combine (buffer/gpu_dispatch.cc) signal each other through the
+// windows instead and may return before their kernels have run (an Event). The stream synchronizes
+// with the legacy default stream, where rt::Tensor's copies run.
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -13,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "deepep/event.h"
 #include "deepep/transport.h"
 #include "engine/tensor_pool.h"
 #include "rt/cuda_memory.h"
@@ -40,6 +45,26 @@ struct CombineRegion {
   int64_t x, weights;
   int64_t first_row;
 };
+// One normal-mode operation's signalling (kernels/intranode.cuh "normal-mode signalling"), for at
+// most kNormalMaxRanks ranks.
+constexpr int kNormalMaxRanks = 1024;
+struct NormalSignals {
+  uint64_t windows;  // the window table
+  int64_t signal_offset;
+  int32_t ranks, me;
+  uint64_t seq, prev;
+  uint64_t timeout_ns;
+  uint64_t status;  // the status words (page-locked host memory)
+};
+
+namespace detail {
+// What an Event of device work holds (deepep/event.h).
+struct EventState {
+  explicit EventState(int device) : event(device, false) {}
+  rt::CudaEvent event;
+  std::function<void()> check;  // after completion: raises the errors the work's kernels reported
+};
+}  // namespace detail
 
 // Small per-operation tables (send lists, regions, offsets) gathered on the host and uploaded in
 // one copy before the kernels that read them.
@@ -69,13 +94,34 @@ class DevicePlane {
   const IpcWindow& window() const { return window_; }
   rt::CuStream stream() const { return stream_.handle(); }
 
-  // Uploads `tables` (the previous operation's tables are no longer in use: every operation ends
-  // synchronized); returns the device address of offset 0.
+  // Uploads `tables` in stream order (kernels queued before still read the previous ones); returns
+  // the device address of offset 0.
   uint64_t upload(const DeviceTables& tables);
   // Waits for this rank's kernels, then for every rank (the engine's barrier, bounded like every
   // wait of the communicator).
   void sync_and_barrier(const std::string& what);
   void sync();
+  // Runs before every agreement of the communicator (Comm sets the engine's hook): waits for the
+  // low-latency calls queued on a user stream and notes the window operation; unless the coming
+  // operation is a normal-mode dispatch or combine of CUDA tensors (next_agreement_signalled), which
+  // orders itself after the earlier ones on the device, waits for this rank's stream: the others use
+  // the windows with host barriers and assume no kernel of any rank still does. Then raises what
+  // the finished normal-mode kernels reported.
+  void before_agreement();
+  void next_agreement_signalled() { signalled_next_ = true; }
+
+  // Normal-mode dispatch and combine (kernels/intranode.cuh "normal-mode signalling"). The next
+  // operation's number and signalling; every rank numbers its operations alike.
+  NormalSignals next_normal_op();
+  // The stream waits for `event` (nothing for a complete one) before the work queued next.
+  void wait_event(const Event& event);
+  // The end of an operation whose kernels are queued: with `async`, an Event recorded on the stream
+  // (`inputs` are kept alive until the stream has run it); else waits for the stream, raises what
+  // the kernels reported and returns a complete Event.
+  Event finish(bool async, std::vector<rt::Tensor> inputs, const char* what);
+  // Raises (a CommError, breaking the communicator) a rank whose flag did not come, if a finished
+  // normal-mode kernel reported one, and clears the report.
+  void check_signals(const std::string& what);
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
   // Copies small device tensors to the host through page-locked memory and waits for the stream;
@@ -95,12 +141,18 @@ class DevicePlane {
   int64_t route_chunks(int64_t tokens) const;
   void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t in_rank,
                       uint64_t summary, uint64_t chunk_counts);
+  // The normal-mode kernels: each signals as `sig` says (every rank launches all four, with or
+  // without rows, so that every flag is raised).
   void dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk, bool topk_i64, int k,
-                        uint64_t weights, uint64_t slots, int64_t tokens, uint64_t regions, int experts_per_rank);
+                        uint64_t weights, uint64_t slots, int64_t tokens, uint64_t regions, int experts_per_rank,
+                        const NormalSignals& sig);
+  // multi_copy's copies once every peer's rows have arrived.
+  void dispatch_receive(uint64_t descs, int count, int64_t max_bytes, const NormalSignals& sig);
   void combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin, uint64_t regions,
-                       int64_t rows);
+                       int64_t rows, const NormalSignals& sig);
   void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
-                      uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k);
+                      uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k,
+                      const NormalSignals& sig);
   // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
   // windows' signal areas instead of host barriers and number the operations on the device, so
   // they need no host step between them. They run on ll_stream(): the plane's stream, or the one
@@ -120,9 +172,11 @@ class DevicePlane {
   bool take_window_operation() { return std::exchange(window_operation_, false); }
   // Bytes of one of the two alternating stagings in the window (ll_stage in the kernels).
   int64_t ll_stage_bytes() const { return window_.signal_offset() / 2 / 256 * 256; }
-  // The receive kernels' status words (kernels/low_latency.cuh): page-locked host memory the
-  // kernels write on an error and the host clears after reading (gpu_low_latency.cc).
-  int32_t* ll_status();
+  // The receive kernels' status words: page-locked host memory the kernels write on an error
+  // ([0, 3) the low-latency ones, kernels/low_latency.cuh; [3] the normal mode's, intranode.cuh).
+  int32_t* status_words();
+  // Status word `word`'s value, cleared unless a kernel queued on a stream wrote it since it was read.
+  int32_t take_status(int word);
   void ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k, int experts,
                         bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy);
   void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
@@ -151,10 +205,16 @@ class DevicePlane {
   // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
   rt::PinnedBuffer up_, down_, status_;
+  rt::CudaEvent uploaded_;  // after the last upload's copy out of up_
   TensorPool pool_;
   bool profile_ = false;
   std::optional<rt::CuStream> ll_stream_;
-  int32_t* ll_status_ = nullptr;  // in status_, zeroed once
+  int32_t* status_words_ = nullptr;  // in status_, zeroed once
+  uint64_t normal_seq_ = 0;          // the last normal-mode operation's number
+  bool signalled_next_ = false;
+  // Async normal-mode operations the stream may not have run yet, oldest first, with their inputs.
+  std::deque<std::pair<std::shared_ptr<const detail::EventState>, std::vector<rt::Tensor>>> in_flight_;
+  std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // Events' checks see the plane still exists
   std::string ll_broken_;
   bool window_operation_ = true;  // a new plane: its windows' first queued call agrees first
   std::vector<std::pair<const char*, int64_t>> marks_;  // phase, steady-clock ns

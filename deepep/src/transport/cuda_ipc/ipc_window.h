@@ -1,8 +1,9 @@
 // The cuda_ipc data plane's memory: one device buffer per rank (its window), shared with every
 // other rank of the host through CUDA IPC, so a kernel on any rank reads or writes any rank's
 // window directly (peer access over NVLink or PCIe between GPUs; the same memory between processes
-// that share a GPU). What goes where and when a phase is complete is decided on the host: kernels
-// run between the communicator's barriers (docs/deepep.md "The GPU path").
+// that share a GPU). What goes where is decided on the host; when a phase is complete, by the
+// communicator's barriers or by flags the kernels raise in the signal area (docs/deepep.md "The
+// GPU path").
 #pragma once
 
 #include <cstdint>
@@ -27,8 +28,9 @@ class IpcWindow {
   int device() const { return device_; }
   int64_t bytes() const { return bytes_; }
   // Past the `bytes` of data, every window has kSignalBytes of signal words (zeroed at creation),
-  // at this offset: flags that kernels raise in each other's windows (kernels/low_latency.cuh).
-  static constexpr int64_t kSignalBytes = 128 << 10;
+  // at this offset: flags that kernels raise in each other's windows (kernels/low_latency.cuh, then
+  // the normal mode's, kernels/intranode.cuh).
+  static constexpr int64_t kSignalBytes = 256 << 10;
   int64_t signal_offset() const { return (bytes_ + 255) / 256 * 256; }
   // Rank r's window as mapped in this process (this rank's own for r = rank).
   rt::CuDevicePtr window(int r) const { return windows_.at(size_t(r)); }
