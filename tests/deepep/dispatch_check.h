@@ -13,6 +13,51 @@
 
 namespace deepep_test {
 
+// What rank `me`'s experts return for the tokens it received (expected_received's order): each
+// row's local experts applied and weighted (expert_output), written into y [received, hidden] bf16.
+inline void expert_outputs(const MoeCase& c, int me, rt::Tensor& y) {
+  const auto expect = expected_received(c, me);
+  const int H = c.hidden, K = c.topk;
+  std::vector<std::vector<int64_t>> idx(static_cast<size_t>(c.ranks));
+  for (int s = 0; s < c.ranks; ++s) idx[size_t(s)] = c.topk_idx(s);
+  for (size_t i = 0; i < expect.size(); ++i) {
+    const auto [s, t] = expect[i];
+    const std::vector<int64_t>& src_idx = idx[size_t(s)];
+    std::vector<int64_t> row(src_idx.begin() + t * K, src_idx.begin() + (t + 1) * K);
+    std::vector<float> w(static_cast<size_t>(K));
+    for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(s, t, k);
+    for (int h = 0; h < H; ++h)
+      y.data_as<tl::bfloat16_t>()[int64_t(i) * H + h] = tl::bfloat16_t::from_float(
+          expert_output(c, me, row, w.data(), tl::bfloat16_t::from_bits(c.bf16_bits(s, t, h)).to_float()));
+  }
+}
+
+// What combine returns for channel h of rank me's token t (before rounding to bf16): the f32 sum of
+// the rows of the ranks the token went to. The flat route sums them in rank order; the hierarchical
+// one (`nodes` given) sums each node's rows in rank order, then those node partials in node order.
+// idx: c.topk_idx(me).
+inline float combined_sum(const MoeCase& c, int me, const std::vector<int64_t>& idx, int t, int h,
+                          const deepep::Group* nodes) {
+  const int K = c.topk;
+  std::vector<int64_t> row(idx.begin() + t * K, idx.begin() + (t + 1) * K);
+  std::vector<float> w(static_cast<size_t>(K));
+  for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(me, t, k);
+  const float x = tl::bfloat16_t::from_bits(c.bf16_bits(me, t, h)).to_float();
+  auto went = [&](int r) {
+    bool hit = false;
+    for (int64_t e : row) hit |= e >= 0 && c.owner(e) == r;
+    return hit;
+  };
+  float acc = 0;
+  for (int n = 0; n < (nodes ? nodes->num_nodes() : 1); ++n) {
+    float partial = 0;
+    for (int r = 0; r < c.ranks; ++r)
+      if (went(r) && (!nodes || nodes->peer(r).node == n)) partial += expert_output(c, r, row, w.data(), x);
+    acc += partial;
+  }
+  return acc;
+}
+
 // A copy of the CPU tensor t in buf's shared arena.
 inline rt::Tensor shared_copy(deepep::Buffer& buf, const rt::Tensor& t) {
   const rt::Tensor s = buf.alloc_shared_tensor(t.shape(), t.dtype());
@@ -57,7 +102,21 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
       for (int64_t v : idx) n += v == e;
       EP_CHECK(layout.num_tokens_per_expert.data_as<int32_t>()[e] == n, "num_tokens_per_expert[", e, "]");
     }
-    EP_CHECK(layout.num_tokens_per_rdma_rank.numel() == 1);
+    // num_tokens_per_rdma_rank: the tokens with a destination on each node.
+    const deepep::Group& g = buf.comm().group();
+    EP_CHECK(layout.num_tokens_per_rdma_rank.numel() == g.num_nodes());
+    for (int n = 0; n < g.num_nodes(); ++n) {
+      int want = 0;
+      for (int t = 0; t < T; ++t) {
+        bool hit = false;
+        for (int k = 0; k < K; ++k) {
+          const int64_t e = idx[size_t(t * K + k)];
+          hit |= e >= 0 && g.peer(c.owner(e)).node == n;
+        }
+        want += hit;
+      }
+      EP_CHECK(layout.num_tokens_per_rdma_rank.data_as<int32_t>()[n] == want, "num_tokens_per_rdma_rank[", n, "]");
+    }
   }
   const deepep::DispatchResult d = buf.dispatch(a);
   const auto expect = deepep_test::expected_received(c, me);
@@ -100,16 +159,7 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
   if (!fp8) {
     rt::Tensor y = shared ? buf.alloc_shared_tensor({N, H}, rt::DType::BF16) : rt::Tensor::empty({N, H}, rt::DType::BF16);
     testutil::poison(y);
-    for (int64_t i = 0; i < N; ++i) {
-      const auto [s, t] = expect[size_t(i)];
-      const auto src_idx = c.topk_idx(s);
-      std::vector<int64_t> row(src_idx.begin() + t * K, src_idx.begin() + (t + 1) * K);
-      std::vector<float> w(static_cast<size_t>(K));
-      for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(s, t, k);
-      for (int h = 0; h < H; ++h)
-        y.data_as<tl::bfloat16_t>()[i * H + h] = tl::bfloat16_t::from_float(
-            deepep_test::expert_output(c, me, row, w.data(), tl::bfloat16_t::from_bits(c.bf16_bits(s, t, h)).to_float()));
-    }
+    expert_outputs(c, me, y);
     for (int round = 0; round < 2; ++round) {  // the handle serves any number of combines
       const deepep::CombineResult cr =
           buf.combine(y, *d.handle, shared ? shared_copy(buf, d.recv_topk_weights) : d.recv_topk_weights);
@@ -122,13 +172,8 @@ inline std::shared_ptr<const deepep::DispatchHandle> dispatch_and_check(deepep::
         for (int k = 0; k < K; ++k) w[size_t(k)] = c.weight(me, t, k);
         for (int h = 0; h < H; ++h) {
           const float x = tl::bfloat16_t::from_bits(c.bf16_bits(me, t, h)).to_float();
-          float acc = 0;  // the sum over ranks the token went to, in rank order
+          const float acc = combined_sum(c, me, idx, t, h, buf.hierarchical() ? &buf.comm().group() : nullptr);
           double exact = 0;
-          for (int r = 0; r < R; ++r) {
-            bool went = false;
-            for (int64_t e : row) went |= e >= 0 && c.owner(e) == r;
-            if (went) acc += deepep_test::expert_output(c, r, row, w.data(), x);
-          }
           for (int k = 0; k < K; ++k)
             if (row[size_t(k)] >= 0) exact += double(w[size_t(k)]) * double(x) * deepep_test::expert_factor(row[size_t(k)]);
           const uint16_t want_bits = tl::bfloat16_t::from_float(acc).bits;

@@ -15,7 +15,7 @@ namespace deepep_test {
 enum class Routing {
   Uniform,  // distinct random experts, ~10% of slots empty (-1)
   Uneven,   // most picks on rank 0's experts
-  Sparse,   // the last rank's experts and expert 1 are never picked; some tokens pick nothing
+  Sparse,   // the last idle_ranks ranks' experts and expert 1 are never picked; some tokens pick nothing
 };
 
 struct MoeCase {
@@ -28,6 +28,7 @@ struct MoeCase {
   Routing routing = Routing::Uniform;
   int max_tokens = 0;  // 0: tokens(rank) from the default rule
   bool zero_tokens_rank = false;  // the last rank sends no tokens
+  int idle_ranks = 1;             // Sparse: how many of the last ranks receive nothing
 
   int tokens(int rank) const {
     if (zero_tokens_rank && rank == ranks - 1) return 0;
@@ -63,7 +64,7 @@ struct MoeCase {
             e = int64_t((g >> 8) % uint64_t(per_rank));  // rank 0's experts
           else
             e = int64_t((g >> 8) % uint64_t(experts));
-          if (routing == Routing::Sparse && (e / per_rank == ranks - 1 || e == 1)) continue;
+          if (routing == Routing::Sparse && (e / per_rank >= ranks - idle_ranks || e == 1)) continue;
           bool dup = false;
           for (int j = 0; j < k; ++j) dup |= idx[size_t(t * topk + j)] == e;
           if (dup) continue;

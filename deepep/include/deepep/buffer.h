@@ -52,6 +52,7 @@ namespace deepep {
 class Group;
 namespace detail {
 class SharedArena;
+struct InternodeRoute;
 }
 
 struct DispatchLayout {
@@ -79,6 +80,9 @@ struct DispatchHandle {
   // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t among the
   // tokens sent to rank r, in token order (-1 when t did not go to r); the device combine reduces by it.
   rt::Tensor device_slots;
+  // CPU dispatches that took the hierarchical route (a group of several nodes): which tokens went
+  // to each node and what this rank forwarded inside its node (buffer/internode.h); null otherwise.
+  std::shared_ptr<const detail::InternodeRoute> internode;
 };
 
 struct DispatchArgs {
@@ -117,6 +121,15 @@ struct CombineResult {
   rt::Tensor combined_x;             // [tokens, hidden], x's dtype
   rt::Tensor combined_topk_weights;  // [tokens, k] f32 when topk_weights were given
   Event event;
+};
+
+// What dispatch and combine of CPU tensors sent from this rank to ranks of other nodes, counted
+// since the Buffer was created. The hierarchical route sends a token once per destination node (a
+// combine: one reduced row per token and node); the flat one once per destination rank.
+struct InternodeTraffic {
+  int64_t dispatch_rows = 0;  // token records sent by dispatch
+  int64_t combine_rows = 0;   // rows sent back by combine (hierarchical: a partial per token and node)
+  int64_t bytes = 0;          // the payload bytes of both, as handed to the frames
 };
 
 struct LowLatencyHandle {
@@ -171,6 +184,14 @@ class Buffer {
   // at creation: every rank must be able to read every other, no frame faults may be injected
   // (drop, corrupt, delay act on frames), and DEEPEP_SINGLE_COPY must not be 0.
   bool single_copy() const { return !peer_pids_.empty(); }
+  // Whether dispatch and combine of CPU tensors take the hierarchical route: the group spans
+  // several nodes (Group::num_nodes) and DEEPEP_HIERARCHICAL_DISPATCH is not 0 (ranks must agree).
+  // A token then crosses to another node once, to its forwarder there (the rank with the sender's
+  // local index), which hands it to the ranks of its node that need it; combine reduces each
+  // node's rows at the forwarder and sends one row per token back. A group spanning nodes never
+  // takes the single copy (ranks of other hosts cannot read each other's memory).
+  bool hierarchical() const { return hierarchical_; }
+  InternodeTraffic internode_traffic() const { return internode_traffic_; }
   // A CPU tensor (uninitialized, contiguous) in this rank's shared arena: shared memory that every
   // rank of the host maps. When dispatch's x, x_scales, topk_idx, topk_weights or combine's x,
   // topk_weights lie there, the single copy reads them with plain loads from the receivers'
@@ -240,6 +261,8 @@ class Buffer {
   std::vector<int> peer_pids_;
   std::unique_ptr<detail::SharedArena> arena_;  // buffer/shared_arena.h
   int64_t shared_bytes_read_ = 0;
+  bool hierarchical_ = false;
+  InternodeTraffic internode_traffic_;
   uint64_t next_id_ = 1;
   std::shared_ptr<bool> alive_ = std::make_shared<bool>(true);  // hooks check the Buffer still exists
 };

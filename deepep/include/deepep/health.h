@@ -22,7 +22,7 @@ struct LinkStats {
   int src = 0;
   int dst = 0;
   uint64_t frames_sent = 0;        // frames the sender put on this link (its own and forwarded ones)
-  uint64_t bytes_sent = 0;         // payload bytes of those frames
+  uint64_t bytes_sent = 0;         // bytes of those frames, their 64-byte headers included
   uint64_t frames_forwarded = 0;   // of frames_sent, those relayed for another rank's traffic
   uint64_t retransmissions = 0;    // frames of src's traffic to dst sent again
   uint64_t losses = 0;             // frames found lost (dropped or corrupted) on the direct link

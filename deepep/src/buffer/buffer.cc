@@ -29,10 +29,15 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
   else if (options.shared_arena_bytes < 0)
     err = rt::str("negative shared_arena_bytes (", options.shared_arena_bytes, ")");
+  // Several nodes: the hierarchical route for CPU tensors unless DEEPEP_HIERARCHICAL_DISPATCH=0,
+  // which every rank must choose alike (it is part of what they agree on).
+  const bool several_nodes = group_->num_nodes() > 1;
+  hierarchical_ = several_nodes && rt::env_int("DEEPEP_HIERARCHICAL_DISPATCH", 1) != 0;
   const std::vector<std::string> descs =
       gather_setup(*group_, err,
                    rt::str("Buffer(num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes,
-                           ", low_latency_mode=", low_latency_mode, ")"),
+                           ", low_latency_mode=", low_latency_mode,
+                           several_nodes ? rt::str(", DEEPEP_HIERARCHICAL_DISPATCH=", int(hierarchical_)) : "", ")"),
                    "deepep Buffer: ", "Buffer creation");
   for (int r = 0; r < group_->size(); ++r)
     if (descs[size_t(r)] != descs[0])
@@ -46,10 +51,12 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
     options.inbound_bytes = num_nvl_bytes + num_rdma_bytes;
   comm_ = std::make_unique<Comm>(group_, options);
   // The single-copy path for CPU tensors, unless faults are injected into frames (drop, corrupt,
-  // delay: the healing they test lives there) or it is off. Killing a rank is no frame fault.
+  // delay: the healing they test lives there) or it is off. Killing a rank is no frame fault. Not
+  // across nodes: ranks of other hosts cannot read this one's memory, and on emulated nodes the
+  // route across them must be the one real hosts take.
   const FaultConfig& f = comm_->options().faults;
   const bool frame_faults = f.drop > 0 || f.corrupt > 0 || f.delay_us > 0;
-  const bool single_copy = !frame_faults && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
+  const bool single_copy = !frame_faults && !several_nodes && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
   for (pid_t pid : detail::probe_peer_memory(*group_, single_copy)) peer_pids_.push_back(int(pid));
   arena_ = std::make_unique<detail::SharedArena>(*group_, options.shared_arena_bytes);
 }

@@ -1,6 +1,8 @@
 // Normal-mode combine: the reverse of a dispatch. Rank r returns to each source s the rows it
 // received from s (in the same order), with their top-k weights; the source stages every returned
-// row (one per (token, rank) pair) and reduces each token's rows in rank order, in f32.
+// row (one per (token, rank) pair) and reduces each token's rows in rank order, in f32. On the
+// hierarchical route (buffer/internode.h) the forwarders reduce their node's rows first, and the
+// source sums the node partials in node order.
 #include <algorithm>
 #include <bit>
 #include <type_traits>
@@ -9,9 +11,11 @@
 #include "buffer/checks.h"
 #include "bootstrap/wire.h"
 #include "buffer/dispatch_plan.h"
+#include "buffer/internode.h"
 #include "buffer/peer_memory.h"
 #include "buffer/shared_arena.h"
 #include "deepep/buffer.h"
+#include "deepep/group.h"
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
@@ -22,18 +26,21 @@ namespace {
 
 size_t align8(size_t v) { return (v + 7) / 8 * 8; }
 
+template <class T>
+float widen(T v) {
+  if constexpr (std::is_same_v<T, float>)
+    return v;
+  else if constexpr (std::is_same_v<T, tl::bfloat16_t>)
+    return std::bit_cast<float>(uint32_t(v.bits) << 16);
+  else
+    return v.to_float();
+}
+
 // acc[c] += row[c] for one staged row (vectorizes: bf16 and f16 widen to f32).
 template <class T>
 void accumulate(float* acc, const uint8_t* row, size_t n) {
   const T* r = reinterpret_cast<const T*>(row);
-  for (size_t c = 0; c < n; ++c) {
-    if constexpr (std::is_same_v<T, float>)
-      acc[c] += r[c];
-    else if constexpr (std::is_same_v<T, tl::bfloat16_t>)
-      acc[c] += std::bit_cast<float>(uint32_t(r[c].bits) << 16);
-    else
-      acc[c] += r[c].to_float();
-  }
+  for (size_t c = 0; c < n; ++c) acc[c] += widen(r[c]);
 }
 
 template <class T>
@@ -105,6 +112,216 @@ void reduce_block(rt::DType dt, uint8_t* out, const uint8_t* stage, const uint8_
   }
 }
 
+// One step of a token's sum as the flat reduction folds it: its first row starts the f32
+// accumulator -- as is for bf16 x, added to 0 for the other dtypes (reduce_tokens_bf16 and
+// reduce_tokens) -- and later rows add to it. `from_zero`: x is not bf16.
+template <class Row>
+void fold_row(float* acc, const uint8_t* row, size_t n, bool first, bool from_zero) {
+  if (first && !from_zero) {
+    const Row* r = reinterpret_cast<const Row*>(row);
+    for (size_t c = 0; c < n; ++c) acc[c] = widen(r[c]);
+    return;
+  }
+  if (first) std::fill(acc, acc + n, 0.0f);
+  accumulate<Row>(acc, row, n);
+}
+
+// The hierarchical route backwards (internode.h), rows of type Row. Sum order, for every token: the
+// rows of each node's ranks in rank order, in f32 (at the node's forwarder; at the source for its
+// own node), then those node partials in node order, in f32, rounded once to Row. A partial crosses
+// nodes unrounded: as the row itself when the token went to one rank of that node, else as its f32
+// sum spread over the row areas of 4 / sizeof(Row) records (weights in the first): never more
+// records than the flat route sends for the token, and nothing rounded twice. A token whose ranks
+// lie in one node gets the flat route's bits; otherwise the sum differs from the flat rank-order one
+// only by f32 reassociation.
+template <class Row>
+void combine_hierarchical(Engine& e, const detail::NodeMap& nodes, const DispatchHandle& handle, const uint8_t* xp,
+                          const float* wp, int64_t H, int64_t K, uint8_t* out_x, float* out_w,
+                          InternodeTraffic& traffic, const std::string& what) {
+  const detail::InternodeRoute& route = *handle.internode;
+  const int me = e.rank(), R = e.size(), mine = nodes.node_of[size_t(me)], N = nodes.num_nodes();
+  const std::vector<int>& node_ranks = nodes.ranks[size_t(mine)];
+  const bool from_zero = !std::is_same_v<Row, tl::bfloat16_t>;
+  const size_t row_bytes = size_t(H) * sizeof(Row), w_bytes = size_t(K) * 4;
+  const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);  // a row and its weights
+  const size_t sum_bytes = size_t(H) * 4;
+  const int64_t multi = int64_t((sum_bytes + row_bytes - 1) / row_bytes);  // records of an f32 partial
+  auto records_of = [multi](int64_t ranks_in_node) { return ranks_in_node == 1 ? int64_t(1) : multi; };
+  e.check_record_fits(rec, what);
+  const int32_t* prefix = handle.rank_prefix_matrix.data_as<int32_t>();
+  auto first_row_from = [&](int s) -> int64_t { return s ? prefix[(s - 1) * R + me] : 0; };  // in x
+  // Rows of x as records.
+  auto send_rows = [&](int peer, std::shared_ptr<const std::vector<int64_t>> rows) -> SendSpec {
+    return {peer, rec, rows->size(), [=](size_t first, size_t n, uint8_t* dst) {
+              for (size_t i = 0; i < n; ++i, dst += rec) {
+                const int64_t row = (*rows)[first + i];
+                std::memcpy(dst, xp + size_t(row) * row_bytes, row_bytes);
+                if (w_bytes) std::memcpy(dst + off_w, wp + row * K, w_bytes);
+              }
+            }};
+  };
+  // Records into slots of a stage (rows, weights).
+  auto receive_slots = [&](int peer, const std::vector<int64_t>* slot, uint8_t* stage, float* stage_w) -> RecvSpec {
+    return {peer, rec, slot->size(), [=](size_t first, size_t n, const uint8_t* src) {
+              for (size_t i = 0; i < n; ++i, src += rec) {
+                const int64_t at = (*slot)[first + i];
+                std::memcpy(stage + size_t(at) * row_bytes, src, row_bytes);
+                if (w_bytes) std::memcpy(stage_w + size_t(at) * size_t(K), src + off_w, w_bytes);
+              }
+            }};
+  };
+  // Records copied as they are, from or into consecutive memory.
+  auto send_records = [rec](int peer, const uint8_t* from, int64_t n) -> SendSpec {
+    return {peer, rec, size_t(n), [=](size_t first, size_t count, uint8_t* dst) {
+              std::memcpy(dst, from + first * rec, count * rec);
+            }};
+  };
+  auto receive_records = [rec](int peer, uint8_t* into, int64_t n) -> RecvSpec {
+    return {peer, rec, size_t(n), [=](size_t first, size_t count, const uint8_t* src) {
+              std::memcpy(into + first * rec, src, count * rec);
+            }};
+  };
+  auto rows_from = [&](int s, std::vector<int64_t>& rows) {
+    for (int64_t i = 0; i < handle.recv_counts[size_t(s)]; ++i) rows.push_back(first_row_from(s) + i);
+  };
+
+  // 1: every rank returns the rows of the tokens forwarded to it to their forwarder (in source
+  // order, as the forwarder handed them out), which stages one per (staged token, rank).
+  const int64_t staged = route.stage_offset[size_t(R)], forward_slots = route.slot_offset[size_t(staged)];
+  const rt::Tensor fstage_t = e.pool().empty({forward_slots * int64_t(row_bytes)}, rt::DType::U8);
+  const rt::Tensor fstage_w_t = e.pool().empty({forward_slots * K}, rt::DType::F32);
+  uint8_t* const fstage = static_cast<uint8_t*>(fstage_t.data());
+  float* const fstage_w = fstage_w_t.data_as<float>();
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int f : node_ranks) {
+    auto rows = std::make_shared<std::vector<int64_t>>();
+    for (int s = 0; s < R; ++s)
+      if (nodes.forwards_for(f, s)) rows_from(s, *rows);
+    sends.push_back(send_rows(f, std::move(rows)));
+    recvs.push_back(receive_slots(f, &route.forward_slots[size_t(f)], fstage, fstage_w));
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+  // The forwarder's partial of each staged token, as records.
+  std::vector<int64_t> partial_record(size_t(staged) + 1, 0);  // per staged token: its first record
+  for (int64_t j = 0; j < staged; ++j)
+    partial_record[size_t(j) + 1] =
+        partial_record[size_t(j)] + records_of(route.slot_offset[size_t(j) + 1] - route.slot_offset[size_t(j)]);
+  const rt::Tensor partials_t = e.pool().empty({partial_record[size_t(staged)] * int64_t(rec)}, rt::DType::U8);
+  uint8_t* const partials = static_cast<uint8_t*>(partials_t.data());
+  std::vector<float> sum(static_cast<size_t>(H));
+  for (int64_t j = 0; j < staged; ++j) {
+    const int64_t s0 = route.slot_offset[size_t(j)], s1 = route.slot_offset[size_t(j) + 1];
+    uint8_t* const out = partials + size_t(partial_record[size_t(j)]) * rec;
+    float* const wsum = reinterpret_cast<float*>(out + off_w);
+    if (s1 - s0 == 1) {
+      std::memcpy(out, fstage + size_t(s0) * row_bytes, row_bytes);
+      std::memcpy(wsum, fstage_w + size_t(s0) * size_t(K), w_bytes);
+      continue;
+    }
+    std::fill(wsum, wsum + K, 0.0f);
+    for (int64_t slot = s0; slot < s1; ++slot) {
+      fold_row<Row>(sum.data(), fstage + size_t(slot) * row_bytes, size_t(H), slot == s0, from_zero);
+      for (int64_t k = 0; k < K; ++k) wsum[k] += fstage_w[size_t(slot) * size_t(K) + size_t(k)];
+    }
+    for (size_t done = 0, i = 0; done < sum_bytes; done += row_bytes, ++i)
+      std::memcpy(out + i * rec, reinterpret_cast<const uint8_t*>(sum.data()) + done, std::min(row_bytes, sum_bytes - done));
+  }
+
+  // 2: the partials cross to their sources, one per (token, node); the rows of this node's sources
+  // go straight back. The source stages its own node's rows per (token, rank) and the partials per
+  // (token, node).
+  std::vector<std::vector<int64_t>> own_slot(static_cast<size_t>(R));  // per rank of this node: each returned row's slot
+  const uint8_t* in_rank = static_cast<const uint8_t*>(handle.is_token_in_rank.data());
+  for (int r : node_ranks)
+    for (int32_t t : handle.send_lists[size_t(r)]) {
+      int64_t before = 0;
+      for (int q : node_ranks) before += q < r && in_rank[size_t(t) * size_t(R) + size_t(q)];
+      own_slot[size_t(r)].push_back(route.own_offset[size_t(t)] + before);
+    }
+  const int64_t T = handle.num_tokens, own_slots = route.own_offset[size_t(T)];
+  const rt::Tensor ostage_t = e.pool().empty({own_slots * int64_t(row_bytes)}, rt::DType::U8);
+  const rt::Tensor ostage_w_t = e.pool().empty({own_slots * K}, rt::DType::F32);
+  uint8_t* const ostage = static_cast<uint8_t*>(ostage_t.data());
+  float* const ostage_w = ostage_w_t.data_as<float>();
+  // Per (token, node): its partial's first record here, and the ranks of that node it went to.
+  std::vector<int64_t> partial_at(size_t(T) * size_t(N), -1), ranks_there(size_t(T) * size_t(N), 0);
+  std::vector<int64_t> node_first(size_t(N) + 1, 0);  // the first record of each node's partials
+  for (int n = 0; n < N; ++n) {
+    int64_t next = node_first[size_t(n)];
+    for (int32_t t : route.node_lists[size_t(n)]) {
+      int64_t k = 0;
+      for (int r : nodes.ranks[size_t(n)]) k += in_rank[size_t(t) * size_t(R) + size_t(r)];
+      partial_at[size_t(t) * size_t(N) + size_t(n)] = next;
+      ranks_there[size_t(t) * size_t(N) + size_t(n)] = k;
+      next += records_of(k);
+    }
+    node_first[size_t(n) + 1] = next;
+  }
+  const rt::Tensor pin_t = e.pool().empty({node_first[size_t(N)] * int64_t(rec)}, rt::DType::U8);
+  uint8_t* const pin = static_cast<uint8_t*>(pin_t.data());
+  sends.clear();
+  recvs.clear();
+  for (int s : node_ranks) {
+    auto rows = std::make_shared<std::vector<int64_t>>();
+    rows_from(s, *rows);
+    sends.push_back(send_rows(s, std::move(rows)));
+    recvs.push_back(receive_slots(s, &own_slot[size_t(s)], ostage, ostage_w));
+  }
+  for (int s = 0; s < R; ++s) {
+    if (!nodes.forwards_for(me, s)) continue;
+    const int64_t first = partial_record[size_t(route.stage_offset[size_t(s)])];
+    const int64_t n = partial_record[size_t(route.stage_offset[size_t(s) + 1])] - first;
+    sends.push_back(send_records(s, partials + size_t(first) * rec, n));
+    traffic.combine_rows += route.stage_offset[size_t(s) + 1] - route.stage_offset[size_t(s)];
+    traffic.bytes += n * int64_t(rec);
+  }
+  for (int n = 0; n < N; ++n)
+    if (n != mine)
+      recvs.push_back(receive_records(nodes.forwarder(me, n), pin + size_t(node_first[size_t(n)]) * rec,
+                                      node_first[size_t(n) + 1] - node_first[size_t(n)]));
+  e.exchange(std::move(sends), std::move(recvs), what);
+
+  // The source's sum: node partials in node order, its own node's from the staged rows.
+  std::vector<float> total(static_cast<size_t>(H)), own_w(static_cast<size_t>(K)), total_w(static_cast<size_t>(K));
+  for (int64_t t = 0; t < T; ++t) {
+    bool first = true;
+    std::fill(total_w.begin(), total_w.end(), 0.0f);
+    for (int n = 0; n < N; ++n) {
+      const float* partial_w = nullptr;
+      if (n == mine) {
+        const int64_t s0 = route.own_offset[size_t(t)], s1 = route.own_offset[size_t(t) + 1];
+        if (s0 == s1) continue;
+        std::fill(own_w.begin(), own_w.end(), 0.0f);
+        for (int64_t slot = s0; slot < s1; ++slot) {
+          fold_row<Row>(sum.data(), ostage + size_t(slot) * row_bytes, size_t(H), slot == s0, from_zero);
+          for (int64_t k = 0; k < K; ++k) own_w[size_t(k)] += ostage_w[size_t(slot) * size_t(K) + size_t(k)];
+        }
+        partial_w = own_w.data();
+      } else {
+        const int64_t at = partial_at[size_t(t) * size_t(N) + size_t(n)];
+        if (at < 0) continue;
+        const uint8_t* p = pin + size_t(at) * rec;
+        if (ranks_there[size_t(t) * size_t(N) + size_t(n)] == 1)
+          fold_row<Row>(sum.data(), p, size_t(H), true, from_zero);
+        else
+          for (size_t done = 0, i = 0; done < sum_bytes; done += row_bytes, ++i)
+            std::memcpy(reinterpret_cast<uint8_t*>(sum.data()) + done, p + i * rec, std::min(row_bytes, sum_bytes - done));
+        partial_w = reinterpret_cast<const float*>(p + off_w);
+      }
+      fold_row<float>(total.data(), reinterpret_cast<const uint8_t*>(sum.data()), size_t(H), first, from_zero);
+      for (int64_t k = 0; k < K; ++k) total_w[size_t(k)] += partial_w[k];
+      first = false;
+    }
+    uint8_t* o = out_x + size_t(t) * row_bytes;
+    if (first)
+      std::memset(o, 0, row_bytes);  // the token went nowhere
+    else
+      store<Row>(o, total.data(), size_t(H));
+    if (out_w) std::copy(total_w.begin(), total_w.end(), out_w + t * K);
+  }
+}
+
 }  // namespace
 
 CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle, const rt::Tensor& topk_weights,
@@ -145,7 +362,8 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   if (plane) plane->next_agreement_signalled();
   const auto all = e.agree(what,
           rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
-                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "", ")"),
+                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "",
+                  handle.internode ? ", hierarchical" : "", ")"),
           err, w.str());
   if (plane) plane->mark("agree");
   if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish);
@@ -153,6 +371,26 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);
   const int64_t T = handle.num_tokens;
+  const detail::NodeMap nodes(*group_);
+  if (handle.internode) {
+    CombineResult out;
+    out.combined_x = e.pool().empty({T, H}, dt);
+    if (weights) out.combined_topk_weights = e.pool().empty({T, K}, DType::F32);
+    uint8_t* ox = static_cast<uint8_t*>(out.combined_x.data());
+    float* ow = weights ? out.combined_topk_weights.data_as<float>() : nullptr;
+    const uint8_t* xp = static_cast<const uint8_t*>(x.data());
+    const float* wp = weights ? topk_weights.data_as<float>() : nullptr;
+    switch (dt) {
+      case DType::BF16:
+        combine_hierarchical<tl::bfloat16_t>(e, nodes, handle, xp, wp, H, K, ox, ow, internode_traffic_, what);
+        break;
+      case DType::F16:
+        combine_hierarchical<tl::half_t>(e, nodes, handle, xp, wp, H, K, ox, ow, internode_traffic_, what);
+        break;
+      default: combine_hierarchical<float>(e, nodes, handle, xp, wp, H, K, ox, ow, internode_traffic_, what); break;
+    }
+    return out;
+  }
   const int64_t slots = handle.token_offset.back();
   // Staging: one row per (token, rank it went to), in rank order within a token. The single copy
   // stages a block of tokens at a time (about 1 MiB: the rows are reduced while in cache); the
@@ -260,6 +498,10 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
       }
     };
     sends.push_back({s, rec, size_t(handle.recv_counts[size_t(s)]), read});
+    if (nodes.node_of[size_t(s)] != nodes.node_of[size_t(me)]) {  // the flat route: every row crosses
+      internode_traffic_.combine_rows += handle.recv_counts[size_t(s)];
+      internode_traffic_.bytes += handle.recv_counts[size_t(s)] * int64_t(rec);
+    }
     const std::vector<int64_t>* slot = &slot_of[size_t(s)];
     uint8_t* st = stage;
     float* sw = stage_w;

@@ -4,13 +4,15 @@
 // knows how many tokens it receives from each source; then one exchange moves one record per
 // (token, destination rank): the row (and its FP8 scales), the global top-k indices, the weights
 // and the source index. Receivers place source s's tokens at rows [prefix(s), prefix(s) + count),
-// in the source's token order, remapping indices to local experts.
+// in the source's token order, remapping indices to local experts. On a group of several nodes the
+// records take the hierarchical route (buffer/internode.h): two exchanges, the same records.
 #include <algorithm>
 #include <cstring>
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
 #include "buffer/dispatch_plan.h"
+#include "buffer/internode.h"
 #include "buffer/peer_memory.h"
 #include "buffer/shared_arena.h"
 #include "deepep/buffer.h"
@@ -26,22 +28,185 @@ size_t align8(size_t v) { return (v + 7) / 8 * 8; }
 
 // A layout given with the top-k must be the one get_dispatch_layout computes from it.
 std::string check_layout(const DispatchLayout& layout, const std::vector<uint8_t>& in_rank,
-                         const std::vector<int64_t>& counts, int64_t T, int R) {
+                         const std::vector<int64_t>& counts, const detail::NodeMap& nodes, int64_t T, int R) {
   using rt::DType;
   const rt::Tensor& m = layout.is_token_in_rank;
   const rt::Tensor& n = layout.num_tokens_per_rank;
+  const rt::Tensor& per_node = layout.num_tokens_per_rdma_rank;
+  const int N = nodes.num_nodes();
   std::string err = detail::check_matrix(m, "layout.is_token_in_rank", {DType::Bool}, T, R);
   if (err.empty() && T > 0 && std::memcmp(m.data(), in_rank.data(), in_rank.size()) != 0)
     err = "layout.is_token_in_rank does not match topk_idx (a layout of other tokens?)";
-  if (err.empty() && (!n.defined() || !n.device().is_cpu() || n.dtype() != DType::I32 || n.dim() != 1 ||
-                      n.size(0) != R || !n.is_contiguous()))
-    err = rt::str("layout.num_tokens_per_rank must be a CPU int32 tensor of ", R, " elements (the group size)",
-                  n.defined() ? rt::str(", not ", rt::name(n.dtype()), n.shape_string()) : std::string());
+  auto check_counts = [&](const rt::Tensor& c, const char* name, int size, const char* what_size) {
+    if (err.empty() && (!c.defined() || !c.device().is_cpu() || c.dtype() != DType::I32 || c.dim() != 1 ||
+                        c.size(0) != size || !c.is_contiguous()))
+      err = rt::str("layout.", name, " must be a CPU int32 tensor of ", size, " elements (", what_size, ")",
+                    c.defined() ? rt::str(", not ", rt::name(c.dtype()), c.shape_string()) : std::string());
+  };
+  check_counts(n, "num_tokens_per_rank", R, "the group size");
   for (int r = 0; err.empty() && r < R; ++r)
     if (n.data_as<int32_t>()[r] != counts[size_t(r)])
       err = rt::str("layout.num_tokens_per_rank[", r, "] = ", n.data_as<int32_t>()[r], " but topk_idx sends ",
                     counts[size_t(r)], " tokens there");
+  check_counts(per_node, "num_tokens_per_rdma_rank", N, "the group's nodes");
+  for (int node = 0; err.empty() && node < N; ++node) {
+    int64_t want = 0;
+    for (int64_t t = 0; t < T; ++t) {
+      bool hit = false;
+      for (int r : nodes.ranks[size_t(node)]) hit |= in_rank[size_t(t * R + r)] != 0;
+      want += hit;
+    }
+    if (per_node.data_as<int32_t>()[node] != want)
+      err = rt::str("layout.num_tokens_per_rdma_rank[", node, "] = ", per_node.data_as<int32_t>()[node],
+                    " but topk_idx sends ", want, " tokens to node ", node);
+  }
   return err;
+}
+
+// One record per (token, destination): the row, its FP8 scales and, unless cached, the global
+// top-k indices, the weights and the token's index at its source. Both routes move these records.
+struct Records {
+  size_t x_bytes = 0, s_bytes = 0, off_idx = 0, off_w = 0, off_src = 0, size = 0;
+  bool cached = false, weights = false;
+  int64_t K = 0, lo = 0, hi = 0;  // top-k; this rank's experts [lo, hi)
+  const uint8_t *x = nullptr, *xs = nullptr;
+  const float* w = nullptr;
+  const int64_t* topk64 = nullptr;  // raw pointers: the per-record loops must not go through Tensor accessors
+  const int32_t* topk32 = nullptr;
+  uint8_t *rx = nullptr, *rxs = nullptr;
+  int64_t* ridx = nullptr;
+  float* rw = nullptr;
+  int32_t* rsrc = nullptr;
+
+  // Source token t's record into dst.
+  void fill(int64_t t, uint8_t* dst) const {
+    std::memcpy(dst, x + size_t(t) * x_bytes, x_bytes);
+    if (s_bytes) std::memcpy(dst + x_bytes, xs + size_t(t) * s_bytes, s_bytes);
+    if (cached) return;
+    int64_t* idx = reinterpret_cast<int64_t*>(dst + off_idx);
+    for (int64_t k = 0; k < K; ++k) idx[k] = topk64 ? topk64[t * K + k] : topk32[t * K + k];
+    if (weights) std::memcpy(dst + off_w, w + t * K, size_t(K) * 4);
+    std::memcpy(dst + off_src, &t, 4);  // little-endian: the low 32 bits
+  }
+  // A received record into output row `row`, the top-k remapped to this rank's experts.
+  void place(int64_t row, const uint8_t* src) const {
+    std::memcpy(rx + size_t(row) * x_bytes, src, x_bytes);
+    if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, src + x_bytes, s_bytes);
+    if (cached) return;
+    const int64_t* idx = reinterpret_cast<const int64_t*>(src + off_idx);
+    const float* wt = reinterpret_cast<const float*>(src + off_w);
+    for (int64_t k = 0; k < K; ++k) {
+      const int64_t v = idx[k];
+      const bool local = v >= lo && v < hi;
+      ridx[row * K + k] = local ? v - lo : -1;
+      if (weights) rw[row * K + k] = local ? wt[k] : 0.0f;
+    }
+    std::memcpy(rsrc + row, src + off_src, 4);
+  }
+  // The k-th global expert of a record (not cached).
+  int64_t expert(const uint8_t* rec, int64_t k) const {
+    int64_t v;
+    std::memcpy(&v, rec + off_idx + size_t(k) * 8, 8);
+    return v;
+  }
+};
+
+// Sends `list`'s tokens to `peer` as records.
+SendSpec send_tokens(int peer, const Records& rec, const std::vector<int32_t>* list) {
+  return {peer, rec.size, list->size(), [rec, list](size_t first, size_t n, uint8_t* dst) {
+            for (size_t i = 0; i < n; ++i, dst += rec.size) rec.fill((*list)[first + i], dst);
+          }};
+}
+
+// Receives `units` records from `peer` into output rows base, base + 1, ...
+RecvSpec receive_rows(int peer, const Records& rec, int64_t base, int64_t units) {
+  return {peer, rec.size, size_t(units), [rec, base](size_t first, size_t n, const uint8_t* src) {
+            for (size_t i = 0; i < n; ++i, src += rec.size) rec.place(base + int64_t(first + i), src);
+          }};
+}
+
+// The hierarchical route after the agreement (internode.h). count[s][d]: tokens rank s sends to
+// rank d; node_count[s][n]: tokens rank s sends to node n. The route's source side is set; its
+// forwarder side too in cached mode, else it is built here from the staged records' top-k.
+void dispatch_hierarchical(Engine& e, const detail::NodeMap& nodes, const Records& rec, const detail::DispatchPlan& p,
+                           const std::vector<std::vector<int64_t>>& count,
+                           const std::vector<std::vector<int64_t>>& node_count, detail::InternodeRoute& route,
+                           InternodeTraffic& traffic, const std::string& what) {
+  const int me = e.rank(), R = e.size(), mine = nodes.node_of[size_t(me)];
+  const std::vector<int>& node_ranks = nodes.ranks[size_t(mine)];
+  std::vector<int64_t> staged_from(size_t(R), 0), stage_at(size_t(R) + 1, 0);
+  for (int s = 0; s < R; ++s) {
+    if (nodes.forwards_for(me, s)) staged_from[size_t(s)] = node_count[size_t(s)][size_t(mine)];
+    stage_at[size_t(s) + 1] = stage_at[size_t(s)] + staged_from[size_t(s)];
+  }
+  RT_ICHECK(!rec.cached || route.stage_offset == stage_at, "the cached route stages other tokens");
+  const rt::Tensor stage_t = e.pool().empty({stage_at[size_t(R)] * int64_t(rec.size)}, rt::DType::U8);
+  uint8_t* const stage = static_cast<uint8_t*>(stage_t.data());
+  // 1: straight to the ranks of this node; once to each other node's forwarder, which stages.
+  std::vector<SendSpec> sends;
+  std::vector<RecvSpec> recvs;
+  for (int r : node_ranks) {
+    sends.push_back(send_tokens(r, rec, &p.send_lists[size_t(r)]));
+    recvs.push_back(receive_rows(r, rec, p.prefix[size_t(r)], count[size_t(r)][size_t(me)]));
+  }
+  for (int n = 0; n < nodes.num_nodes(); ++n) {
+    if (n == mine) continue;
+    const std::vector<int32_t>& list = route.node_lists[size_t(n)];
+    sends.push_back(send_tokens(nodes.forwarder(me, n), rec, &list));
+    traffic.dispatch_rows += int64_t(list.size());
+    traffic.bytes += int64_t(list.size() * rec.size);
+  }
+  for (int s = 0; s < R; ++s) {
+    if (!nodes.forwards_for(me, s)) continue;
+    uint8_t* const into = stage + size_t(stage_at[size_t(s)]) * rec.size;
+    const size_t bytes = rec.size;
+    recvs.push_back({s, bytes, size_t(staged_from[size_t(s)]), [into, bytes](size_t first, size_t n, const uint8_t* src) {
+                       std::memcpy(into + first * bytes, src, n * bytes);
+                     }});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
+  if (!rec.cached) {
+    const int64_t experts_per_rank = p.experts_per_rank;
+    detail::route_forwards(route, nodes, me, staged_from, [&](int64_t j, int r) {
+      const uint8_t* record = stage + size_t(j) * rec.size;
+      for (int64_t k = 0; k < rec.K; ++k) {
+        const int64_t ex = rec.expert(record, k);
+        if (ex >= 0 && ex / experts_per_rank == r) return true;
+      }
+      return false;
+    });
+    // The staged records must route as their sources counted them in the agreement.
+    for (int r : node_ranks) {
+      const std::vector<int32_t>& list = route.forward_lists[size_t(r)];
+      size_t i = 0;
+      for (int s = 0; s < R; ++s) {
+        int64_t n = 0;
+        for (; i < list.size() && list[i] < stage_at[size_t(s) + 1]; ++i) ++n;
+        RT_ICHECK(!nodes.forwards_for(me, s) || n == count[size_t(s)][size_t(r)], "rank ", s, "'s staged tokens for rank ",
+                  r, ": ", n, ", counted ", count[size_t(s)][size_t(r)]);
+      }
+    }
+  }
+  // 2: each forwarder hands the staged records to the ranks of its node that need them; a rank
+  // receives from forwarder f the tokens of every source f forwards for, in source order.
+  sends.clear();
+  recvs.clear();
+  for (int r : node_ranks) {
+    const std::vector<int32_t>* list = &route.forward_lists[size_t(r)];
+    const size_t bytes = rec.size;
+    sends.push_back({r, bytes, list->size(), [stage, bytes, list](size_t first, size_t n, uint8_t* dst) {
+                       for (size_t i = 0; i < n; ++i, dst += bytes)
+                         std::memcpy(dst, stage + size_t((*list)[first + i]) * bytes, bytes);
+                     }});
+    auto rows = std::make_shared<std::vector<int64_t>>();
+    for (int s = 0; s < R; ++s)
+      if (nodes.forwards_for(r, s))
+        for (int64_t i = 0; i < count[size_t(s)][size_t(me)]; ++i) rows->push_back(p.prefix[size_t(s)] + i);
+    recvs.push_back({r, rec.size, rows->size(), [rec, rows](size_t first, size_t n, const uint8_t* src) {
+                       for (size_t i = 0; i < n; ++i, src += rec.size) rec.place((*rows)[first + i], src);
+                     }});
+  }
+  e.exchange(std::move(sends), std::move(recvs), what);
 }
 
 }  // namespace
@@ -129,7 +294,18 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
         if (in_rank[size_t(t * R + r)]) send_lists[size_t(r)].push_back(int32_t(t));
     for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   }
-  if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, T, R);
+  const detail::NodeMap nodes(*group_);
+  if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, nodes, T, R);
+  // The hierarchical route (internode.h) for CPU tensors on a group of several nodes; a cached
+  // dispatch takes its handle's route.
+  const bool internode = !gpu && (cached ? err.empty() && h->internode != nullptr : hierarchical_);
+  detail::InternodeRoute internode_route;
+  if (internode && err.empty()) {
+    if (cached)
+      internode_route = *h->internode;
+    else
+      detail::route_sources(internode_route, nodes, me, in_rank, T);
+  }
   for (const auto& [t, role] : {std::pair{&a.x, "x"}, {&a.x_scales, "x_scales"}, {&a.topk_idx, "topk_idx"},
                                 {&a.topk_weights, "topk_weights"}})
     if (err.empty()) err = arena_->check_not_foreign(*t, role);
@@ -143,7 +319,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
               cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
               ", weights=", weights ? "yes" : "no", ", alignment=", a.expert_alignment, gpu ? ", on the GPU" : "",
-              ")");
+              internode ? ", hierarchical" : "", ")");
   // The single-copy path (peer_memory.h): receivers read rows, scales, top-k and weights straight
   // from this rank's tensors -- from their mapping of its shared arena where they lie there
   // (shared_arena.h) -- the tokens it sends them from its send lists; where they are travels with
@@ -152,6 +328,11 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   if (cached && err.empty()) send_lists = h->send_lists;  // the lists the receivers will read
   wire::Writer w;
   w.put_vec(counts).put_vec(expert_counts);
+  if (internode && err.empty()) {  // the tokens for each node: what each forwarder stages
+    std::vector<int64_t> node_counts;
+    for (const std::vector<int32_t>& list : internode_route.node_lists) node_counts.push_back(int64_t(list.size()));
+    w.put_vec(node_counts);
+  }
   if (single_copy && err.empty()) {
     w.put<uint64_t>(uint64_t(T)).put<uint64_t>(!cached && a.topk_idx.dtype() == DType::I32 ? 4 : 8);
     for (const rt::Tensor* t : {&a.x, &a.x_scales, &a.topk_idx, &a.topk_weights})  // empty ones in cached mode
@@ -167,6 +348,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     detail::PeerTensor x, scales, topk, weights;
   };
   std::vector<Remote> remote(single_copy ? size_t(R) : 0);
+  std::vector<std::vector<int64_t>> count(static_cast<size_t>(R)), node_count(static_cast<size_t>(R));  // every rank's, for the hierarchical route
   detail::DispatchPlan p;
   p.id = next_id_++;
   p.T = T, p.H = H, p.S = S, p.K = K;
@@ -180,6 +362,11 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     wire::Reader rd(all[size_t(s)]);
     const std::vector<int64_t> c = rd.get_vec<int64_t>(), ec = rd.get_vec<int64_t>();
     RT_ICHECK(c.size() == size_t(R) && (cached || ec.size() == size_t(a.num_experts)), "counts from rank ", s);
+    if (internode) {
+      count[size_t(s)] = c;
+      node_count[size_t(s)] = rd.get_vec<int64_t>();
+      RT_ICHECK(node_count[size_t(s)].size() == size_t(nodes.num_nodes()), "node counts from rank ", s);
+    }
     p.recv_counts[size_t(s)] = c[size_t(me)];
     p.prefix[size_t(s) + 1] = p.prefix[size_t(s)] + c[size_t(me)];
     for (int j = 0; j < R; ++j)
@@ -222,17 +409,26 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     if (weights) out.recv_topk_weights = e.pool().empty({N, K}, DType::F32);
   }
   const int64_t lo = int64_t(me) * p.experts_per_rank, hi = lo + p.experts_per_rank;
-  const uint8_t* x = static_cast<const uint8_t*>(a.x.data());
-  const uint8_t* xs = fp8 ? static_cast<const uint8_t*>(a.x_scales.data()) : nullptr;
-  const float* wsrc = weights ? a.topk_weights.data_as<float>() : nullptr;
-  uint8_t* rx = static_cast<uint8_t*>(out.recv_x.data());
-  uint8_t* rxs = fp8 ? static_cast<uint8_t*>(out.recv_x_scales.data()) : nullptr;
-  int64_t* ridx = cached ? nullptr : out.recv_topk_idx.data_as<int64_t>();
-  float* rw = weights ? out.recv_topk_weights.data_as<float>() : nullptr;
-  int32_t* rsrc = recv_src.data_as<int32_t>();
-  // Raw top-k pointers: the per-record loops must not go through Tensor accessors.
-  const int64_t* topk64 = !cached && a.topk_idx.dtype() == DType::I64 ? a.topk_idx.data_as<int64_t>() : nullptr;
-  const int32_t* topk32 = !cached && a.topk_idx.dtype() == DType::I32 ? a.topk_idx.data_as<int32_t>() : nullptr;
+  Records records;
+  records.x_bytes = x_bytes, records.s_bytes = s_bytes, records.size = rec;
+  records.off_idx = off_idx, records.off_w = off_w, records.off_src = off_src;
+  records.cached = cached, records.weights = weights;
+  records.K = K, records.lo = lo, records.hi = hi;
+  records.x = static_cast<const uint8_t*>(a.x.data());
+  records.xs = fp8 ? static_cast<const uint8_t*>(a.x_scales.data()) : nullptr;
+  records.w = weights ? a.topk_weights.data_as<float>() : nullptr;
+  records.topk64 = !cached && a.topk_idx.dtype() == DType::I64 ? a.topk_idx.data_as<int64_t>() : nullptr;
+  records.topk32 = !cached && a.topk_idx.dtype() == DType::I32 ? a.topk_idx.data_as<int32_t>() : nullptr;
+  records.rx = static_cast<uint8_t*>(out.recv_x.data());
+  records.rxs = fp8 ? static_cast<uint8_t*>(out.recv_x_scales.data()) : nullptr;
+  records.ridx = cached ? nullptr : out.recv_topk_idx.data_as<int64_t>();
+  records.rw = weights ? out.recv_topk_weights.data_as<float>() : nullptr;
+  records.rsrc = recv_src.data_as<int32_t>();
+  uint8_t* const rx = records.rx;
+  uint8_t* const rxs = records.rxs;
+  int64_t* const ridx = records.ridx;
+  float* const rw = records.rw;
+  int32_t* const rsrc = records.rsrc;
 
   if (single_copy) {
     // Read each source's rows for this rank; then wait until every rank has read this one's. The
@@ -304,45 +500,21 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     }
     e.barrier(what);
   }
-  std::vector<SendSpec> sends;
-  std::vector<RecvSpec> recvs;
-  for (int d = 0; d < R && !single_copy; ++d) {
-    const std::vector<int32_t>* list = &p.send_lists[size_t(d)];
-    auto read = [=](size_t first, size_t n, uint8_t* dst) {
-      const std::vector<int32_t>& l = *list;
-      for (size_t i = 0; i < n; ++i, dst += rec) {
-        const int64_t t = l[first + i];
-        std::memcpy(dst, x + size_t(t) * x_bytes, x_bytes);
-        if (s_bytes) std::memcpy(dst + x_bytes, xs + size_t(t) * s_bytes, s_bytes);
-        if (cached) continue;
-        int64_t* idx = reinterpret_cast<int64_t*>(dst + off_idx);
-        for (int64_t k = 0; k < K; ++k) idx[k] = topk64 ? topk64[t * K + k] : topk32[t * K + k];
-        if (weights) std::memcpy(dst + off_w, wsrc + t * K, size_t(K) * 4);
-        std::memcpy(dst + off_src, &t, 4);  // little-endian: the low 32 bits
+  if (internode) {
+    dispatch_hierarchical(e, nodes, records, p, count, node_count, internode_route, internode_traffic_, what);
+  } else if (!single_copy) {
+    std::vector<SendSpec> sends;
+    std::vector<RecvSpec> recvs;
+    for (int d = 0; d < R; ++d) {
+      sends.push_back(send_tokens(d, records, &p.send_lists[size_t(d)]));
+      recvs.push_back(receive_rows(d, records, prefix[size_t(d)], recv_counts[size_t(d)]));
+      if (nodes.node_of[size_t(d)] != nodes.node_of[size_t(me)]) {  // the flat route crosses once per rank
+        internode_traffic_.dispatch_rows += counts[size_t(d)];
+        internode_traffic_.bytes += counts[size_t(d)] * int64_t(rec);
       }
-    };
-    sends.push_back({d, rec, size_t(counts[size_t(d)]), read});
-    const int64_t base = prefix[size_t(d)];
-    auto write = [=](size_t first, size_t n, const uint8_t* src) {
-      for (size_t i = 0; i < n; ++i, src += rec) {
-        const int64_t row = base + int64_t(first + i);
-        std::memcpy(rx + size_t(row) * x_bytes, src, x_bytes);
-        if (s_bytes) std::memcpy(rxs + size_t(row) * s_bytes, src + x_bytes, s_bytes);
-        if (cached) continue;
-        const int64_t* idx = reinterpret_cast<const int64_t*>(src + off_idx);
-        const float* wt = reinterpret_cast<const float*>(src + off_w);
-        for (int64_t k = 0; k < K; ++k) {
-          const int64_t v = idx[k];
-          const bool local = v >= lo && v < hi;
-          ridx[row * K + k] = local ? v - lo : -1;
-          if (weights) rw[row * K + k] = local ? wt[k] : 0.0f;
-        }
-        std::memcpy(rsrc + row, src + off_src, 4);
-      }
-    };
-    recvs.push_back({d, rec, size_t(recv_counts[size_t(d)]), write});
+    }
+    e.exchange(std::move(sends), std::move(recvs), what);
   }
-  if (!single_copy) e.exchange(std::move(sends), std::move(recvs), what);
 
   if (cached) {
     // Positions are those of the cached dispatch: the source indices come from the handle.
@@ -350,7 +522,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     return out;
   }
   out.num_recv_tokens_per_expert = p.recv_per_expert;
-  out.handle = detail::make_dispatch_handle(std::move(p), R, std::move(recv_src), e.pool());
+  std::shared_ptr<DispatchHandle> handle = detail::make_dispatch_handle(std::move(p), R, std::move(recv_src), e.pool());
+  if (internode) handle->internode = std::make_shared<const detail::InternodeRoute>(std::move(internode_route));
+  out.handle = std::move(handle);
   return out;
 }
 
