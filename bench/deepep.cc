@@ -16,7 +16,9 @@
 //             all ranks; time = the slowest rank's, median over --iters after one warm-up; on the
 //             CPU also, interleaved with it, the same calls with x, its scales, top-k, weights and
 //             combine's input in the Buffer's shared arena (alloc_shared_tensor: peers read them
-//             with memcpy from their mapping), checked bit for bit against the other run;
+//             with memcpy from their mapping), checked bit for bit against the other run; with
+//             --nodes K > 1 also the route (hierarchical, or flat with DEEPEP_HIERARCHICAL_DISPATCH=0)
+//             and the rows and bytes that crossed the emulated nodes per call;
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
 //   moe       a decode MoE layer step: --ll-tokens tokens per rank as two micro-batches, each through
 //             low-latency dispatch (FP8), one FP8 expert GEMM per local expert
@@ -383,6 +385,10 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     tc = slowest(*g, tc);
     tds = slowest(*g, tds);
     tcs = slowest(*g, tcs);
+    // Across emulated nodes: the route and the rows it sent between nodes, all ranks and iterations.
+    const deepep::InternodeTraffic crossed = buf.internode_traffic();
+    const auto crossings = g->allgather(rt::str(crossed.dispatch_rows, " ", crossed.combine_rows, " ", crossed.bytes),
+                                        "internode traffic");
     const auto rows = g->allgather(std::to_string(recv_rows), "rows");
     int64_t total_rows = 0;
     for (const auto& r : rows) total_rows += std::stoll(r);
@@ -397,6 +403,19 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
                   dbytes / md * 1e-9);
       std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
                   cbytes / mc * 1e-9);
+      if (g->num_nodes() > 1 && !o.gpu) {
+        int64_t dr = 0, cr = 0, b = 0;
+        for (const std::string& c : crossings) {
+          int64_t x, y, z;
+          std::sscanf(c.c_str(), "%lld %lld %lld", (long long*)&x, (long long*)&y, (long long*)&z);
+          dr += x, cr += y, b += z;
+        }
+        const double calls = double(o.iters + 1) * (arena ? 2 : 1);
+        std::printf("   %s route across %d emulated nodes: per call %.0f dispatch rows and %.0f combine rows "
+                    "crossed nodes (%.1f MB)\n",
+                    buf.hierarchical() ? "hierarchical" : "flat", g->num_nodes(), double(dr) / calls, double(cr) / calls,
+                    double(b) / calls * 1e-6);
+      }
       const double agg = (dbytes + cbytes) / (md + mc);
       if (!o.gpu && !skipped(o, "memcpy"))
         std::printf("   dispatch+combine aggregate: %.2f GB/s = %.0f%% of the %d-way memcpy bandwidth (%.2f GB/s)\n",
