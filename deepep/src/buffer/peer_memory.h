@@ -8,10 +8,11 @@
 // acknowledgements, retransmission, rerouting -- has nothing to repair; the ranks still agree on
 // every call through the engine and wait for each other at its end (a dead rank is reported as
 // on the frame path). The path is used when every rank can read every other rank (probed once per
-// Buffer: Yama's ptrace_scope, seccomp or a kernel without CMA can forbid it), no frame faults are
-// injected (drop, corrupt, delay: the tests of self-healing need the frames; killing a rank is
-// no frame fault), and DEEPEP_SINGLE_COPY is not 0. A peer that dies while being read is an error
-// naming it; the others learn of the death at the call's closing barrier.
+// Buffer: Yama's ptrace_scope, seccomp or a kernel without CMA can forbid it), the group is one
+// node (across nodes, emulated ones too, the hierarchical route's frames carry the rows), no frame
+// faults are injected (drop, corrupt, delay: the tests of self-healing need the frames; killing a
+// rank is no frame fault), and DEEPEP_SINGLE_COPY is not 0. A peer that dies while being read is an
+// error naming it; the others learn of the death at the call's closing barrier.
 #pragma once
 
 #include <sys/types.h>
