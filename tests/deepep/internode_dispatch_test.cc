@@ -405,6 +405,44 @@ TEST(DeepEPInternode, LossAndCorruptionResultsIdentical) {
   }, nodes_of(2)));
 }
 
+// Rank 0's one link to node 1 (to its forwarder there, rank 2) loses half its frames: it is
+// rerouted through another rank, whose hierarchical frames are then relayed, and the results stay
+// exact. A relay needs both its links measured, and the route alone never uses 0->3 or 1->2 (it
+// crosses between ranks of one local index): an all_to_all measures every link first.
+TEST(DeepEPInternode, BadLinkAcrossNodesIsRerouted) {
+  MoeCase c = make(4, 16, 4, Routing::Uniform, 512);
+  c.max_tokens = 200;
+  expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = deepep_test::test_options();
+    o.faults.drop = 0.5;
+    o.faults.corrupt = 0.1;
+    o.faults.links = {{0, 2}};
+    o.faults.seed = test_seed();
+    o.log_reroutes = false;
+    auto buf = make_buffer(g, false, o, 3 * (20 << 10));  // 4 KiB frames: many of them
+    const int64_t n = 4 * 65536;  // 256 KiB to each rank: 64 frames a link
+    rt::Tensor in = rt::Tensor::empty({n}, rt::DType::F32), out = rt::Tensor::empty({n}, rt::DType::F32);
+    for (int64_t i = 0; i < n; ++i) in.data_as<float>()[i] = float(g->rank() * n + i);
+    for (int round = 0; round < 2; ++round) deepep::all_to_all(buf->comm(), out, in);
+    for (int64_t i = 0; i < n; ++i)
+      EP_CHECK(out.data_as<float>()[i] == float((i / (n / 4)) * n + g->rank() * (n / 4) + i % (n / 4)), "all_to_all");
+    auto relayed_to_2 = [&] {
+      uint64_t frames = 0;
+      for (int m : {1, 3}) frames += buf->comm().link_stats(m, 2).frames_forwarded;
+      return frames;
+    };
+    const uint64_t relayed_before = relayed_to_2();
+    for (int round = 0; round < 4; ++round) dispatch_and_check(*buf, c, round % 2 == 1, true);
+    deepep::barrier(buf->comm());
+    const deepep::LinkStats bad = buf->comm().link_stats(0, 2);
+    const uint64_t relayed = relayed_to_2() - relayed_before;
+    note(rt::str("link 0->2: loss rate ", bad.loss_rate, ", reroutes ", bad.reroutes, ", via ", bad.via,
+                 ", relayed in dispatch and combine ", relayed));
+    EP_CHECK(bad.reroutes >= 1, "link 0->2 was not rerouted (loss rate ", bad.loss_rate, ")");
+    EP_CHECK(relayed > 0, "no frame of dispatch or combine was relayed to rank 2");
+  }, nodes_of(2)));
+}
+
 // Rank 1 (rank 3's forwarder in node 0) killed as the combine starts, or once the dispatch's
 // agreement is done (the others already sending): every other rank gets "rank 1 ... died".
 void expect_killed_forwarder_reported(int kill_at_op, bool mid_op) {
