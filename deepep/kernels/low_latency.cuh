@@ -242,13 +242,15 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
   }
   for (int j = threadIdx.x; j < k; j += blockDim.x)
     if (expert[j] >= 0) *reinterpret_cast<LlTail*>(record(j) + rec_bytes - 16) = LlTail{int(t), j};
-  // Publish: the block whose row of e_j completes the expert's count raises its flag.
-  __threadfence_system();
+  // Publish: the block whose row of e_j completes the expert's count raises its flag. The barrier
+  // orders the block's writes before the counting threads' fences, which publish them all
+  // (cumulativity): a fence per counting thread, not per thread (last_block_arrives says why).
   __syncthreads();
   for (int j = threadIdx.x; j < k; j += blockDim.x) {
     const i64 e = expert[j];
     if (e < 0) continue;
     u64* const counter = reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlSendCounters + e;
+    __threadfence_system();
     if (atomicAdd(reinterpret_cast<unsigned long long*>(counter), 1ull) + 1 != u64(total[j])) continue;
     *counter = 0;  // the next operation's kernel starts after this one
     __threadfence_system();

@@ -24,7 +24,7 @@ static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(C
 namespace {
 // kernels/intranode.cuh's status word of the normal mode, and the signal words it uses.
 constexpr int kNormalTimedOut = 3;
-constexpr int64_t kNormalSignalWords = 16384 + kNormalMaxRanks + 3;
+constexpr int64_t kNormalSignalWords = 16384 + kNormalMaxRanks + 4;
 static_assert(kNormalSignalWords * 8 <= IpcWindow::kSignalBytes, "the normal mode's signal words fit the signal area");
 }  // namespace
 
