@@ -1,6 +1,7 @@
 # FlashAttention forward as a tile program: each block owns block_M queries of one head, streams
 # keys and values in block_N tiles, and keeps a running row max and row sum so the softmax never
-# materializes (online softmax). Scores use exp2 with log2(e) folded into the scale.
+# materializes (online softmax). Scores use exp2 with log2(e) folded into the scale. `threads`: a
+# warpgroup (128) per 64 query rows of the block.
 #
 #   tl run examples/flash_attention.py --param batch=1 --param heads=4 --param seq_len=256 --param dim=64 \
 #       --in q.npy --in k.npy --in v.npy --out o.npy
@@ -8,14 +9,14 @@ import tilelang
 import tilelang.language as T
 
 
-def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None):
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None, threads=128):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = (batch, seq_len, heads, dim)
     accum = "float32"
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=128) as (bx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_shared = T.alloc_shared((block_M, dim), dtype)
             K_shared = T.alloc_shared((block_N, dim), dtype)
             V_shared = T.alloc_shared((block_N, dim), dtype)
