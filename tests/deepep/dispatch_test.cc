@@ -19,15 +19,7 @@ void run_case(const MoeCase& c, bool fp8, bool with_layout, int alignment = 1) {
   }));
 }
 
-MoeCase make(int ranks, int experts, int topk, Routing routing) {
-  MoeCase c;
-  c.seed = test_seed() ^ uint64_t(ranks * 1000 + experts);
-  c.ranks = ranks;
-  c.experts = experts;
-  c.topk = topk;
-  c.routing = routing;
-  return c;
-}
+MoeCase make(int ranks, int experts, int topk, Routing routing) { return moe_case(0, ranks, experts, topk, routing); }
 
 TEST(DeepEPDispatch, Bf16TwoRanks) { run_case(make(2, 8, 4, Routing::Uniform), false, true); }
 TEST(DeepEPDispatch, Bf16FourRanksWithoutLayout) { run_case(make(4, 16, 4, Routing::Uniform), false, false); }

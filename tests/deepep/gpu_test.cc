@@ -126,14 +126,7 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
 }
 
 MoeCase make(int ranks, int experts, int topk, Routing routing, int hidden) {
-  MoeCase c;
-  c.seed = test_seed() ^ uint64_t(ranks * 977 + experts);
-  c.ranks = ranks;
-  c.experts = experts;
-  c.topk = topk;
-  c.routing = routing;
-  c.hidden = hidden;
-  return c;
+  return moe_case(0x6770, ranks, experts, topk, routing, hidden);
 }
 
 TEST(DeepEPGpu, DispatchCombineTwoRanks) {

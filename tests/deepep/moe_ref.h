@@ -124,6 +124,20 @@ struct MoeCase {
   }
 };
 
+// A case of `ranks` ranks sending to the top-`topk` of `experts` experts. `salt` keeps the cases of
+// different test files apart under one DEEPEP_TEST_SEED.
+inline MoeCase moe_case(uint64_t salt, int ranks, int experts, int topk, Routing routing = Routing::Uniform,
+                        int hidden = 256) {
+  MoeCase c;
+  c.seed = test_seed() ^ (salt + uint64_t(ranks * 1000 + experts * 10 + int(routing)));
+  c.ranks = ranks;
+  c.experts = experts;
+  c.topk = topk;
+  c.routing = routing;
+  c.hidden = hidden;
+  return c;
+}
+
 // The tokens rank `me` receives in normal dispatch: (source rank, source token), in order.
 inline std::vector<std::pair<int, int>> expected_received(const MoeCase& c, int me) {
   std::vector<std::pair<int, int>> out;
