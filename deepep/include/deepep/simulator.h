@@ -65,6 +65,14 @@ Network torus3d(int x, int y, int z, double bandwidth = 100e9, double latency = 
 // (`leaf_radix` GPUs per leaf), leaves all connected to `spines` spine switches (two levels).
 Network fat_tree(int gpus, int gpus_per_node = 8, int leaf_radix = 32, int spines = 16, double nic_bandwidth = 50e9,
                  double nvlink_bandwidth = 450e9, double latency = 2e-6);
+// A group's own network (deepep::GroupNetwork, topology.h): GPU (rank) g lies on node node_of[g].
+// Inside a node, every GPU has a link of `link_bandwidth` to the node's switch (NVLink, PCIe or host
+// memory; two hops of `link_latency` / 2). Between nodes, node n has nics[n] NICs, each a link of
+// `nic_bandwidth` to one non-blocking switch; the GPU of local index l uses NIC l % nics[n] through
+// a link of its own bandwidth (`link_bandwidth`), so ranks sharing a NIC share its bandwidth. A
+// transfer across nodes pays `nic_latency` in all.
+Network group_network(const std::vector<int>& node_of, const std::vector<int>& nics, double link_bandwidth,
+                      double link_latency, double nic_bandwidth, double nic_latency);
 
 struct Transfer {
   int src = 0, dst = 0;
@@ -78,8 +86,11 @@ struct Result {
   double max_link_busy = 0; // the busiest link's busy time (s)
 };
 
-// Simulates the transfers on the network; chunks of at most `chunk_bytes`.
-Result simulate(const Network& net, const std::vector<Transfer>& transfers, double chunk_bytes = 1 << 20);
+// Simulates the transfers on the network; chunks of at most `chunk_bytes`, or with `max_chunks`,
+// a transfer in at most that many chunks (bigger ones where needed): fewer events for big
+// transfers, at the cost of a coarser pipeline (a chunk crosses each hop whole).
+Result simulate(const Network& net, const std::vector<Transfer>& transfers, double chunk_bytes = 1 << 20,
+                int max_chunks = 0);
 
 // Workloads. Ring all-reduce of `bytes` over all GPUs in index order (reduce-scatter then
 // all-gather, 2(n-1) steps of bytes/n); on a torus, the dimension-wise variant: rings along x,
@@ -99,6 +110,16 @@ std::vector<Transfer> tree_all_reduce(int gpus, double bytes);
 // member sends its share to every other member at once), as the library's Algorithm::Hierarchical
 // runs them: 4 latency steps whatever the sizes, against the rings' 2 (k - 1) per phase.
 std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, double bytes, bool direct_steps = false);
+// The library's Algorithm::Hierarchical on any nodes (collectives.h): nodes[n] lists node n's GPUs
+// in local order. With L the smallest node's size: (1) every GPU sends part l (bytes / L) to local
+// index l < L of its node, (2)-(3) the GPUs of each local index l < L, one per node, all-reduce
+// part l with direct steps, (4) each sends its part to the rest of its node. For nodes of equal
+// size, the same transfers as hierarchical_all_reduce(gpus, gpus_per_node, bytes, true).
+std::vector<Transfer> hierarchical_all_reduce(const std::vector<std::vector<int>>& nodes, double bytes);
+// Reduce-scatter alone (the library's reduce_scatter), `bytes` being each GPU's whole input: the
+// first phase of ring_all_reduce and of direct_all_reduce.
+std::vector<Transfer> ring_reduce_scatter(int gpus, double bytes);
+std::vector<Transfer> direct_reduce_scatter(int gpus, double bytes);
 std::vector<Transfer> torus_all_reduce(int x, int y, int z, double bytes);
 
 // The hierarchical dispatch plan: `dest[t * topk + j]` is the rank of token t's j-th expert (-1:

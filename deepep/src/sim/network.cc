@@ -122,4 +122,44 @@ Network fat_tree(int gpus, int gpus_per_node, int leaf_radix, int spines, double
   return net;
 }
 
+Network group_network(const std::vector<int>& node_of, const std::vector<int>& nics, double link_bandwidth,
+                      double link_latency, double nic_bandwidth, double nic_latency) {
+  RT_USER_CHECK(link_bandwidth > 0 && nic_bandwidth > 0 && link_latency >= 0 && nic_latency >= 0,
+                "deepep::sim::group_network: bandwidths must be positive and latencies not negative (link ",
+                link_bandwidth, " B/s ", link_latency, " s, NIC ", nic_bandwidth, " B/s ", nic_latency, " s)");
+  const int gpus = int(node_of.size()), nodes = int(nics.size());
+  Network net(gpus, "group network of " + std::to_string(gpus) + " ranks on " + std::to_string(nodes) + " nodes");
+  std::vector<int> node_switch(static_cast<size_t>(nodes)), local(static_cast<size_t>(gpus));
+  std::vector<int> in_node(static_cast<size_t>(nodes), 0);
+  std::vector<std::vector<int>> nic_switch(static_cast<size_t>(nodes));
+  for (int g = 0; g < gpus; ++g) {
+    const int n = node_of[size_t(g)];
+    RT_USER_CHECK(n >= 0 && n < nodes, "deepep::sim::group_network: rank ", g, " on node ", n, " of ", nodes);
+    local[size_t(g)] = in_node[size_t(n)]++;
+  }
+  for (int n = 0; n < nodes; ++n)
+    RT_USER_CHECK(in_node[size_t(n)] > 0 && nics[size_t(n)] >= 1, "deepep::sim::group_network: node ", n, " has ",
+                  in_node[size_t(n)], " ranks and ", nics[size_t(n)], " NICs (at least one of each)");
+  for (int& s : node_switch) s = net.add_switch();
+  const int core = nodes > 1 ? net.add_switch() : -1;
+  for (int n = 0; n < nodes && nodes > 1; ++n)
+    for (int k = 0; k < nics[size_t(n)]; ++k) {
+      nic_switch[size_t(n)].push_back(net.add_switch());
+      net.connect(nic_switch[size_t(n)].back(), core, nic_bandwidth, nic_latency / 2);
+    }
+  auto nic_of = [=](int g) {  // copies: the router outlives this function
+    const int n = node_of[size_t(g)];
+    return nic_switch[size_t(n)][size_t(local[size_t(g)] % nics[size_t(n)])];
+  };
+  for (int g = 0; g < gpus; ++g) {
+    net.connect(g, node_switch[size_t(node_of[size_t(g)])], link_bandwidth, link_latency / 2);
+    if (nodes > 1) net.connect(g, nic_of(g), link_bandwidth, 0);
+  }
+  net.set_router([=](const Network& n, int s, int d) {
+    if (node_of[size_t(s)] == node_of[size_t(d)]) return path_links(n, {s, node_switch[size_t(node_of[size_t(s)])], d});
+    return path_links(n, {s, nic_of(s), core, nic_of(d), d});
+  });
+  return net;
+}
+
 }  // namespace deepep::sim

@@ -18,8 +18,9 @@ struct Event {
 
 }  // namespace
 
-Result simulate(const Network& net, const std::vector<Transfer>& transfers, double chunk_bytes) {
-  RT_USER_CHECK(chunk_bytes > 0, "deepep::sim::simulate: chunk_bytes must be positive");
+Result simulate(const Network& net, const std::vector<Transfer>& transfers, double chunk_bytes, int max_chunks) {
+  RT_USER_CHECK(chunk_bytes > 0 && max_chunks >= 0, "deepep::sim::simulate: chunk_bytes (", chunk_bytes,
+                ") must be positive and max_chunks (", max_chunks, ") not negative");
   const size_t n = transfers.size();
   std::vector<int> waiting(n, 0);                  // dependencies not yet arrived
   std::vector<std::vector<int>> dependents(n);
@@ -38,6 +39,7 @@ Result simulate(const Network& net, const std::vector<Transfer>& transfers, doub
   }
   std::vector<std::vector<int>> routes(n);
   std::vector<int> chunks(n, 0), chunks_left(n, 0);
+  std::vector<double> chunk_size(n, chunk_bytes);
   std::vector<double> link_free(net.links().size(), 0.0), link_busy(net.links().size(), 0.0);
   std::priority_queue<Event, std::vector<Event>, std::greater<Event>> queue;
   int64_t seq = 0;
@@ -60,7 +62,8 @@ Result simulate(const Network& net, const std::vector<Transfer>& transfers, doub
       finish(t, ready[size_t(t)]);
       return;
     }
-    chunks[size_t(t)] = std::max(1, int(std::ceil(x.bytes / chunk_bytes)));
+    if (max_chunks > 0) chunk_size[size_t(t)] = std::max(chunk_bytes, x.bytes / max_chunks);
+    chunks[size_t(t)] = std::max(1, int(std::ceil(x.bytes / chunk_size[size_t(t)])));
     chunks_left[size_t(t)] = chunks[size_t(t)];
     for (int c = 0; c < chunks[size_t(t)]; ++c) queue.push({ready[size_t(t)], seq++, t, c, 0});
   };
@@ -81,7 +84,8 @@ Result simulate(const Network& net, const std::vector<Transfer>& transfers, doub
     const Transfer& x = transfers[size_t(e.transfer)];
     const std::vector<int>& route = routes[size_t(e.transfer)];
     const int c = chunks[size_t(e.transfer)];
-    const double size = e.chunk + 1 < c ? chunk_bytes : x.bytes - chunk_bytes * (c - 1);
+    const double cs = chunk_size[size_t(e.transfer)];
+    const double size = e.chunk + 1 < c ? cs : x.bytes - cs * (c - 1);
     const int l = route[size_t(e.hop)];
     const Link& link = net.links()[size_t(l)];
     const double begin = std::max(e.time, link_free[size_t(l)]);

@@ -45,23 +45,26 @@ void ring_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>&
   last = std::move(next);
 }
 
-// One direct phase (a reduce-scatter or an all-gather) in every group of `groups`, as the library's
-// direct steps run it: each member sends `data / k` to each of the other k - 1 at once, after what
-// it last received (`last[g]`); `last` becomes this phase's receives.
-void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data,
-                  std::vector<std::vector<int>>& last) {
+// A direct reduce-scatter in every group of `groups` onto its first `owners` members (all of them
+// when `owners` is 0 or the group is smaller), as the library's direct steps run it: each member
+// sends `data / owners` to each owner other than itself at once, after what it last received
+// (`last[g]`); `last` becomes this phase's receives (empty for a member that received nothing).
+void direct_scatter(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data, int owners,
+                    std::vector<std::vector<int>>& last) {
   std::vector<std::vector<int>> next = last;
   for (const std::vector<int>& group : groups) {
     const int k = int(group.size());
     if (k < 2) continue;
+    const int o = owners <= 0 ? k : std::min(owners, k);
     for (int g : group) next[size_t(g)].clear();
     for (int src : group)
-      for (int dst : group) {
+      for (int i = 0; i < o; ++i) {
+        const int dst = group[size_t(i)];
         if (dst == src) continue;
         Transfer t;
         t.src = src;
         t.dst = dst;
-        t.bytes = data / k;
+        t.bytes = data / o;
         t.after = last[size_t(src)];
         next[size_t(dst)].push_back(int(out.size()));
         out.push_back(std::move(t));
@@ -70,29 +73,70 @@ void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>
   last = std::move(next);
 }
 
+// The matching all-gather: each of the first `owners` members sends its `data / owners` to every
+// other member at once, after what it last received.
+void direct_gather(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data, int owners,
+                   std::vector<std::vector<int>>& last) {
+  std::vector<std::vector<int>> next = last;
+  for (const std::vector<int>& group : groups) {
+    const int k = int(group.size());
+    if (k < 2) continue;
+    const int o = owners <= 0 ? k : std::min(owners, k);
+    for (int g : group) next[size_t(g)].clear();
+    for (int i = 0; i < o; ++i)
+      for (int dst : group) {
+        const int src = group[size_t(i)];
+        if (dst == src) continue;
+        Transfer t;
+        t.src = src;
+        t.dst = dst;
+        t.bytes = data / o;
+        t.after = last[size_t(src)];
+        next[size_t(dst)].push_back(int(out.size()));
+        out.push_back(std::move(t));
+      }
+  }
+  last = std::move(next);
+}
+
+// One direct phase among all members of every group (a reduce-scatter and an all-gather move the
+// same transfers).
+void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data,
+                  std::vector<std::vector<int>>& last) {
+  direct_scatter(out, groups, data, 0, last);
+}
+
 // An all-reduce over all GPUs in index order as two phases of `phase` (a reduce-scatter, then an
-// all-gather).
+// all-gather), or only the reduce-scatter.
 using Phase = void (*)(std::vector<Transfer>&, const std::vector<std::vector<int>>&, double,
                        std::vector<std::vector<int>>&);
-std::vector<Transfer> flat_all_reduce(Phase phase, const char* name, int gpus, double bytes) {
+std::vector<Transfer> flat_phases(Phase phase, const char* name, int gpus, double bytes, bool with_all_gather) {
   RT_USER_CHECK(gpus >= 1 && bytes >= 0, "deepep::sim::", name, ": ", gpus, " GPUs, ", bytes, " bytes");
   std::vector<Transfer> out;
   std::vector<int> all(static_cast<size_t>(gpus));
   for (int g = 0; g < gpus; ++g) all[size_t(g)] = g;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  phase(out, {all}, bytes, last);  // reduce-scatter
-  phase(out, {all}, bytes, last);  // all-gather
+  phase(out, {all}, bytes, last);                      // reduce-scatter
+  if (with_all_gather) phase(out, {all}, bytes, last);  // all-gather
   return out;
 }
 
 }  // namespace
 
 std::vector<Transfer> ring_all_reduce(int gpus, double bytes) {
-  return flat_all_reduce(ring_phase, "ring_all_reduce", gpus, bytes);
+  return flat_phases(ring_phase, "ring_all_reduce", gpus, bytes, true);
 }
 
 std::vector<Transfer> direct_all_reduce(int gpus, double bytes) {
-  return flat_all_reduce(direct_phase, "direct_all_reduce", gpus, bytes);
+  return flat_phases(direct_phase, "direct_all_reduce", gpus, bytes, true);
+}
+
+std::vector<Transfer> ring_reduce_scatter(int gpus, double bytes) {
+  return flat_phases(ring_phase, "ring_reduce_scatter", gpus, bytes, false);
+}
+
+std::vector<Transfer> direct_reduce_scatter(int gpus, double bytes) {
+  return flat_phases(direct_phase, "direct_reduce_scatter", gpus, bytes, false);
 }
 
 std::vector<Transfer> tree_all_reduce(int gpus, double bytes) {
@@ -138,13 +182,44 @@ std::vector<Transfer> hierarchical_all_reduce(int gpus, int gpus_per_node, doubl
     across.emplace_back();
     for (int n = 0; n < nodes; ++n) across.back().push_back(n * gpus_per_node + l);
   }
+  if (direct_steps) return hierarchical_all_reduce(in_node, bytes);
   std::vector<Transfer> out;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  const Phase phase = direct_steps ? direct_phase : ring_phase;
-  phase(out, in_node, bytes, last);                  // reduce-scatter in the node
-  phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
-  phase(out, across, bytes / gpus_per_node, last);
-  phase(out, in_node, bytes, last);                  // all-gather in the node
+  ring_phase(out, in_node, bytes, last);                  // reduce-scatter in the node
+  ring_phase(out, across, bytes / gpus_per_node, last);  // all-reduce of each part across nodes
+  ring_phase(out, across, bytes / gpus_per_node, last);
+  ring_phase(out, in_node, bytes, last);                  // all-gather in the node
+  return out;
+}
+
+std::vector<Transfer> hierarchical_all_reduce(const std::vector<std::vector<int>>& nodes, double bytes) {
+  RT_USER_CHECK(!nodes.empty() && bytes >= 0, "deepep::sim::hierarchical_all_reduce: ", nodes.size(), " nodes, ", bytes,
+                " bytes");
+  size_t parts = nodes[0].size();
+  int gpus = 0;
+  std::vector<int> seen;
+  for (const std::vector<int>& node : nodes) {
+    RT_USER_CHECK(!node.empty(), "deepep::sim::hierarchical_all_reduce: an empty node");
+    parts = std::min(parts, node.size());
+    for (int g : node) {
+      RT_USER_CHECK(g >= 0, "deepep::sim::hierarchical_all_reduce: GPU ", g);
+      gpus = std::max(gpus, g + 1);
+      seen.push_back(g);
+    }
+  }
+  std::sort(seen.begin(), seen.end());
+  RT_USER_CHECK(std::adjacent_find(seen.begin(), seen.end()) == seen.end(),
+                "deepep::sim::hierarchical_all_reduce: a GPU on two nodes (or twice on one)");
+  std::vector<std::vector<int>> across(parts);  // local index l < parts: one GPU per node
+  for (size_t l = 0; l < parts; ++l)
+    for (const std::vector<int>& node : nodes) across[l].push_back(node[l]);
+  const int owners = int(parts);
+  std::vector<Transfer> out;
+  std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
+  direct_scatter(out, nodes, bytes, owners, last);           // part l to local index l of the node
+  direct_scatter(out, across, bytes / double(parts), 0, last);  // all-reduce of each part across nodes
+  direct_gather(out, across, bytes / double(parts), 0, last);
+  direct_gather(out, nodes, bytes, owners, last);            // the parts to the rest of the node
   return out;
 }
 
