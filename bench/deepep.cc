@@ -519,12 +519,13 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     co.inbound_bytes = int64_t(R - 1) * (8 << 20);
     deepep::Comm comm(g, co);
     if (lead) {
+      std::printf("\n== Auto's model of this group: %s\n", comm.network().to_string().c_str());
       std::printf("\n== all_reduce f32 sum%s, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n",
                   o.gpu ? " on the GPU (cuda_ipc)" : "", R);
       std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s", "size", o.gpu ? "device us" : "direct us",
                   "algbw", "busbw", "ring us", "algbw", "busbw", "tree us", "algbw", "busbw");
-      if (g->num_nodes() > 1) std::printf("  %12s %9s %9s  %12s", "hier. us", "algbw", "busbw", "auto");
-      std::printf("\n");
+      if (g->num_nodes() > 1) std::printf("  %12s %9s %9s", "hier. us", "algbw", "busbw");
+      std::printf("  %12s\n", "auto");
     }
     using deepep::Algorithm;
     std::vector<Algorithm> algos = {Algorithm::Direct, Algorithm::Ring, Algorithm::Tree};
@@ -551,9 +552,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         std::printf("   %10s", human(double(bytes)).c_str());
         for (double sec : res)
           std::printf("  %12.1f %8.2fG %8.2fG", sec * 1e6, double(bytes) / sec * 1e-9, double(bytes) / sec * f * 1e-9);
-        if (g->num_nodes() > 1)
-          std::printf("  %12s", deepep::name(deepep::choose_all_reduce(g->num_nodes(), R, bytes)));
-        std::printf("\n");
+        std::printf("  %12s\n", deepep::name(comm.auto_all_reduce(bytes).algorithm));
         std::fflush(stdout);
       }
     }

@@ -1,6 +1,10 @@
 #include "deepep/comm.h"
 
+#include <algorithm>
+#include <cmath>
+
 #include "bootstrap/setup_check.h"
+#include "bootstrap/wire.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
 #include "deepep/transport.h"
@@ -25,6 +29,18 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   if (!(options_.reroute_threshold > 0 && options_.reroute_threshold < 1))
     error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
   if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
+  // The NIC speed Auto models (0: the default); what is left must be a usable speed.
+  LinkSpeed nic = default_nic_speed();
+  if (!(std::isfinite(options_.nic_gbytes_per_s) && options_.nic_gbytes_per_s >= 0))
+    error = rt::str("nic_gbytes_per_s=", options_.nic_gbytes_per_s, " must be positive (0: the default, ",
+                    nic.bandwidth * 1e-9, " GB/s)");
+  else if (!(std::isfinite(options_.nic_latency_us) && options_.nic_latency_us >= 0))
+    error = rt::str("nic_latency_us=", options_.nic_latency_us, " must be positive or zero (0: the default, ",
+                    nic.latency * 1e6, " us)");
+  if (options_.nic_gbytes_per_s > 0) nic.bandwidth = options_.nic_gbytes_per_s * 1e9;
+  if (options_.nic_latency_us > 0) nic.latency = options_.nic_latency_us * 1e-6;
+  // Each rank's NICs, for Auto's model between nodes (one node: not needed, not looked for).
+  const int32_t nics = group_->num_nodes() > 1 ? int32_t(discover_topology().nics.size()) : 0;
   // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
   const bool nccl = options_.device_transport == "nccl";
   if (!nccl && options_.device_transport != "cuda_ipc")
@@ -38,14 +54,32 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
       options_.cuda_device < 0 ? std::string(" no device plane")
       : nccl                   ? std::string(" the nccl device plane")
                                : rt::str(" a cuda_ipc device window of ", options_.device_window_bytes, " bytes");
-  const std::vector<std::string> descs = gather_setup(
-      *group_, error,
-      rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'", device_plane),
-      "deepep Comm: ", "communicator creation");
+  const std::string desc = rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'",
+                                   device_plane, " NIC ", nic.bandwidth * 1e-9, " GB/s ", nic.latency * 1e6, " us");
+  wire::Writer mine;
+  mine.put_str(desc).put<int32_t>(nics);
+  const std::vector<std::string> payloads =
+      gather_setup(*group_, error, mine.str(), "deepep Comm: ", "communicator creation");
+  std::vector<std::string> descs;
+  std::vector<int32_t> nics_of_rank;
+  for (const std::string& p : payloads) {
+    wire::Reader rd(p);
+    descs.push_back(rd.get_str());
+    nics_of_rank.push_back(rd.get<int32_t>());
+  }
   for (int r = 0; r < group_->size(); ++r)
     if (descs[size_t(r)] != descs[0])
       rt::throw_user_error(rt::str("deepep Comm: the ranks disagree: rank 0 has ", descs[0], " but rank ", r, " has ",
                                    descs[size_t(r)]));
+  // Auto's model, from what every rank now holds alike: nodes, each node's first rank's NICs.
+  network_.nics_per_node.assign(size_t(group_->num_nodes()), 0);
+  for (const PeerInfo& peer : group_->peers()) {
+    network_.node_of_rank.push_back(peer.node);
+    if (peer.local_rank == 0) network_.nics_per_node[size_t(peer.node)] = std::max(1, nics_of_rank[size_t(peer.rank)]);
+  }
+  network_.fabric = Fabric::SharedMemory;
+  network_.link = default_speed(Fabric::SharedMemory);
+  network_.nic = nic;
   const TransportEntry& entry = find_transport(options_.transport, *group_);
   TransportConfig tc;
   tc.inbound_bytes = options_.inbound_bytes;
@@ -79,6 +113,20 @@ int Comm::size() const { return group_->size(); }
 const char* Comm::transport_name() const { return engine_->transport().name(); }
 std::vector<LinkStats> Comm::link_stats() const { return engine_->link_stats(); }
 LinkStats Comm::link_stats(int src, int dst) const { return engine_->link_stats(src, dst); }
+
+const AlgorithmChoice& Comm::auto_all_reduce(int64_t bytes) {
+  const auto key = std::make_pair(true, size_bucket(bytes));
+  auto it = choices_.find(key);
+  if (it == choices_.end()) it = choices_.emplace(key, choose_all_reduce(network_, bytes)).first;
+  return it->second;
+}
+
+const AlgorithmChoice& Comm::auto_reduce_scatter(int64_t bytes) {
+  const auto key = std::make_pair(false, size_bucket(bytes));
+  auto it = choices_.find(key);
+  if (it == choices_.end()) it = choices_.emplace(key, choose_reduce_scatter(network_, bytes)).first;
+  return it->second;
+}
 
 void Comm::barrier() {
   engine_->begin_op("barrier");

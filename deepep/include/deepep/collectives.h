@@ -26,13 +26,15 @@
 //           ranks of its node. 4 steps; local ranks >= L of a bigger node take no part in (2).
 //           Sum order, the same on every rank: every node's partial sum in local-rank order (rounded
 //           to the dtype: f16/bf16 round there and at the end), then those partials in node order.
-//   Auto:   all_reduce: choose_all_reduce below. reduce_scatter: what it picks on one node, whatever
-//           the nodes (Direct below 4 MiB, Ring from 4 MiB on more than 2 ranks).
+//   Auto:   the communicator's choice for the size (Comm::auto_all_reduce, auto_reduce_scatter):
+//           choose_all_reduce / choose_reduce_scatter below on the group's network (Comm::network).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
+#include "deepep/topology.h"
 #include "rt/tensor.h"
 
 namespace deepep {
@@ -45,15 +47,33 @@ enum class Algorithm { Auto, Ring, Direct, Tree, Hierarchical };
 const char* name(ReduceOp op);
 const char* name(Algorithm algorithm);
 
-// What all_reduce's Auto runs for `bytes` per rank on `ranks` ranks spread over `nodes` nodes (the
-// group's Group::num_nodes). One node: Direct below 4 MiB (fewest steps), Ring from 4 MiB on more
-// than 2 ranks (it reduces on receive, with no temporaries: faster for big tensors on one host);
-// never Tree there, measured slower than Direct on one host (docs/perf.md). Several nodes:
-// Hierarchical from 256 KiB, where its direct steps beat both the tree and the flat Direct in the
-// simulator on 2 to 32 nodes of 8 (bench_sim_deepep; docs/deepep.md), Tree below on more than 8
-// ranks (fewest messages: the simulator counts no per-message cost, which Direct's n - 1 per step
-// pay on the host), Direct below on up to 8.
-Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes);
+// What Auto runs for a size on a network, and why.
+struct AlgorithmChoice {
+  Algorithm algorithm = Algorithm::Direct;
+  int64_t bucket_bytes = 0;              // the size decided for: bytes rounded up to a power of two
+  std::vector<Algorithm> candidates;     // what was simulated, in order (ties go to the earlier)
+  std::vector<double> predicted_seconds;  // the simulator's time for each candidate
+  // One node on shared memory: the rule measured on this host decides, not the prediction (the
+  // simulator has no memory copies or reductions, which are what differs there).
+  bool measured_rule = false;
+  // "ring (measured rule; predicted: direct 12.3 us, ring 45.6 us, tree 78.9 us)"
+  std::string to_string() const;
+};
+
+// The size Auto decides for: bytes rounded up to a power of two (at least 1; at most 2^62).
+int64_t size_bucket(int64_t bytes);
+
+// all_reduce's Auto for `bytes` per rank on `network` (topology.h; user error when network.check()
+// fails or bytes is negative). The candidates are Direct, Ring, Tree and, on several nodes,
+// Hierarchical; each runs in the simulator (simulator.h: the library's own variants on
+// sim::group_network) at bucket_bytes, and the fastest is chosen. Except on one node on shared
+// memory, where the rule measured on this host stands: Direct below 4 MiB (fewest steps), Ring from
+// 4 MiB on more than 2 ranks (it reduces on receive, with no temporaries; docs/perf.md). One rank:
+// Direct, nothing simulated. Deterministic: the same network and size give the same choice on every
+// rank.
+AlgorithmChoice choose_all_reduce(const GroupNetwork& network, int64_t bytes);
+// reduce_scatter's Auto for an input of `bytes` per rank: Direct or Ring, decided the same way.
+AlgorithmChoice choose_reduce_scatter(const GroupNetwork& network, int64_t bytes);
 
 // In place: every rank's `tensor` becomes the reduction over ranks.
 void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op = ReduceOp::Sum, Algorithm algorithm = Algorithm::Auto);

@@ -10,11 +10,14 @@
 
 #include <chrono>
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "deepep/collectives.h"
 #include "deepep/health.h"
+#include "deepep/topology.h"
 
 namespace deepep {
 
@@ -51,6 +54,11 @@ struct CommOptions {
   // The most a Buffer's shared arena (Buffer::alloc_shared_tensor) may hold on this rank: reserved
   // as address space when the Buffer is created, memory committed as tensors take it. 0: none.
   int64_t shared_arena_bytes = int64_t(16) << 30;
+  // Each NIC between nodes as the collectives' Auto models it (Comm::network): bandwidth in GB/s
+  // (10^9 bytes per second, each direction) and latency in microseconds. 0: the default, 25 GB/s
+  // and 2 us (default_nic_speed, topology.h). Ranks must agree (checked).
+  double nic_gbytes_per_s = 0;
+  double nic_latency_us = 0;
 };
 
 class Comm {
@@ -74,6 +82,16 @@ class Comm {
   // Collective: returns when every rank has called it.
   void barrier();
 
+  // The group's network as Auto models it (topology.h): the ranks' nodes, shared memory inside a
+  // node (Auto decides for CPU tensors: the device path has one algorithm), each node's NICs as its
+  // first rank's hwloc found them (at least one; on one node none are looked for), the NIC speed
+  // of the options. Gathered at creation: the same on every rank.
+  const GroupNetwork& network() const { return network_; }
+  // Auto's choice (collectives.h, choose_all_reduce and choose_reduce_scatter on network()) for
+  // `bytes` per rank: simulated the first time a size bucket (a power of two) is asked, then kept.
+  const AlgorithmChoice& auto_all_reduce(int64_t bytes);
+  const AlgorithmChoice& auto_reduce_scatter(int64_t bytes);
+
   Engine& engine() const { return *engine_; }
   // The GPU data plane: one of these two with options.cuda_device (device_transport picks it),
   // neither without.
@@ -86,6 +104,8 @@ class Comm {
   std::unique_ptr<Engine> engine_;
   std::unique_ptr<DevicePlane> device_plane_;
   std::unique_ptr<NcclPlane> nccl_plane_;
+  GroupNetwork network_;
+  std::map<std::pair<bool, int64_t>, AlgorithmChoice> choices_;  // (all_reduce?, bucket bytes) -> choice
 };
 
 }  // namespace deepep

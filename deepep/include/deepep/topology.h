@@ -4,8 +4,8 @@
 // Sources: hwloc (loaded at run time, libhwloc.so.15) for NUMA and PCIe, NVML (loaded at run time,
 // libnvidia-ml.so.1) for NVLink. Either may be missing on a machine: the topology then says why in
 // `hwloc_status` / `nvml_status` and leaves that part empty; nothing throws for a missing library.
-// Routes and collective algorithms are to be chosen from this (not done yet: every transport is
-// still the shm ring).
+// GroupNetwork below is what the collectives' Auto decides on (collectives.h, choose_all_reduce):
+// a Comm builds it at creation from the group's nodes and each node's NICs as discovered here.
 #pragma once
 
 #include <cstdint>
@@ -50,5 +50,51 @@ struct Topology {
 // Reads the host's topology (hwloc and NVML, each when present). Never throws for a missing
 // library; an internal error only when a present library misbehaves.
 Topology discover_topology();
+
+// What joins the ranks of one node: host memory (the shm transport, CPU tensors), or GPUs' NVLink
+// or PCIe.
+enum class Fabric { SharedMemory, NVLink, PCIe };
+const char* name(Fabric fabric);
+
+struct LinkSpeed {
+  double bandwidth = 0;  // bytes per second, each direction
+  double latency = 0;    // seconds
+};
+
+// Assumed speeds, used where nothing better is known (docs/deepep.md, "How Auto decides"):
+// SharedMemory 5 GB/s per rank, 10 us (every byte is copied into a ring and out of it: half of one
+// core's memcpy here; a futex wake-up per message); NVLink 450 GB/s per GPU, 1 us (H100/H200: 18
+// links of 25 GB/s); PCIe 25 GB/s per GPU, 2 us (gen4 x16); a NIC 25 GB/s (200 Gb/s), 2 us (RDMA).
+LinkSpeed default_speed(Fabric fabric);
+LinkSpeed default_nic_speed();
+
+// The group's own network as Auto models it: each rank's node, the fabric inside the nodes (one
+// link per rank to the node's switch), and per node the NICs its ranks share between nodes (the
+// rank of local index l uses NIC l % nics; one non-blocking switch joins all NICs). The simulator
+// runs the candidate algorithms on it (sim::group_network). Every rank of a Comm holds the same one.
+struct GroupNetwork {
+  std::vector<int> node_of_rank;   // Group::node of each rank: nodes numbered 0.. in order of first rank
+  std::vector<int> nics_per_node;  // one entry per node, at least 1
+  Fabric fabric = Fabric::SharedMemory;
+  LinkSpeed link = default_speed(Fabric::SharedMemory);  // each rank's link inside its node
+  LinkSpeed nic = default_nic_speed();                     // each NIC
+
+  int ranks() const { return int(node_of_rank.size()); }
+  int nodes() const { return int(nics_per_node.size()); }
+  // Why this cannot describe a group ("" when it can): no ranks, a node number out of range or with
+  // no rank, fewer than one NIC, a bandwidth not positive or a latency negative (or not finite).
+  std::string check() const;
+  // One line: "2 nodes x 8 ranks (NVLink 450 GB/s, 1 us), 8 NICs per node (25 GB/s, 2 us)".
+  std::string to_string() const;
+};
+
+// `nodes` nodes of `ranks_per_node` consecutive ranks joined by `fabric` at its default speed, with
+// `nics_per_node` NICs of speed `nic` each (synthetic topologies: tests, tables, tools).
+GroupNetwork uniform_network(int nodes, int ranks_per_node, Fabric fabric, int nics_per_node,
+                             LinkSpeed nic = default_nic_speed());
+// This host's GPUs as one node: NVLink when NVML reports every pair connected (25 GB/s per link,
+// the GPU with the fewest links deciding; NVSwitch links counted), PCIe otherwise. Its NICs as
+// hwloc found them (at least one). User error when the topology has no GPU.
+GroupNetwork host_gpu_network(const Topology& topology);
 
 }  // namespace deepep

@@ -70,14 +70,6 @@ WriteFn writer(uint8_t* base, size_t es) {
   return [base, es](size_t first, size_t n, const uint8_t* src) { std::memcpy(base + first * es, src, n * es); };
 }
 
-// One node (collectives.h, choose_all_reduce): direct (2 steps) for small messages, where latency
-// dominates; ring from 4 MiB, where it is faster here because it reduces on receive with no
-// temporaries (bench_deepep, docs/deepep.md).
-constexpr int64_t kRingFromBytes = 4 << 20;
-Algorithm choose_on_one_node(int ranks, int64_t bytes) {
-  return bytes >= kRingFromBytes && ranks > 2 ? Algorithm::Ring : Algorithm::Direct;
-}
-
 // The ranks one step of a collective runs among, in the order its parts and sums follow, and this
 // rank's index among them.
 struct Members {
@@ -271,21 +263,6 @@ const char* name(Algorithm a) {
   return "?";
 }
 
-// Several nodes: the hierarchical all-reduce from 256 KiB, where it beats the tree and the flat
-// direct in the simulator on 2 to 32 nodes of 8 (bench_sim_deepep, docs/deepep.md); below, the
-// fewest steps: Direct's 2 on up to 8 ranks, the tree's 2 ceil(log2 n) beyond, where Direct's n - 1
-// messages per rank and step cost more than the tree's extra steps.
-constexpr int64_t kHierarchicalFromBytes = 256 << 10;
-constexpr int kDirectUpToRanks = 8;
-
-Algorithm choose_all_reduce(int nodes, int ranks, int64_t bytes) {
-  RT_USER_CHECK(nodes >= 1 && ranks >= nodes && bytes >= 0, "deepep choose_all_reduce: nodes (", nodes,
-                ") must be at least 1 and at most ranks (", ranks, "), bytes (", bytes, ") not negative");
-  if (nodes == 1) return choose_on_one_node(ranks, bytes);
-  if (bytes >= kHierarchicalFromBytes) return Algorithm::Hierarchical;
-  return ranks <= kDirectUpToRanks ? Algorithm::Direct : Algorithm::Tree;
-}
-
 void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm algorithm) {
   Engine& e = comm.engine();
   const std::string what = "all_reduce";
@@ -295,9 +272,8 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
-  const Algorithm a = algorithm == Algorithm::Auto
-                          ? choose_all_reduce(comm.group().num_nodes(), comm.size(), err.empty() ? tensor.nbytes() : 0)
-                          : algorithm;
+  const Algorithm a =
+      algorithm == Algorithm::Auto ? comm.auto_all_reduce(err.empty() ? tensor.nbytes() : 0).algorithm : algorithm;
   e.agree(what,
           rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", dev.is_cuda() ? "on the GPU" : name(a), ")"),
           err);
@@ -344,7 +320,7 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
     err = rt::str("Algorithm::", algorithm == Algorithm::Tree ? "Tree" : "Hierarchical",
                   " is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto");
   const Algorithm a =
-      algorithm == Algorithm::Auto ? choose_on_one_node(comm.size(), err.empty() ? input.nbytes() : 0) : algorithm;
+      algorithm == Algorithm::Auto ? comm.auto_reduce_scatter(err.empty() ? input.nbytes() : 0).algorithm : algorithm;
   e.agree(what,
           rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ",
                   dev.is_cuda() ? "on the GPU" : name(a), ")"),
