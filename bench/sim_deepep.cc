@@ -92,8 +92,9 @@ int main(int argc, char** argv) {
     }
   }
 
-  // 2c. Where Algorithm::Auto switches to the hierarchical all-reduce across nodes (collectives.h,
-  //     choose_all_reduce): the tree, the flat direct and both hierarchical variants by size on
+  // 2c. Where the hierarchical all-reduce overtakes the others across nodes (Auto simulates the
+  //     group's own network at run time: collectives.h, choose_all_reduce): the tree, the flat direct
+  //     and both hierarchical variants by size on
   //     fat-trees of 2 to 32 nodes of 8.
   std::printf("\n## Tree and hierarchical all-reduce by size (fat-trees, nodes of 8, 50 GB/s NICs)\n\n");
   std::printf("| GPUs | bytes | tree us | flat direct us | hierarchical, rings across nodes, us | hierarchical, direct "
