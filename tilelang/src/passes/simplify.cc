@@ -1,5 +1,6 @@
 #include "tilelang/passes/simplify.h"
 
+#include "tilelang/analysis/bounds.h"
 #include "tilelang/analysis/linear.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -8,10 +9,15 @@
 namespace tilelang::passes {
 namespace {
 
+// Folds constants and canonicalizes affine expressions; integer comparisons that the ranges of the
+// enclosing loops' variables decide become constants (a mask like `k * 64 + j < 4096` inside loops
+// that never reach 4096 disappears, with the selects and branches it guarded).
 class Simplifier : public ir::IRMutator {
  protected:
   ir::Expr visit(const ir::BinaryNode& n, const ir::Expr& self) override {
     ir::Expr a = mutate(n.a), b = mutate(n.b);
+    if (ir::is_comparison(n.op))
+      if (auto known = analysis::decide_comparison(n.op, a, b, loop_ranges_)) return ir::make_bool(*known, n.loc);
     ir::Expr out = ir::is_comparison(n.op) ? ir::compare(n.op, a, b, n.loc) : ir::binary(n.op, a, b, n.loc);
     if (out->dtype != n.dtype) out = (a == n.a && b == n.b) ? self : ir::make_binary(n.op, n.dtype, a, b, n.loc);
     return analysis::canonical(out);
@@ -48,7 +54,11 @@ class Simplifier : public ir::IRMutator {
     auto e = ir::as_const_int(extent);
     if (e && *e <= 0) return ir::make_seq({});
     if (e && *e == 1 && n.for_kind != ir::ForKind::Pipelined) return mutate(ir::substitute(n.body, {{n.var.get(), min}}));
+    // Inside the body the variable runs over [min, min + extent - 1] (bounded when those are).
+    const analysis::Interval lo = analysis::bound_of(min, loop_ranges_), count = analysis::bound_of(extent, loop_ranges_);
+    if (lo.known() && count.known() && *count.lo >= 1) loop_ranges_[n.var.get()] = {*lo.lo, *lo.hi + *count.hi - 1};
     ir::Stmt body = mutate(n.body);
+    loop_ranges_.erase(n.var.get());
     if (ir::is_no_op(body)) return body;
     if (min == n.min && extent == n.extent && body == n.body) return self;
     return ir::make_for(n.var, min, extent, n.for_kind, body, n.loc, n.pipelining());
@@ -61,6 +71,9 @@ class Simplifier : public ir::IRMutator {
     if (v == n.value && body == n.body) return self;
     return ir::make_let(n.var, v, body, n.loc);
   }
+
+ private:
+  analysis::VarRanges loop_ranges_;  // of the loops around the node being simplified
 };
 
 }  // namespace
