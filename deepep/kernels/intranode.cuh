@@ -457,29 +457,42 @@ __device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* wor
   *gave_up = 1;
 }
 
-__device__ __forceinline__ void normal_send_begin(const NormalSignals& g) {
+// Whether a wait of this rank has timed out (in this kernel or an earlier one): the communicator
+// is broken then, and the kernels only run to their end without touching any window.
+__device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
+  return *reinterpret_cast<volatile u64*>(signals_of(g, g.me) + kNormalGaveUp) != 0;
+}
+
+// Before a scatter's writes: true (the same in every thread of the block) when every peer has read
+// its window's data of the previous operation. After a timeout nothing is written, so a slow peer
+// still reading is never overwritten.
+__device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
   if (g.prev != 0)
     for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
       if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
-  __syncthreads();
+  return !__syncthreads_or(normal_gave_up(g));
 }
 
+// After a timeout no flag is raised: the peers' own waits time out (bounded) instead of reading.
 __device__ __forceinline__ void normal_send_end(const NormalSignals& g) {
-  if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals)) return;
+  if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals) || normal_gave_up(g)) return;
   for (int r = 0; r < g.ranks; ++r)
     if (r != g.me) store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, 0));
 }
 
-__device__ __forceinline__ void normal_recv_begin(const NormalSignals& g) {
+// Before a receive's reads: true (block-uniform) when every peer's data of this operation is there.
+__device__ __forceinline__ bool normal_recv_begin(const NormalSignals& g) {
   const u64* const own = signals_of(g, g.me);
   for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
     if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
-  __syncthreads();
+  return !__syncthreads_or(normal_gave_up(g));
 }
 
+// A receive that gave up does not record the operation as read: no peer may write again.
 __device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
   u64* const own = signals_of(g, g.me);
-  if (last_block_arrives(own + kNormalRecvArrivals)) store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
+  if (last_block_arrives(own + kNormalRecvArrivals) && !normal_gave_up(g))
+    store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
 }
 
 // --- all-reduce -----------------------------------------------------------------------------------

@@ -242,8 +242,9 @@ class Buffer {
   // not come within the communicator's timeout, invalid top-k indices on any rank, a combine's
   // topk_idx differing from its dispatch's -- are raised by the next low-latency call or by
   // synchronize_low_latency(); input errors a rank can see alone are raised by its call, at once.
-  // The stream must stay valid while it is set; the Buffer's destructor waits for the queued calls
-  // without it (the stream may be destroyed first).
+  // The stream must stay valid while the Buffer still makes calls with it set; only the Buffer's
+  // destructor does without it (it waits for the queued calls on the context), so the stream may be
+  // destroyed just before the Buffer.
   void set_low_latency_stream(rt::CuStream stream);
   // Back to synchronous low-latency calls (after synchronize_low_latency()).
   void reset_low_latency_stream();

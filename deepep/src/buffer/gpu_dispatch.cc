@@ -58,6 +58,18 @@ WindowArrays window_arrays(const DispatchPlan& p, int64_t rows, int64_t x_row, i
                                ", which needs ", need, " bytes; create the Buffer with at least that"));
 }
 
+// Runs the launches of one numbered operation (from next_normal_op on). A rank failing there alone
+// (a kernel that does not compile, a launch error) would fall behind its peers' numbering for good:
+// it breaks the communicator instead, and the peers, whose kernels wait for it, learn why.
+template <class F>
+void launch_numbered(DevicePlane& plane, const char* what, F&& launches) {
+  try {
+    launches();
+  } catch (const std::exception& e) {
+    plane.fail(what, e.what());
+  }
+}
+
 }  // namespace
 
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
@@ -154,14 +166,16 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   plane.mark("tables");
 
   if (p.cached) plane.wait_event(a.previous_event);  // else the routing waited for it
-  const NormalSignals sig = plane.next_normal_op();
-  plane.dispatch_scatter(address(a.x), x_row, p.fp8 ? address(a.x_scales) : 0, p.S * 4,
-                         p.cached ? 0 : address(a.topk_idx), !p.cached && a.topk_idx.dtype() == DType::I64, int(p.K),
-                         p.weights ? address(a.topk_weights) : 0, address(p.device_slots), p.T,
-                         base + uint64_t(at_regions), p.experts_per_rank, sig);
-  plane.mark("scatter");
-  plane.dispatch_receive(base + uint64_t(at_copies), int(copies.size()), largest, sig);
-  plane.mark("receive");
+  launch_numbered(plane, "dispatch", [&] {
+    const NormalSignals sig = plane.next_normal_op();
+    plane.dispatch_scatter(address(a.x), x_row, p.fp8 ? address(a.x_scales) : 0, p.S * 4,
+                           p.cached ? 0 : address(a.topk_idx), !p.cached && a.topk_idx.dtype() == DType::I64,
+                           int(p.K), p.weights ? address(a.topk_weights) : 0, address(p.device_slots), p.T,
+                           base + uint64_t(at_regions), p.experts_per_rank, sig);
+    plane.mark("scatter");
+    plane.dispatch_receive(base + uint64_t(at_copies), int(copies.size()), largest, sig);
+    plane.mark("receive");
+  });
   out.event = plane.finish(a.async_finish, {a.x, a.x_scales, a.topk_idx, a.topk_weights, p.device_slots}, "dispatch");
   if (p.cached) {
     plane.report("cached dispatch");
@@ -205,19 +219,20 @@ CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const D
   const uint64_t base = plane.upload(tables);
   plane.mark("tables");
   plane.wait_event(previous_event);
-  const NormalSignals sig = plane.next_normal_op();
-  plane.combine_scatter(address(x), row_bytes, address(topk_weights), K, base + uint64_t(at_begin),
-                        base + uint64_t(at_regions), h.num_recv_tokens, sig);
-  plane.mark("scatter");
-
-  CombineResult out;
+  CombineResult out;  // allocated before the operation is numbered (launch_numbered)
   out.combined_x = plane.pool().empty({h.num_tokens, H}, x.dtype());
   if (K) out.combined_topk_weights = plane.pool().empty({h.num_tokens, K}, DType::F32);
   const uint64_t window = plane.window().window(me);
-  plane.combine_reduce(x.dtype(), address(out.combined_x), window, H, address(h.device_slots), base + uint64_t(at_first),
-                       h.num_tokens, address(out.combined_topk_weights),
-                       K ? window + uint64_t(regions[size_t(me)].weights) : 0, K, sig);
-  plane.mark("reduce");
+  launch_numbered(plane, "combine", [&] {
+    const NormalSignals sig = plane.next_normal_op();
+    plane.combine_scatter(address(x), row_bytes, address(topk_weights), K, base + uint64_t(at_begin),
+                          base + uint64_t(at_regions), h.num_recv_tokens, sig);
+    plane.mark("scatter");
+    plane.combine_reduce(x.dtype(), address(out.combined_x), window, H, address(h.device_slots),
+                         base + uint64_t(at_first), h.num_tokens, address(out.combined_topk_weights),
+                         K ? window + uint64_t(regions[size_t(me)].weights) : 0, K, sig);
+    plane.mark("reduce");
+  });
   out.event = plane.finish(async_finish, {x, topk_weights, h.device_slots}, "combine");
   plane.report("combine");
   return out;

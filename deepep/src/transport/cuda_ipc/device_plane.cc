@@ -98,20 +98,20 @@ KernelText dispatch_scatter_text() {
           "const unsigned char* x, i64 x_row, const unsigned char* scales, i64 s_row, const void* topk, int topk_i64, "
           "int k, const float* weights, const int* slots, i64 tokens, const DispatchRegion* regions, int ranks, "
           "int experts_per_rank, NormalSignals sig",
-          "normal_send_begin(sig);\n  dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, "
+          "if (normal_send_begin(sig))\n    dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, "
           "tokens, regions, ranks, experts_per_rank);\n  normal_send_end(sig);"};
 }
 
 KernelText dispatch_receive_text() {
   return {"deepep_dispatch_receive", "const CopyDesc* d, int count, NormalSignals sig",
-          "normal_recv_begin(sig);\n  if (int(blockIdx.y) < count) multi_copy_body(d);\n  normal_recv_end(sig);"};
+          "if (normal_recv_begin(sig) && int(blockIdx.y) < count) multi_copy_body(d);\n  normal_recv_end(sig);"};
 }
 
 KernelText combine_scatter_text() {
   return {"deepep_combine_scatter",
           "const unsigned char* x, i64 x_row, const float* weights, int k, const i64* recv_begin, "
           "const CombineRegion* regions, const u64* windows, int ranks, NormalSignals sig",
-          "normal_send_begin(sig);\n  combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);\n"
+          "if (normal_send_begin(sig)) combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);\n"
           "  normal_send_end(sig);"};
 }
 
@@ -122,7 +122,7 @@ KernelText combine_reduce_text(rt::DType dtype) {
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
           rt::str(t, "* out, const ", t, "* stage, i64 hidden, const int* slot, const i64* stage_first, int ranks, ",
                   "i64 tokens, float* out_w, const float* stage_w, int k, NormalSignals sig"),
-          "normal_recv_begin(sig);\n  combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, "
+          "if (normal_recv_begin(sig))\n    combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, "
           "stage_w, k);\n  normal_recv_end(sig);"};
 }
 
@@ -278,18 +278,25 @@ Event DevicePlane::finish(bool async, std::vector<rt::Tensor> inputs, const char
   auto state = std::make_shared<detail::EventState>(device());
   state->event.record(stream());
   state->check = [alive = std::weak_ptr<int>(alive_), this, what = std::string(what)] {
-    if (alive.lock()) check_signals(what);
+    if (const auto plane_alive = alive.lock()) check_signals(what);
   };
   while (!in_flight_.empty() && in_flight_.front().first->event.query()) in_flight_.pop_front();
   in_flight_.emplace_back(state, std::move(inputs));
   return Event(std::move(state));
 }
 
+void DevicePlane::fail(const std::string& what, const std::string& error) {
+  engine_.fail_peer_read(what, rt::str("deepep ", what, " (rank ", rank_, "): ", error));
+}
+
 void DevicePlane::check_signals(const std::string& what) {
+  // Sticky: after a timeout every later kernel skips its work (kernels/intranode.cuh), so every
+  // check from then on -- each event of work queued after it, every next call -- raises it.
   const int32_t late = take_status(kNormalTimedOut);
-  if (late == 0) return;
-  engine_.fail_peer_read(what, rt::str(what, ": rank ", late - 1, "'s data did not arrive within the communicator's ",
-                                       "timeout (", engine_.timeout().count(), " ms; dead or stuck?)"));
+  if (late != 0 && device_failure_.empty())
+    device_failure_ = rt::str("rank ", late - 1, "'s data did not arrive within the communicator's timeout (",
+                              engine_.timeout().count(), " ms; dead or stuck?)");
+  if (!device_failure_.empty()) engine_.fail_peer_read(what, rt::str(what, ": ", device_failure_));
 }
 
 // Names are unique per kernel text (dtype and op are in them), so launches look up a short name

@@ -120,8 +120,11 @@ class DevicePlane {
   // the kernels reported and returns a complete Event.
   Event finish(bool async, std::vector<rt::Tensor> inputs, const char* what);
   // Raises (a CommError, breaking the communicator) a rank whose flag did not come, if a finished
-  // normal-mode kernel reported one, and clears the report.
+  // normal-mode kernel reported one -- and from then on at every call.
   void check_signals(const std::string& what);
+  // A local failure after an operation was numbered: breaks the communicator (its cause published,
+  // or a peer's earlier one raised) -- the ranks' numbering would no longer agree.
+  [[noreturn]] void fail(const std::string& what, const std::string& error);
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
   // Copies small device tensors to the host through page-locked memory and waits for the stream;
@@ -207,6 +210,7 @@ class DevicePlane {
   rt::PinnedBuffer up_, down_, status_;
   rt::CudaEvent uploaded_;  // after the last upload's copy out of up_
   TensorPool pool_;
+  std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once

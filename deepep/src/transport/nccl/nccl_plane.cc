@@ -85,12 +85,15 @@ NcclPlane::~NcclPlane() {
   if (comm_ == nullptr || !owned_) return;
   try {
     rt::cuda_context(device_);
-    // A nonblocking communicator is finalized first (NCCL flushes its work in the background), and
-    // aborted when that does not end within the timeout (a peer gone).
-    if (nonblocking() && (lib_->ncclCommFinalize(comm_) != nccl::kSuccess ||
-                          !nccl::wait_for_nccl(*lib_, comm_, nullptr, engine_.timeout(), engine_.timeout(), [] {}).empty())) {
-      abort();
-      return;
+    // A nonblocking communicator is finalized first (NCCL flushes its work in the background and
+    // answers ncclInProgress), and aborted when that fails or does not end within the timeout.
+    if (nonblocking()) {
+      const nccl::Result rc = lib_->ncclCommFinalize(comm_);
+      if ((rc != nccl::kSuccess && rc != nccl::kInProgress) ||
+          !nccl::wait_for_nccl(*lib_, comm_, nullptr, engine_.timeout(), engine_.timeout(), [] {}).empty()) {
+        abort();
+        return;
+      }
     }
     lib_->ncclCommDestroy(comm_);
   } catch (...) {  // the library and the device were usable when the communicator was made
