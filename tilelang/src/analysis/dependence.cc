@@ -58,6 +58,8 @@ bool is_var_plus_invariant(const ir::Expr& e, const ir::VarNode* var, const std:
   return true;
 }
 
+}  // namespace
+
 std::set<const ir::VarNode*> vars_bound_inside(const ir::Stmt& s) {
   std::set<const ir::VarNode*> out;
   struct Binder : ir::IRVisitor {
@@ -75,8 +77,6 @@ std::set<const ir::VarNode*> vars_bound_inside(const ir::Stmt& s) {
   b.visit_stmt(s);
   return out;
 }
-
-}  // namespace
 
 bool iterations_independent(const ir::ForNode& loop) {
   WriteCollector wc;

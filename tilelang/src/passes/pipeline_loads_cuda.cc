@@ -8,6 +8,7 @@
 #include "rt/error.h"
 #include "tilelang/diagnostics.h"
 #include "tilelang/analysis/access.h"
+#include "tilelang/analysis/dependence.h"
 #include "tilelang/analysis/vector_copy.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -483,23 +484,11 @@ class Pipeliner : public ir::IRMutator {
     for (auto it = parts.lets.rbegin(); it != parts.lets.rend(); ++it) producer = ir::make_let((*it)->var, (*it)->value, producer, (*it)->loc);
     analysis::Accesses kernel = analysis::accesses_of(n.body), own = analysis::accesses_of(producer);
     // The variables the kernel binds, but for the lets the producer binds again.
-    struct Binders : ir::IRVisitor {
-      std::set<const ir::VarNode*> vars;
-      using ir::IRVisitor::visit;
-      void visit(const ir::ForNode& f) override {
-        vars.insert(f.var.get());
-        ir::IRVisitor::visit(f);
-      }
-      void visit(const ir::LetStmtNode& l) override {
-        vars.insert(l.var.get());
-        ir::IRVisitor::visit(l);
-      }
-    } bound;
-    bound.visit_stmt(n.body);
-    bound.vars.insert(n.thread_var.get());
-    for (const ir::LetStmtNode* l : parts.lets) bound.vars.erase(l->var.get());
+    std::set<const ir::VarNode*> bound = analysis::vars_bound_inside(n.body);
+    bound.insert(n.thread_var.get());
+    for (const ir::LetStmtNode* l : parts.lets) bound.erase(l->var.get());
     for (const ir::VarNode* v : own.vars)
-      if (bound.vars.count(v)) return rt::str("the loop's bounds or the tiles it loads depend on '", v->name, "', which the kernel's threads compute");
+      if (bound.count(v)) return rt::str("the loop's bounds or the tiles it loads depend on '", v->name, "', which the kernel's threads compute");
     for (const ir::BufferNode* b : own.read)
       if (b != parts.bars.get() && (b->scope != ir::Scope::Global || kernel.written.count(b)))
         return rt::str("the loop's bounds or the tiles it loads depend on '", b->name, "', which the kernel writes");
