@@ -45,56 +45,35 @@ void ring_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>&
   last = std::move(next);
 }
 
-// A direct reduce-scatter in every group of `groups` onto its first `owners` members (all of them
-// when `owners` is 0 or the group is smaller), as the library's direct steps run it: each member
-// sends `data / owners` to each owner other than itself at once, after what it last received
-// (`last[g]`); `last` becomes this phase's receives (empty for a member that received nothing).
-void direct_scatter(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data, int owners,
-                    std::vector<std::vector<int>>& last) {
+// A direct phase in every group of `groups` between its first `owners` members (all of them when
+// `owners` is 0 or the group is smaller) and the rest, as the library's direct steps run it: a
+// reduce-scatter (`to_owners`: each member sends `data / owners` to each owner other than itself)
+// or the matching all-gather (each owner sends its `data / owners` to every other member), all at
+// once, each after what its sender last received (`last[g]`); `last` becomes this phase's receives
+// (empty for a member that received nothing).
+void direct_owners_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data,
+                         int owners, bool to_owners, std::vector<std::vector<int>>& last) {
   std::vector<std::vector<int>> next = last;
   for (const std::vector<int>& group : groups) {
     const int k = int(group.size());
     if (k < 2) continue;
     const int o = owners <= 0 ? k : std::min(owners, k);
     for (int g : group) next[size_t(g)].clear();
-    for (int src : group)
-      for (int i = 0; i < o; ++i) {
-        const int dst = group[size_t(i)];
-        if (dst == src) continue;
-        Transfer t;
-        t.src = src;
-        t.dst = dst;
-        t.bytes = data / o;
-        t.after = last[size_t(src)];
-        next[size_t(dst)].push_back(int(out.size()));
-        out.push_back(std::move(t));
-      }
-  }
-  last = std::move(next);
-}
-
-// The matching all-gather: each of the first `owners` members sends its `data / owners` to every
-// other member at once, after what it last received.
-void direct_gather(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data, int owners,
-                   std::vector<std::vector<int>>& last) {
-  std::vector<std::vector<int>> next = last;
-  for (const std::vector<int>& group : groups) {
-    const int k = int(group.size());
-    if (k < 2) continue;
-    const int o = owners <= 0 ? k : std::min(owners, k);
-    for (int g : group) next[size_t(g)].clear();
-    for (int i = 0; i < o; ++i)
-      for (int dst : group) {
-        const int src = group[size_t(i)];
-        if (dst == src) continue;
-        Transfer t;
-        t.src = src;
-        t.dst = dst;
-        t.bytes = data / o;
-        t.after = last[size_t(src)];
-        next[size_t(dst)].push_back(int(out.size()));
-        out.push_back(std::move(t));
-      }
+    // (source, destination) in the order the phase posts them.
+    std::vector<std::pair<int, int>> pairs;
+    for (int a = 0; a < (to_owners ? k : o); ++a)
+      for (int b = 0; b < (to_owners ? o : k); ++b)
+        pairs.emplace_back(group[size_t(a)], group[size_t(b)]);
+    for (const auto& [src, dst] : pairs) {
+      if (dst == src) continue;
+      Transfer t;
+      t.src = src;
+      t.dst = dst;
+      t.bytes = data / o;
+      t.after = last[size_t(src)];
+      next[size_t(dst)].push_back(int(out.size()));
+      out.push_back(std::move(t));
+    }
   }
   last = std::move(next);
 }
@@ -103,7 +82,7 @@ void direct_gather(std::vector<Transfer>& out, const std::vector<std::vector<int
 // same transfers).
 void direct_phase(std::vector<Transfer>& out, const std::vector<std::vector<int>>& groups, double data,
                   std::vector<std::vector<int>>& last) {
-  direct_scatter(out, groups, data, 0, last);
+  direct_owners_phase(out, groups, data, 0, true, last);
 }
 
 // An all-reduce over all GPUs in index order as two phases of `phase` (a reduce-scatter, then an
@@ -216,10 +195,10 @@ std::vector<Transfer> hierarchical_all_reduce(const std::vector<std::vector<int>
   const int owners = int(parts);
   std::vector<Transfer> out;
   std::vector<std::vector<int>> last(static_cast<size_t>(gpus));
-  direct_scatter(out, nodes, bytes, owners, last);           // part l to local index l of the node
-  direct_scatter(out, across, bytes / double(parts), 0, last);  // all-reduce of each part across nodes
-  direct_gather(out, across, bytes / double(parts), 0, last);
-  direct_gather(out, nodes, bytes, owners, last);            // the parts to the rest of the node
+  direct_owners_phase(out, nodes, bytes, owners, true, last);          // part l to local index l of the node
+  direct_owners_phase(out, across, bytes / double(parts), 0, true, last);  // all-reduce of each part across nodes
+  direct_owners_phase(out, across, bytes / double(parts), 0, false, last);
+  direct_owners_phase(out, nodes, bytes, owners, false, last);           // the parts to the rest of the node
   return out;
 }
 
