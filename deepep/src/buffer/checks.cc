@@ -1,5 +1,6 @@
 #include "buffer/checks.h"
 
+#include "deepep/error.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
 #include "transport/nccl/nccl_plane.h"
@@ -91,6 +92,17 @@ std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts
             return rt::str("topk_idx[", t, "] selects expert ", v, " twice (at ", j, " and ", k, ")");
     }
   return "";
+}
+
+std::string wait_on_host(const Event& previous_event) {
+  try {
+    previous_event.wait();
+    return "";
+  } catch (const CommError&) {
+    throw;
+  } catch (const std::exception& e) {
+    return rt::str("waiting for previous_event: ", e.what());
+  }
 }
 
 }  // namespace deepep::detail

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "deepep/comm.h"
+#include "deepep/event.h"
 #include "rt/tensor.h"
 
 namespace deepep::detail {
@@ -31,6 +32,10 @@ std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts
 std::string check_topk_shape(const rt::Tensor& topk_idx, int64_t rows, rt::Device device = rt::Device::cpu());
 std::string topk_range_error(int64_t t, int64_t k, int64_t value, int num_experts);
 std::string check_experts(int num_experts, int num_ranks);
+// A CPU call's previous_event, waited for on the host; a failure of the wait is this rank's error
+// for the agreement (so the peers raise it too instead of waiting out the timeout). A CommError
+// (the event's own work reported a broken communicator) propagates: the peers learn it already.
+std::string wait_on_host(const Event& previous_event);
 // The rank holding each expert (e / (num_experts / num_ranks)): a table, so the per-(token, k)
 // loops do not divide.
 std::vector<int32_t> expert_owners(int num_experts, int num_ranks);

@@ -336,7 +336,8 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   rt::Device dev;
   std::string err = detail::data_device(x, "x", *comm_, &dev);
   const bool gpu = dev.is_cuda();
-  if (!gpu) previous_event.wait();  // CPU calls are synchronous; a GPU one's stream waits for it
+  // CPU calls are synchronous; a GPU one's stream waits for the event instead.
+  if (!gpu && err.empty()) err = detail::wait_on_host(previous_event);
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
   if (err.empty() && gpu != handle.device_slots.defined())

@@ -224,7 +224,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   std::string err = detail::data_device(a.x, "x", *comm_, &dev);
   if (err.empty()) err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, -1, -1, dev);
   const bool gpu = dev.is_cuda();
-  if (!gpu) a.previous_event.wait();  // CPU calls are synchronous; a GPU one's stream waits for it
+  // CPU calls are synchronous; a GPU one's stream waits for the event instead.
+  if (!gpu && err.empty()) err = detail::wait_on_host(a.previous_event);
   const bool fp8 = err.empty() && a.x.dtype() == DType::F8E4M3;
   const int64_t T = err.empty() ? a.x.size(0) : 0, H = err.empty() ? a.x.size(1) : 0;
   int64_t S = 0, K = 0;
