@@ -8,6 +8,8 @@
 // Launch shapes: every kernel loops grid-stride, so any grid works; device_plane.cc picks them.
 #pragma once
 
+#include "deepep/kernels/signal_layout.h"
+
 namespace deepep::kernels {
 
 typedef long long i64;
@@ -422,16 +424,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 
 // between the kernels or between operations. Waits are bounded by timeout_ns; a rank that does not
 // come is reported in the status word, and later blocks then do not wait again.
 
-// Signal words of a window past the low-latency ones (kernels/low_latency.cuh: words [0, 16384)).
-constexpr int kNormalMaxRanks = 1024;
-constexpr i64 kNormalFlags = 16384;                              // [ranks]: source s's flag at + s
-constexpr i64 kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the last operation read here
-constexpr i64 kNormalSendArrivals = kNormalConsumed + 1;         // blocks of the running scatter done
-constexpr i64 kNormalRecvArrivals = kNormalConsumed + 2;         // blocks of the running receive done
-constexpr i64 kNormalGaveUp = kNormalConsumed + 3;  // nonzero once a wait of this rank timed out (then broken)
-// The status word, beside the low-latency ones in page-locked host memory: 1 + a rank whose flag or
-// consumed word did not come within the timeout. Written only then; the host reads and clears it.
-constexpr int kNormalTimedOut = 3;
+// Signal words and status words: signal_layout.h.
 
 struct NormalSignals {
   const u64* windows;  // every rank's window, [ranks]

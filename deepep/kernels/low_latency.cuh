@@ -32,12 +32,9 @@ constexpr i64 kLlCombineArrivals = 10240;  // blocks of this rank's combine send
 constexpr i64 kLlSequence = 10241;         // the sequence number of this rank's last completed operation
 constexpr i64 kLlRecvArrivals = 10242;     // blocks of this rank's running receive kernel that have finished
 // (kLlSendCounters, below: per expert, rows of this rank's dispatch send written.)
-// Status words of the receiving kernels, in page-locked host memory: [0] 1 + a rank whose flag
-// never came, [1] 1 + a rank whose top-k indices were invalid, [2] 1 when combine's topk_idx differs
-// from the dispatch's ([3] is the normal mode's, intranode.cuh). Written only on an error (plain
-// stores: any one such rank is reported) and kept until the host reads and clears them, so calls
-// queued on a stream report at a later check.
-constexpr int kLlTimedOut = 0, kLlBadSource = 1, kLlTopkDiffers = 2;
+// The receiving kernels' status words (signal_layout.h: kLlTimedOut, kLlBadSource, kLlTopkDiffers)
+// are written only on an error (plain stores: any one such rank is reported) and kept until the
+// host reads and clears them, so calls queued on a stream report at a later check.
 
 // The sequence number of the operation now starting, from this rank's own signal words: 1..2^32-2
 // (flags keep 32 bits of it, a fresh signal area holds 0, and an even period keeps the parity of

@@ -107,7 +107,7 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
 DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& a, DispatchPlan&& p) {
   using rt::DType;
   const int R = plane.size(), me = plane.rank();
-  RT_USER_CHECK(R <= kNormalMaxRanks, "deepep dispatch: the GPU path takes at most ", kNormalMaxRanks,
+  RT_USER_CHECK(R <= kernels::kNormalMaxRanks, "deepep dispatch: the GPU path takes at most ", kernels::kNormalMaxRanks,
                 " ranks, this group has ", R);
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
   // This rank's outputs: the rows it sends itself go straight into them, the other ranks' rows

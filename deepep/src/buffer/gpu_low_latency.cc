@@ -11,9 +11,8 @@
 namespace deepep::detail {
 namespace {
 
-// kernels/low_latency.cuh's limits and status words.
+// kernels/low_latency.cuh's limits.
 constexpr int kMaxExperts = 4096, kMaxRanks = 1024, kMaxTopk = 32;
-constexpr int kTimedOut = 0, kBadSource = 1, kTopkDiffers = 2;
 
 uint64_t address(const rt::Tensor& t) { return t.defined() ? reinterpret_cast<uint64_t>(t.data()) : 0; }
 
@@ -27,16 +26,17 @@ int64_t record_bytes(int64_t hidden, bool fp8) {
 }  // namespace
 
 void ll_check_status(DevicePlane& plane, const char* what) {
+  using kernels::kLlBadSource, kernels::kLlTimedOut, kernels::kLlTopkDiffers;
   int32_t s[3];
-  for (int i = 0; i < 3; ++i) s[i] = plane.take_status(i);  // reported once
-  if (s[kTimedOut])
-    throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kTimedOut] - 1,
+  for (int i : {kLlTimedOut, kLlBadSource, kLlTopkDiffers}) s[i] = plane.take_status(i);  // reported once
+  if (s[kLlTimedOut])
+    throw_comm_error(rt::str("deepep (rank ", plane.rank(), "): ", what, ": rank ", s[kLlTimedOut] - 1,
                              "'s data did not arrive within the communicator's timeout (dead or stuck?)"));
-  if (s[kBadSource])
-    rt::throw_user_error(rt::str("deepep ", what, ": rank ", s[kBadSource] - 1,
+  if (s[kLlBadSource])
+    rt::throw_user_error(rt::str("deepep ", what, ": rank ", s[kLlBadSource] - 1,
                                  " passed an invalid topk_idx (an index outside [-1, num_experts) or an expert "
                                  "twice for one token); nothing of that call was delivered"));
-  if (s[kTopkDiffers])
+  if (s[kLlTopkDiffers])
     rt::throw_user_error(rt::str("deepep ", what, " (rank ", plane.rank(),
                                  "): topk_idx differs from the one given to the dispatch"));
 }

@@ -21,12 +21,7 @@ static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(C
                   sizeof(NormalSignals) == 56,
               "the mirrors of kernels/intranode.cuh's structures");
 
-namespace {
-// kernels/intranode.cuh's status word of the normal mode, and the signal words it uses.
-constexpr int kNormalTimedOut = 3;
-constexpr int64_t kNormalSignalWords = 16384 + kNormalMaxRanks + 4;
-static_assert(kNormalSignalWords * 8 <= IpcWindow::kSignalBytes, "the normal mode's signal words fit the signal area");
-}  // namespace
+static_assert(kernels::kSignalWords * 8 <= IpcWindow::kSignalBytes, "the signal words fit the signal area");
 
 const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
   static const std::vector<rt::EmbeddedFile> headers = [] {
@@ -292,7 +287,7 @@ void DevicePlane::fail(const std::string& what, const std::string& error) {
 void DevicePlane::check_signals(const std::string& what) {
   // Sticky: after a timeout every later kernel skips its work (kernels/intranode.cuh), so every
   // check from then on -- each event of work queued after it, every next call -- raises it.
-  const int32_t late = take_status(kNormalTimedOut);
+  const int32_t late = take_status(kernels::kNormalTimedOut);
   if (late != 0 && device_failure_.empty())
     device_failure_ = rt::str("rank ", late - 1, "'s data did not arrive within the communicator's timeout (",
                               engine_.timeout().count(), " ms; dead or stuck?)");
@@ -310,8 +305,8 @@ rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
 
 int32_t* DevicePlane::status_words() {
   if (!status_words_) {
-    status_words_ = reinterpret_cast<int32_t*>(status_.reserve(16, "deepep status words"));
-    std::fill_n(status_words_, 4, 0);
+    status_words_ = reinterpret_cast<int32_t*>(status_.reserve(kernels::kStatusWords * 4, "deepep status words"));
+    std::fill_n(status_words_, kernels::kStatusWords, 0);
   }
   return status_words_;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "deepep/event.h"
+#include "deepep/kernels/signal_layout.h"
 #include "deepep/transport.h"
 #include "engine/tensor_pool.h"
 #include "rt/cuda_memory.h"
@@ -46,8 +47,7 @@ struct CombineRegion {
   int64_t first_row;
 };
 // One normal-mode operation's signalling (kernels/intranode.cuh "normal-mode signalling"), for at
-// most kNormalMaxRanks ranks.
-constexpr int kNormalMaxRanks = 1024;
+// most kernels::kNormalMaxRanks ranks.
 struct NormalSignals {
   uint64_t windows;  // the window table
   int64_t signal_offset;

@@ -1,0 +1,26 @@
+// Where the device signalling keeps its words, shared by the kernels (NVRTC: intranode.cuh,
+// low_latency.cuh) and the host code that sizes the signal area and reads the kernels' reports
+// (src/transport/cuda_ipc/device_plane.cc), so the two cannot drift apart. Plain constants only.
+#pragma once
+
+namespace deepep::kernels {
+
+// Status words: int32 in page-locked host memory, written by a kernel only on an error and kept
+// until the host takes them.
+constexpr int kLlTimedOut = 0;     // 1 + a rank whose low-latency flag never came
+constexpr int kLlBadSource = 1;    // 1 + a rank whose top-k indices were invalid
+constexpr int kLlTopkDiffers = 2;  // 1 when combine's topk_idx differs from its dispatch's
+constexpr int kNormalTimedOut = 3;  // 1 + a rank whose normal-mode flag or consumed word never came
+constexpr int kStatusWords = 4;
+
+// Signal words (u64) of a window's signal area: the low-latency ones in [0, 16384)
+// (low_latency.cuh), then the normal mode's.
+constexpr int kNormalMaxRanks = 1024;
+constexpr long long kNormalFlags = 16384;                              // [ranks]: source s's flag at + s
+constexpr long long kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the last operation read here
+constexpr long long kNormalSendArrivals = kNormalConsumed + 1;         // blocks of the running scatter done
+constexpr long long kNormalRecvArrivals = kNormalConsumed + 2;         // blocks of the running receive done
+constexpr long long kNormalGaveUp = kNormalConsumed + 3;  // nonzero once a wait of this rank timed out (then broken)
+constexpr long long kSignalWords = kNormalGaveUp + 1;
+
+}  // namespace deepep::kernels
