@@ -358,6 +358,40 @@ TEST(DeepEPGpu, LateRankIsADeviceTimeout) {
   }));
 }
 
+// Work queued after a call that timed out on the device: that rank's later kernels skip their
+// waits and write nothing, so none of its events may report success -- each wait raises the timeout
+// (sticky). Rank 1 holds its three combines back past the timeout; rank 0 queues three without
+// waiting. Rank 1's first combine finds rank 0's rows there; its second waits in vain for rank 0 to
+// read the first (rank 0 gave up) and times out too.
+TEST(DeepEPGpu, DeviceTimeoutIsStickyForQueuedWork) {
+  REQUIRE_GPU();
+  const MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    const int me = g->rank();
+    const rt::Device dev = device_of(me);
+    deepep::CommOptions o = gpu_options(me);
+    o.timeout = std::chrono::milliseconds(1500);
+    deepep::Buffer gpu(g, 8 << 20, 0, false, o);
+    rt::CudaStream compute(dev.id, true);
+    deepep::DispatchArgs a;
+    a.x = c.x_bf16(me).to(dev);
+    a.topk_idx = c.topk_tensor(me).to(dev);
+    a.num_experts = c.experts;
+    const deepep::DispatchResult d = gpu.dispatch(a);
+    deepep::Event after;
+    if (me == 1) {
+      spin(compute.handle(), dev.id, 4000);
+      after = deepep::Event::record(compute.handle(), dev.id);
+    }
+    std::vector<deepep::Event> events;
+    for (int i = 0; i < 3; ++i) events.push_back(gpu.combine(d.recv_x, *d.handle, {}, after, true).event);
+    for (int i = me == 1 ? 1 : 0; i < 3; ++i)
+      expect_throws([&] { events[size_t(i)].wait(); }, "data did not arrive",
+                    rt::str("rank ", me, "'s combine ", i, " after the timeout"));
+    g->barrier("every rank's queued work has run");
+  }));
+}
+
 // The Event API without device work: CPU calls return complete events (async_finish changes
 // nothing there) with the synchronous calls' results; a device that does not exist is a clear error
 // (runs without a GPU; with one, a recorded event completes).
