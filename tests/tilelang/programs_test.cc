@@ -349,13 +349,15 @@ TEST(Numerics, IntegerDivisionAndInt8Reductions) {
   const int64_t n = 24;
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/integer_ops_tile.py", "integer_ops", {{"N", std::to_string(n)}});
   rt::Tensor x = random({n}, DType::I32, -1000, 1000);
-  auto out = run(k, {x}, {{{4, n}, DType::I32}, {{n}, DType::I8}, {{2}, DType::I8}});
-  std::vector<double> xv = f64(x), d(4 * n), r(n), q = {-128, -128};
+  auto out = run(k, {x}, {{{6, n}, DType::I32}, {{n}, DType::I8}, {{2}, DType::I8}});
+  std::vector<double> xv = f64(x), d(6 * n), r(n), q = {-128, -128};
   for (int64_t i = 0; i < n; ++i) {
     int64_t v = static_cast<int64_t>(xv[i]);
     int64_t fq = v / 3 - ((v % 3 != 0) && (v < 0));
     d[i] = static_cast<double>(fq), d[n + i] = static_cast<double>(v - fq * 3);
     d[2 * n + i] = static_cast<double>(v / 3), d[3 * n + i] = static_cast<double>(v % 3);
+    const int64_t f4 = v / 4 - ((v % 4 != 0) && (v < 0));
+    d[4 * n + i] = static_cast<double>(f4), d[5 * n + i] = static_cast<double>(v - f4 * 4);
     int64_t m100 = v - (v / 100 - ((v % 100 != 0) && (v < 0))) * 100;
     int64_t m7 = v - (v / 7 - ((v % 7 != 0) && (v < 0))) * 7;
     r[i] = static_cast<double>(m100 - 50);

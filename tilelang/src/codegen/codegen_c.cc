@@ -120,6 +120,17 @@ std::string CodegenC::expr(const ir::Expr& e) {
 std::string CodegenC::binary(const ir::BinaryNode& b) {
   std::string x = expr(b.a), y = expr(b.b);
   const char* vt = value_type(b.a->dtype);
+  // By a power of two, Python's // and % are an arithmetic shift and a mask, for negative values
+  // too (two's complement): plain operators the C++ and CUDA compilers fold and combine, where the
+  // generic floordiv/floormod must test signs (index arithmetic is full of these).
+  if ((b.op == ir::BinaryOp::FloorDiv || b.op == ir::BinaryOp::FloorMod) && rt::is_int(b.a->dtype) &&
+      rt::bits(b.a->dtype) >= 32) {
+    if (auto c = ir::as_const_int(b.b); c && *c > 0 && (*c & (*c - 1)) == 0) {
+      int shift = 0;
+      while ((int64_t(1) << shift) < *c) ++shift;
+      return b.op == ir::BinaryOp::FloorDiv ? rt::str("(", x, " >> ", shift, ")") : rt::str("(", x, " & ", *c - 1, ")");
+    }
+  }
   switch (b.op) {
     case ir::BinaryOp::Min: return min_max(false, x, y, b.a->dtype);
     case ir::BinaryOp::Max: return min_max(true, x, y, b.a->dtype);
