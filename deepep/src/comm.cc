@@ -39,8 +39,17 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
                     nic.latency * 1e6, " us)");
   if (options_.nic_gbytes_per_s > 0) nic.bandwidth = options_.nic_gbytes_per_s * 1e9;
   if (options_.nic_latency_us > 0) nic.latency = options_.nic_latency_us * 1e-6;
-  // Each rank's NICs, for Auto's model between nodes (one node: not needed, not looked for).
-  const int32_t nics = group_->num_nodes() > 1 ? int32_t(discover_topology().nics.size()) : 0;
+  if (options_.nics_per_node < 0) error = rt::str("nics_per_node=", options_.nics_per_node, " must be >= 0 (0: found)");
+  // Each node's NICs for Auto's model between nodes, from its first rank (one node, or a count in
+  // the options: not looked for). A probe that fails is this rank's error, raised on every rank.
+  int32_t nics = options_.nics_per_node;
+  if (nics == 0 && group_->num_nodes() > 1 && group_->local_rank() == 0) {
+    try {
+      nics = int32_t(discover_topology().nics.size());
+    } catch (const std::exception& e) {
+      if (error.empty()) error = rt::str("discovering the NICs: ", e.what());
+    }
+  }
   // Every rank must use the same sizes and transport; a mismatch is an error on every rank.
   const bool nccl = options_.device_transport == "nccl";
   if (!nccl && options_.device_transport != "cuda_ipc")
@@ -55,22 +64,30 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
       : nccl                   ? std::string(" the nccl device plane")
                                : rt::str(" a cuda_ipc device window of ", options_.device_window_bytes, " bytes");
   const std::string desc = rt::str("inbound_bytes=", options_.inbound_bytes, " transport='", options_.transport, "'",
-                                   device_plane, " NIC ", nic.bandwidth * 1e-9, " GB/s ", nic.latency * 1e6, " us");
+                                   device_plane, " NIC ", nic.bandwidth * 1e-9, " GB/s ", nic.latency * 1e6, " us",
+                                   options_.nics_per_node ? rt::str(", ", options_.nics_per_node, " per node") : "");
   wire::Writer mine;
-  mine.put_str(desc).put<int32_t>(nics);
+  mine.put_str(desc).put<int32_t>(nics).put<double>(nic.bandwidth).put<double>(nic.latency);
   const std::vector<std::string> payloads =
       gather_setup(*group_, error, mine.str(), "deepep Comm: ", "communicator creation");
   std::vector<std::string> descs;
   std::vector<int32_t> nics_of_rank;
+  std::vector<std::pair<double, double>> nic_of_rank;  // exactly: the text rounds to 6 digits
   for (const std::string& p : payloads) {
     wire::Reader rd(p);
     descs.push_back(rd.get_str());
     nics_of_rank.push_back(rd.get<int32_t>());
+    const double bandwidth = rd.get<double>();
+    nic_of_rank.emplace_back(bandwidth, rd.get<double>());
   }
-  for (int r = 0; r < group_->size(); ++r)
+  for (int r = 0; r < group_->size(); ++r) {
     if (descs[size_t(r)] != descs[0])
       rt::throw_user_error(rt::str("deepep Comm: the ranks disagree: rank 0 has ", descs[0], " but rank ", r, " has ",
                                    descs[size_t(r)]));
+    if (nic_of_rank[size_t(r)] != nic_of_rank[0])
+      rt::throw_user_error(rt::str("deepep Comm: the ranks disagree on the NIC speed beyond its 6th digit: rank 0 and ",
+                                   "rank ", r, " differ (nic_gbytes_per_s, nic_latency_us)"));
+  }
   // Auto's model, from what every rank now holds alike: nodes, each node's first rank's NICs.
   network_.nics_per_node.assign(size_t(group_->num_nodes()), 0);
   for (const PeerInfo& peer : group_->peers()) {
@@ -115,14 +132,14 @@ std::vector<LinkStats> Comm::link_stats() const { return engine_->link_stats(); 
 LinkStats Comm::link_stats(int src, int dst) const { return engine_->link_stats(src, dst); }
 
 const AlgorithmChoice& Comm::auto_all_reduce(int64_t bytes) {
-  const auto key = std::make_pair(true, size_bucket(bytes));
+  const auto key = std::make_pair(true, choice_key(network_, bytes));
   auto it = choices_.find(key);
   if (it == choices_.end()) it = choices_.emplace(key, choose_all_reduce(network_, bytes)).first;
   return it->second;
 }
 
 const AlgorithmChoice& Comm::auto_reduce_scatter(int64_t bytes) {
-  const auto key = std::make_pair(false, size_bucket(bytes));
+  const auto key = std::make_pair(false, choice_key(network_, bytes));
   auto it = choices_.find(key);
   if (it == choices_.end()) it = choices_.emplace(key, choose_reduce_scatter(network_, bytes)).first;
   return it->second;

@@ -102,7 +102,7 @@ TEST(DeepEPAutoChoice, OneHostOnSharedMemoryKeepsTheMeasuredRule) {
   };
   EXPECT_EQ(pick(4, 0), Algorithm::Direct);
   EXPECT_EQ(pick(4, 4 * KiB), Algorithm::Direct);
-  EXPECT_EQ(pick(4, 4 * MiB - 1), Algorithm::Ring);  // decided for its bucket, 4 MiB
+  EXPECT_EQ(pick(4, 4 * MiB - 1), Algorithm::Direct);  // the exact size decides (docs/perf.md)
   EXPECT_EQ(pick(4, 2 * MiB), Algorithm::Direct);
   EXPECT_EQ(pick(4, 4 * MiB), Algorithm::Ring);
   EXPECT_EQ(pick(2, 64 * MiB), Algorithm::Direct);
@@ -179,6 +179,17 @@ TEST(DeepEPAutoChoice, CommRejectsBadOrDisagreeingNicOptions) {
     o.nic_gbytes_per_s = g->rank() == 0 ? 10 : 20;
     deepep::Comm comm(g, o);
   }), {"the ranks disagree", "NIC 10 GB/s", "NIC 20 GB/s"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = deepep_test::test_options();
+    o.nics_per_node = -1;
+    deepep::Comm comm(g, o);
+  }), {"nics_per_node=-1 must be >= 0"});
+  // Speeds that print alike (6 digits) but differ: still a disagreement, raised on every rank.
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = deepep_test::test_options();
+    o.nic_gbytes_per_s = g->rank() == 0 ? 25.0000001 : 25.0000002;
+    deepep::Comm comm(g, o);
+  }), {"the ranks disagree on the NIC speed"});
 }
 
 // Four ranks on two emulated nodes: every rank holds the same network and makes the same choice;
@@ -191,6 +202,7 @@ TEST(DeepEPAutoChoice, RanksAgreeOnEmulatedNodes) {
     for (const double nic_gbytes : {0.0, 1.25}) {
       deepep::CommOptions o = deepep_test::test_options();
       o.nic_gbytes_per_s = nic_gbytes;
+      o.nics_per_node = 1;  // not this host's count: the expected choices assume one NIC a node
       deepep::Comm comm(g, o);
       EP_CHECK(comm.network().nodes() == 2 && comm.network().fabric == Fabric::SharedMemory,
                comm.network().to_string());

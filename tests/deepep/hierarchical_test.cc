@@ -228,6 +228,7 @@ TEST(DeepEPHierarchical, AutoRunsHierarchicalAcrossNodes) {
     deepep::CommOptions o = deepep_test::test_options();
     o.nic_gbytes_per_s = 1.25;
     o.nic_latency_us = 10;
+    o.nics_per_node = 1;  // not this host's count: with two NICs a node Ring wins here
     deepep::Comm comm = emulated_nodes_comm(g, o);
     const int64_t n = (1 << 20) / 4;
     EP_CHECK(comm.auto_all_reduce(n * 4).algorithm == Algorithm::Hierarchical, comm.auto_all_reduce(n * 4).to_string());

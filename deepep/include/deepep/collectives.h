@@ -53,12 +53,19 @@ struct AlgorithmChoice {
   int64_t bucket_bytes = 0;              // the size decided for: bytes rounded up to a power of two
   std::vector<Algorithm> candidates;     // what was simulated, in order (ties go to the earlier)
   std::vector<double> predicted_seconds;  // the simulator's time for each candidate
-  // One node on shared memory: the rule measured on this host decides, not the prediction (the
-  // simulator has no memory copies or reductions, which are what differs there).
+  // One node on shared memory: the rule measured on this host decides by the exact size, and
+  // nothing is simulated (the simulator has no memory copies or reductions, which are what differs
+  // there).
   bool measured_rule = false;
-  // "ring (measured rule; predicted: direct 12.3 us, ring 45.6 us, tree 78.9 us)"
+  // "hierarchical (predicted: direct 12.3 us, ring 45.6 us, tree 78.9 us, hierarchical 9.8 us)"
   std::string to_string() const;
 };
+
+// Whether the measured rule decides on `network` (one node on shared memory, several ranks).
+bool measured_rule_applies(const GroupNetwork& network);
+// Sizes with the same key get the same choice on `network`: their power-of-two bucket, or where the
+// measured rule decides, the side of its threshold they are on (Comm caches choices by it).
+int64_t choice_key(const GroupNetwork& network, int64_t bytes);
 
 // The size Auto decides for: bytes rounded up to a power of two (at least 1; at most 2^62).
 int64_t size_bucket(int64_t bytes);
@@ -67,8 +74,9 @@ int64_t size_bucket(int64_t bytes);
 // fails or bytes is negative). The candidates are Direct, Ring, Tree and, on several nodes,
 // Hierarchical; each runs in the simulator (simulator.h: the library's own variants on
 // sim::group_network) at bucket_bytes, and the fastest is chosen. Except on one node on shared
-// memory, where the rule measured on this host stands: Direct below 4 MiB (fewest steps), Ring from
-// 4 MiB on more than 2 ranks (it reduces on receive, with no temporaries; docs/perf.md). One rank:
+// memory, where the rule measured on this host stands, on the exact size: Direct below 4 MiB (fewest
+// steps), Ring from 4 MiB on more than 2 ranks (it reduces on receive, with no temporaries;
+// docs/perf.md). One rank:
 // Direct, nothing simulated. Deterministic: the same network and size give the same choice on every
 // rank.
 AlgorithmChoice choose_all_reduce(const GroupNetwork& network, int64_t bytes);

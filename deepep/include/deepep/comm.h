@@ -59,6 +59,9 @@ struct CommOptions {
   // and 2 us (default_nic_speed, topology.h). Ranks must agree (checked).
   double nic_gbytes_per_s = 0;
   double nic_latency_us = 0;
+  // NICs per node in that model. 0: what hwloc finds on each node's first rank (at least one; it
+  // counts every network function, management ports included). Ranks must agree (checked).
+  int nics_per_node = 0;
 };
 
 class Comm {
@@ -88,7 +91,7 @@ class Comm {
   // of the options. Gathered at creation: the same on every rank.
   const GroupNetwork& network() const { return network_; }
   // Auto's choice (collectives.h, choose_all_reduce and choose_reduce_scatter on network()) for
-  // `bytes` per rank: simulated the first time a size bucket (a power of two) is asked, then kept.
+  // `bytes` per rank: made the first time a size of its choice_key is asked, then kept.
   const AlgorithmChoice& auto_all_reduce(int64_t bytes);
   const AlgorithmChoice& auto_reduce_scatter(int64_t bytes);
 

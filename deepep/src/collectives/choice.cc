@@ -46,6 +46,11 @@ AlgorithmChoice choose(const GroupNetwork& network, int64_t bytes, bool all_redu
   AlgorithmChoice c;
   c.bucket_bytes = size_bucket(bytes);
   if (network.ranks() == 1) return c;  // Direct: nothing moves
+  if (measured_rule_applies(network)) {  // decided by the exact size, nothing simulated
+    c.measured_rule = true;
+    c.algorithm = bytes >= kRingFromBytes && network.ranks() > 2 ? Algorithm::Ring : Algorithm::Direct;
+    return c;
+  }
   c.candidates = {Algorithm::Direct, Algorithm::Ring};
   if (all_reduce) c.candidates.push_back(Algorithm::Tree);
   if (all_reduce && network.nodes() > 1) c.candidates.push_back(Algorithm::Hierarchical);
@@ -58,10 +63,6 @@ AlgorithmChoice choose(const GroupNetwork& network, int64_t bytes, bool all_redu
     if (c.predicted_seconds[i] < c.predicted_seconds[best]) best = i;
   }
   c.algorithm = c.candidates[best];
-  if (network.nodes() == 1 && network.fabric == Fabric::SharedMemory) {
-    c.measured_rule = true;
-    c.algorithm = c.bucket_bytes >= kRingFromBytes && network.ranks() > 2 ? Algorithm::Ring : Algorithm::Direct;
-  }
   return c;
 }
 
@@ -73,11 +74,20 @@ int64_t size_bucket(int64_t bytes) {
   return b;
 }
 
+bool measured_rule_applies(const GroupNetwork& network) {
+  return network.nodes() == 1 && network.fabric == Fabric::SharedMemory && network.ranks() > 1;
+}
+
+int64_t choice_key(const GroupNetwork& network, int64_t bytes) {
+  if (measured_rule_applies(network)) return bytes >= kRingFromBytes ? -2 : -1;
+  return size_bucket(bytes);
+}
+
 std::string AlgorithmChoice::to_string() const {
   std::ostringstream os;
   os << name(algorithm) << " (";
-  if (measured_rule) os << "measured rule; ";
-  if (candidates.empty()) os << "one rank";
+  if (measured_rule) os << "the rule measured on one host";
+  else if (candidates.empty()) os << "one rank";
   else os << "predicted:";
   for (size_t i = 0; i < candidates.size(); ++i) {
     char t[32];

@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
@@ -263,6 +264,25 @@ const char* name(Algorithm a) {
   return "?";
 }
 
+namespace {
+
+// The algorithm a CPU collective runs: the requested one, or Auto's choice (the GPU path has one
+// algorithm, and a call whose inputs are already an error runs none: nothing to choose). A choice
+// that fails (the simulation running out of memory on a large group) is this rank's error for the
+// agreement, so its peers raise it too instead of waiting for it.
+Algorithm resolve_auto(Algorithm requested, bool on_gpu, std::string& err, const std::function<Algorithm()>& choose) {
+  if (requested != Algorithm::Auto) return requested;
+  if (on_gpu || !err.empty()) return Algorithm::Direct;
+  try {
+    return choose();
+  } catch (const std::exception& e) {
+    err = rt::str("choosing the algorithm: ", e.what());
+    return Algorithm::Direct;
+  }
+}
+
+}  // namespace
+
 void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm algorithm) {
   Engine& e = comm.engine();
   const std::string what = "all_reduce";
@@ -273,7 +293,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
   const Algorithm a =
-      algorithm == Algorithm::Auto ? comm.auto_all_reduce(err.empty() ? tensor.nbytes() : 0).algorithm : algorithm;
+      resolve_auto(algorithm, dev.is_cuda(), err, [&] { return comm.auto_all_reduce(tensor.nbytes()).algorithm; });
   e.agree(what,
           rt::str("all_reduce(", describe(tensor), ", ", name(op), ", ", dev.is_cuda() ? "on the GPU" : name(a), ")"),
           err);
@@ -320,7 +340,7 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
     err = rt::str("Algorithm::", algorithm == Algorithm::Tree ? "Tree" : "Hierarchical",
                   " is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto");
   const Algorithm a =
-      algorithm == Algorithm::Auto ? comm.auto_reduce_scatter(err.empty() ? input.nbytes() : 0).algorithm : algorithm;
+      resolve_auto(algorithm, dev.is_cuda(), err, [&] { return comm.auto_reduce_scatter(input.nbytes()).algorithm; });
   e.agree(what,
           rt::str("reduce_scatter(", describe(input), " -> ", describe(output), ", ", name(op), ", ",
                   dev.is_cuda() ? "on the GPU" : name(a), ")"),
