@@ -54,6 +54,11 @@ TEST(SimplifyRanges, NoFoldingWhereInt32Wraps) {
                                        ir::make_int(1 << 20, ir::DType::I64));
   EXPECT_EQ(analysis::decide_comparison(ir::BinaryOp::LT, q64, ir::make_int(4096, ir::DType::I64), ranges),
             std::optional<bool>(true));
+  // Bounds beyond int64 itself are unbounded too: x * 2^40 does not fold to "== 0".
+  const analysis::VarRanges wide{{x.get(), {0, int64_t(1) << 30}}};
+  const ir::Expr huge = ir::make_binary(ir::BinaryOp::Mul, ir::DType::I64, x64, ir::make_int(int64_t(1) << 40, ir::DType::I64));
+  EXPECT_FALSE(analysis::bound_of(huge, wide).known());
+  EXPECT_EQ(analysis::decide_comparison(ir::BinaryOp::EQ, huge, ir::make_int(0, ir::DType::I64), wide), std::nullopt);
 }
 
 // The attention kernel's key mask inside its loops: gone when the loops never reach the bound, kept

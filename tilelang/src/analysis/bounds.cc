@@ -9,7 +9,15 @@ namespace {
 
 using Opt = std::optional<int64_t>;
 
-Opt add(Opt a, Opt b) { return a && b ? Opt(*a + *b) : std::nullopt; }
+// Sums and products of bounds; unbounded where int64 itself would overflow.
+Opt add(Opt a, Opt b) {
+  int64_t s;
+  return a && b && !__builtin_add_overflow(*a, *b, &s) ? Opt(s) : std::nullopt;
+}
+Opt mul(Opt a, int64_t c) {
+  int64_t p;
+  return a && !__builtin_mul_overflow(*a, c, &p) ? Opt(p) : std::nullopt;
+}
 
 int64_t floor_div(int64_t a, int64_t b) {
   int64_t q = a / b;
@@ -18,21 +26,22 @@ int64_t floor_div(int64_t a, int64_t b) {
 }
 
 Interval mul_const(const Interval& x, int64_t c) {
-  if (c >= 0) return {x.lo ? Opt(*x.lo * c) : std::nullopt, x.hi ? Opt(*x.hi * c) : std::nullopt};
-  return {x.hi ? Opt(*x.hi * c) : std::nullopt, x.lo ? Opt(*x.lo * c) : std::nullopt};
+  if (c >= 0) return {mul(x.lo, c), mul(x.hi, c)};
+  return {mul(x.hi, c), mul(x.lo, c)};
 }
 
 // x op y for the arithmetic operators (b: the node, for its constant operands).
 Interval binary_bound(const ir::BinaryNode& b, const Interval& x, const Interval& y) {
   switch (b.op) {
     case ir::BinaryOp::Add: return {add(x.lo, y.lo), add(x.hi, y.hi)};
-    case ir::BinaryOp::Sub: return {x.lo && y.hi ? Opt(*x.lo - *y.hi) : std::nullopt, x.hi && y.lo ? Opt(*x.hi - *y.lo) : std::nullopt};
+    case ir::BinaryOp::Sub: return {add(x.lo, mul(y.hi, -1)), add(x.hi, mul(y.lo, -1))};
     case ir::BinaryOp::Mul: {
       if (auto c = ir::as_const_int(b.b)) return mul_const(x, *c);
       if (auto c = ir::as_const_int(b.a)) return mul_const(y, *c);
       if (x.known() && y.known()) {
-        int64_t p[] = {*x.lo * *y.lo, *x.lo * *y.hi, *x.hi * *y.lo, *x.hi * *y.hi};
-        return {*std::min_element(p, p + 4), *std::max_element(p, p + 4)};
+        const Opt p[] = {mul(x.lo, *y.lo), mul(x.lo, *y.hi), mul(x.hi, *y.lo), mul(x.hi, *y.hi)};
+        if (!p[0] || !p[1] || !p[2] || !p[3]) return {};
+        return {std::min({*p[0], *p[1], *p[2], *p[3]}), std::max({*p[0], *p[1], *p[2], *p[3]})};
       }
       return {};
     }
