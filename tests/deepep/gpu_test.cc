@@ -318,6 +318,28 @@ TEST(DeepEPGpu, AsyncDispatchCombineWithEventsThreeRanks) {
   async_rounds_like_cpu(3);
 }
 
+// The device-timeout tests' setting on each rank: a GPU Buffer with a 1.5 s timeout, a stream for
+// holding work back, and a dispatch done (its handle serves the combines).
+struct TimeoutCase {
+  rt::Device dev;
+  deepep::Buffer gpu;
+  rt::CudaStream compute;
+  deepep::DispatchArgs a;
+  deepep::DispatchResult d;
+  TimeoutCase(const std::shared_ptr<deepep::Group>& g, const MoeCase& c)
+      : dev(device_of(g->rank())), gpu(g, 8 << 20, 0, false, short_timeout(g->rank())), compute(dev.id, true) {
+    a.x = c.x_bf16(g->rank()).to(dev);
+    a.topk_idx = c.topk_tensor(g->rank()).to(dev);
+    a.num_experts = c.experts;
+    d = gpu.dispatch(a);
+  }
+  static deepep::CommOptions short_timeout(int rank) {
+    deepep::CommOptions o = gpu_options(rank);
+    o.timeout = std::chrono::milliseconds(1500);
+    return o;
+  }
+};
+
 // A rank whose combine is held back on its device (previous_event after a spin longer than the
 // timeout) while the other's waits for its rows: that one gets the clear timeout error from the
 // device wait, naming the late rank, and its communicator is broken; the late rank's own call
@@ -326,34 +348,25 @@ TEST(DeepEPGpu, LateRankIsADeviceTimeout) {
   REQUIRE_GPU();
   const MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    deepep::CommOptions o = gpu_options(me);
-    o.timeout = std::chrono::milliseconds(1500);
-    deepep::Buffer gpu(g, 8 << 20, 0, false, o);
-    rt::CudaStream compute(dev.id, true);
-    deepep::DispatchArgs a;
-    a.x = c.x_bf16(me).to(dev);
-    a.topk_idx = c.topk_tensor(me).to(dev);
-    a.num_experts = c.experts;
-    const deepep::DispatchResult d = gpu.dispatch(a);
-    if (me == 1) {
-      spin(compute.handle(), dev.id, 4000);
+    TimeoutCase t(g, c);
+    if (g->rank() == 1) {
+      spin(t.compute.handle(), t.dev.id, 4000);
       // Rank 0 gives up long before the spin ends and aborts the communicator with its cause: the
       // late rank's call or its wait (whichever looks first; on the H200 x2 the call) raises that.
       expect_throws(
           [&] {
-            gpu.combine(d.recv_x, *d.handle, {}, deepep::Event::record(compute.handle(), dev.id), true).event.wait();
+            t.gpu.combine(t.d.recv_x, *t.d.handle, {}, deepep::Event::record(t.compute.handle(), t.dev.id), true)
+                .event.wait();
           },
           "rank 1's data did not arrive", "the late rank's combine");
       g->barrier("the late rank's combine is done");
-      expect_throws([&] { gpu.comm().barrier(); }, "rank 1's data did not arrive",
+      expect_throws([&] { t.gpu.comm().barrier(); }, "rank 1's data did not arrive",
                     "the late rank's next operation");
     } else {
-      expect_throws([&] { gpu.combine(d.recv_x, *d.handle); }, "rank 1's data did not arrive",
+      expect_throws([&] { t.gpu.combine(t.d.recv_x, *t.d.handle); }, "rank 1's data did not arrive",
                     "a combine whose peer is held back beyond the timeout");
       g->barrier("the late rank's combine is done");  // it still writes into this rank's window until then
-      expect_throws([&] { gpu.dispatch(a); }, "broken", "a dispatch on the broken communicator");
+      expect_throws([&] { t.gpu.dispatch(t.a); }, "broken", "a dispatch on the broken communicator");
     }
   }));
 }
@@ -368,23 +381,14 @@ TEST(DeepEPGpu, DeviceTimeoutIsStickyForQueuedWork) {
   const MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
   expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    deepep::CommOptions o = gpu_options(me);
-    o.timeout = std::chrono::milliseconds(1500);
-    deepep::Buffer gpu(g, 8 << 20, 0, false, o);
-    rt::CudaStream compute(dev.id, true);
-    deepep::DispatchArgs a;
-    a.x = c.x_bf16(me).to(dev);
-    a.topk_idx = c.topk_tensor(me).to(dev);
-    a.num_experts = c.experts;
-    const deepep::DispatchResult d = gpu.dispatch(a);
+    TimeoutCase t(g, c);
     deepep::Event after;
     if (me == 1) {
-      spin(compute.handle(), dev.id, 4000);
-      after = deepep::Event::record(compute.handle(), dev.id);
+      spin(t.compute.handle(), t.dev.id, 4000);
+      after = deepep::Event::record(t.compute.handle(), t.dev.id);
     }
     std::vector<deepep::Event> events;
-    for (int i = 0; i < 3; ++i) events.push_back(gpu.combine(d.recv_x, *d.handle, {}, after, true).event);
+    for (int i = 0; i < 3; ++i) events.push_back(t.gpu.combine(t.d.recv_x, *t.d.handle, {}, after, true).event);
     for (int i = me == 1 ? 1 : 0; i < 3; ++i)
       expect_throws([&] { events[size_t(i)].wait(); }, "data did not arrive",
                     rt::str("rank ", me, "'s combine ", i, " after the timeout"));
