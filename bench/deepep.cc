@@ -525,7 +525,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s", "size", o.gpu ? "device us" : "direct us",
                   "algbw", "busbw", "ring us", "algbw", "busbw", "tree us", "algbw", "busbw");
       if (g->num_nodes() > 1) std::printf("  %12s %9s %9s", "hier. us", "algbw", "busbw");
-      std::printf("  %12s\n", "auto");
+      std::printf(o.gpu ? "\n" : "          auto\n");  // Auto's choice; the device path has one algorithm
     }
     using deepep::Algorithm;
     std::vector<Algorithm> algos = {Algorithm::Direct, Algorithm::Ring, Algorithm::Tree};
@@ -552,7 +552,10 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         std::printf("   %10s", human(double(bytes)).c_str());
         for (double sec : res)
           std::printf("  %12.1f %8.2fG %8.2fG", sec * 1e6, double(bytes) / sec * 1e-9, double(bytes) / sec * f * 1e-9);
-        std::printf("  %12s\n", deepep::name(comm.auto_all_reduce(bytes).algorithm));
+        if (o.gpu)
+          std::printf("\n");
+        else
+          std::printf("  %12s\n", deepep::name(comm.auto_all_reduce(bytes).algorithm));
         std::fflush(stdout);
       }
     }
