@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 
 #include "deepep/simulator.h"
@@ -163,33 +164,27 @@ TEST(DeepEPAutoChoice, BadNetworksAndSizesAreClearErrors) {
   EXPECT_THROW(deepep::host_gpu_network(deepep::Topology{}), rt::Error);
 }
 
+// A Comm made on 2 ranks with the options `set` adjusts (per rank) fails on every rank with `pieces`.
+void expect_comm_rejects(const std::function<void(deepep::CommOptions&, int rank)>& set,
+                         const std::vector<std::string>& pieces) {
+  expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = deepep_test::test_options();
+    set(o, g->rank());
+    deepep::Comm comm(g, o);
+  }), pieces);
+}
+
 TEST(DeepEPAutoChoice, CommRejectsBadOrDisagreeingNicOptions) {
-  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = deepep_test::test_options();
-    o.nic_gbytes_per_s = -1;
-    deepep::Comm comm(g, o);
-  }), {"nic_gbytes_per_s=-1 must be positive (0: the default, 25 GB/s)"});
-  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = deepep_test::test_options();
-    o.nic_latency_us = std::numeric_limits<double>::infinity();
-    deepep::Comm comm(g, o);
-  }), {"nic_latency_us=inf must be positive or zero"});
-  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = deepep_test::test_options();
-    o.nic_gbytes_per_s = g->rank() == 0 ? 10 : 20;
-    deepep::Comm comm(g, o);
-  }), {"the ranks disagree", "NIC 10 GB/s", "NIC 20 GB/s"});
-  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = deepep_test::test_options();
-    o.nics_per_node = -1;
-    deepep::Comm comm(g, o);
-  }), {"nics_per_node=-1 must be >= 0"});
+  expect_comm_rejects([](deepep::CommOptions& o, int) { o.nic_gbytes_per_s = -1; },
+                      {"nic_gbytes_per_s=-1 must be positive (0: the default, 25 GB/s)"});
+  expect_comm_rejects([](deepep::CommOptions& o, int) { o.nic_latency_us = std::numeric_limits<double>::infinity(); },
+                      {"nic_latency_us=inf must be positive or zero"});
+  expect_comm_rejects([](deepep::CommOptions& o, int rank) { o.nic_gbytes_per_s = rank == 0 ? 10 : 20; },
+                      {"the ranks disagree", "NIC 10 GB/s", "NIC 20 GB/s"});
+  expect_comm_rejects([](deepep::CommOptions& o, int) { o.nics_per_node = -1; }, {"nics_per_node=-1 must be >= 0"});
   // Speeds that print alike (6 digits) but differ: still a disagreement, raised on every rank.
-  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
-    deepep::CommOptions o = deepep_test::test_options();
-    o.nic_gbytes_per_s = g->rank() == 0 ? 25.0000001 : 25.0000002;
-    deepep::Comm comm(g, o);
-  }), {"the ranks disagree on the NIC speed"});
+  expect_comm_rejects([](deepep::CommOptions& o, int rank) { o.nic_gbytes_per_s = rank == 0 ? 25.0000001 : 25.0000002; },
+                      {"the ranks disagree on the NIC speed"});
 }
 
 // Four ranks on two emulated nodes: every rank holds the same network and makes the same choice;
