@@ -204,7 +204,7 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
+      stream_(device), down_(device), status_(device),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() {
@@ -231,13 +231,23 @@ uint64_t DevicePlane::upload(const DeviceTables& tables) {
     tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
   }
   if (n) {
-    uploaded_.synchronize();  // the previous upload's copy has read the staging (it may be queued still)
-    unsigned char* staged = up_.reserve(size_t(n), "deepep device tables");
+    // Reuse the oldest staging once its copy has run; past a bound on queued calls, wait for it.
+    constexpr size_t kMaxQueuedUploads = 64;
+    std::unique_ptr<UploadStaging> staging;
+    if (!uploads_.empty() && (uploads_.size() >= kMaxQueuedUploads || uploads_.front()->copied.query())) {
+      uploads_.front()->copied.synchronize();
+      staging = std::move(uploads_.front());
+      uploads_.pop_front();
+    } else {
+      staging = std::make_unique<UploadStaging>(device());
+    }
+    unsigned char* staged = staging->bytes.reserve(size_t(n), "deepep device tables");
     std::copy_n(tables.bytes().data(), n, staged);
     const rt::CudaDriver& d = rt::cuda_driver();
     rt::cuda_context(device());
     RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, staged, size_t(n), stream()), "cuMemcpyHtoDAsync", n, " bytes of tables");
-    uploaded_.record(stream());
+    staging->copied.record(stream());
+    uploads_.push_back(std::move(staging));
   }
   return tables_;
 }

@@ -207,8 +207,16 @@ class DevicePlane {
   int64_t tables_capacity_ = 0;
   // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
-  rt::PinnedBuffer up_, down_, status_;
-  rt::CudaEvent uploaded_;  // after the last upload's copy out of up_
+  rt::PinnedBuffer down_, status_;
+  // Table uploads, one staging each while its copy may still be queued, oldest first: a call queued
+  // behind a slow previous_event must not make the next call wait (its peers would wait for it in
+  // the agreement and time out).
+  struct UploadStaging {
+    rt::PinnedBuffer bytes;
+    rt::CudaEvent copied;  // after the copy out of `bytes`
+    explicit UploadStaging(int device) : bytes(device), copied(device, false) {}
+  };
+  std::deque<std::unique_ptr<UploadStaging>> uploads_;
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
