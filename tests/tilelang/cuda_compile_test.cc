@@ -285,6 +285,18 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   }
 }
 
+// float32 exp2 is the SFU's ex2.approx.ftz alone on the GPU (attention's softmax: no subnormal
+// handling around every call).
+TEST(CudaCompile, Exp2IsTheHardwareApproximation) {
+  Case c{"attention", "examples/flash_attention.py", "flash_attention",
+         {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "64"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  EXPECT_NE(cuda.find("tl::cuda::exp2_approx("), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("exp2f("), std::string::npos) << cuda;
+  if (!rt::nvrtc_available()) return;
+  EXPECT_NE(ptx_for(c, "sm_90a").find("ex2.approx.ftz.f32"), std::string::npos);
+}
+
 // warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
 // producer); sm_80 has no warp specialization and ignores warp_specialize=True.
 TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {

@@ -102,6 +102,7 @@ class CudaCodegen : public CodegenC {
     }
     auto fn = [&](const char* name) { return f64 ? std::string(name) : std::string(name) + "f"; };
     if (f == "rsqrt") return rt::str(fn("rsqrt"), "(", a[0], ")");
+    if (f == "exp2" && !f64) return rt::str("tl::cuda::exp2_approx(", a[0], ")");
     if (f == "sigmoid") return rt::str("(1.0f / (1.0f + ", fn("exp"), "(-(", a[0], "))))");
     if (f == "abs") return rt::str(fn("fabs"), "(", a[0], ")");
     if (f == "round") return rt::str(fn("rint"), "(", a[0], ")");
