@@ -23,18 +23,23 @@ namespace tl::cuda {
 
 // The element offset of (row, col) in a swizzled tile of kRows rows (the leading dimensions
 // flattened) of kRowElems elements of kElemBytes each; rows of 32, 64 or a multiple of 128 bytes.
+// row and col are an element's, so non-negative, and a tile fits shared memory: the arithmetic is
+// unsigned 32-bit, where dividing by the powers of two is a shift and the remainders are masks
+// (signed 64-bit arithmetic cost about twice the instructions per address).
 template <int kRowElems, int kElemBytes, int kRows>
 __device__ __forceinline__ int64_t swizzled_offset(int64_t row, int64_t col) {
-  constexpr int kChunkElems = 16 / kElemBytes;
-  constexpr int kRowChunks = kRowElems / kChunkElems;
+  constexpr unsigned kChunkElems = 16 / kElemBytes;
+  constexpr unsigned kRowChunks = kRowElems / kChunkElems;
   static_assert(kRowChunks == 2 || kRowChunks == 4 || kRowChunks % 8 == 0, "rows of 32, 64 or a multiple of 128 bytes");
-  const int chunk = int(col / kChunkElems);
+  const unsigned r = unsigned(row), c = unsigned(col);
+  const unsigned chunk = c / kChunkElems;
   if constexpr (kRowChunks <= 8) {
-    constexpr int kRowsPerLine = 8 / kRowChunks;
-    return row * kRowElems + (chunk ^ ((row / kRowsPerLine) % kRowChunks)) * kChunkElems + col % kChunkElems;
+    constexpr unsigned kRowsPerLine = 8 / kRowChunks;
+    return int64_t(r * unsigned(kRowElems) + (chunk ^ ((r / kRowsPerLine) % kRowChunks)) * kChunkElems + c % kChunkElems);
   } else {
-    constexpr int kPanelElems = 8 * kChunkElems;  // 128 bytes
-    return int64_t(chunk / 8) * kRows * kPanelElems + row * kPanelElems + ((chunk % 8) ^ (row % 8)) * kChunkElems + col % kChunkElems;
+    constexpr unsigned kPanelElems = 8 * kChunkElems;  // 128 bytes
+    return int64_t((chunk / 8) * unsigned(kRows) * kPanelElems + r * kPanelElems + ((chunk % 8) ^ (r % 8)) * kChunkElems +
+                   c % kChunkElems);
   }
 }
 
