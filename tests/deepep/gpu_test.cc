@@ -319,7 +319,7 @@ TEST(DeepEPGpu, AsyncDispatchCombineWithEventsThreeRanks) {
 }
 
 // The device-timeout tests' setting on each rank: a GPU Buffer with a 1.5 s timeout, a stream for
-// holding work back, and a dispatch done (its handle serves the combines).
+// holding work back, and a dispatch and a combine done (the handle serves the combines).
 struct TimeoutCase {
   rt::Device dev;
   deepep::Buffer gpu;
@@ -332,6 +332,9 @@ struct TimeoutCase {
     a.topk_idx = c.topk_tensor(g->rank()).to(dev);
     a.num_experts = c.experts;
     d = gpu.dispatch(a);
+    // Loads the combine kernels now: loading a module waits for the device's queued work (CUDA's
+    // implicit synchronization), so a first combine behind the tests' spin would hold its caller.
+    gpu.combine(d.recv_x, *d.handle);
   }
   static deepep::CommOptions short_timeout(int rank) {
     deepep::CommOptions o = gpu_options(rank);

@@ -231,23 +231,17 @@ uint64_t DevicePlane::upload(const DeviceTables& tables) {
     tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
   }
   if (n) {
-    // Reuse the oldest staging once its copy has run; past a bound on queued calls, wait for it.
-    constexpr size_t kMaxQueuedUploads = 64;
-    std::unique_ptr<UploadStaging> staging;
-    if (!uploads_.empty() && (uploads_.size() >= kMaxQueuedUploads || uploads_.front()->copied.query())) {
-      uploads_.front()->copied.synchronize();
-      staging = std::move(uploads_.front());
-      uploads_.pop_front();
-    } else {
-      staging = std::make_unique<UploadStaging>(device());
-    }
-    unsigned char* staged = staging->bytes.reserve(size_t(n), "deepep device tables");
+    constexpr size_t kSlots = 4;
+    if (uploads_.empty())
+      for (size_t i = 0; i < kSlots; ++i) uploads_.emplace_back(device()).bytes.reserve(size_t(n), "deepep device tables");
+    UploadStaging& slot = uploads_[next_upload_++ % kSlots];
+    slot.copied.synchronize();  // only when all slots' copies are still queued
+    unsigned char* staged = slot.bytes.reserve(size_t(n), "deepep device tables");
     std::copy_n(tables.bytes().data(), n, staged);
     const rt::CudaDriver& d = rt::cuda_driver();
     rt::cuda_context(device());
     RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, staged, size_t(n), stream()), "cuMemcpyHtoDAsync", n, " bytes of tables");
-    staging->copied.record(stream());
-    uploads_.push_back(std::move(staging));
+    slot.copied.record(stream());
   }
   return tables_;
 }
