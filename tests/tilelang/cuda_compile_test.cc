@@ -233,13 +233,13 @@ tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
 // Warp specialization on sm_90a: a T.Pipelined loop whose loads all go by TMA gets a producer
 // warpgroup after the kernel's threads (the launch grows by 128): it gives registers back and one of
 // its threads issues the stages' boxes; the kernel's threads take the registers, consume the stages
-// and meet on named barrier 1 only. One consumer warpgroup runs two blocks an SM where the shared
+// and meet on named barrier 1 only; their epilogue stages through the memory of the stage tiles. One consumer warpgroup runs two blocks an SM where the shared
 // memory allows (128 registers at launch: producer 40, consumers 216), two run one (168: 40, 232).
 TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   struct WsCase {
     Case c;
     int64_t consumers, blocks, consumer_regs, stages;
-    bool consumer_barrier;  // the consumers synchronize (an epilogue through shared memory, P through shared)
+    const char* epilogue_tile;  // the epilogue's staging tile (through shared memory, 16-byte stores)
   };
   std::map<std::string, std::string> gemm{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"}};
   std::map<std::string, std::string> wide = gemm;
@@ -247,10 +247,10 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   auto attention = [](const char* dim, const char* causal) {
     return std::map<std::string, std::string>{{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}};
   };
-  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, true},
-                          WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, false},
-                          WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, true},
-                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, true}}) {
+  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile"},
+                          WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, "C_tile"},
+                          WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, "Output_tile"},
+                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, "Output_tile"}}) {
     const std::string t = std::to_string(w.consumers);
     tilelang::codegen::CudaSource src = cuda_for(w.c, "sm_90a");
     const std::string& cuda = src.code;
@@ -276,7 +276,18 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     EXPECT_NE(rest.find("tl::cuda::tile_copy_release("), std::string::npos) << w.c.name;
     EXPECT_EQ(rest.find("tile_copy_tma"), std::string::npos) << w.c.name << ": the consumers issue no copies";
     EXPECT_EQ(rest.find("__syncthreads()"), std::string::npos) << w.c.name << ": a block barrier the producer never reaches";
-    EXPECT_EQ(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");") != std::string::npos, w.consumer_barrier) << w.c.name;
+    EXPECT_NE(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");"), std::string::npos) << w.c.name;
+    // The stage tiles are allocated in each role around its loop, at the same offsets, and the
+    // epilogue's tile takes their memory after the loop (the wide tiles leave no other room for it).
+    const size_t stage_at = producer.find("K_shared") != std::string::npos ? producer.find("K_shared = ") : producer.find("A_shared = ");
+    ASSERT_NE(stage_at, std::string::npos) << w.c.name << ": the producer allocates the stages";
+    const std::string stage_line = producer.substr(stage_at, producer.find('\n', stage_at) - stage_at);
+    EXPECT_NE(rest.find(stage_line), std::string::npos) << w.c.name << ": the consumers' stages at the producer's offset: " << stage_line;
+    const size_t tile_at = rest.find(rt::str(w.epilogue_tile, " = "));
+    ASSERT_NE(tile_at, std::string::npos) << w.c.name << ": no epilogue tile\n" << cuda;
+    const std::string tile_line = rest.substr(tile_at, rest.find('\n', tile_at) - tile_at);
+    EXPECT_NE(tile_line.find(stage_line.substr(stage_line.find("(tl_smem + "))), std::string::npos)
+        << w.c.name << ": the epilogue tile reuses the first stage tile's memory: " << tile_line << " / " << stage_line;
     if (!rt::nvrtc_available()) continue;
     std::string ptx = ptx_for(w.c, "sm_90a");
     EXPECT_NE(ptx.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos) << w.c.name;

@@ -298,7 +298,12 @@ struct Specialized {
   ir::Stmt producer;                         // the copies' loop
   ir::Buffer bars;                           // the stages' full and free mbarriers
   ir::Stmt init;
-  std::vector<ir::Buffer> staged;  // allocated around both roles (the same shared memory)
+  // The loop's stage tiles, allocated in each role around its own loop: the consumers' code after
+  // the loop (the epilogue's staging tile) reuses their memory -- the producer has issued its last
+  // copy by then and the consumers have waited for every copy. Both roles must see them at the same
+  // offsets, so the shared tiles that enclose the consumers' loop are hoisted around both roles.
+  std::vector<ir::Buffer> staged;
+  std::vector<ir::Buffer> hoisted;
 };
 
 class Pipeliner : public ir::IRMutator {
@@ -310,12 +315,22 @@ class Pipeliner : public ir::IRMutator {
  protected:
   ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt& self) override {
     auto it = staged_.find(n.buffer.get());
-    if (it == staged_.end()) return ir::IRMutator::visit(n, self);
-    if (ws_ && plans_.at(ws_->loop).staged.count(n.buffer.get())) {  // allocated around the roles
+    if (it == staged_.end()) return hoist(n) ? mutate(n.body) : ir::IRMutator::visit(n, self);
+    if (ws_ && plans_.at(ws_->loop).staged.count(n.buffer.get())) {  // allocated in each role
       ws_->staged.push_back(it->second);
       return mutate(n.body);
     }
     return ir::make_allocate(it->second, mutate(n.body), n.loc);
+  }
+
+  // A shared tile enclosing the warp-specialized loop: hoisted around both roles (Specialized).
+  bool hoist(const ir::AllocateNode& n) {
+    std::vector<const ir::LetStmtNode*> lets;
+    if (!ws_ || (n.buffer->scope != ir::Scope::Shared && n.buffer->scope != ir::Scope::Fragment) ||
+        !at_top_level(n.body, ws_->loop, lets))
+      return false;
+    ws_->hoisted.push_back(n.buffer);
+    return true;
   }
 
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt& self) override {
@@ -330,7 +345,7 @@ class Pipeliner : public ir::IRMutator {
       if (!loop && plans_.count(l) && l->warp_specialize.value_or(true)) loop = l;
     if (!loop) return ir::IRMutator::visit(n, self);
     std::string why = obstacle(n, *loop, loops);
-    Specialized parts{loop, {}, nullptr, nullptr, nullptr, {}};
+    Specialized parts{loop, {}, nullptr, nullptr, nullptr, {}, {}};
     if (why.empty() && !at_top_level(n.body, loop, parts.lets))
       why = "it runs inside another loop or a condition of the kernel (the producer warpgroup runs the loop's copies on their own)";
     ir::Stmt consumers;
@@ -355,8 +370,9 @@ class Pipeliner : public ir::IRMutator {
       producer = ir::make_let(v, ir::substitute((*it)->value, fresh), producer, (*it)->loc);
     }
     ir::Expr is_producer = ir::make_call(ir::DType::Bool, ir::CallKind::Intrinsic, ir::kProducerWarpgroup, {ir::make_int(n.threads)}, loc);
+    for (const ir::Buffer& b : parts.staged) producer = ir::make_allocate(b, producer, loc);
     ir::Stmt body = ir::make_seq({parts.init, std::make_shared<const ir::BarrierNode>(loc), ir::make_if(is_producer, producer, consumers, loc)}, loc);
-    for (const ir::Buffer& b : parts.staged) body = ir::make_allocate(b, body, loc);
+    for (auto b = parts.hoisted.rbegin(); b != parts.hoisted.rend(); ++b) body = ir::make_allocate(*b, body, loc);
     body = ir::make_allocate(parts.bars, body, loc);
     return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
   }
@@ -439,7 +455,9 @@ class Pipeliner : public ir::IRMutator {
       ws_->init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(1)}, loc);
       std::vector<ir::Stmt> steady;
       consume(steady);
-      return ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
+      ir::Stmt consumers = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
+      for (const ir::Buffer& b : ws_->staged) consumers = ir::make_allocate(b, consumers, loc);
+      return consumers;
     }
     std::vector<ir::Stmt> first{load_ahead(p, p)};
     for (ir::Stmt& s : close(p)) first.push_back(std::move(s));

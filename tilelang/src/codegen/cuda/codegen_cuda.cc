@@ -235,6 +235,9 @@ class CudaCodegen : public CodegenC {
     // Shared and fragment tiles: carved out of the block's dynamic shared memory.
     int64_t align = b->swizzled ? kSwizzledAlign : kSmemAlign;
     int64_t offset = (smem_top_ + align - 1) / align * align;
+    // A tile allocated in both roles of a warp-specialized kernel (pipeline_loads_cuda) is one tile.
+    auto [seen, first] = smem_offsets_.emplace(b.get(), offset);
+    RT_ICHECK(first || seen->second == offset, "tile '", b->name, "' allocated at shared offsets ", seen->second, " and ", offset);
     line(rt::str(storage_type(b->dtype), "* __restrict__ ", name, " = reinterpret_cast<", storage_type(b->dtype), "*>(tl_smem + ", offset, ");"));
     int64_t saved = smem_top_;
     smem_top_ = offset + bytes;
@@ -405,6 +408,7 @@ class CudaCodegen : public CodegenC {
     body_.str("");
     indent_ = 1;
     smem_top_ = smem_peak_ = 0;
+    smem_offsets_.clear();
     for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
@@ -569,6 +573,7 @@ class CudaCodegen : public CodegenC {
   int64_t gemm_pending_ = 0;
   int loop_depth_ = 0;
   int64_t smem_top_ = 0, smem_peak_ = 0;
+  std::map<const ir::BufferNode*, int64_t> smem_offsets_;  // the kernel's shared tiles
   int64_t launch_threads_ = 0;  // the kernel's threads (without a producer warpgroup)
   int sm_count_ = 132;
   static constexpr const char* kProducerRegsLine = "@producer registers@";
