@@ -3,6 +3,9 @@
 // cuBLAS (cublasGemmEx, FP32 accumulation) on the same inputs, in the same run.
 //
 //   bench_gpu_matmul [--quick]
+//   bench_gpu_matmul --blocked M N K   the seed and the best blocked-GEMM tiling (with and without a
+//                                      producer warpgroup) at one BF16 shape: how fixed per-tile
+//                                      costs weigh as K changes
 //
 // BF16 and FP16 inputs, output in the input dtype, B given as [K, N] (the seed's layout). Fresh
 // random inputs per shape; device events, warm-up, median of 20 runs. Each result is checked
@@ -63,6 +66,10 @@ double tflops(const Shape& s, double ms) { return 2.0 * double(s.m) * double(s.n
 int main(int argc, char** argv) {
   try {
     bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    const bool one_shape = argc == 5 && std::strcmp(argv[1], "--blocked") == 0;
+    RT_USER_CHECK(argc == 1 || quick || one_shape, "usage: bench_gpu_matmul [--quick | --blocked M N K]");
+    const Shape tile_shape = one_shape ? Shape{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])} : Shape{4096, 4096, 4096};
+    RT_USER_CHECK(tile_shape.m > 0 && tile_shape.n > 0 && tile_shape.k > 0, "--blocked needs three positive sizes");
     const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
     std::printf("device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch_name().c_str(), dev.sm_count);
     cublasHandle_t handle;
@@ -73,9 +80,11 @@ int main(int argc, char** argv) {
       for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}, {7168, 2048}})
         shapes.push_back({m, n, k});
     if (quick) shapes.resize(2);
+    if (one_shape) shapes = {tile_shape};
     bool ok = true;
     std::printf("\n| kernel | dtype | M x N x K | ours TFLOPS | cuBLAS TFLOPS | ours / cuBLAS | rel. error vs cuBLAS |\n|---|---|---|---|---|---|---|\n");
     for (rt::DType dtype : {rt::DType::BF16, rt::DType::F16}) {
+      if (one_shape && dtype != rt::DType::BF16) continue;
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
       tilelang::Kernel square = tilelang::Module::from_source(seed_source(dtype, true), "examples/matmul.py").kernel("matmul", opts);
@@ -109,15 +118,16 @@ int main(int argc, char** argv) {
     for (const TileConfig& c : {TileConfig{"128", "128", "32", "128", "3", "8", "None"}, TileConfig{"128", "128", "32", "128", "5", "8", "None"},
                                 TileConfig{"128", "128", "64", "128", "4", "8", "None"}, TileConfig{"128", "256", "64", "256", "4", "8", "None"},
                                 TileConfig{"128", "256", "32", "256", "5", "8", "None"}}) {
+      if (one_shape && std::strcmp(c.n, "256") + std::strcmp(c.k, "64") != 0) continue;
       configs.push_back(c);
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, "0", c.ws});
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, c.panel, "False"});
     }
     for (const TileConfig& c : configs) {
-      const Shape s{4096, 4096, 4096};
+      const Shape s = tile_shape;
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
-      opts.params = {{"M", "4096"},       {"N", "4096"},        {"K", "4096"},         {"dtype", "bfloat16"}, {"block_M", c.m},
+      opts.params = {{"M", std::to_string(s.m)}, {"N", std::to_string(s.n)}, {"K", std::to_string(s.k)}, {"dtype", "bfloat16"}, {"block_M", c.m},
                      {"block_N", c.n},    {"block_K", c.k},     {"threads", c.threads}, {"num_stages", c.stages}, {"panel", c.panel},
                      {"warp_specialize", c.ws}};
       tilelang::Kernel gemm = tilelang::Module::load(testutil::source_path("examples/gemm.py")).kernel("matmul", opts);
@@ -132,8 +142,9 @@ int main(int argc, char** argv) {
       double ms_blas = timer.median_ms([&](rt::CuStream) { cublas_matmul(handle, a, b, ref, s); });
       bool good = err < 1e-2;
       ok &= good;
-      std::printf("| blocked GEMM (examples/gemm.py, %sx%sx%s, %s threads, %s stages, swizzle panel %s, warp_specialize=%s) | bfloat16 | 4096 x 4096 x 4096 | %.1f | %.1f | %.3f | %.2e%s |\n",
-                  c.m, c.n, c.k, c.threads, c.stages, c.panel, c.ws, tflops(s, ms_ours), tflops(s, ms_blas), ms_blas / ms_ours, err, good ? "" : " FAIL");
+      std::printf("| blocked GEMM (examples/gemm.py, %sx%sx%s, %s threads, %s stages, swizzle panel %s, warp_specialize=%s) | bfloat16 | %lld x %lld x %lld | %.1f | %.1f | %.3f | %.2e%s |\n",
+                  c.m, c.n, c.k, c.threads, c.stages, c.panel, c.ws, (long long)s.m, (long long)s.n, (long long)s.k, tflops(s, ms_ours), tflops(s, ms_blas),
+                  ms_blas / ms_ours, err, good ? "" : " FAIL");
       std::fflush(stdout);
     }
     cublasDestroy(handle);
