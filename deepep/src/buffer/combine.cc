@@ -367,7 +367,8 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
                   handle.internode ? ", hierarchical" : "", ")"),
           err, w.str());
   if (plane) plane->mark("agree");
-  if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish);
+  if (gpu)
+    return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish, e.agreements());
   const DType dt = x.dtype();
   const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);
