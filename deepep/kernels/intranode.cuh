@@ -267,12 +267,13 @@ __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const R
 }
 
 // Every source's region of this rank's window into the outputs, after the rows of the sources
-// before it: blockIdx.y = source * kRegionArrays + array. A source's count is in its flag (this
+// before it: blockIdx.y = array * ranks + source (the rows first: blocks start in that order, and
+// most of the smaller arrays' blocks find nothing to copy). A source's count is in its flag (this
 // rank's own in summary[me]); the counts go into summary[ranks + source], for combine.
 __device__ __forceinline__ void dispatch_receive_body(const u64* flags, const unsigned char* window, i64* summary,
                                                       const ArrayAddresses& out, const RegionRows& rows, i64 region,
                                                       int ranks, int me) {
-  const int s = int(blockIdx.y) / kRegionArrays, a = int(blockIdx.y) % kRegionArrays;
+  const int a = int(blockIdx.y) / ranks, s = int(blockIdx.y) % ranks;
   auto count = [&](int r) { return r == me ? summary[me] : i64(load_acquire_sys(flags + r) & 0x7fffffffull); };
   const i64 n = count(s);
   if (a == 0 && blockIdx.x == 0 && threadIdx.x == 0) summary[ranks + s] = n;
