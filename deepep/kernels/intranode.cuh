@@ -218,11 +218,30 @@ __device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* i
   if (chunk == chunks - 1 && threadIdx.x == 0) summary[d] = all;
 }
 
-// One warp per (token, destination rank) pair with a slot (slots: [tokens, ranks], -1 where the
-// token does not go) into this rank's region of the destination's window (normal_layout.h; sent[d],
-// the tokens going to d, sizes its arrays): the row and its scales, the top-k indices remapped to
-// the destination's local experts (-1 elsewhere, weight 0 there) and the token's index here.
-// Needs no other rank's counts, so it may run before the ranks have agreed on them.
+// One warp writes token t's row for destination d at row `row` of the arrays at `to` (0: an array
+// the dispatch does not have): the row and its scales, the top-k indices remapped to d's local
+// experts (-1 elsewhere, weight 0 there) and the token's index here.
+__device__ __forceinline__ void dispatch_row(const ArrayAddresses& to, i64 row, i64 t, int d, const unsigned char* x,
+                                             const unsigned char* scales, const void* topk, int topk_i64, int k,
+                                             const float* weights, const RegionRows& rows, int experts_per_rank,
+                                             int lane) {
+  const i64 x_row = rows.bytes[0], s_row = rows.bytes[1];
+  warp_copy(reinterpret_cast<unsigned char*>(to.at[0]) + row * x_row, x + t * x_row, x_row, lane);
+  if (to.at[1]) warp_copy(reinterpret_cast<unsigned char*>(to.at[1]) + row * s_row, scales + t * s_row, s_row, lane);
+  if (to.at[2] && lane < k) {
+    const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
+    const i64 lo = i64(d) * experts_per_rank;
+    const bool local = e >= lo && e < lo + experts_per_rank;
+    reinterpret_cast<i64*>(to.at[2])[row * k + lane] = local ? e - lo : -1;
+    if (to.at[3]) reinterpret_cast<float*>(to.at[3])[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
+  }
+  if (to.at[4] && lane == 0) reinterpret_cast<int*>(to.at[4])[row] = int(t);
+}
+
+// One warp per (token, other rank) pair with a slot (slots: [tokens, ranks], -1 where the token does
+// not go), at the row of its slot in this rank's region of the destination's window
+// (normal_layout.h; sent[d], the tokens going to d, sizes the region's arrays). Needs no other
+// rank's counts, so it may run before the ranks have agreed on them.
 __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, const unsigned char* scales,
                                                       const void* topk, int topk_i64, int k, const float* weights,
                                                       const int* slots, i64 tokens, const i64* sent,
@@ -231,45 +250,56 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
   const int lane = threadIdx.x & 31;
   const i64 pairs = tokens * ranks;
   const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  const i64 x_row = rows.bytes[0], s_row = rows.bytes[1];
   for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < pairs; w += warps) {
-    const i64 slot = slots[w];
-    if (slot < 0) continue;
     const i64 t = w / ranks;
     const int d = int(w - t * ranks);
+    const i64 slot = slots[w];
+    if (slot < 0 || d == me) continue;  // the rows a rank sends itself: dispatch_own_body
     i64 off[kRegionArrays];
     region_offsets(rows, sent[d], off);
-    unsigned char* const base = reinterpret_cast<unsigned char*>(windows[d]) + i64(me) * region;
-    warp_copy(base + off[0] + slot * x_row, x + t * x_row, x_row, lane);
-    if (off[1] >= 0) warp_copy(base + off[1] + slot * s_row, scales + t * s_row, s_row, lane);
-    if (off[2] >= 0 && lane < k) {
-      const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
-      const i64 lo = i64(d) * experts_per_rank;
-      const bool local = e >= lo && e < lo + experts_per_rank;
-      reinterpret_cast<i64*>(base + off[2])[slot * k + lane] = local ? e - lo : -1;
-      if (off[3] >= 0) reinterpret_cast<float*>(base + off[3])[slot * k + lane] = local ? weights[t * k + lane] : 0.0f;
-    }
-    if (off[4] >= 0 && lane == 0) reinterpret_cast<int*>(base + off[4])[slot] = int(t);
+    const u64 base = windows[d] + u64(i64(me) * region);
+    ArrayAddresses to;
+    for (int i = 0; i < kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? base + u64(off[i]) : 0;
+    dispatch_row(to, slot, t, d, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
+  }
+}
+
+// The rows this rank sends itself, one warp per token, straight into its outputs `out` from row
+// first_row on. It touches no window and waits for no peer, so it runs beside the scatter (on the
+// plane's side stream) once the outputs exist.
+__device__ __forceinline__ void dispatch_own_body(const unsigned char* x, const unsigned char* scales, const void* topk,
+                                                  int topk_i64, int k, const float* weights, const int* slots,
+                                                  i64 tokens, const ArrayAddresses& out, i64 first_row,
+                                                  const RegionRows& rows, int ranks, int me, int experts_per_rank) {
+  const int lane = threadIdx.x & 31;
+  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
+  for (i64 t = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; t < tokens; t += warps) {
+    const i64 slot = slots[t * ranks + me];
+    if (slot >= 0)
+      dispatch_row(out, first_row + slot, t, me, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
   }
 }
 
 // Whether this rank's dispatch may write (block-uniform): its top-k was valid (summary[2 ranks],
-// dispatch_route_count_body) and its rows fit its region in every destination. Else it writes
-// nothing; the host found the same in the counts it downloaded and raises it through the agreement.
-__device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const RegionRows& rows, i64 region,
-                                                     int ranks) {
+// dispatch_route_count_body) and its rows fit its region in every other rank's window. Else it
+// writes nothing; the host found the same in the counts it downloaded and raises it through the
+// agreement.
+__device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const RegionRows& rows, i64 region, int ranks,
+                                                     int me) {
   bool bad = threadIdx.x == 0 && summary[2 * ranks] != 0;
   for (int d = threadIdx.x; d < ranks; d += blockDim.x) {
+    if (d == me) continue;
     i64 off[kRegionArrays];
     bad |= region_offsets(rows, summary[d], off) > region;
   }
   return !__syncthreads_or(bad);
 }
 
-// Every source's region of this rank's window into the outputs, after the rows of the sources
-// before it: blockIdx.y = array * ranks + source (the rows first: blocks start in that order, and
-// most of the smaller arrays' blocks find nothing to copy). A source's count is in its flag (this
-// rank's own in summary[me]); the counts go into summary[ranks + source], for combine.
+// Every other source's region of this rank's window into the outputs, after the rows of the sources
+// before it (this rank's own rows: dispatch_own_body): blockIdx.y = array * ranks + source (the rows
+// first: blocks start in that order, and most of the smaller arrays' blocks find nothing to copy).
+// A source's count is in its flag (this rank's own in summary[me]); the counts go into
+// summary[ranks + source], for combine.
 __device__ __forceinline__ void dispatch_receive_body(const u64* flags, const unsigned char* window, i64* summary,
                                                       const ArrayAddresses& out, const RegionRows& rows, i64 region,
                                                       int ranks, int me) {
@@ -277,7 +307,7 @@ __device__ __forceinline__ void dispatch_receive_body(const u64* flags, const un
   auto count = [&](int r) { return r == me ? summary[me] : i64(load_acquire_sys(flags + r) & 0x7fffffffull); };
   const i64 n = count(s);
   if (a == 0 && blockIdx.x == 0 && threadIdx.x == 0) summary[ranks + s] = n;
-  if (!out.at[a] || n == 0) return;
+  if (s == me || !out.at[a] || n == 0) return;
   i64 before = 0;
   for (int r = 0; r < s; ++r) before += count(r);
   i64 off[kRegionArrays];

@@ -72,12 +72,20 @@ std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int nu
                                                      TensorPool& pool);
 
 // The GPU paths (gpu_dispatch.cc), after the agreement numbered `agreement`. `scattered`: the
-// dispatch's scatter queued before the agreement (null: none yet).
+// scatter queued before the agreement (null: none yet).
 DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& args, DispatchPlan&& plan,
                                   uint64_t agreement, const NormalSignals* scattered);
+// A combine's rows in the window regions (normal_layout.h): x, then the weights.
+kernels::RegionRows combine_rows(const rt::Tensor& x, const rt::Tensor& topk_weights);
+// An error when some rank's rows for another do not fit its region there (the same on every rank).
+std::string check_combine_fits(const DevicePlane& plane, const DispatchHandle& handle, const kernels::RegionRows& rows);
+// Queues a combine's scatter (after previous_event), the operation of agreement number `agreement`.
+NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
+                                        const rt::Tensor& topk_weights, const kernels::RegionRows& rows,
+                                        const Event& previous_event, uint64_t agreement);
 CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
                                 const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish,
-                                uint64_t agreement);
+                                uint64_t agreement, const NormalSignals* scattered);
 
 }  // namespace detail
 }  // namespace deepep

@@ -32,10 +32,6 @@ std::string window_too_small_text(const DevicePlane& plane, const std::string& w
                  "with at least ", need * plane.size(), " bytes");
 }
 
-[[noreturn]] void window_too_small(const char* op, const DevicePlane& plane, const std::string& what, int64_t need) {
-  rt::throw_user_error(rt::str("deepep ", op, ": ", window_too_small_text(plane, what, need)));
-}
-
 // Runs the launches of one numbered operation after its agreement. A rank failing there alone (a
 // kernel that does not compile, a launch error) would fall behind its peers for good (they wait for
 // its flags): it breaks the communicator instead, and the peers, whose kernels wait for it, learn why.
@@ -95,6 +91,7 @@ kernels::RegionRows dispatch_rows(int64_t x_row, int64_t S, int64_t K, bool cach
 std::string check_dispatch_fits(const DevicePlane& plane, const kernels::RegionRows& rows,
                                 const std::vector<int64_t>& counts) {
   for (size_t d = 0; d < counts.size(); ++d) {
+    if (int(d) == plane.rank()) continue;  // its own rows go straight into its outputs
     long long off[kernels::kRegionArrays];
     const int64_t need = kernels::region_offsets(rows, counts[d], off);
     if (need > plane.region_bytes())
@@ -108,6 +105,7 @@ NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& a, const
                                 const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
                                 int experts_per_rank, uint64_t agreement) {
   const NormalSignals sig = plane.normal_signals(agreement);
+  plane.fork_side();  // the own rows go beside the scatter (dispatch_on_device)
   plane.dispatch_scatter(address(a.x), address(a.x_scales), address(a.topk_idx),
                          a.topk_idx.defined() && a.topk_idx.dtype() == rt::DType::I64, int(K), address(a.topk_weights),
                          address(slots), a.x.size(0), address(summary), rows, experts_per_rank, sig);
@@ -121,7 +119,8 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   const int R = plane.size();
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
   const kernels::RegionRows rows = dispatch_rows(x_row, p.S, p.K, p.cached, p.weights);
-  // This rank's outputs, filled by the receive from every source's region of its window.
+  // This rank's outputs: its own rows straight from x on the side stream, beside the scatter; the
+  // other ranks' copied out of their regions of its window by the receive.
   const int64_t N = p.prefix[size_t(R)];
   DispatchResult out;
   out.recv_x = plane.pool().empty({N, p.H}, a.x.dtype());
@@ -142,7 +141,11 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
     const NormalSignals sig =
         scattered ? *scattered
                   : scatter_on_device(plane, a, p.device_slots, p.device_counts, rows, p.K, p.experts_per_rank, agreement);
+    plane.dispatch_own(address(a.x), address(a.x_scales), address(a.topk_idx),
+                       a.topk_idx.defined() && a.topk_idx.dtype() == DType::I64, int(p.K), address(a.topk_weights),
+                       address(p.device_slots), p.T, outputs, p.prefix[size_t(plane.rank())], rows, p.experts_per_rank);
     plane.dispatch_receive(address(p.device_counts), outputs, rows, largest, sig);
+    plane.join_side();
     plane.normal_op_received(sig);
     plane.mark("receive");
   });
@@ -160,36 +163,48 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   return out;
 }
 
-CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& h,
-                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish,
-                                uint64_t agreement) {
-  using rt::DType;
+kernels::RegionRows combine_rows(const rt::Tensor& x, const rt::Tensor& topk_weights) {
+  return {{x.size(1) * rt::bits(x.dtype()) / 8, 0, 0, topk_weights.defined() ? topk_weights.size(1) * 4 : 0, 0}};
+}
+
+std::string check_combine_fits(const DevicePlane& plane, const DispatchHandle& h, const kernels::RegionRows& rows) {
   const int R = plane.size();
-  RT_USER_CHECK(R <= kernels::kMaxCombineRanks, "deepep combine: the GPU path reduces over at most ",
-                kernels::kMaxCombineRanks, " ranks, this group has ", R);
   const int32_t* rp = h.rank_prefix_matrix.data_as<int32_t>();
-  const int64_t H = x.size(1);
-  const int64_t row_bytes = H * rt::bits(x.dtype()) / 8;
-  const int K = topk_weights.defined() ? int(topk_weights.size(1)) : 0;
-  // Source s gets back, in its region for rank r, the rows it sent r, then their weights. Every
-  // rank checks every pair the same way, so all raise the same error.
-  const kernels::RegionRows rows = {{row_bytes, 0, 0, int64_t(K) * 4, 0}};
   for (int s = 0; s < R; ++s)
     for (int r = 0; r < R; ++r) {
       const int64_t n = int64_t(rp[s * R + r]) - (s ? rp[(s - 1) * R + r] : 0);
       long long off[kernels::kRegionArrays];
       const int64_t need = kernels::region_offsets(rows, n, off);
       if (need > plane.region_bytes())
-        window_too_small("combine", plane, rt::str("rank ", s, " gets back ", n, " rows from rank ", r), need);
+        return window_too_small_text(plane, rt::str("rank ", s, " gets back ", n, " rows from rank ", r), need);
     }
+  return "";
+}
+
+NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& h,
+                                        const rt::Tensor& topk_weights, const kernels::RegionRows& rows,
+                                        const Event& previous_event, uint64_t agreement) {
   plane.wait_event(previous_event);
+  const NormalSignals sig = plane.normal_signals(agreement);
+  const int K = topk_weights.defined() ? int(topk_weights.size(1)) : 0;
+  plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, h.num_recv_tokens, sig);
+  plane.mark("scatter");
+  return sig;
+}
+
+CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& h,
+                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish,
+                                uint64_t agreement, const NormalSignals* scattered) {
+  using rt::DType;
+  const int64_t H = x.size(1);
+  const int K = topk_weights.defined() ? int(topk_weights.size(1)) : 0;
+  const kernels::RegionRows rows = combine_rows(x, topk_weights);
   CombineResult out;  // allocated before the operation's launches (launch_numbered)
   out.combined_x = plane.pool().empty({h.num_tokens, H}, x.dtype());
   if (K) out.combined_topk_weights = plane.pool().empty({h.num_tokens, K}, DType::F32);
   launch_numbered(plane, "combine", [&] {
-    const NormalSignals sig = plane.normal_signals(agreement);
-    plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, h.num_recv_tokens, sig);
-    plane.mark("scatter");
+    const NormalSignals sig =
+        scattered ? *scattered : combine_scatter_on_device(plane, x, h, topk_weights, rows, previous_event, agreement);
     plane.combine_reduce(x.dtype(), address(out.combined_x), H, address(h.device_slots), address(h.device_counts), rows,
                          h.num_tokens, address(out.combined_topk_weights), K, sig);
     plane.normal_op_received(sig);

@@ -92,9 +92,18 @@ KernelText dispatch_scatter_text() {
           "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
           "const float* weights, const int* slots, i64 tokens, const i64* summary, RegionRows rows, i64 region, "
           "int experts_per_rank, NormalSignals sig",
-          "if (normal_send_begin(sig) && dispatch_sends_valid(summary, rows, region, sig.ranks))\n"
+          "if (normal_send_begin(sig) && dispatch_sends_valid(summary, rows, region, sig.ranks, sig.me))\n"
           "    dispatch_scatter_body(x, scales, topk, topk_i64, k, weights, slots, tokens, summary, rows, region, "
           "sig.windows, sig.ranks, sig.me, experts_per_rank);\n  normal_send_end(sig, summary);"};
+}
+
+KernelText dispatch_own_text() {
+  return {"deepep_dispatch_own",
+          "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
+          "const float* weights, const int* slots, i64 tokens, ArrayAddresses out, i64 first_row, RegionRows rows, "
+          "int ranks, int me, int experts_per_rank",
+          "dispatch_own_body(x, scales, topk, topk_i64, k, weights, slots, tokens, out, first_row, rows, ranks, me, "
+          "experts_per_rank);"};
 }
 
 KernelText dispatch_receive_text() {
@@ -181,7 +190,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
-                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_receive_text(),
+                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_own_text(),
+                                 dispatch_receive_text(),
                                  combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (bool i64 : {false, true}) {
@@ -206,7 +216,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), down_(device), status_(device), downloaded_(device, false),
+      stream_(device), side_(device), side_start_(device, false), side_done_(device, false), down_(device),
+      status_(device), downloaded_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() {
@@ -215,6 +226,7 @@ DevicePlane::~DevicePlane() {
   // already (its queued work still runs): wait on the context.
   try {
     stream_.synchronize();
+    side_.synchronize();
     if (ll_stream_) {
       rt::cuda_context(device());
       rt::cuda_driver().cuCtxSynchronize();
@@ -421,6 +433,17 @@ void DevicePlane::dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, b
   const int64_t region = region_bytes();
   kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales,
                    topk, topk_flag, k, weights, slots, tokens, summary, rows, region, experts_per_rank, sig);
+}
+
+void DevicePlane::dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                               uint64_t slots, int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
+                               const kernels::RegionRows& rows, int experts_per_rank) {
+  const rt::CudaKernel kern = kernel(dispatch_own_text());
+  const int topk_flag = topk_i64 ? 1 : 0;
+  side_start_.stream_wait(side_.handle());
+  kern.launch_with({grid_for(device(), tokens, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, side_.handle(), x, scales,
+                   topk, topk_flag, k, weights, slots, tokens, out, first_row, rows, size_, rank_, experts_per_rank);
+  side_done_.record(side_.handle());
 }
 
 void DevicePlane::dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out,

@@ -158,7 +158,16 @@ class DevicePlane {
   void dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
                         uint64_t slots, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
                         int experts_per_rank, const NormalSignals& sig);
-  // Every source's rows into `out` once its flag is there; max_bytes: the largest array of a source.
+  // The side stream, for the rows a dispatch sends its own rank (they touch no window): fork_side()
+  // marks where it starts on the stream (before the scatter), dispatch_own queues them there,
+  // join_side() makes the stream wait for them.
+  void fork_side() { side_start_.record(stream()); }
+  void dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights, uint64_t slots,
+                    int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
+                    const kernels::RegionRows& rows, int experts_per_rank);
+  void join_side() { side_done_.stream_wait(stream()); }
+  // Every other source's rows into `out` once its flag is there; max_bytes: the largest array of a
+  // source.
   void dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out, const kernels::RegionRows& rows,
                         int64_t max_bytes, const NormalSignals& sig);
   void combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary, const kernels::RegionRows& rows,
@@ -212,6 +221,8 @@ class DevicePlane {
   int size_ = 0;
   IpcWindow window_;
   rt::CudaStream stream_;
+  rt::CudaStream side_;
+  rt::CudaEvent side_start_, side_done_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
   // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
