@@ -331,6 +331,14 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
   }
   if (err.empty() && gpu) err = detail::check_dispatch_fits(*plane, rows, counts);
+  if (err.empty() && gpu && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
+    try {
+      plane->wait_event(a.previous_event);
+      scattered = detail::scatter_on_device(*plane, a, h->device_slots, h->device_counts, rows, 0, 0, e.agreements() + 1);
+    } catch (const rt::Error& ex) {
+      err = ex.what();
+    }
+  }
   const std::string desc =
       rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
               cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
@@ -362,8 +370,10 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   } catch (...) {
     // The routing and a scatter queued before the agreement may still read the inputs (no receive
     // follows the scatter: kernels/intranode.cuh "normal-mode signalling").
-    if (route.summary.defined())
-      plane->track({a.x, a.x_scales, a.topk_idx, a.topk_weights, route.slots, route.summary}, "dispatch");
+    if (route.summary.defined() || scattered)
+      plane->track({a.x, a.x_scales, a.topk_idx, a.topk_weights, cached ? h->device_slots : route.slots,
+                    cached ? h->device_counts : route.summary},
+                   "dispatch");
     throw;
   }
   if (plane) plane->mark("agree");
