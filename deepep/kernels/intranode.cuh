@@ -8,6 +8,7 @@
 // Launch shapes: every kernel loops grid-stride, so any grid works; device_plane.cc picks them.
 #pragma once
 
+#include "deepep/kernels/normal_layout.h"
 #include "deepep/kernels/signal_layout.h"
 
 namespace deepep::kernels {
@@ -123,8 +124,8 @@ struct CopyDesc {
   i64 bytes;
 };
 
-__device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
-  const CopyDesc c = descs[blockIdx.y];
+// One copy cut into kCopyPiece pieces over the warps of blockIdx.x.
+__device__ __forceinline__ void copy_pieces(const CopyDesc& c) {
   const int lane = threadIdx.x & 31;
   const i64 piece = kCopyPiece;
   const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
@@ -135,6 +136,8 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
   }
 }
 
+__device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pieces(descs[blockIdx.y]); }
+
 // --- dispatch -------------------------------------------------------------------------------------
 
 // The routing of a dispatch, in two kernels over chunks of blockDim.x tokens (blockIdx.x, one
@@ -144,9 +147,10 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) {
 //     k) pairs per expert of d and the first out-of-range entry (the d = 0 blocks) into summary;
 //   dispatch_route_slots_body: each token's position among those going to d, in token order (slots
 //     [tokens, ranks], -1 where it does not go), and the tokens per destination.
-// summary, zeroed before the first kernel: [0, ranks) tokens per destination; [ranks] the
-// complement of the first out-of-range flat index t * k + j (0: none; the complement lets atomicMax
-// over zeroed memory find the first); [ranks + 1, ranks + 1 + experts) pairs per expert.
+// summary, zeroed before the first kernel: [0, ranks) tokens per destination; [ranks, 2 ranks) left
+// for the tokens received from each source (dispatch_receive_body); [2 ranks] the complement of the
+// first out-of-range flat index t * k + j (0: none; the complement lets atomicMax over zeroed memory
+// find the first); [2 ranks + 1, 2 ranks + 1 + experts) pairs per expert.
 template <class Index>
 __device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64 tokens, int k, int experts,
                                                           int experts_per_rank, int ranks, unsigned char* in_rank,
@@ -165,9 +169,9 @@ __device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64
       for (int j = 0; j < kLoads; ++j) {
         if (e[j] >= lo && e[j] < hi) {
           hit = true;
-          atomicAdd(reinterpret_cast<unsigned long long*>(summary + ranks + 1 + e[j]), 1ull);
+          atomicAdd(reinterpret_cast<unsigned long long*>(summary + 2 * ranks + 1 + e[j]), 1ull);
         } else if (d == 0 && (e[j] < -1 || e[j] >= experts)) {
-          atomicMax(reinterpret_cast<unsigned long long*>(summary + ranks), ~u64(t * k + c0 + j));
+          atomicMax(reinterpret_cast<unsigned long long*>(summary + 2 * ranks), ~u64(t * k + c0 + j));
         }
       }
     }
@@ -214,68 +218,129 @@ __device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* i
   if (chunk == chunks - 1 && threadIdx.x == 0) summary[d] = all;
 }
 
-// Where one destination keeps what it receives from this rank: device addresses of the arrays
-// (0 where the dispatch has none), in its window, or this rank's outputs when it is this rank;
-// rows from this rank start at row `first_row` (the rows of the ranks before it).
-struct DispatchRegion {
-  u64 x, scales, topk, weights, src;
-  i64 first_row;
-};
-
-// One warp per (token, destination rank) pair with a slot (slots: [tokens, ranks], -1 where the
-// token does not go): the row and its scales, the top-k indices remapped to the destination's local
+// One warp writes token t's row for destination d at row `row` of the arrays at `to` (0: an array
+// the dispatch does not have): the row and its scales, the top-k indices remapped to d's local
 // experts (-1 elsewhere, weight 0 there) and the token's index here.
-__device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, i64 x_row, const unsigned char* scales,
-                                                      i64 s_row, const void* topk, int topk_i64, int k,
-                                                      const float* weights, const int* slots, i64 tokens,
-                                                      const DispatchRegion* regions, int ranks, int experts_per_rank) {
+__device__ __forceinline__ void dispatch_row(const ArrayAddresses& to, i64 row, i64 t, int d, const unsigned char* x,
+                                             const unsigned char* scales, const void* topk, int topk_i64, int k,
+                                             const float* weights, const RegionRows& rows, int experts_per_rank,
+                                             int lane) {
+  const i64 x_row = rows.bytes[0], s_row = rows.bytes[1];
+  warp_copy(reinterpret_cast<unsigned char*>(to.at[0]) + row * x_row, x + t * x_row, x_row, lane);
+  if (to.at[1]) warp_copy(reinterpret_cast<unsigned char*>(to.at[1]) + row * s_row, scales + t * s_row, s_row, lane);
+  if (to.at[2] && lane < k) {
+    const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
+    const i64 lo = i64(d) * experts_per_rank;
+    const bool local = e >= lo && e < lo + experts_per_rank;
+    reinterpret_cast<i64*>(to.at[2])[row * k + lane] = local ? e - lo : -1;
+    if (to.at[3]) reinterpret_cast<float*>(to.at[3])[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
+  }
+  if (to.at[4] && lane == 0) reinterpret_cast<int*>(to.at[4])[row] = int(t);
+}
+
+// One warp per (token, other rank) pair with a slot (slots: [tokens, ranks], -1 where the token does
+// not go), at the row of its slot in this rank's region of the destination's window
+// (normal_layout.h; sent[d], the tokens going to d, sizes the region's arrays). Needs no other
+// rank's counts, so it may run before the ranks have agreed on them.
+__device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, const unsigned char* scales,
+                                                      const void* topk, int topk_i64, int k, const float* weights,
+                                                      const int* slots, i64 tokens, const i64* sent,
+                                                      const RegionRows& rows, i64 region, const u64* windows,
+                                                      int ranks, int me, int experts_per_rank) {
   const int lane = threadIdx.x & 31;
   const i64 pairs = tokens * ranks;
   const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
   for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < pairs; w += warps) {
-    const int slot = slots[w];
-    if (slot < 0) continue;
     const i64 t = w / ranks;
     const int d = int(w - t * ranks);
-    const DispatchRegion g = regions[d];
-    const i64 row = g.first_row + slot;
-    warp_copy(reinterpret_cast<unsigned char*>(g.x) + row * x_row, x + t * x_row, x_row, lane);
-    if (g.scales) warp_copy(reinterpret_cast<unsigned char*>(g.scales) + row * s_row, scales + t * s_row, s_row, lane);
-    if (g.topk && lane < k) {
-      const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
-      const i64 lo = i64(d) * experts_per_rank;
-      const bool local = e >= lo && e < lo + experts_per_rank;
-      reinterpret_cast<i64*>(g.topk)[row * k + lane] = local ? e - lo : -1;
-      if (g.weights) reinterpret_cast<float*>(g.weights)[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
-    }
-    if (g.src && lane == 0) reinterpret_cast<int*>(g.src)[row] = int(t);
+    const i64 slot = slots[w];
+    if (slot < 0 || d == me) continue;  // the rows a rank sends itself: dispatch_own_body
+    i64 off[kRegionArrays];
+    region_offsets(rows, sent[d], off);
+    const u64 base = windows[d] + u64(i64(me) * region);
+    ArrayAddresses to;
+    for (int i = 0; i < kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? base + u64(off[i]) : 0;
+    dispatch_row(to, slot, t, d, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
   }
+}
+
+// The rows this rank sends itself, one warp per token, straight into its outputs `out` from row
+// first_row on. It touches no window and waits for no peer, so it runs beside the scatter (on the
+// plane's side stream) once the outputs exist.
+__device__ __forceinline__ void dispatch_own_body(const unsigned char* x, const unsigned char* scales, const void* topk,
+                                                  int topk_i64, int k, const float* weights, const int* slots,
+                                                  i64 tokens, const ArrayAddresses& out, i64 first_row,
+                                                  const RegionRows& rows, int ranks, int me, int experts_per_rank) {
+  const int lane = threadIdx.x & 31;
+  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
+  for (i64 t = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; t < tokens; t += warps) {
+    const i64 slot = slots[t * ranks + me];
+    if (slot >= 0)
+      dispatch_row(out, first_row + slot, t, me, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
+  }
+}
+
+// Whether this rank's dispatch may write (block-uniform): its top-k was valid (summary[2 ranks],
+// dispatch_route_count_body) and its rows fit its region in every other rank's window. Else it
+// writes nothing; the host found the same in the counts it downloaded and raises it through the
+// agreement.
+__device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const RegionRows& rows, i64 region, int ranks,
+                                                     int me) {
+  bool bad = threadIdx.x == 0 && summary[2 * ranks] != 0;
+  for (int d = threadIdx.x; d < ranks; d += blockDim.x) {
+    if (d == me) continue;
+    i64 off[kRegionArrays];
+    bad |= region_offsets(rows, summary[d], off) > region;
+  }
+  return !__syncthreads_or(bad);
+}
+
+// Every other source's region of this rank's window into the outputs, after the rows of the sources
+// before it (this rank's own rows: dispatch_own_body): blockIdx.y = array * ranks + source (the rows
+// first: blocks start in that order, and most of the smaller arrays' blocks find nothing to copy).
+// A source's count is in its flag (this rank's own in summary[me]); the counts go into
+// summary[ranks + source], for combine.
+__device__ __forceinline__ void dispatch_receive_body(const u64* flags, const unsigned char* window, i64* summary,
+                                                      const ArrayAddresses& out, const RegionRows& rows, i64 region,
+                                                      int ranks, int me) {
+  const int a = int(blockIdx.y) / ranks, s = int(blockIdx.y) % ranks;
+  auto count = [&](int r) { return r == me ? summary[me] : i64(load_acquire_sys(flags + r) & 0x7fffffffull); };
+  const i64 n = count(s);
+  if (a == 0 && blockIdx.x == 0 && threadIdx.x == 0) summary[ranks + s] = n;
+  if (s == me || !out.at[a] || n == 0) return;
+  i64 before = 0;
+  for (int r = 0; r < s; ++r) before += count(r);
+  i64 off[kRegionArrays];
+  region_offsets(rows, n, off);
+  const CopyDesc c{out.at[a] + u64(before * rows.bytes[a]), u64(window + i64(s) * region + off[a]), n * rows.bytes[a]};
+  copy_pieces(c);
 }
 
 // --- combine --------------------------------------------------------------------------------------
 
-// Where one source stages the rows returned to it: this rank's rows start at `first_row`.
-struct CombineRegion {
-  i64 x, weights;  // offsets in the source's window (weights -1: none)
-  i64 first_row;
-};
-
-// One warp per received row: back to its source's staging area, with its weights. recv_begin[s]:
-// the first of the rows this rank received from s.
-__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, i64 x_row, const float* weights, int k,
-                                                     const i64* recv_begin, const CombineRegion* regions,
-                                                     const u64* windows, int ranks) {
+// One warp per received row: back into this rank's region of its source's window (normal_layout.h:
+// x, then the weights), with its weights. counts[ranks + s]: the rows this rank received from s.
+__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
+                                                     const i64* counts, const RegionRows& rows, i64 region,
+                                                     const u64* windows, int ranks, int me) {
+  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
+  if (threadIdx.x == 0) {
+    begin[0] = 0;
+    for (int s = 0; s < ranks; ++s) begin[s + 1] = begin[s] + counts[ranks + s];
+  }
+  __syncthreads();
   const int lane = threadIdx.x & 31;
-  const i64 total = recv_begin[ranks];
+  const i64 x_row = rows.bytes[0], total = begin[ranks];
   const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
   for (i64 i = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
     int s = 0;
-    while (recv_begin[s + 1] <= i) ++s;
-    const CombineRegion g = regions[s];
-    const i64 row = g.first_row + (i - recv_begin[s]);
-    unsigned char* base = reinterpret_cast<unsigned char*>(windows[s]);
-    warp_copy(base + g.x + row * x_row, x + i * x_row, x_row, lane);
-    if (g.weights >= 0 && lane < k) reinterpret_cast<float*>(base + g.weights)[row * k + lane] = weights[i * k + lane];
+    while (begin[s + 1] <= i) ++s;
+    const i64 row = i - begin[s];
+    i64 off[kRegionArrays];
+    region_offsets(rows, begin[s + 1] - begin[s], off);
+    unsigned char* const base = reinterpret_cast<unsigned char*>(windows[s]) + i64(me) * region;
+    warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
+    if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
   }
 }
 
@@ -317,9 +382,10 @@ struct Elem<f16_t> {
 };
 
 // At the source: out[t] = the token's staged rows summed in rank order in f32 (rank r's row of
-// token t is staged row stage_first[r] + slot[t * ranks + r], -1 when t did not go to r); 0 for a
-// token that went nowhere. bf16 starts from the first row and the others from 0, as the CPU path
-// does, so both give the same bits. With weights, out_w[t] sums the staged weights the same way.
+// token t is row slot[t * ranks + r] of region r of this rank's window, -1 when t did not go to r;
+// sent[r], the tokens this rank sent r, sizes the region's arrays); 0 for a token that went nowhere.
+// bf16 starts from the first row and the others from 0, as the CPU path does, so both give the same
+// bits. With weights, out_w[t] sums the staged weights the same way.
 // V elements of one 16-byte vector.
 template <class T>
 union Vec16 {
@@ -327,15 +393,22 @@ union Vec16 {
   T e[16 / sizeof(T)];
 };
 
-// Ranks a combine reduces over at most (the staged rows of one token are found once per block).
-constexpr int kMaxCombineRanks = 256;
-
 template <class T>
-__device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 hidden, const int* slot,
-                                                    const i64* stage_first, int ranks, i64 tokens, float* out_w,
-                                                    const float* stage_w, int k) {
+__device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
+                                                    const i64* sent, const RegionRows& layout, i64 region, int ranks,
+                                                    i64 tokens, float* out_w, int k) {
   constexpr int V = 16 / sizeof(T);
   constexpr bool kFromFirst = same_type<T, bf16_t>::value;
+  // Each rank's region: where its rows and its weights start, in elements of the window.
+  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    i64 off[kRegionArrays];
+    region_offsets(layout, sent[r], off);
+    x_at[r] = (i64(r) * region + off[0]) / i64(sizeof(T));
+    w_at[r] = (i64(r) * region + off[3]) / 4;
+  }
+  const T* const stage = reinterpret_cast<const T*>(window);
+  const float* const stage_w = reinterpret_cast<const float*>(window);
   // The token's staged rows, in rank order (found once per token, not per column).
   __shared__ i64 rows[kMaxCombineRanks];
   __shared__ int nrows;
@@ -349,7 +422,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 
       int n = 0;
       for (int r = 0; r < ranks; ++r) {
         const int s = slot[t * ranks + r];
-        if (s >= 0) rows[n++] = (stage_first[r] + s) * hidden;
+        if (s >= 0) rows[n++] = x_at[r] + s * hidden;
       }
       nrows = n;
     }
@@ -402,7 +475,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 
       float sum = 0.0f;
       for (int r = 0; r < ranks; ++r) {
         const int s = slot[t * ranks + r];
-        if (s >= 0) sum += stage_w[(stage_first[r] + s) * k + threadIdx.x];
+        if (s >= 0) sum += stage_w[w_at[r] + s * k + threadIdx.x];
       }
       out_w[t * k + threadIdx.x] = sum;
     }
@@ -413,16 +486,19 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const T* stage, i64 
 //
 // A normal-mode dispatch or combine is a scatter kernel, which writes into the peers' windows, then
 // a receive kernel, which reads what arrived in this rank's window (the dispatch's copy-out, the
-// combine's reduction), on the rank's communication stream; operations are numbered on the host
-// (every rank runs the same ones in the same order: the agreement checks it), 1, 2, ...:
+// combine's reduction), on the rank's communication stream; an operation's number is that of its
+// agreement (the engine counts them alike on every rank), so every attempt has its own:
 //   scatter: every block, before its first write, waits until every peer has read its window's data
 //            of the previous operation (the peer's consumed word carries `prev`); the block that
 //            finishes last raises this rank's flag (`seq`) in every peer's signal area;
 //   receive: every block waits for every peer's flag of `seq` before it reads; the block that
 //            finishes last records `seq` in this rank's consumed word.
 // So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
-// between the kernels or between operations. Waits are bounded by timeout_ns; a rank that does not
-// come is reported in the status word, and later blocks then do not wait again.
+// between the kernels or between operations. A dispatch's scatter may run before its agreement;
+// when that agreement fails no receive follows, and `prev` stays the last operation that had one
+// (the rows, where no receive reads them, are overwritten by the next operation's). Waits are
+// bounded by timeout_ns; a rank that does not come is reported in the status word, and later
+// blocks then do not wait again.
 
 // Signal words and status words: signal_layout.h.
 
@@ -430,7 +506,7 @@ struct NormalSignals {
   const u64* windows;  // every rank's window, [ranks]
   i64 signal_offset;
   int ranks, me;
-  u64 seq, prev;  // this operation's number and the previous one's (0: none)
+  u64 seq, prev;  // this operation's number and the previous received one's (0: none)
   u64 timeout_ns;
   volatile int* status;
 };
@@ -467,10 +543,12 @@ __device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
 }
 
 // After a timeout no flag is raised: the peers' own waits time out (bounded) instead of reading.
-__device__ __forceinline__ void normal_send_end(const NormalSignals& g) {
+// The flag to rank r carries counts[r] (a dispatch's rows for r; nullptr: 0).
+__device__ __forceinline__ void normal_send_end(const NormalSignals& g, const i64* counts) {
   if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals) || normal_gave_up(g)) return;
   for (int r = 0; r < g.ranks; ++r)
-    if (r != g.me) store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, 0));
+    if (r != g.me)
+      store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, counts ? counts[r] : 0));
 }
 
 // Before a receive's reads: true (block-uniform) when every peer's data of this operation is there.

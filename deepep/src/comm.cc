@@ -148,6 +148,7 @@ const AlgorithmChoice& Comm::auto_reduce_scatter(int64_t bytes) {
 void Comm::barrier() {
   engine_->begin_op("barrier");
   engine_->barrier("barrier");
+  if (device_plane_) device_plane_->note_barrier();
 }
 
 }  // namespace deepep

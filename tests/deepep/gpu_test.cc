@@ -928,6 +928,33 @@ TEST(DeepEPGpu, CudaTensorsNeedADevicePlane) {
                          {"is on cuda:0", "CommOptions::cuda_device"});
 }
 
+// The window regions of normal-mode dispatch and combine (kernels/normal_layout.h, shared by the
+// kernels and the host's size checks): arrays one after another, 256-byte aligned, absent ones -1;
+// the ranks' regions, 256-byte aligned, fit the window together (runs without a GPU).
+TEST(DeepEPGpu, NormalRegionsHoldEveryArray) {
+  using deepep::kernels::region_bytes;
+  using deepep::kernels::region_offsets;
+  EXPECT_EQ(region_bytes(8 << 20, 3) % 256, 0);
+  EXPECT_LE(3 * region_bytes(8 << 20, 3), 8 << 20);
+  EXPECT_GT(4 * region_bytes(8 << 20, 3), 8 << 20);
+  EXPECT_EQ(region_bytes(4096, 2), 2048);
+  const deepep::kernels::RegionRows dispatch = {{7168, 56 * 4, 8 * 8, 8 * 4, 4}};
+  long long off[deepep::kernels::kRegionArrays];
+  const long long rows = 1001, used = region_offsets(dispatch, rows, off);
+  long long end = 0;
+  for (int i = 0; i < deepep::kernels::kRegionArrays; ++i) {
+    EXPECT_EQ(off[i] % 256, 0) << i;
+    EXPECT_GE(off[i], end) << i;
+    end = off[i] + rows * dispatch.bytes[i];
+  }
+  EXPECT_EQ(used, (end + 255) / 256 * 256);
+  const deepep::kernels::RegionRows combine = {{7168 * 2, 0, 0, 0, 0}};  // bf16 rows, no weights
+  EXPECT_EQ(region_offsets(combine, rows, off), (rows * 7168 * 2 + 255) / 256 * 256);
+  EXPECT_EQ(off[0], 0);
+  for (int i = 1; i < deepep::kernels::kRegionArrays; ++i) EXPECT_EQ(off[i], -1) << i;
+  EXPECT_EQ(region_offsets(dispatch, 0, off), 0);
+}
+
 // Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed).
 TEST(DeepEPGpu, KernelsCompileForHopper) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();

@@ -80,6 +80,9 @@ struct DispatchHandle {
   // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t among the
   // tokens sent to rank r, in token order (-1 when t did not go to r); the device combine reduces by it.
   rt::Tensor device_slots;
+  // GPU dispatches only: int64 on the device, [0, size) the tokens sent to each rank, [size, 2 size)
+  // those received from each (then scratch of the routing); the kernels place rows by them.
+  rt::Tensor device_counts;
   // CPU dispatches that took the hierarchical route (a group of several nodes): which tokens went
   // to each node and what this rank forwarded inside its node (buffer/internode.h); null otherwise.
   std::shared_ptr<const detail::InternodeRoute> internode;

@@ -5,8 +5,9 @@
 // source sums the node partials in node order.
 #include <algorithm>
 #include <bit>
-#include <type_traits>
 #include <cstring>
+#include <optional>
+#include <type_traits>
 
 #include "buffer/checks.h"
 #include "bootstrap/wire.h"
@@ -353,7 +354,24 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   }
   if (err.empty()) err = arena_->check_not_foreign(x, "x");
   if (err.empty()) err = arena_->check_not_foreign(topk_weights, "topk_weights");
+  if (err.empty() && gpu && R > kernels::kMaxCombineRanks)
+    err = rt::str("the GPU path reduces over at most ", kernels::kMaxCombineRanks, " ranks, this group has ", R);
   const int64_t H = err.empty() ? x.size(1) : 0;
+  // The GPU path's scatter needs nothing from the agreement: when the windows' reuse is ordered by
+  // the signals (DevicePlane::windows_ordered_by_signals) it goes now, beside the agreement.
+  std::optional<NormalSignals> scattered;
+  if (err.empty() && gpu) {
+    const kernels::RegionRows rows = detail::combine_rows(x, topk_weights);
+    err = detail::check_combine_fits(*plane, handle, rows);
+    if (err.empty() && plane->windows_ordered_by_signals()) {
+      try {
+        scattered = detail::combine_scatter_on_device(*plane, x, handle, topk_weights, rows, previous_event,
+                                                      e.agreements() + 1);
+      } catch (const rt::Error& ex) {  // shared through the agreement, so no rank waits for this one
+        err = ex.what();
+      }
+    }
+  }
   // The single-copy path (peer_memory.h): the token owners read the returned rows and weights
   // straight from this rank's x and topk_weights -- in place, from their mapping of this rank's
   // shared arena, where they lie there (shared_arena.h); where they are travels with the agreement.
@@ -361,13 +379,23 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   wire::Writer w;
   if (single_copy && err.empty()) w.put(arena_->describe(x)).put(arena_->describe(topk_weights));
   if (plane) plane->next_agreement_signalled();
-  const auto all = e.agree(what,
-          rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ", H,
-                  "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"), gpu ? ", on the GPU" : "",
-                  handle.internode ? ", hierarchical" : "", ")"),
-          err, w.str());
+  std::vector<std::string> all;
+  try {
+    all = e.agree(what,
+                  rt::str("combine(handle ", handle.id, ", x=", x.defined() ? rt::name(x.dtype()) : "undefined", "[*, ",
+                          H, "], weights=", weights ? rt::str("[*, ", K, "]") : std::string("no"),
+                          gpu ? ", on the GPU" : "", handle.internode ? ", hierarchical" : "", ")"),
+                  err, w.str());
+  } catch (...) {
+    // No receive follows the scatter (kernels/intranode.cuh "normal-mode signalling"), which still
+    // reads its inputs.
+    if (scattered) plane->track({x, topk_weights, handle.device_slots, handle.device_counts}, "combine");
+    throw;
+  }
   if (plane) plane->mark("agree");
-  if (gpu) return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish);
+  if (gpu)
+    return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish, e.agreements(),
+                                     scattered ? &*scattered : nullptr);
   const DType dt = x.dtype();
   const size_t es = size_t(rt::bits(dt) / 8), row_bytes = size_t(H) * es, w_bytes = size_t(K) * 4;
   const size_t off_w = align8(row_bytes), rec = align8(off_w + w_bytes);

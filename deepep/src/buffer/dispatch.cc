@@ -8,6 +8,7 @@
 // records take the hierarchical route (buffer/internode.h): two exchanges, the same records.
 #include <algorithm>
 #include <cstring>
+#include <optional>
 
 #include "bootstrap/wire.h"
 #include "buffer/checks.h"
@@ -238,6 +239,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     err = rt::str("x_scales were given for ", rt::name(a.x.dtype()), " x; scales go with f8e4m3 x only");
   }
   if (err.empty() && a.expert_alignment < 1) err = rt::str("expert_alignment=", a.expert_alignment, " must be >= 1");
+  if (err.empty() && gpu && R > kernels::kNormalMaxRanks)
+    err = rt::str("the GPU path takes at most ", kernels::kNormalMaxRanks, " ranks, this group has ", R);
   const DispatchHandle* h = a.handle.get();
   if (err.empty() && cached) {
     if (a.topk_idx.defined() || a.topk_weights.defined() || a.layout)
@@ -262,10 +265,23 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   std::vector<uint8_t> in_rank;
   std::vector<int64_t> counts(size_t(R), 0);
   std::vector<int64_t> expert_counts;  // (token, k) pairs per expert: what each receiver counts per local expert
+  const bool weights = !cached && a.topk_weights.defined();
+  const int64_t x_row = err.empty() ? H * rt::bits(a.x.dtype()) / 8 : 0;
+  const kernels::RegionRows rows = detail::dispatch_rows(x_row, S, K, cached, weights);
   detail::DeviceRoute route;
+  std::optional<NormalSignals> scattered;  // the scatter, when queued before the agreement
   if (err.empty() && !cached && gpu) {
     try {
       route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr, a.previous_event);
+      plane->mark("routing");
+      // The scatter needs only this rank's counts, on the device: when the windows' reuse is ordered
+      // by the signals (DevicePlane::windows_ordered_by_signals) the rows go out now, while the host
+      // waits for the counts and agrees on them.
+      if (plane->windows_ordered_by_signals())
+        scattered = detail::scatter_on_device(*plane, a, route.slots, route.summary, rows, K, a.num_experts / R,
+                                              e.agreements() + 1);
+      detail::read_route(*plane, route, a.topk_idx, a.num_experts);
+      plane->mark("counts");
     } catch (const rt::Error& ex) {  // shared through the agreement, so no rank waits for this one
       err = ex.what();
     }
@@ -314,8 +330,15 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
     for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
   }
-  if (plane) plane->mark("routing");
-  const bool weights = !cached && a.topk_weights.defined();
+  if (err.empty() && gpu) err = detail::check_dispatch_fits(*plane, rows, counts);
+  if (err.empty() && gpu && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
+    try {
+      plane->wait_event(a.previous_event);
+      scattered = detail::scatter_on_device(*plane, a, h->device_slots, h->device_counts, rows, 0, 0, e.agreements() + 1);
+    } catch (const rt::Error& ex) {
+      err = ex.what();
+    }
+  }
   const std::string desc =
       rt::str("dispatch(x=", a.x.defined() ? rt::name(a.x.dtype()) : "undefined", "[*, ", H, "], scales=", S,
               cached ? rt::str(", cached handle ", h->id) : rt::str(", topk=", K, ", experts=", a.num_experts),
@@ -341,7 +364,18 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (int r = 0; r < R; ++r) w.put<uint64_t>(reinterpret_cast<uint64_t>(send_lists[size_t(r)].data()));
   }
   if (plane) plane->next_agreement_signalled();
-  const auto all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
+  std::vector<std::string> all;
+  try {
+    all = e.agree(what, desc, err, err.empty() ? w.str() : std::string());
+  } catch (...) {
+    // The routing and a scatter queued before the agreement may still read the inputs (no receive
+    // follows the scatter: kernels/intranode.cuh "normal-mode signalling").
+    if (route.summary.defined() || scattered)
+      plane->track({a.x, a.x_scales, a.topk_idx, a.topk_weights, cached ? h->device_slots : route.slots,
+                    cached ? h->device_counts : route.summary},
+                   "dispatch");
+    throw;
+  }
   if (plane) plane->mark("agree");
   // Single copy: where each source's tensors and its send list for this rank are.
   struct Remote {
@@ -389,7 +423,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   p.in_rank = std::move(in_rank);
   p.device_slots = cached ? h->device_slots : std::move(route.slots);
   p.device_in_rank = std::move(route.in_rank_on_device);
-  if (gpu) return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p));
+  p.device_counts = cached ? h->device_counts : std::move(route.summary);
+  if (gpu)
+    return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p), e.agreements(), scattered ? &*scattered : nullptr);
   const int64_t N = p.prefix[size_t(R)];
   const std::vector<int64_t>& recv_counts = p.recv_counts;
   const std::vector<int64_t>& prefix = p.prefix;
@@ -547,6 +583,7 @@ std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt
   if (p.device_slots.defined()) {  // a GPU dispatch: its routing stays on the device
     handle->is_token_in_rank = std::move(p.device_in_rank);
     handle->device_slots = std::move(p.device_slots);
+    handle->device_counts = std::move(p.device_counts);
     return handle;
   }
   handle->is_token_in_rank = pool.empty({p.T, R}, DType::Bool);

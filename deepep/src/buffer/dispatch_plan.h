@@ -8,11 +8,13 @@
 #include <vector>
 
 #include "deepep/buffer.h"
+#include "deepep/kernels/normal_layout.h"
 #include "engine/tensor_pool.h"
 
 namespace deepep {
 
 class DevicePlane;
+struct NormalSignals;
 
 namespace detail {
 
@@ -27,6 +29,7 @@ struct DispatchPlan {
   std::vector<uint8_t> in_rank;                  // [T, size]: token t goes to rank r
   rt::Tensor device_slots;                       // [T, size] int32: t's position in rank r's list, -1: none
   rt::Tensor device_in_rank;                     // [T, size] bool
+  rt::Tensor device_counts;                      // DeviceRoute::summary (a handle's device_counts)
   std::vector<int64_t> recv_counts;              // tokens received from each rank
   std::vector<int64_t> prefix;                   // [size + 1]: first row of each source's tokens here
   std::vector<int32_t> rank_prefix;              // [size, size]: tokens ranks 0..i send to rank j
@@ -41,19 +44,48 @@ struct DeviceRoute {
   int64_t bad_index = -1, bad_value = 0;  // the first top-k entry out of range (flat index), -1: none
   std::vector<uint8_t> in_rank;           // [T, size] on the host, only when asked for (a layout to check)
   rt::Tensor slots, in_rank_on_device;    // [T, size] int32 / bool
+  // [2 size + 1 + experts] int64 (DevicePlane::dispatch_route): [0, size) tokens to each rank,
+  // [size, 2 size) tokens received from each (written by the dispatch's receive), then the routing's.
+  rt::Tensor summary;
+  std::vector<const unsigned char*> downloaded;  // the host copies, once read_route has waited
 };
-// The routing kernels wait for previous_event first (they read topk_idx).
+// Queues the routing kernels (after previous_event: they read topk_idx) and the copy of the counts
+// to the host; read_route waits for that copy alone and fills the host fields.
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
                             const Event& previous_event);
+void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_idx, int num_experts);
+
+// Where a GPU dispatch's arrays go in the window regions: x (x_row bytes), scales (S floats), and,
+// unless cached, the top-k (K int64), weights (K floats) and source index.
+kernels::RegionRows dispatch_rows(int64_t x_row, int64_t S, int64_t K, bool cached, bool weights);
+// A local error when this rank's rows for some destination (counts) do not fit its region there.
+std::string check_dispatch_fits(const DevicePlane& plane, const kernels::RegionRows& rows,
+                                const std::vector<int64_t>& counts);
+// Queues a GPU dispatch's scatter (the operation of the engine's agreement number `agreement`),
+// reading the counts and slots from the device; returns its signalling.
+NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, const rt::Tensor& slots,
+                                const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
+                                int experts_per_rank, uint64_t agreement);
 
 // The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device).
 std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int num_ranks, rt::Tensor recv_src_idx,
                                                      TensorPool& pool);
 
-// The GPU paths (gpu_dispatch.cc), after the agreement.
-DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& args, DispatchPlan&& plan);
+// The GPU paths (gpu_dispatch.cc), after the agreement numbered `agreement`. `scattered`: the
+// scatter queued before the agreement (null: none yet).
+DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const DispatchArgs& args, DispatchPlan&& plan,
+                                  uint64_t agreement, const NormalSignals* scattered);
+// A combine's rows in the window regions (normal_layout.h): x, then the weights.
+kernels::RegionRows combine_rows(const rt::Tensor& x, const rt::Tensor& topk_weights);
+// An error when some rank's rows for another do not fit its region there (the same on every rank).
+std::string check_combine_fits(const DevicePlane& plane, const DispatchHandle& handle, const kernels::RegionRows& rows);
+// Queues a combine's scatter (after previous_event), the operation of agreement number `agreement`.
+NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
+                                        const rt::Tensor& topk_weights, const kernels::RegionRows& rows,
+                                        const Event& previous_event, uint64_t agreement);
 CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
-                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish);
+                                const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish,
+                                uint64_t agreement, const NormalSignals* scattered);
 
 }  // namespace detail
 }  // namespace deepep

@@ -92,6 +92,8 @@ class Engine {
   std::vector<std::string> agree(const std::string& what, const std::string& desc, const std::string& error,
                                  const std::string& payload = {});
   void barrier(const std::string& what);
+  // Agreements (barriers included) started so far: every rank counts the same ones, failed ones too.
+  uint64_t agreements() const { return board_epoch_; }
 
   void exchange(std::vector<SendSpec> sends, std::vector<RecvSpec> recvs, const std::string& what);
   // Split form for receive hooks: start() posts everything and pushes what the rings take now;

@@ -17,8 +17,7 @@ const rt::EmbeddedFile* deepep_kernels_embedded_files(std::size_t* count);
 
 namespace deepep {
 
-static_assert(sizeof(CopyDesc) == 24 && sizeof(DispatchRegion) == 48 && sizeof(CombineRegion) == 24 &&
-                  sizeof(NormalSignals) == 56,
+static_assert(sizeof(CopyDesc) == 24 && sizeof(NormalSignals) == 56,
               "the mirrors of kernels/intranode.cuh's structures");
 
 static_assert(kernels::kSignalWords * 8 <= IpcWindow::kSignalBytes, "the signal words fit the signal area");
@@ -90,24 +89,36 @@ KernelText dispatch_route_slots_text() {
 
 KernelText dispatch_scatter_text() {
   return {"deepep_dispatch_scatter",
-          "const unsigned char* x, i64 x_row, const unsigned char* scales, i64 s_row, const void* topk, int topk_i64, "
-          "int k, const float* weights, const int* slots, i64 tokens, const DispatchRegion* regions, int ranks, "
+          "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
+          "const float* weights, const int* slots, i64 tokens, const i64* summary, RegionRows rows, i64 region, "
           "int experts_per_rank, NormalSignals sig",
-          "if (normal_send_begin(sig))\n    dispatch_scatter_body(x, x_row, scales, s_row, topk, topk_i64, k, weights, slots, "
-          "tokens, regions, ranks, experts_per_rank);\n  normal_send_end(sig);"};
+          "if (normal_send_begin(sig) && dispatch_sends_valid(summary, rows, region, sig.ranks, sig.me))\n"
+          "    dispatch_scatter_body(x, scales, topk, topk_i64, k, weights, slots, tokens, summary, rows, region, "
+          "sig.windows, sig.ranks, sig.me, experts_per_rank);\n  normal_send_end(sig, summary);"};
+}
+
+KernelText dispatch_own_text() {
+  return {"deepep_dispatch_own",
+          "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
+          "const float* weights, const int* slots, i64 tokens, ArrayAddresses out, i64 first_row, RegionRows rows, "
+          "int ranks, int me, int experts_per_rank",
+          "dispatch_own_body(x, scales, topk, topk_i64, k, weights, slots, tokens, out, first_row, rows, ranks, me, "
+          "experts_per_rank);"};
 }
 
 KernelText dispatch_receive_text() {
-  return {"deepep_dispatch_receive", "const CopyDesc* d, int count, NormalSignals sig",
-          "if (normal_recv_begin(sig) && int(blockIdx.y) < count) multi_copy_body(d);\n  normal_recv_end(sig);"};
+  return {"deepep_dispatch_receive",
+          "const unsigned char* window, i64* summary, ArrayAddresses out, RegionRows rows, i64 region, NormalSignals sig",
+          "if (normal_recv_begin(sig))\n    dispatch_receive_body(signals_of(sig, sig.me) + kNormalFlags, window, summary, "
+          "out, rows, region, sig.ranks, sig.me);\n  normal_recv_end(sig);"};
 }
 
 KernelText combine_scatter_text() {
   return {"deepep_combine_scatter",
-          "const unsigned char* x, i64 x_row, const float* weights, int k, const i64* recv_begin, "
-          "const CombineRegion* regions, const u64* windows, int ranks, NormalSignals sig",
-          "if (normal_send_begin(sig)) combine_scatter_body(x, x_row, weights, k, recv_begin, regions, windows, ranks);\n"
-          "  normal_send_end(sig);"};
+          "const unsigned char* x, const float* weights, int k, const i64* summary, RegionRows rows, i64 region, "
+          "NormalSignals sig",
+          "if (normal_send_begin(sig))\n    combine_scatter_body(x, weights, k, summary, rows, region, sig.windows, "
+          "sig.ranks, sig.me);\n  normal_send_end(sig, nullptr);"};
 }
 
 KernelText combine_reduce_text(rt::DType dtype) {
@@ -115,10 +126,10 @@ KernelText combine_reduce_text(rt::DType dtype) {
   RT_ICHECK(dtype == rt::DType::F32 || dtype == rt::DType::BF16 || dtype == rt::DType::F16, "combine_reduce of ",
             rt::name(dtype));
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
-          rt::str(t, "* out, const ", t, "* stage, i64 hidden, const int* slot, const i64* stage_first, int ranks, ",
-                  "i64 tokens, float* out_w, const float* stage_w, int k, NormalSignals sig"),
-          "if (normal_recv_begin(sig))\n    combine_reduce_body(out, stage, hidden, slot, stage_first, ranks, tokens, out_w, "
-          "stage_w, k);\n  normal_recv_end(sig);"};
+          rt::str(t, "* out, const unsigned char* window, i64 hidden, const int* slot, const i64* summary, ",
+                  "RegionRows rows, i64 region, i64 tokens, float* out_w, int k, NormalSignals sig"),
+          "if (normal_recv_begin(sig))\n    combine_reduce_body(out, window, hidden, slot, summary, rows, region, sig.ranks, "
+          "tokens, out_w, k);\n  normal_recv_end(sig);"};
 }
 
 KernelText all_reduce_text(rt::DType dtype, int op) {
@@ -179,7 +190,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
-                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_receive_text(),
+                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_own_text(),
+                                 dispatch_receive_text(),
                                  combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (bool i64 : {false, true}) {
@@ -204,7 +216,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), down_(device), status_(device),
+      stream_(device), side_(device), side_start_(device, false), side_done_(device, false), down_(device),
+      status_(device), downloaded_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() {
@@ -213,6 +226,7 @@ DevicePlane::~DevicePlane() {
   // already (its queued work still runs): wait on the context.
   try {
     stream_.synchronize();
+    side_.synchronize();
     if (ll_stream_) {
       rt::cuda_context(device());
       rt::cuda_driver().cuCtxSynchronize();
@@ -254,26 +268,28 @@ void DevicePlane::sync() {
 void DevicePlane::before_agreement() {
   if (ll_stream_) ll_sync();
   note_window_operation();
-  if (!std::exchange(signalled_next_, false)) sync();
+  windows_ordered_ = std::exchange(signalled_next_, false);
+  if (!windows_ordered_) sync();
   check_signals("an earlier dispatch or combine on the GPU");
 }
 
-NormalSignals DevicePlane::next_normal_op() {
+NormalSignals DevicePlane::normal_signals(uint64_t agreement) {
   // 1 .. 2^32 - 1: flags keep 32 bits of the number, and a fresh signal area holds 0.
-  const uint64_t prev = normal_seq_;
-  normal_seq_ = normal_seq_ % 0xffffffffull + 1;
-  return {window_.window_table(), window_.signal_offset(), size_, rank_, normal_seq_, prev, timeout_ns(),
+  const uint64_t seq = (agreement - 1) % 0xffffffffull + 1;
+  return {window_.window_table(), window_.signal_offset(), size_, rank_, seq, normal_seq_, timeout_ns(),
           reinterpret_cast<uint64_t>(status_words())};
 }
 
 void DevicePlane::wait_event(const Event& event) { event.stream_wait(stream()); }
 
 Event DevicePlane::finish(bool async, std::vector<rt::Tensor> inputs, const char* what) {
-  if (!async) {
-    sync();
-    check_signals(what);
-    return Event();
-  }
+  if (async) return track(std::move(inputs), what);
+  sync();
+  check_signals(what);
+  return Event();
+}
+
+Event DevicePlane::track(std::vector<rt::Tensor> inputs, const char* what) {
   auto state = std::make_shared<detail::EventState>(device());
   state->event.record(stream());
   state->check = [alive = std::weak_ptr<int>(alive_), this, what = std::string(what)] {
@@ -347,7 +363,7 @@ std::vector<const unsigned char*> DevicePlane::download(const std::vector<const 
                   "cuMemcpyDtoHAsync", t->nbytes(), " bytes");
     at += (size_t(t->nbytes()) + 15) / 16 * 16;
   }
-  sync();
+  downloaded_.record(stream());
   return out;
 }
 
@@ -391,7 +407,7 @@ void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, i
                                  uint64_t in_rank, uint64_t summary, uint64_t chunk_counts) {
   const rt::CudaDriver& d = rt::cuda_driver();
   rt::cuda_context(device());
-  RT_CU_CHECK(d.cuMemsetD8Async(summary, 0, size_t(size_ + 1 + experts) * 8, stream()), "cuMemsetD8Async");
+  RT_CU_CHECK(d.cuMemsetD8Async(summary, 0, size_t(2 * size_ + 1 + experts) * 8, stream()), "cuMemsetD8Async");
   const int64_t chunks = route_chunks(tokens);
   if (chunks == 0) return;
   const int experts_per_rank = experts / size_;
@@ -403,37 +419,55 @@ void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, i
       .launch_with(grid, {kThreads, 1, 1}, 0, stream(), in_rank, tokens, size_, chunk_counts, slots, summary);
 }
 
-void DevicePlane::dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk,
-                                   bool topk_i64, int k, uint64_t weights, uint64_t slots, int64_t tokens,
-                                   uint64_t regions, int experts_per_rank, const NormalSignals& sig) {
+void DevicePlane::dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                                   uint64_t slots, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
+                                   int experts_per_rank, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
-  kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row,
-                   scales, s_row, topk, topk_flag, k, weights, slots, tokens, regions, size_, experts_per_rank, sig);
+  const int64_t region = region_bytes();
+  kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales,
+                   topk, topk_flag, k, weights, slots, tokens, summary, rows, region, experts_per_rank, sig);
 }
 
-void DevicePlane::dispatch_receive(uint64_t descs, int count, int64_t max_bytes, const NormalSignals& sig) {
+void DevicePlane::dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                               uint64_t slots, int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
+                               const kernels::RegionRows& rows, int experts_per_rank) {
+  const rt::CudaKernel kern = kernel(dispatch_own_text());
+  const int topk_flag = topk_i64 ? 1 : 0;
+  side_start_.stream_wait(side_.handle());
+  kern.launch_with({grid_for(device(), tokens, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, side_.handle(), x, scales,
+                   topk, topk_flag, k, weights, slots, tokens, out, first_row, rows, size_, rank_, experts_per_rank);
+  side_done_.record(side_.handle());
+}
+
+void DevicePlane::dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out,
+                                   const kernels::RegionRows& rows, int64_t max_bytes, const NormalSignals& sig) {
   const rt::CudaKernel k = kernel(dispatch_receive_text());
   constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
   const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
-  k.launch_with({gx, unsigned(std::max(count, 1)), 1}, {kThreads, 1, 1}, 0, stream(), descs, count, sig);
+  const uint64_t window = window_.window(rank_);
+  const int64_t region = region_bytes();
+  k.launch_with({gx, unsigned(size_ * kernels::kRegionArrays), 1}, {kThreads, 1, 1}, 0, stream(), window, summary, out,
+                rows, region, sig);
 }
 
-void DevicePlane::combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin,
-                                  uint64_t regions, int64_t rows, const NormalSignals& sig) {
+void DevicePlane::combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary,
+                                  const kernels::RegionRows& rows, int64_t received, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_scatter_text());
-  const uint64_t windows = window_.window_table();
-  kern.launch_with({grid_for(device(), rows, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, x_row, weights,
-                   k, recv_begin, regions, windows, size_, sig);
+  const int64_t region = region_bytes();
+  kern.launch_with({grid_for(device(), received, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k,
+                   summary, rows, region, sig);
 }
 
-void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
-                                 uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k,
+void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
+                                 const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k,
                                  const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
   const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 16));
-  kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, stage, hidden, slots, stage_first, size_, tokens,
-                   out_w, stage_w, k, sig);
+  const uint64_t window = window_.window(rank_);
+  const int64_t region = region_bytes();
+  kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
+                   tokens, out_w, k, sig);
 }
 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "deepep/event.h"
+#include "deepep/kernels/normal_layout.h"
 #include "deepep/kernels/signal_layout.h"
 #include "deepep/transport.h"
 #include "engine/tensor_pool.h"
@@ -37,14 +38,6 @@ struct KernelText;  // device_plane.cc: one generated kernel
 struct CopyDesc {
   uint64_t dst, src;
   int64_t bytes;
-};
-struct DispatchRegion {
-  uint64_t x, scales, topk, weights, src;
-  int64_t first_row;
-};
-struct CombineRegion {
-  int64_t x, weights;
-  int64_t first_row;
 };
 // One normal-mode operation's signalling (kernels/intranode.cuh "normal-mode signalling"), for at
 // most kernels::kNormalMaxRanks ranks.
@@ -110,15 +103,28 @@ class DevicePlane {
   void before_agreement();
   void next_agreement_signalled() { signalled_next_ = true; }
 
-  // Normal-mode dispatch and combine (kernels/intranode.cuh "normal-mode signalling"). The next
-  // operation's number and signalling; every rank numbers its operations alike.
-  NormalSignals next_normal_op();
+  // Normal-mode dispatch and combine (kernels/intranode.cuh "normal-mode signalling"). The
+  // signalling of the operation whose agreement is the engine's `agreement`-th (the same number on
+  // every rank); normal_op_received(sig) once its receive is queued (the next operation's `prev`).
+  NormalSignals normal_signals(uint64_t agreement);
+  void normal_op_received(const NormalSignals& sig) { normal_seq_ = sig.seq; }
+  // Whether every rank's earlier work on the windows is done or ordered by the normal-mode signals,
+  // so that a dispatch's scatter may go before its own agreement: after a normal-mode dispatch's or
+  // combine's agreement, or a barrier (Comm::barrier: every rank drained its stream before it, and
+  // it queues nothing). After any other operation (a collective, low latency: their kernels may
+  // still run on a peer after it returns) only the next agreement orders window reuse.
+  bool windows_ordered_by_signals() const { return windows_ordered_; }
+  void note_barrier() { windows_ordered_ = true; }
+  // Bytes of each rank's region of a window (kernels/normal_layout.h).
+  int64_t region_bytes() const { return kernels::region_bytes(window_.bytes(), size_); }
   // The stream waits for `event` (nothing for a complete one) before the work queued next.
   void wait_event(const Event& event);
   // The end of an operation whose kernels are queued: with `async`, an Event recorded on the stream
   // (`inputs` are kept alive until the stream has run it); else waits for the stream, raises what
   // the kernels reported and returns a complete Event.
   Event finish(bool async, std::vector<rt::Tensor> inputs, const char* what);
+  // An Event recorded on the stream now; `inputs` are kept alive until the stream has run it.
+  Event track(std::vector<rt::Tensor> inputs, const char* what);
   // Raises (a CommError, breaking the communicator) a rank whose flag did not come, if a finished
   // normal-mode kernel reported one -- and from then on at every call.
   void check_signals(const std::string& what);
@@ -127,9 +133,11 @@ class DevicePlane {
   [[noreturn]] void fail(const std::string& what, const std::string& error);
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
-  // Copies small device tensors to the host through page-locked memory and waits for the stream;
-  // returns each one's bytes, valid until the next download.
+  // Queues copies of small device tensors to the host through page-locked memory; returns where
+  // each one's bytes will be once wait_download() returns (valid until the next download). Work
+  // queued after them does not delay the wait.
   std::vector<const unsigned char*> download(const std::vector<const rt::Tensor*>& tensors);
+  void wait_download() { downloaded_.synchronize(); }
 
   // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
   // every phase on stderr (one line per operation and rank), and in brackets the time between the
@@ -140,22 +148,32 @@ class DevicePlane {
   // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
   // kernels/intranode.cuh's dispatch_route_*_body: slots [tokens, size] int32, in_rank [tokens,
-  // size] bool, summary [size + 1 + experts] int64, chunk_counts [size * route_chunks(tokens)] int64.
+  // size] bool, summary [2 size + 1 + experts] int64, chunk_counts [size * route_chunks(tokens)] int64.
   int64_t route_chunks(int64_t tokens) const;
   void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t in_rank,
                       uint64_t summary, uint64_t chunk_counts);
-  // The normal-mode kernels: each signals as `sig` says (every rank launches all four, with or
-  // without rows, so that every flag is raised).
-  void dispatch_scatter(uint64_t x, int64_t x_row, uint64_t scales, int64_t s_row, uint64_t topk, bool topk_i64, int k,
-                        uint64_t weights, uint64_t slots, int64_t tokens, uint64_t regions, int experts_per_rank,
-                        const NormalSignals& sig);
-  // multi_copy's copies once every peer's rows have arrived.
-  void dispatch_receive(uint64_t descs, int count, int64_t max_bytes, const NormalSignals& sig);
-  void combine_scatter(uint64_t x, int64_t x_row, uint64_t weights, int k, uint64_t recv_begin, uint64_t regions,
-                       int64_t rows, const NormalSignals& sig);
-  void combine_reduce(rt::DType dtype, uint64_t out, uint64_t stage, int64_t hidden, uint64_t slots,
-                      uint64_t stage_first, int64_t tokens, uint64_t out_w, uint64_t stage_w, int k,
-                      const NormalSignals& sig);
+  // The normal-mode kernels (intranode.cuh): each signals as `sig` says (every rank launches all
+  // four, with or without rows, so that every flag is raised). `summary`: the dispatch's counts
+  // (dispatch_route; a handle's device_counts), rows placed in the window regions as `rows` says.
+  void dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                        uint64_t slots, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
+                        int experts_per_rank, const NormalSignals& sig);
+  // The side stream, for the rows a dispatch sends its own rank (they touch no window): fork_side()
+  // marks where it starts on the stream (before the scatter), dispatch_own queues them there,
+  // join_side() makes the stream wait for them.
+  void fork_side() { side_start_.record(stream()); }
+  void dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights, uint64_t slots,
+                    int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
+                    const kernels::RegionRows& rows, int experts_per_rank);
+  void join_side() { side_done_.stream_wait(stream()); }
+  // Every other source's rows into `out` once its flag is there; max_bytes: the largest array of a
+  // source.
+  void dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out, const kernels::RegionRows& rows,
+                        int64_t max_bytes, const NormalSignals& sig);
+  void combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary, const kernels::RegionRows& rows,
+                       int64_t received, const NormalSignals& sig);
+  void combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
+                      const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k, const NormalSignals& sig);
   // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
   // windows' signal areas instead of host barriers and number the operations on the device, so
   // they need no host step between them. They run on ll_stream(): the plane's stream, or the one
@@ -203,11 +221,14 @@ class DevicePlane {
   int size_ = 0;
   IpcWindow window_;
   rt::CudaStream stream_;
+  rt::CudaStream side_;
+  rt::CudaEvent side_start_, side_done_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
   // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
   rt::PinnedBuffer down_, status_;
+  rt::CudaEvent downloaded_;  // after the last download's copies
   // Table uploads stage in page-locked slots taken in turn, each reused once its copy has run, so a
   // call queued behind a slow previous_event does not make the next calls wait (their peers would
   // wait for them in the agreement and time out). Allocating page-locked memory waits for the
@@ -224,8 +245,9 @@ class DevicePlane {
   bool profile_ = false;
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
-  uint64_t normal_seq_ = 0;          // the last normal-mode operation's number
+  uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
   bool signalled_next_ = false;
+  bool windows_ordered_ = false;
   // Async normal-mode operations the stream may not have run yet, oldest first, with their inputs.
   std::deque<std::pair<std::shared_ptr<const detail::EventState>, std::vector<rt::Tensor>>> in_flight_;
   std::shared_ptr<int> alive_ = std::make_shared<int>(0);  // Events' checks see the plane still exists

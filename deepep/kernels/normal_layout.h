@@ -1,0 +1,46 @@
+// Where normal-mode dispatch and combine of CUDA tensors put their rows in the device windows,
+// shared by the kernels (NVRTC: intranode.cuh) and the host code that checks the window's size
+// (src/buffer/gpu_dispatch.cc), so the two cannot drift apart.
+//
+// A window's data is cut into one region per rank (region r of rank d's window: what rank r sends
+// to d), so that a sender places its rows knowing only its own counts: a dispatch's rows go out
+// before the ranks have exchanged theirs. A region holds arrays of `rows` rows one after another,
+// each 256-byte aligned: dispatch x, scales, top-k, weights, source index; combine x, weights.
+#pragma once
+
+#if defined(__CUDACC__)
+#define DEEPEP_HOST_DEVICE __host__ __device__ __forceinline__
+#else
+#define DEEPEP_HOST_DEVICE inline
+#endif
+
+namespace deepep::kernels {
+
+constexpr int kRegionArrays = 5;
+// Ranks a combine runs over at most (its kernels keep a value per rank in shared memory).
+constexpr int kMaxCombineRanks = 256;
+
+// Bytes per row of each array of a region (0: the operation has no such array).
+struct RegionRows {
+  long long bytes[kRegionArrays];
+};
+
+// Device addresses of an operation's arrays (a dispatch's outputs), in the order of RegionRows (0: none).
+struct ArrayAddresses {
+  unsigned long long at[kRegionArrays];
+};
+
+// Bytes of one region of a window of `window_bytes` shared by `ranks` ranks.
+DEEPEP_HOST_DEVICE long long region_bytes(long long window_bytes, int ranks) { return window_bytes / ranks / 256 * 256; }
+
+// Offsets of the arrays for `rows` rows into `offset` (-1 for an absent array); returns the bytes used.
+DEEPEP_HOST_DEVICE long long region_offsets(const RegionRows& r, long long rows, long long* offset) {
+  long long at = 0;
+  for (int i = 0; i < kRegionArrays; ++i) {
+    offset[i] = r.bytes[i] ? at : -1;
+    if (r.bytes[i]) at = (at + rows * r.bytes[i] + 255) / 256 * 256;
+  }
+  return at;
+}
+
+}  // namespace deepep::kernels
