@@ -37,6 +37,12 @@ __device__ __forceinline__ u64 flag_word(u64 seq, bool bad, i64 count) {
 __device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// A flag after a system fence (a fence and then relaxed stores publish as a release does), or one
+// that publishes no data. A release store fences by itself (MEMBAR.SYS), which waits for every
+// earlier store of the thread -- the previous flag to a peer included: a round trip per flag.
+__device__ __forceinline__ void store_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");

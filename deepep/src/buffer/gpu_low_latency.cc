@@ -88,9 +88,6 @@ std::string ll_window_error(const DevicePlane& plane, int ranks, int num_experts
   const int64_t dispatch = int64_t(num_experts) * max_tokens * record_bytes(hidden, fp8);
   const int64_t combine = int64_t(max_tokens) * k * hidden * 2;
   const int64_t need = std::max(dispatch, combine);
-  if (fp8 && record_bytes(hidden, fp8) - 16 > (48 << 10))
-    return rt::str("hidden=", hidden, " is too large for the GPU low-latency FP8 dispatch (a row and its scales are ",
-                   "staged in 48 KiB of shared memory)");
   if (need <= plane.ll_stage_bytes()) return "";
   return rt::str("the device window (", plane.window().bytes(), " bytes per rank, num_nvl_bytes + num_rdma_bytes) is ",
                  "too small: low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ",

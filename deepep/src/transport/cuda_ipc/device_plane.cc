@@ -463,9 +463,9 @@ void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, u
                                    int experts, bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy) {
   const int fp8_flag = fp8 ? 1 : 0;
   kernel(ll_dispatch_send_text(topk_i64))
-      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, size_t(fp8 ? rec_bytes - 16 : 0),
-                   ll_stream(), x, tokens, hidden, topk, k, experts, size_, rank_, fp8_flag, max_tokens, rec_bytes,
-                   window_.window_table(), window_.signal_offset(), topk_copy);
+      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), x, tokens, hidden,
+                   topk, k, experts, size_, rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(),
+                   window_.signal_offset(), topk_copy);
 }
 
 void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
@@ -492,9 +492,13 @@ void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_
                                   bool topk_i64, uint64_t weights, uint64_t out) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
                  timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
-  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 4));
+  // About four blocks per SM: tokens, then column ranges of kThreads * 8 columns (a thread's
+  // columns need one round of loads then).
+  const int64_t want = int64_t(rt::cuda_device(device()).sm_count) * 4;
+  const int64_t gx = std::clamp<int64_t>(tokens, 1, want);
+  const int64_t gy = std::clamp<int64_t>(want / gx, 1, (hidden + kThreads * 8 - 1) / (kThreads * 8));
   kernel(ll_combine_recv_text(topk_i64))
-      .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
+      .launch_with({unsigned(gx), unsigned(gy), 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
                    topk, weights, out, timeout, status);
 }
 
