@@ -83,10 +83,10 @@ __device__ __forceinline__ bool last_block_arrives(u64* arrivals) {
 
 // --- copies ---------------------------------------------------------------------------------------
 
-// One warp copies `bytes` from src to dst in units U (int4, u32 or bytes), four in flight per lane
-// so that a peer's link (NVLink) or HBM sees enough outstanding requests; the bytes before dst's
-// first U boundary and after the last whole U go one per lane.
-template <class U>
+// One warp copies `bytes` from src to dst in units U (int4, u32 or bytes), kInFlight per lane at a
+// time so that a peer's link (NVLink) or HBM sees enough outstanding requests; the bytes before
+// dst's first U boundary and after the last whole U go one per lane.
+template <class U, int kInFlight>
 __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
   constexpr i64 kSize = sizeof(U);
   i64 head = i64((kSize - (u64(dst) & (kSize - 1))) & (kSize - 1));
@@ -96,12 +96,12 @@ __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned 
   const U* s = reinterpret_cast<const U*>(src + head);
   const i64 n = (bytes - head) / kSize;
   i64 i = lane;
-  for (; i + 96 < n; i += 128) {
-    const U a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
-    d[i] = a;
-    d[i + 32] = b;
-    d[i + 64] = c;
-    d[i + 96] = e;
+  for (; i + 32 * (kInFlight - 1) < n; i += 32 * kInFlight) {
+    U v[kInFlight];
+#pragma unroll
+    for (int q = 0; q < kInFlight; ++q) v[q] = s[i + 32 * q];
+#pragma unroll
+    for (int q = 0; q < kInFlight; ++q) d[i + 32 * q] = v[q];
   }
   for (; i < n; i += 32) d[i] = s[i];
   const i64 done = head + n * kSize;
@@ -109,15 +109,17 @@ __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned 
 }
 
 // The widest unit both ends share an alignment for: 16-byte vectors whenever dst and src are equally
-// aligned modulo 16 (row copies at any row offset of arrays with 16-byte aligned bases).
+// aligned modulo 16 (row copies at any row offset of arrays with 16-byte aligned bases). Four units
+// in flight per lane; the low-latency kernels' 4 KiB pieces take eight (a piece in one round).
+template <int kInFlight = 4>
 __device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
   const u64 skew = u64(dst) ^ u64(src);
   if ((skew & 15) == 0)
-    warp_copy_as<int4>(dst, src, bytes, lane);
+    warp_copy_as<int4, kInFlight>(dst, src, bytes, lane);
   else if ((skew & 3) == 0)
-    warp_copy_as<u32>(dst, src, bytes, lane);
+    warp_copy_as<u32, kInFlight>(dst, src, bytes, lane);
   else
-    warp_copy_as<unsigned char>(dst, src, bytes, lane);
+    warp_copy_as<unsigned char, kInFlight>(dst, src, bytes, lane);
 }
 
 // A list of independent copies: descriptor j = {dst, src, bytes}; blockIdx.y picks the descriptor

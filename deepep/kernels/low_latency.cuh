@@ -102,7 +102,8 @@ __device__ __forceinline__ int4 quantize_16_of_128(int4 a, int4 b, float* scale)
 }
 
 constexpr int kLlMaxTopk = 32;
-// Bytes of a row one warp copies at a time where the rows of an expert are spread over its warps.
+// Bytes of a row one warp copies at a time where the rows of an expert are spread over its warps:
+// 16-byte vectors, eight per lane (warp_copy<8>).
 constexpr i64 kLlPiece = 4096;
 
 // Whether any top-k index is out of [-1, experts) or any token selects an expert twice (every block
@@ -323,7 +324,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
     int r = 0;
     while (begin[r + 1] <= j) ++r;
     const unsigned char* rec = staging + ((i64(le) * ranks + r) * max_tokens + (j - begin[r])) * rec_bytes;
-    warp_copy(recv_x + row * row_bytes + at, rec + at, row_bytes - at < kLlPiece ? row_bytes - at : kLlPiece, lane);
+    warp_copy<8>(recv_x + row * row_bytes + at, rec + at, row_bytes - at < kLlPiece ? row_bytes - at : kLlPiece, lane);
     if (at != 0) continue;
     if (fp8) warp_copy(reinterpret_cast<unsigned char*>(recv_scales) + row * s_bytes, rec + row_bytes, s_bytes, lane);
     if (lane == 0) {
@@ -366,7 +367,7 @@ __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64
     }
     unsigned char* const dst = reinterpret_cast<unsigned char*>(windows[lo]) + stage + i64(src_slot[row]) * row_bytes;
     const i64 bytes = row_bytes - at < kLlPiece ? row_bytes - at : kLlPiece;
-    warp_copy(dst + at, x + row * row_bytes + at, bytes, lane);
+    warp_copy<8>(dst + at, x + row * row_bytes + at, bytes, lane);
   }
   if (!last_block_arrives(reinterpret_cast<u64*>(windows[me] + signal_offset) + kLlCombineArrivals)) return;
   for (int r = 0; r < ranks; ++r)  // after last_block_arrives' fence
