@@ -470,14 +470,19 @@ void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, u
 
 void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
                                    uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
-                                   uint64_t src_info, uint64_t src_slot, int k) {
+                                   uint64_t src_info, uint64_t src_slot, int k, bool after_send) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
                  timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
   const int fp8_flag = fp8 ? 1 : 0;
-  kernel(ll_dispatch_recv_text())
-      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, ll_stream(),
-                   own, signals, size_, max_tokens, hidden, fp8_flag, rec_bytes, timeout, recv_x, recv_scales,
-                   recv_count, layout_range, src_info, src_slot, k, status);
+  const rt::CudaKernel kern = kernel(ll_dispatch_recv_text());
+  const rt::Dim3 grid{unsigned(local_experts), ll_blocks_per_expert(local_experts), 1};
+  if (after_send)
+    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, max_tokens, hidden,
+                                 fp8_flag, rec_bytes, timeout, recv_x, recv_scales, recv_count, layout_range, src_info,
+                                 src_slot, k, status);
+  else
+    kern.launch_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, max_tokens, hidden, fp8_flag,
+                     rec_bytes, timeout, recv_x, recv_scales, recv_count, layout_range, src_info, src_slot, k, status);
 }
 
 void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens,
@@ -489,7 +494,7 @@ void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts,
 }
 
 void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk,
-                                  bool topk_i64, uint64_t weights, uint64_t out) {
+                                  bool topk_i64, uint64_t weights, uint64_t out, bool after_send) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
                  timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
   // About four blocks per SM: tokens, then column ranges of kThreads * 8 columns (a thread's
@@ -497,9 +502,14 @@ void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_
   const int64_t want = int64_t(rt::cuda_device(device()).sm_count) * 4;
   const int64_t gx = std::clamp<int64_t>(tokens, 1, want);
   const int64_t gy = std::clamp<int64_t>(want / gx, 1, (hidden + kThreads * 8 - 1) / (kThreads * 8));
-  kernel(ll_combine_recv_text(topk_i64))
-      .launch_with({unsigned(gx), unsigned(gy), 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
-                   topk, weights, out, timeout, status);
+  const rt::CudaKernel kern = kernel(ll_combine_recv_text(topk_i64));
+  const rt::Dim3 grid{unsigned(gx), unsigned(gy), 1};
+  if (after_send)
+    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
+                                 topk, weights, out, timeout, status);
+  else
+    kern.launch_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing, topk,
+                     weights, out, timeout, status);
 }
 
 }  // namespace deepep
