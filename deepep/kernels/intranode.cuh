@@ -95,15 +95,16 @@ __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned 
   U* d = reinterpret_cast<U*>(dst + head);
   const U* s = reinterpret_cast<const U*>(src + head);
   const i64 n = (bytes - head) / kSize;
-  i64 i = lane;
-  for (; i + 32 * (kInFlight - 1) < n; i += 32 * kInFlight) {
+  // kInFlight loads before their stores, the last round too (fewer than kInFlight per lane left).
+  for (i64 i = lane; i < n; i += 32 * kInFlight) {
     U v[kInFlight];
 #pragma unroll
-    for (int q = 0; q < kInFlight; ++q) v[q] = s[i + 32 * q];
+    for (int q = 0; q < kInFlight; ++q)
+      if (i + 32 * q < n) v[q] = s[i + 32 * q];
 #pragma unroll
-    for (int q = 0; q < kInFlight; ++q) d[i + 32 * q] = v[q];
+    for (int q = 0; q < kInFlight; ++q)
+      if (i + 32 * q < n) d[i + 32 * q] = v[q];
   }
-  for (; i < n; i += 32) d[i] = s[i];
   const i64 done = head + n * kSize;
   if (lane < bytes - done) dst[done + lane] = src[done + lane];
 }
