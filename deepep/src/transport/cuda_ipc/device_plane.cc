@@ -36,9 +36,11 @@ const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
 struct KernelText {
   std::string name, params, body;
   std::string header = "intranode.cuh";
+  int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
   std::string source() const {
     return rt::str("#include \"deepep/kernels/", header, "\"\nusing namespace deepep::kernels;\n",
-                   "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
+                   "extern \"C\" __global__ void __launch_bounds__(256, ", min_blocks, ") ", name, "(", params,
+                   ") {\n  ", body, "\n}\n");
   }
 };
 
@@ -169,7 +171,8 @@ KernelText ll_combine_recv_text(bool topk_i64) {
                   "unsigned short* out, u64 timeout_ns, volatile int* status"),
           "ll_combine_recv_body(window, signals, ranks, tokens, hidden, k, routing, topk, weights, out, timeout_ns, "
           "status);",
-          "low_latency.cuh"};
+          "low_latency.cuh",
+          4};  // its grid is about four blocks per SM (ll_combine_recv): one wave at 64 registers, not 65
 }
 
 constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::F16,
