@@ -90,8 +90,8 @@ class CudaKernel {
 
  private:
   // cuLaunchKernelEx with one attribute; `what` describes it in the error.
-  void launch_ex(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args, const CuLaunchAttribute& attr,
-                 const std::string& what) const;
+  void launch_ex(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args,
+                 const CuLaunchAttribute& attr, const std::string& what) const;
   friend class CudaModule;
   struct State;
   std::shared_ptr<State> state_;

@@ -508,8 +508,8 @@ void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_
   const rt::CudaKernel kern = kernel(ll_combine_recv_text(topk_i64));
   const rt::Dim3 grid{unsigned(gx), unsigned(gy), 1};
   if (after_send)
-    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
-                                 topk, weights, out, timeout, status);
+    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k,
+                                 routing, topk, weights, out, timeout, status);
   else
     kern.launch_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing, topk,
                      weights, out, timeout, status);
