@@ -38,6 +38,12 @@ __device__ __forceinline__ u64 flag_word(u64 seq, bool bad, i64 count) {
 __device__ __forceinline__ void store_release_sys(u64* p, u64 v) {
   asm volatile("st.release.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
 }
+// A flag after a system fence (a fence and then relaxed stores publish as a release does), or one
+// that publishes no data. A release store fences by itself (MEMBAR.SYS), which waits for every
+// earlier store of the thread -- the previous flag to a peer included: a round trip per flag.
+__device__ __forceinline__ void store_relaxed_sys(u64* p, u64 v) {
+  asm volatile("st.relaxed.sys.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
 __device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
   u64 v;
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
@@ -78,10 +84,10 @@ __device__ __forceinline__ bool last_block_arrives(u64* arrivals) {
 
 // --- copies ---------------------------------------------------------------------------------------
 
-// One warp copies `bytes` from src to dst in units U (int4, u32 or bytes), four in flight per lane
-// so that a peer's link (NVLink) or HBM sees enough outstanding requests; the bytes before dst's
-// first U boundary and after the last whole U go one per lane.
-template <class U>
+// One warp copies `bytes` from src to dst in units U (int4, u32 or bytes), kInFlight per lane at a
+// time so that a peer's link (NVLink) or HBM sees enough outstanding requests; the bytes before
+// dst's first U boundary and after the last whole U go one per lane.
+template <class U, int kInFlight>
 __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
   constexpr i64 kSize = sizeof(U);
   i64 head = i64((kSize - (u64(dst) & (kSize - 1))) & (kSize - 1));
@@ -90,29 +96,32 @@ __device__ __forceinline__ void warp_copy_as(unsigned char* dst, const unsigned 
   U* d = reinterpret_cast<U*>(dst + head);
   const U* s = reinterpret_cast<const U*>(src + head);
   const i64 n = (bytes - head) / kSize;
-  i64 i = lane;
-  for (; i + 96 < n; i += 128) {
-    const U a = s[i], b = s[i + 32], c = s[i + 64], e = s[i + 96];
-    d[i] = a;
-    d[i + 32] = b;
-    d[i + 64] = c;
-    d[i + 96] = e;
+  // kInFlight loads before their stores, the last round too (fewer than kInFlight per lane left).
+  for (i64 i = lane; i < n; i += 32 * kInFlight) {
+    U v[kInFlight];
+#pragma unroll
+    for (int q = 0; q < kInFlight; ++q)
+      if (i + 32 * q < n) v[q] = s[i + 32 * q];
+#pragma unroll
+    for (int q = 0; q < kInFlight; ++q)
+      if (i + 32 * q < n) d[i + 32 * q] = v[q];
   }
-  for (; i < n; i += 32) d[i] = s[i];
   const i64 done = head + n * kSize;
   if (lane < bytes - done) dst[done + lane] = src[done + lane];
 }
 
 // The widest unit both ends share an alignment for: 16-byte vectors whenever dst and src are equally
-// aligned modulo 16 (row copies at any row offset of arrays with 16-byte aligned bases).
+// aligned modulo 16 (row copies at any row offset of arrays with 16-byte aligned bases). Four units
+// in flight per lane; the low-latency kernels' 4 KiB pieces take eight (a piece in one round).
+template <int kInFlight = 4>
 __device__ __forceinline__ void warp_copy(unsigned char* dst, const unsigned char* src, i64 bytes, int lane) {
   const u64 skew = u64(dst) ^ u64(src);
   if ((skew & 15) == 0)
-    warp_copy_as<int4>(dst, src, bytes, lane);
+    warp_copy_as<int4, kInFlight>(dst, src, bytes, lane);
   else if ((skew & 3) == 0)
-    warp_copy_as<u32>(dst, src, bytes, lane);
+    warp_copy_as<u32, kInFlight>(dst, src, bytes, lane);
   else
-    warp_copy_as<unsigned char>(dst, src, bytes, lane);
+    warp_copy_as<unsigned char, kInFlight>(dst, src, bytes, lane);
 }
 
 // A list of independent copies: descriptor j = {dst, src, bytes}; blockIdx.y picks the descriptor

@@ -225,6 +225,27 @@ void CudaKernel::launch_cluster(Dim3 grid, Dim3 block, Dim3 cluster, size_t dyna
   CuLaunchAttribute attr{};
   attr.id = cu::kLaunchAttributeClusterDimension;
   attr.value.cluster_dim = {cluster.x, cluster.y, cluster.z};
+  launch_ex(grid, block, dynamic_smem, stream, args, attr, str(", cluster ", cluster.to_string()));
+}
+
+void CudaKernel::launch_overlapping(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args) const {
+  RT_ICHECK(state_, "CudaKernel::launch_overlapping on an empty kernel");
+  const CudaDeviceInfo& dev = cuda_device(state_->device);
+  if (dev.sm_major < 9 || cuda_driver().cuLaunchKernelEx == nullptr)
+    return launch(grid, block, dynamic_smem, stream, args);
+  check_shape(state_->name, dev, grid, block);
+  if (static_cast<int64_t>(dynamic_smem) > state_->max_dynamic_smem.load())
+    set_max_dynamic_smem(static_cast<int64_t>(dynamic_smem));
+  cuda_context(state_->device);
+  CuLaunchAttribute attr{};
+  attr.id = cu::kLaunchAttributeProgrammaticStreamSerialization;
+  attr.value.i = 1;
+  launch_ex(grid, block, dynamic_smem, stream, args, attr, ", overlapping the previous kernel");
+}
+
+void CudaKernel::launch_ex(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args,
+                           const CuLaunchAttribute& attr, const std::string& what) const {
+  const CudaDriver& d = cuda_driver();
   CuLaunchConfig config{};
   config.grid_x = grid.x;
   config.grid_y = grid.y;
@@ -234,12 +255,12 @@ void CudaKernel::launch_cluster(Dim3 grid, Dim3 block, Dim3 cluster, size_t dyna
   config.block_z = block.z;
   config.shared_mem_bytes = static_cast<unsigned>(dynamic_smem);
   config.stream = stream;
-  config.attrs = &attr;
+  config.attrs = const_cast<CuLaunchAttribute*>(&attr);
   config.num_attrs = 1;
   note_cuda_launch(state_->name);
   RT_CU_CHECK(d.cuLaunchKernelEx(&config, state_->function, args, nullptr), "cuLaunchKernelEx", "kernel '",
-              state_->name, "', grid ", grid.to_string(), ", cluster ", cluster.to_string(), ", block ",
-              block.to_string(), ", ", dynamic_smem, " bytes of dynamic shared memory");
+              state_->name, "', grid ", grid.to_string(), what, ", block ", block.to_string(), ", ", dynamic_smem,
+              " bytes of dynamic shared memory");
   if (sync_after_launch())
     RT_CU_CHECK(d.cuStreamSynchronize(stream), "cuStreamSynchronize", "after kernel '", state_->name, "'");
 }

@@ -51,6 +51,30 @@ extern "C" __global__ void cluster_rank(unsigned* out) {
 #endif
 }
 
+// A programmatic dependent launch pair: `pdl_first` lets its dependent start, then sets flag[0]
+// after about 100 us; `pdl_second` (launched overlapping it) waits for the flag, at most 1 s, and
+// writes what it saw to flag[1].
+__device__ unsigned long long now_ns() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+extern "C" __global__ void pdl_first(volatile int* flag) {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+  const unsigned long long start = now_ns();
+  while (now_ns() - start < 100000) {
+  }
+  flag[0] = 1;
+}
+extern "C" __global__ void pdl_second(volatile int* flag) {
+  const unsigned long long start = now_ns();
+  while (flag[0] == 0 && now_ns() - start < 1000000000ull) {
+  }
+  flag[1] = flag[0];
+}
+
 // Fills `bytes` of dynamic shared memory, then writes their sum per thread stride: out[t] = sum.
 extern "C" __global__ void big_smem(unsigned* out, int words) {
   extern __shared__ unsigned smem_words[];
@@ -268,6 +292,21 @@ TEST(CudaGpu, LargeDynamicSharedMemoryIsOptedInto) {
                "kernel 'big_smem': a block of (2048, 1, 1) = 2048 threads");
   expect_error([&] { k.launch_with(Dim3{0}, Dim3{32}, 0, nullptr, out.data(), 1); }, ErrorKind::User,
                "kernel 'big_smem': empty grid");
+}
+
+// An overlapping launch runs (overlapped on sm_90+, an ordinary launch before), waits for nothing
+// it should not, and the stream's completion covers both kernels.
+TEST(CudaGpu, OverlappingLaunch) {
+  REQUIRE_GPU();
+  const Tensor flag = Tensor::empty({2}, DType::I32, Device::cuda(0));
+  rt::cuda_memset(0, dptr(flag), 0, flag.nbytes());
+  rt::CudaStream stream;  // ordered after the memset (legacy default stream)
+  module().function("pdl_first").launch_with(Dim3{1}, Dim3{32}, 0, stream.handle(), flag.data());
+  module().function("pdl_second").launch_overlapping_with(Dim3{1}, Dim3{32}, 0, stream.handle(), flag.data());
+  stream.synchronize();
+  const Tensor host = flag.to(Device::cpu());
+  EXPECT_EQ(host.data_as<int32_t>()[0], 1);
+  EXPECT_EQ(host.data_as<int32_t>()[1], 1);
 }
 
 TEST(CudaGpu, ClusterLaunch) {

@@ -57,19 +57,21 @@ void finish_receive(DevicePlane& plane, const char* what) {
   }
 }
 
-// Runs `receive` now, or returns it as the hook (and leaves it to the engine, whose next operation
-// runs it first when the hook has not been called).
-std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::function<void()> receive, const char* what) {
+// Runs `receive` now, right after its send kernel (receive(true): it may overlap the send), or
+// returns it as the hook (and leaves it to the engine, whose next operation runs it first when the
+// hook has not been called).
+std::function<void()> receive_now_or_later(const LowLatencyCall& call, std::function<void(bool)> receive,
+                                           const char* what) {
+  if (!call.return_recv_hook) {
+    receive(true);
+    return nullptr;
+  }
   auto done = std::make_shared<bool>(false);
   auto complete = [done, receive = std::move(receive)] {
     if (*done) return;
     *done = true;
-    receive();
+    receive(false);
   };
-  if (!call.return_recv_hook) {
-    complete();
-    return nullptr;
-  }
   call.engine->defer_device_receive(complete);
   return [alive = call.alive, complete, what] {
     auto a = alive.lock();
@@ -88,9 +90,6 @@ std::string ll_window_error(const DevicePlane& plane, int ranks, int num_experts
   const int64_t dispatch = int64_t(num_experts) * max_tokens * record_bytes(hidden, fp8);
   const int64_t combine = int64_t(max_tokens) * k * hidden * 2;
   const int64_t need = std::max(dispatch, combine);
-  if (fp8 && record_bytes(hidden, fp8) - 16 > (48 << 10))
-    return rt::str("hidden=", hidden, " is too large for the GPU low-latency FP8 dispatch (a row and its scales are ",
-                   "staged in 48 KiB of shared memory)");
   if (need <= plane.ll_stage_bytes()) return "";
   return rt::str("the device window (", plane.window().bytes(), " bytes per rank, num_nvl_bytes + num_rdma_bytes) is ",
                  "too small: low-latency calls with max_tokens_per_rank=", max_tokens, ", hidden=", hidden, ", ",
@@ -121,10 +120,10 @@ LowLatencyDispatchResult ll_dispatch_on_device(const LowLatencyCall& call, const
   plane.mark("send");
   // The sources stay referenced until the receive has run (the hook may run it much later).
   auto receive = [&plane, x, topk_idx, handle, recv_x = out.recv_x, recv_s = out.recv_x_scales,
-                  recv_count = out.recv_count, Le, H, K, rec, use_fp8, max_tokens_per_rank] {
+                  recv_count = out.recv_count, Le, H, K, rec, use_fp8, max_tokens_per_rank](bool after_send) {
     plane.ll_dispatch_recv(Le, max_tokens_per_rank, H, use_fp8, rec, address(recv_x), address(recv_s),
                            address(recv_count), address(handle->recv_layout_range), address(handle->recv_src_info),
-                           address(handle->recv_src_slot), int(K));
+                           address(handle->recv_src_slot), int(K), after_send);
     finish_receive(plane, "low_latency_dispatch");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_dispatch");
@@ -142,9 +141,10 @@ LowLatencyCombineResult ll_combine_on_device(const LowLatencyCall& call, const r
   plane.ll_combine_send(address(x), H, Le, handle.max_tokens_per_rank, address(handle.recv_layout_range),
                         address(handle.recv_src_slot));
   plane.mark("send");
-  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, T, H, K] {
+  auto receive = [&plane, x, topk_idx, topk_weights, routing = handle.topk_idx, result = out.combined_x, T, H,
+                  K](bool after_send) {
     plane.ll_combine_recv(T, H, int(K), address(routing), address(topk_idx), topk_idx.dtype() == DType::I64,
-                          address(topk_weights), address(result));
+                          address(topk_weights), address(result), after_send);
     finish_receive(plane, "low_latency_combine");
   };
   out.hook = receive_now_or_later(call, std::move(receive), "low_latency_combine");

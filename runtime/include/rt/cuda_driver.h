@@ -47,7 +47,7 @@ struct CuLaunchAttribute {
     struct {
       unsigned x, y, z;
     } cluster_dim;  // for cu::kLaunchAttributeClusterDimension
-    int i;
+    int i;  // e.g. for cu::kLaunchAttributeProgrammaticStreamSerialization
   } value;
 };
 static_assert(sizeof(CuLaunchAttribute) == 72 && offsetof(CuLaunchAttribute, value) == 8);
@@ -127,6 +127,7 @@ inline constexpr int kFuncAttrNonPortableClusterSizeAllowed = 14;
 
 // CUlaunchAttributeID.
 inline constexpr int kLaunchAttributeClusterDimension = 4;
+inline constexpr int kLaunchAttributeProgrammaticStreamSerialization = 6;  // value.i: 1 allows the overlap
 
 // CUstream_flags, CUevent_flags.
 inline constexpr unsigned kStreamDefault = 0;

@@ -76,8 +76,22 @@ class CudaKernel {
     void* params[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
     launch(grid, block, dynamic_smem, stream, params);
   }
+  // A programmatic dependent launch (sm_90+; elsewhere launch()): the kernel may start before the
+  // previous kernel on the stream completes, once every block of that one has executed
+  // griddepcontrol.launch_dependents (or exited). Before it executes griddepcontrol.wait (the
+  // previous kernel's end, its writes visible) it may not rely on that kernel's writes, and what
+  // is queued after it should not count on following that kernel unless it waits.
+  void launch_overlapping(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args) const;
+  template <class... Args>
+  void launch_overlapping_with(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, const Args&... args) const {
+    void* params[] = {const_cast<void*>(static_cast<const void*>(&args))..., nullptr};
+    launch_overlapping(grid, block, dynamic_smem, stream, params);
+  }
 
  private:
+  // cuLaunchKernelEx with one attribute; `what` describes it in the error.
+  void launch_ex(Dim3 grid, Dim3 block, size_t dynamic_smem, CuStream stream, void** args,
+                 const CuLaunchAttribute& attr, const std::string& what) const;
   friend class CudaModule;
   struct State;
   std::shared_ptr<State> state_;

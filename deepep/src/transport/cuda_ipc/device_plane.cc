@@ -35,9 +35,11 @@ const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
 struct KernelText {
   std::string name, params, body;
   std::string header = "intranode.cuh";
+  int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
   std::string source() const {
     return rt::str("#include \"deepep/kernels/", header, "\"\nusing namespace deepep::kernels;\n",
-                   "extern \"C\" __global__ void __launch_bounds__(256) ", name, "(", params, ") {\n  ", body, "\n}\n");
+                   "extern \"C\" __global__ void __launch_bounds__(256, ", min_blocks, ") ", name, "(", params,
+                   ") {\n  ", body, "\n}\n");
   }
 };
 
@@ -180,7 +182,8 @@ KernelText ll_combine_recv_text(bool topk_i64) {
                   "unsigned short* out, u64 timeout_ns, volatile int* status"),
           "ll_combine_recv_body(window, signals, ranks, tokens, hidden, k, routing, topk, weights, out, timeout_ns, "
           "status);",
-          "low_latency.cuh"};
+          "low_latency.cuh",
+          4};  // its grid is about four blocks per SM (ll_combine_recv): one wave at 64 registers, not 65
 }
 
 constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::F16,
@@ -491,21 +494,26 @@ void DevicePlane::ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, u
                                    int experts, bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy) {
   const int fp8_flag = fp8 ? 1 : 0;
   kernel(ll_dispatch_send_text(topk_i64))
-      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, size_t(fp8 ? rec_bytes - 16 : 0),
-                   ll_stream(), x, tokens, hidden, topk, k, experts, size_, rank_, fp8_flag, max_tokens, rec_bytes,
-                   window_.window_table(), window_.signal_offset(), topk_copy);
+      .launch_with({unsigned(std::max<int64_t>(tokens, 1)), 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), x, tokens, hidden,
+                   topk, k, experts, size_, rank_, fp8_flag, max_tokens, rec_bytes, window_.window_table(),
+                   window_.signal_offset(), topk_copy);
 }
 
 void DevicePlane::ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
                                    uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
-                                   uint64_t src_info, uint64_t src_slot, int k) {
+                                   uint64_t src_info, uint64_t src_slot, int k, bool after_send) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
                  timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
   const int fp8_flag = fp8 ? 1 : 0;
-  kernel(ll_dispatch_recv_text())
-      .launch_with({unsigned(local_experts), ll_blocks_per_expert(local_experts), 1}, {kThreads, 1, 1}, 0, ll_stream(),
-                   own, signals, size_, max_tokens, hidden, fp8_flag, rec_bytes, timeout, recv_x, recv_scales,
-                   recv_count, layout_range, src_info, src_slot, k, status);
+  const rt::CudaKernel kern = kernel(ll_dispatch_recv_text());
+  const rt::Dim3 grid{unsigned(local_experts), ll_blocks_per_expert(local_experts), 1};
+  if (after_send)
+    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, max_tokens, hidden,
+                                 fp8_flag, rec_bytes, timeout, recv_x, recv_scales, recv_count, layout_range, src_info,
+                                 src_slot, k, status);
+  else
+    kern.launch_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, max_tokens, hidden, fp8_flag,
+                     rec_bytes, timeout, recv_x, recv_scales, recv_count, layout_range, src_info, src_slot, k, status);
 }
 
 void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens,
@@ -517,13 +525,22 @@ void DevicePlane::ll_combine_send(uint64_t x, int64_t hidden, int local_experts,
 }
 
 void DevicePlane::ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk,
-                                  bool topk_i64, uint64_t weights, uint64_t out) {
+                                  bool topk_i64, uint64_t weights, uint64_t out, bool after_send) {
   const uint64_t own = window_.window(rank_), signals = own + uint64_t(window_.signal_offset()),
                  timeout = timeout_ns(), status = reinterpret_cast<uint64_t>(status_words());
-  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 4));
-  kernel(ll_combine_recv_text(topk_i64))
-      .launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing,
-                   topk, weights, out, timeout, status);
+  // About four blocks per SM: tokens, then column ranges of kThreads * 8 columns (a thread's
+  // columns need one round of loads then).
+  const int64_t want = int64_t(rt::cuda_device(device()).sm_count) * 4;
+  const int64_t gx = std::clamp<int64_t>(tokens, 1, want);
+  const int64_t gy = std::clamp<int64_t>(want / gx, 1, (hidden + kThreads * 8 - 1) / (kThreads * 8));
+  const rt::CudaKernel kern = kernel(ll_combine_recv_text(topk_i64));
+  const rt::Dim3 grid{unsigned(gx), unsigned(gy), 1};
+  if (after_send)
+    kern.launch_overlapping_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k,
+                                 routing, topk, weights, out, timeout, status);
+  else
+    kern.launch_with(grid, {kThreads, 1, 1}, 0, ll_stream(), own, signals, size_, tokens, hidden, k, routing, topk,
+                     weights, out, timeout, status);
 }
 
 }  // namespace deepep

@@ -200,13 +200,15 @@ class DevicePlane {
   int32_t take_status(int word);
   void ll_dispatch_send(uint64_t x, int64_t tokens, int64_t hidden, uint64_t topk, bool topk_i64, int k, int experts,
                         bool fp8, int64_t max_tokens, int64_t rec_bytes, uint64_t topk_copy);
+  // The receives with `after_send` (queued right after their send kernel, no hook in between) start
+  // while the send still runs (rt::CudaKernel::launch_overlapping): they wait for its flags anyway.
   void ll_dispatch_recv(int local_experts, int64_t max_tokens, int64_t hidden, bool fp8, int64_t rec_bytes,
                         uint64_t recv_x, uint64_t recv_scales, uint64_t recv_count, uint64_t layout_range,
-                        uint64_t src_info, uint64_t src_slot, int k);
+                        uint64_t src_info, uint64_t src_slot, int k, bool after_send);
   void ll_combine_send(uint64_t x, int64_t hidden, int local_experts, int64_t max_tokens, uint64_t layout_range,
                        uint64_t src_slot);
   void ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk, bool topk_i64,
-                       uint64_t weights, uint64_t out);
+                       uint64_t weights, uint64_t out, bool after_send);
   // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min; out_off < 0: no push.
   void all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
                        int64_t in_stride, int64_t out_off);
