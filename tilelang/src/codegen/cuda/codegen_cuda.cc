@@ -24,20 +24,6 @@ constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern re
 // An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
 std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
 
-// Whether a kernel body runs a gemm on wgmma (an accumulator in the warpgroup layout).
-bool calls_wgmma(const ir::Stmt& body) {
-  struct Finder : ir::IRVisitor {
-    bool found = false;
-    using ir::IRVisitor::visit;
-    void visit(const ir::GemmNode& n) override {
-      const ir::FragmentLayout* l = n.c.buffer->layout.get();
-      found = found || (l && l->warpgroup);
-    }
-  } finder;
-  finder.visit_stmt(body);
-  return finder.found;
-}
-
 class CudaCodegen : public CodegenC {
  public:
   CudaCodegen(const ir::PrimFunc& func, const Target& target) : func_(func), target_(target) {
@@ -85,6 +71,8 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
+    if (f == ir::kWgmmaAsync) RT_UNREACHABLE("wgmma_async not right after its gemm");
+    if (f == ir::kWgmmaCommit) return "tl::cuda::wgmma_commit_group()";
     // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized).
     if (f == ir::kBulkInit)
       return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", launch_threads_ / 32, ")");
@@ -126,21 +114,32 @@ class CudaCodegen : public CodegenC {
   }
 
   // A wgmma gemm followed by gemm_in_flight(n) leaves n groups in flight; the loop around it drains
-  // them once it ends.
+  // them once it ends. One followed by wgmma_async leaves its group in flight (wgmma_waits waits).
   void visit(const ir::SeqNode& n) override {
     for (size_t i = 0; i < n.stmts.size(); ++i) {
       const auto* g = ir::as<ir::GemmNode>(n.stmts[i]);
       const auto* next = i + 1 < n.stmts.size() ? ir::as<ir::EvaluateNode>(n.stmts[i + 1]) : nullptr;
       const auto* call = next ? ir::as<ir::CallNode>(next->value) : nullptr;
-      const ir::FragmentLayout* l = g ? g->c.buffer->layout.get() : nullptr;
-      if (l && l->warpgroup && call && call->name == ir::kGemmInFlight) {
-        gemm_pending_ = *ir::as_const_int(call->args.at(0));
+      if (g && analysis::is_wgmma(*g) && call && (call->name == ir::kGemmInFlight || call->name == ir::kWgmmaAsync)) {
+        gemm_pending_ = call->name == ir::kWgmmaAsync ? -1 : *ir::as_const_int(call->args.at(0));
         visit_stmt(n.stmts[i]);
         gemm_pending_ = 0;
         ++i;
         continue;
       }
       visit_stmt(n.stmts[i]);
+    }
+  }
+
+  // wgmma_wait(n, acc...): the wait, then each completed accumulator pinned; wgmma_pin(acc...): the pins.
+  void visit(const ir::EvaluateNode& n) override {
+    const auto* call = ir::as<ir::CallNode>(n.value);
+    if (!call || (call->name != ir::kWgmmaWait && call->name != ir::kWgmmaPin)) return CodegenC::visit(n);
+    const bool wait = call->name == ir::kWgmmaWait;
+    if (wait) line(rt::str("tl::cuda::wgmma_wait_group<", *ir::as_const_int(call->args.at(0)), ">();"));
+    for (size_t i = wait ? 1 : 0; i < call->args.size(); ++i) {
+      const ir::Buffer& acc = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
+      line(rt::str("tl::cuda::fence_accumulator_tile<", acc->layout->per_thread(), ">(", buffer(acc), ");"));
     }
   }
 
@@ -424,7 +423,7 @@ class CudaCodegen : public CodegenC {
     ++in_kernel_;
     launch_threads_ = n.threads;
     tensor_maps_.clear();
-    kernel_uses_wgmma_ = calls_wgmma(n.body);
+    kernel_uses_wgmma_ = analysis::calls_wgmma(n.body);
     uses_wgmma_ |= kernel_uses_wgmma_;
     visit_stmt(n.body);
     --in_kernel_;

@@ -12,7 +12,8 @@
 // The call issues the whole K extent as one wgmma group and waits until at most kPending groups of
 // the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
 // it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
-// finished, and wgmma_drain completes the last one before the accumulator is read. Shared tiles
+// finished, and wgmma_drain completes the last one before the accumulator is read; with -1 it does
+// not wait at all (passes/wgmma_waits.h places a wgmma_wait_group and fence_accumulator_tile later). Shared tiles
 // written by threads (not by TMA) must have been made visible to the async proxy (fence.proxy.async)
 // by the threads that wrote them, before the barrier that precedes the call; the code generator
 // emits the fence with every barrier of a kernel that calls this.
@@ -87,16 +88,24 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
       }
     }
   wgmma_commit_group();
-  wgmma_wait_group<kPending>();
-  fence_accumulators(d);
+  if constexpr (kPending >= 0) {
+    wgmma_wait_group<kPending>();
+    fence_accumulators(d);
+  }
 }
 
-// Waits for every gemm of the warpgroup still in flight, then pins the kRegs accumulator registers
-// so that no read of them moves above the wait.
+// Pins the kRegs accumulator registers of a gemm that a wait has completed, so that no read of
+// them moves above the wait.
+template <int kRegs>
+TL_DEVICE void fence_accumulator_tile(float* acc) {
+  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+}
+
+// Waits for every gemm of the warpgroup still in flight, then pins the accumulator.
 template <int kRegs>
 TL_DEVICE void wgmma_drain(float* acc) {
   wgmma_wait_group<0>();
-  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+  fence_accumulator_tile<kRegs>(acc);
 }
 
 }  // namespace tl::cuda
