@@ -45,6 +45,13 @@ struct WgmmaOperand {
     static_assert(kRowBytes % 128 == 0, "an MN-major wgmma operand has rows of a multiple of 128 bytes");
     return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(k, mn), uint32_t(kRows) * 128u, 1024u, SmemSwizzle::k128B);
   }
+  // The descriptor of the element (row, col) relative to the one of `origin` (either major; rows
+  // multiples of 8, columns of whole 16-byte chunks): the layout is linear there (swizzle.h), so
+  // only the start address moves. The instructions' descriptors are the origin's built once plus
+  // constants, not rebuilt from addresses (uniform-datapath work per instruction).
+  static TL_DEVICE uint64_t at(uint64_t origin, int row, int col) {
+    return smem_desc_add(origin, uint32_t(swizzled_offset<kLd, 2, kRows>(row, col)) * 2u);
+  }
 };
 
 // The instruction width for kCols accumulator columns: all of them when wgmma has that size, else
@@ -70,19 +77,21 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
   using OpB = WgmmaOperand<kLdb, kRowsB>;
   float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
   const int m0 = int(threadIdx.x / 128) * kAtomsM * 64;
+  uint64_t a0, b0;  // the operands' origins (this warpgroup's rows of A)
+  if constexpr (kTransA) a0 = OpA::mn_major(A, 0, m0);
+  else a0 = OpA::k_major(A, m0, 0);
+  if constexpr (kTransB) b0 = OpB::k_major(B, 0, 0);
+  else b0 = OpB::mn_major(B, 0, 0);
   fence_accumulators(d);
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kK; k += 16)
 #pragma unroll
     for (int am = 0; am < kAtomsM; ++am) {
-      uint64_t da, db;
-      if constexpr (kTransA) da = OpA::mn_major(A, k, m0 + am * 64);
-      else da = OpA::k_major(A, m0 + am * 64, k);
+      const uint64_t da = kTransA ? OpA::at(a0, k, am * 64) : OpA::at(a0, am * 64, k);
 #pragma unroll
       for (int n = 0; n < kCols; n += kInstN) {
-        if constexpr (kTransB) db = OpB::k_major(B, n, k);
-        else db = OpB::mn_major(B, k, n);
+        const uint64_t db = kTransB ? OpB::at(b0, n, k) : OpB::at(b0, k, n);
         float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
         wgmma_m64k16_ss<T, kInstN, !kTransB, kTransA>(da, db, dn, !(clear && k == 0));
       }
