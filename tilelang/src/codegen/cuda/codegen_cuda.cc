@@ -54,6 +54,7 @@ class CudaCodegen : public CodegenC {
     if (uses_hopper_gemm_) head << "#include \"tl/device/cuda/gemm_sm90.h\"\n";
     if (uses_tile_scheduler_) head << "#include \"tl/device/cuda/tile_scheduler.h\"\n";
     if (uses_wgmma_) head << "#include \"tl/device/cuda/tile_gemm_wgmma.h\"\n";
+    if (uses_convert_) head << "#include \"tl/device/cuda/convert.h\"\n";
     if (uses_bulk_copy_) head << "#include \"tl/device/cuda/tile_copy_tma.h\"\n";
     out_.code = head.str() + kernels_.str();
     out_.user_code = user_code_;
@@ -186,18 +187,29 @@ class CudaCodegen : public CodegenC {
     // both values, then one 4- or 8-byte store.
     if (n.for_kind == ir::ForKind::Vectorized && st && ir::is_const_int(n.extent, 2) && ir::is_const_int(n.min, 0) &&
         (rt::bits(st->buffer->dtype) == 16 || rt::bits(st->buffer->dtype) == 32)) {
+      std::vector<ir::Expr> at, value;
+      for (int64_t v = 0; v < 2; ++v) {
+        ir::VarMap m{{n.var.get(), ir::make_int(v, n.var->dtype)}};
+        ir::Expr x = ir::substitute(st->value, m);
+        if (const auto* c = ir::as<ir::CastNode>(x); c && c->dtype == st->buffer->dtype) x = c->value;
+        value.push_back(x);
+        if (v == 0)
+          for (const ir::Expr& i : st->indices) at.push_back(ir::substitute(i, m));
+      }
+      // float32 pairs into bf16 / f16: one cvt.rn.{bf16,f16}x2.f32 (tl/device/cuda/convert.h).
+      const ir::DType t = st->buffer->dtype;
+      if ((t == ir::DType::BF16 || t == ir::DType::F16) && value[0]->dtype == ir::DType::F32 && value[1]->dtype == ir::DType::F32) {
+        uses_convert_ = true;
+        line(rt::str("*reinterpret_cast<tl::uint32_t*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = tl::cuda::pack2<", storage_type(t), ">(",
+                     expr(value[0]), ", ", expr(value[1]), ");"));
+        return;
+      }
       std::string pair = names_.name(&n, "tl_pair");
       line("{");
       line(rt::str("  ", storage_type(st->buffer->dtype), " ", pair, "[2];"));
-      std::vector<ir::Expr> first;
-      for (int64_t v = 0; v < 2; ++v) {
-        ir::VarMap at{{n.var.get(), ir::make_int(v, n.var->dtype)}};
-        line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, ir::substitute(st->value, at)), ";"));
-        if (v == 0)
-          for (const ir::Expr& i : st->indices) first.push_back(ir::substitute(i, at));
-      }
+      for (int64_t v = 0; v < 2; ++v) line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, value[v]), ";"));
       const char* word = rt::bits(st->buffer->dtype) == 16 ? "tl::uint32_t" : "uint2";
-      line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, first), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
+      line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
       line("}");
       return;
     }
@@ -557,6 +569,7 @@ class CudaCodegen : public CodegenC {
   bool uses_tile_scheduler_ = false;  // T.use_swizzle
   bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
   bool uses_bulk_copy_ = false;
+  bool uses_convert_ = false;  // paired float -> 16-bit float stores
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
   // wgmma gemms left in flight (gemm_in_flight), drained when the loop at loop_depth ends.
   struct InFlight {
