@@ -3,13 +3,18 @@
 # materializes (online softmax). Scores use exp2 with log2(e) folded into the scale. `threads`: a
 # warpgroup (128) per 64 query rows of the block.
 #
+# pipelined_softmax: the FA3 schedule (T.Pipelined's order/stage/group, docs/language.md 4.4). The
+# loop at step k rescales O for the step before, issues S_k = Q K_k^T and O += P_{k-1} V_{k-1}, then
+# runs the softmax of S_k: on sm_90a the exp2 work overlaps the P V gemm on the tensor cores (the
+# compiler waits for S_k alone, and for the P V gemm only before P is overwritten).
+#
 #   tl run examples/flash_attention.py --param batch=1 --param heads=4 --param seq_len=256 --param dim=64 \
 #       --in q.npy --in k.npy --in v.npy --out o.npy
 import tilelang
 import tilelang.language as T
 
 
-def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None, threads=128):
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None, threads=128, pipelined_softmax=True):
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = (batch, seq_len, heads, dim)
     accum = "float32"
@@ -35,8 +40,15 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
             T.fill(scores_max, -T.infinity(accum))
             loop_range = T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N)
 
+            # The statements' groups (indices below), their places in the scheduled body and their
+            # stages: the copies (-1) are the pipeline's; the rescale of O and the P V gemm run a step
+            # late. The rescale goes first: on sm_90a nothing may touch O's registers between the
+            # issue of Q K^T and the wait for it (ptxas would serialize the gemms).
+            order = [-1, 1, 3, 0, -1, 2] if pipelined_softmax else None
+            stage = [-1, 0, 0, 1, -1, 1] if pipelined_softmax else None
+            group = [[0], [1, 2], [3, 4, 5, 6, 7, 8, 9], [10], [11], [12]] if pipelined_softmax else None
             # sm_90a: K and V arrive through a producer warpgroup (warp_specialize=False: no producer).
-            for k in T.Pipelined(loop_range, num_stages=2, warp_specialize=warp_specialize):
+            for k in T.Pipelined(loop_range, num_stages=2, warp_specialize=warp_specialize, order=order, stage=stage, group=group):
                 T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
                 # Masked scores start at -inf: future keys (causal) and keys past the sequence's end.
                 for i, j in T.Parallel(block_M, block_N):
@@ -50,8 +62,6 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
                 T.reduce_max(acc_s, scores_max, dim=1, clear=False)
                 for i in T.Parallel(block_M):
                     scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= scores_scale[i]
                 for i, j in T.Parallel(block_M, block_N):
                     acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
                 T.reduce_sum(acc_s, scores_sum, dim=1)
@@ -59,6 +69,8 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
                     logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
 
                 T.copy(acc_s, acc_s_cast)
+                for i, j in T.Parallel(block_M, dim):
+                    acc_o[i, j] *= scores_scale[i]
                 T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
                 T.gemm(acc_s_cast, V_shared, acc_o)
 

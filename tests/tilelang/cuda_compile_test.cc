@@ -308,6 +308,31 @@ TEST(CudaCompile, Exp2IsTheHardwareApproximation) {
   EXPECT_NE(ptx_for(c, "sm_90a").find("ex2.approx.ftz.f32"), std::string::npos);
 }
 
+// The FA3 schedule (pipelined_softmax, T.Pipelined's order/stage/group): the loop's first and last
+// steps are peeled, and each step between issues S = Q K^T and O += P V with no branch around them,
+// waits for S alone (wgmma.wait_group 1: P V runs on during the softmax) and for P V before the P
+// tile is stored (wait_group 0). Without the schedule every wait is wait_group 0.
+TEST(CudaCompile, PipelinedSoftmaxWaitsForTheScoresAlone) {
+  for (bool causal : {false, true})
+    for (bool pipelined : {true, false}) {
+      Case c{"attention", "examples/flash_attention.py", "flash_attention",
+             {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "128"}, {"is_causal", causal ? "True" : "False"}, {"pipelined_softmax", pipelined ? "True" : "False"}}, {}};
+      const std::string cuda = cuda_for(c, "sm_90a").code, what = rt::str("causal=", causal, " pipelined_softmax=", pipelined);
+      const size_t loop = cuda.find("for (int32_t k = "), end = cuda.find("tile_copy_release", loop);
+      ASSERT_NE(loop, std::string::npos) << what;
+      const std::string body = cuda.substr(loop, end - loop);
+      EXPECT_EQ(body.find("wgmma_wait_group<1>();") != std::string::npos, pipelined) << what << "\n" << body;
+      EXPECT_NE(body.find("wgmma_wait_group<0>();"), std::string::npos) << what;
+      if (pipelined) {
+        EXPECT_EQ(cuda.find("for (int32_t k = 1; "), loop) << what << ": the first step is peeled";
+        EXPECT_EQ(body.find("if ("), std::string::npos) << what << ": a branch in the steady steps\n" << body;
+        EXPECT_LT(body.find("tile_gemm_wgmma<tl::bfloat16_t, false, true"), body.find("tile_gemm_wgmma<tl::bfloat16_t, false, false")) << what << ": S is issued first";
+      }
+      if (!rt::nvrtc_available()) continue;
+      EXPECT_EQ(ptx_for(c, "sm_90a").find("wgmma.wait_group.sync.aligned 1;") != std::string::npos, pipelined) << what;
+    }
+}
+
 // warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
 // producer); sm_80 has no warp specialization and ignores warp_specialize=True.
 TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {

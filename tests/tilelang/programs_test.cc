@@ -391,16 +391,18 @@ TEST(Numerics, RoundingIntoFloat4) {
 }
 
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
-// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels. The last parameter is the
-// loop's warp_specialize, as for BlockedGemm.
-class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*>> {};
+// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels. The fourth parameter is the
+// loop's warp_specialize, as for BlockedGemm; the last pipelined_softmax (the FA3 schedule: the
+// loop rotated, P V a step late). 200 keys: 4 steps of 64, the last ragged, so the rotated loop has
+// a first step (no P V yet), steady steps and a last one (no S = Q K^T).
+class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*, bool>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
-  auto [dtype, causal, d, ws] = GetParam();
-  const int64_t b = 1, h = 2, s = 100;
+  auto [dtype, causal, d, ws, pipelined] = GetParam();
+  const int64_t b = 1, h = 2, s = 200;
   tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
-                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", "100"}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
-                                     {"dtype", rt::name(dtype)}, {"warp_specialize", ws}});
+                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", std::to_string(s)}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
+                                     {"dtype", rt::name(dtype)}, {"warp_specialize", ws}, {"pipelined_softmax", pipelined ? "True" : "False"}});
   rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
   auto out = run(k, {q, kk, v}, {{{b, s, h, d}, dtype}});
   std::vector<double> qv = f64(q), kv = f64(kk), vv = f64(v), ref(qv.size());
@@ -428,18 +430,22 @@ TEST_P(FlashAttention, MatchesReference) {
     }
   double err = testutil::rel_error(f64(out[0]), ref);
   // P is rounded to the input dtype before P*V, as on tensor cores.
-  EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal;
+  EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal << ", pipelined_softmax=" << pipelined;
+}
+
+std::string attention_name(const ::testing::TestParamInfo<std::tuple<DType, bool, int64_t, const char*, bool>>& p) {
+  return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param),
+                 std::get<4>(p.param) ? "_pipelined_softmax" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool(), ::testing::Values(32, 128),
-                                            ::testing::Values("None")),
-                         [](const auto& p) {
-                           return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param));
-                         });
+                                            ::testing::Values("None"), ::testing::Bool()),
+                         attention_name);
 
 INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, FlashAttention,
-                         ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("False")),
-                         [](const auto& p) { return rt::str("bfloat16", std::get<1>(p.param) ? "_causal" : "_full", "_d128"); });
+                         ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("False"),
+                                            ::testing::Bool()),
+                         attention_name);
 
 }  // namespace

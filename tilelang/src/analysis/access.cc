@@ -71,4 +71,18 @@ bool uses_buffer(const ir::Expr& expr, const ir::BufferNode* buffer) {
   return found;
 }
 
+bool calls_user_code(const ir::Stmt& s) {
+  struct Finder : ir::IRVisitor {
+    bool found = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::InlineCodeNode&) override { found = true; }
+    void visit(const ir::CallNode& n) override {
+      found = found || n.call_kind == ir::CallKind::Extern;
+      ir::IRVisitor::visit(n);
+    }
+  } finder;
+  finder.visit_stmt(s);
+  return finder.found;
+}
+
 }  // namespace tilelang::analysis

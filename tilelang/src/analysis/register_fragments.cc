@@ -378,6 +378,21 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer) {
   return RowReduction{&outer, loop, alloc->buffer, init->value, comb->op, element, store, source};
 }
 
+bool is_wgmma(const ir::GemmNode& g) {
+  const ir::FragmentLayout* l = g.c.buffer->layout.get();
+  return l && l->warpgroup;
+}
+
+bool calls_wgmma(const ir::Stmt& stmt) {
+  struct Finder : ir::IRVisitor {
+    bool found = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::GemmNode& n) override { found = found || is_wgmma(n); }
+  } finder;
+  finder.visit_stmt(stmt);
+  return finder.found;
+}
+
 bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads) {
   ir::DType ta = g.a.buffer->dtype;
   if (!is_16bit_float(ta) || g.b.buffer->dtype != ta || g.c.buffer->dtype != ir::DType::F32) return false;

@@ -271,6 +271,38 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
         },
         [&](const std::vector<ir::Expr>& es) { return ir::call_math(fn, es, loc); });
   };
+  // order=, stage= (lists of ints) and group= (a list of lists of ints) of T.Pipelined: all three or none
+  // (frontend/pipeline_schedule.h).
+  auto pipeline_schedule = [&](ArgReader& r) -> std::optional<PipelineSchedule> {
+    auto given = [&](const char* name) {  // None: not given
+      const Value* v = r.get(99, name);
+      return v && !v->is<NoneV>() ? v : nullptr;
+    };
+    const Value *order = given("order"), *stage = given("stage"), *group = given("group");
+    if (!order && !stage && !group) return std::nullopt;
+    if (!order || !stage || !group) error_at(r.loc(order ? "order" : stage ? "stage" : "group"), "T.Pipelined takes order=, stage= and group= together");
+    auto ints = [&](const Value& v, const SourceLoc& at, const char* what) {
+      const auto* t = v.get_if<TupleV>();
+      if (!t) error_at(at, rt::str("T.Pipelined's ", what, " must be a list of integers, not ", describe(v)));
+      std::vector<int64_t> out;
+      for (const Value& x : t->items) {
+        if (!x.is<int64_t>()) error_at(at, rt::str("T.Pipelined's ", what, " must be a list of integers, not one holding ", describe(x)));
+        out.push_back(x.get<int64_t>());
+      }
+      return out;
+    };
+    PipelineSchedule s;
+    s.order_loc = r.loc("order"), s.stage_loc = r.loc("stage"), s.group_loc = r.loc("group");
+    s.order = ints(*order, s.order_loc, "order");
+    s.stage = ints(*stage, s.stage_loc, "stage");
+    const auto* groups = group->get_if<TupleV>();
+    if (!groups) error_at(s.group_loc, rt::str("T.Pipelined's group must be a list of lists of statement indices, not ", describe(*group)));
+    for (const Value& g : groups->items) s.group.push_back(ints(g, s.group_loc, "group's entries"));
+    if (s.order.size() != s.group.size() || s.stage.size() != s.group.size())
+      error_at(s.order.size() != s.group.size() ? s.order_loc : s.stage_loc,
+               rt::str("T.Pipelined has ", s.group.size(), " groups but ", s.order.size(), " order and ", s.stage.size(), " stage entries (one each per group)"));
+    return s;
+  };
   auto loop = [&](LoopKind kind) -> Value {
     LoopV l{kind, {}, 0};
     std::vector<Value> vals = r.rest(0);
@@ -279,7 +311,8 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
       l.num_stages = st ? static_cast<int>(to_int(*st, r.loc("num_stages"), "num_stages")) : 0;
       // None (the default) leaves it to the compiler.
       if (const Value* ws = r.get(99, "warp_specialize"); ws && !ws->is<NoneV>()) l.warp_specialize = r.flag(99, "warp_specialize", false, *this);
-      r.ignore({"order", "stage", "group", "sync"});
+      l.schedule = pipeline_schedule(r);
+      r.ignore({"sync"});
     }
     r.ignore({"coalesced_width", "annotations", "unroll_factor", "explicit"});
     r.done();

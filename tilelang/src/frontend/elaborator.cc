@@ -1,4 +1,5 @@
 #include "frontend/elaborator.h"
+#include "frontend/pipeline_schedule.h"
 
 #include <algorithm>
 #include <cmath>
@@ -507,7 +508,8 @@ Value Elaborator::stage_loop(const ast::ForStmt& s, const LoopV& loop) {
     const LoopDim& d = loop.dims[i];
     ir::Expr min = d.step == 1 ? ir::cast(vars[i]->dtype, d.min) : ir::make_int(0, vars[i]->dtype);
     ir::Expr extent = ir::cast(vars[i]->dtype, d.extent);
-    body = ir::make_for(vars[i], min, extent, kind, body, s.loc, {loop.num_stages, loop.warp_specialize});
+    if (loop.schedule) body = schedule_pipelined(vars[i], min, extent, body, *loop.schedule, s.loc, {loop.num_stages, loop.warp_specialize});
+    else body = ir::make_for(vars[i], min, extent, kind, body, s.loc, {loop.num_stages, loop.warp_specialize});
   }
   emit(body);
   return NoneV{};

@@ -59,7 +59,7 @@ class Equal {
       }
       case NodeKind::For: {
         auto *x = as<ForNode>(a), *y = as<ForNode>(b);
-        return x->for_kind == y->for_kind && x->num_stages == y->num_stages && x->warp_specialize == y->warp_specialize && expr(x->min, y->min) &&
+        return x->for_kind == y->for_kind && x->num_stages == y->num_stages && x->warp_specialize == y->warp_specialize && x->depth == y->depth && expr(x->min, y->min) &&
                expr(x->extent, y->extent) && bind(x->var, y->var) && stmt(x->body, y->body);
       }
       case NodeKind::IfThenElse: {

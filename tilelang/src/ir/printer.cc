@@ -134,6 +134,7 @@ class Printer : public IRVisitor {
   void visit(const ForNode& n) override {
     std::string extra = n.for_kind == ForKind::Pipelined ? rt::str(", stages=", n.num_stages) : "";
     if (n.warp_specialize) extra += rt::str(", warp_specialize=", *n.warp_specialize ? "true" : "false");
+    if (n.depth > 0) extra += rt::str(", depth=", n.depth);
     line(rt::str("for ", var(n.var.get()), " in ", for_kind_name(n.for_kind), "(", expr(n.min), ", ", expr(n.extent), extra, "):"));
     nested(n.body);
   }

@@ -16,6 +16,7 @@
 #include "tilelang/passes/simplify.h"
 #include "tilelang/passes/sink_allocations.h"
 #include "tilelang/passes/verify.h"
+#include "tilelang/passes/wgmma_waits.h"
 
 namespace tilelang::passes {
 namespace {
@@ -42,6 +43,7 @@ constexpr PassEntry kPasses[] = {
     {"lower_host_cuda", lower_host_cuda, false, true},
     {"pipeline_loads_cuda", pipeline_loads_cuda, false, true},
     {"lower_kernel_cuda", lower_kernel_cuda, false, true},
+    {"wgmma_waits", wgmma_waits, false, true},
     {"simplify", simplify, true, true},
     {"verify", verify, true, true},
 };

@@ -14,6 +14,7 @@
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
 #include "tilelang/passes/lower_tile_ops.h"
+#include "tilelang/passes/peel_loop.h"
 
 namespace tilelang::passes {
 namespace {
@@ -270,21 +271,6 @@ bool at_top_level(const ir::Stmt& s, const ir::ForNode* loop, std::vector<const 
   return false;
 }
 
-// Whether a statement calls code of the user's (T.call_extern, T.inline_code).
-bool calls_user_code(const ir::Stmt& s) {
-  struct Finder : ir::IRVisitor {
-    bool found = false;
-    using ir::IRVisitor::visit;
-    void visit(const ir::InlineCodeNode&) override { found = true; }
-    void visit(const ir::CallNode& n) override {
-      found = found || n.call_kind == ir::CallKind::Extern;
-      ir::IRVisitor::visit(n);
-    }
-  } finder;
-  finder.visit_stmt(s);
-  return finder.found;
-}
-
 // A warp-specialized kernel (sm_90a): the launch gains a producer warpgroup after the kernel's
 // `threads`, which only issues the pipelined loop's bulk copies, stage by stage, each after the
 // consumers have released the stage's use before; the kernel's threads become the consumers, run
@@ -455,7 +441,7 @@ class Pipeliner : public ir::IRMutator {
       ws_->init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(1)}, loc);
       std::vector<ir::Stmt> steady;
       consume(steady);
-      ir::Stmt consumers = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
+      ir::Stmt consumers = serial(n, ir::make_seq(std::move(steady), loc));
       for (const ir::Buffer& b : ws_->staged) consumers = ir::make_allocate(b, consumers, loc);
       return consumers;
     }
@@ -470,13 +456,20 @@ class Pipeliner : public ir::IRMutator {
     consume(steady);
     // Beside cp.async copies, the block's barrier frees the stages (block barriers do not see bulk copies).
     if (bulk && !free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
-    ir::Stmt loop = ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, ir::make_seq(std::move(steady), loc), loc);
+    ir::Stmt loop = serial(n, ir::make_seq(std::move(steady), loc));
     if (!bulk) return ir::make_seq({prologue, loop}, loc);
     ir::Stmt init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(free_barriers ? 1 : 0)}, loc);
     return ir::make_allocate(bars, ir::make_seq({init, std::make_shared<const ir::BarrierNode>(loc), prologue, loop}, loc), loc);
   }
 
  private:
+  // The lowered loop; a scheduled one (depth 1) with its first and last steps peeled, so that the
+  // steps between have no branches around their gemms.
+  static ir::Stmt serial(const ir::ForNode& n, const ir::Stmt& body) {
+    if (n.depth == 1) return peel_loop(n.var, n.min, n.extent, body, n.loc);
+    return ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, body, n.loc);
+  }
+
   // Why the kernel's `loop` cannot be warp-specialized (before its lowering); empty if it can.
   std::string obstacle(const ir::KernelLaunchNode& n, const ir::ForNode& loop, const std::vector<const ir::ForNode*>& loops) const {
     auto plan = plans_.find(&loop);
@@ -491,7 +484,7 @@ class Pipeliner : public ir::IRMutator {
       if (l != &loop && plans_.count(l)) return rt::str("the kernel has another pipelined loop that loads ahead, at ", l->loc.to_string());
     if (n.threads % 128 != 0) return rt::str("the kernel's ", n.threads, " threads are not whole warpgroups of 128");
     if (n.threads + 128 > 1024) return rt::str("a producer warpgroup beside the kernel's ", n.threads, " threads exceeds 1024 threads a block");
-    if (calls_user_code(n.body)) return "the kernel calls code of its own (T.call_extern, T.inline_code), which may synchronize the whole block without the producer";
+    if (analysis::calls_user_code(n.body)) return "the kernel calls code of its own (T.call_extern, T.inline_code), which may synchronize the whole block without the producer";
     return "";
   }
 

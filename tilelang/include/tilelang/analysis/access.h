@@ -17,5 +17,7 @@ bool uses_var(const ir::Expr& expr, const ir::VarNode* var);
 bool uses_var(const ir::Stmt& stmt, const ir::VarNode* var);
 bool uses_buffer(const ir::Stmt& stmt, const ir::BufferNode* buffer);
 bool uses_buffer(const ir::Expr& expr, const ir::BufferNode* buffer);
+// Whether a statement calls code of the user's (T.call_extern, T.inline_code), which may touch anything.
+bool calls_user_code(const ir::Stmt& stmt);
 
 }  // namespace tilelang::analysis

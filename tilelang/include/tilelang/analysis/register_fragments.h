@@ -16,6 +16,10 @@ namespace tilelang::analysis {
 // 16-bit A and B of one dtype, a float C inside the block, K in whole 16-element steps.
 bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads);
 
+// Whether a gemm runs on wgmma (its accumulator in the warpgroup layout); whether a statement holds one.
+bool is_wgmma(const ir::GemmNode& g);
+bool calls_wgmma(const ir::Stmt& stmt);
+
 // A full 2-D T.Parallel nest over a tile: `for i in T.Parallel(rows): for j in T.Parallel(cols): body`
 // with both loops from 0 and constant extents; none for any other loop.
 struct TileNest {

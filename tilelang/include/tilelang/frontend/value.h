@@ -68,11 +68,19 @@ struct LoopDim {
   ir::Expr min, extent;  // the loop runs `extent` times
   int64_t step = 1;      // the loop variable is min + k * step for k in [0, extent)
 };
+// T.Pipelined(order=..., stage=..., group=...): one entry of order and stage per group of the
+// body's statements (frontend/pipeline_schedule.h); each list's location for messages.
+struct PipelineSchedule {
+  std::vector<int64_t> order, stage;
+  std::vector<std::vector<int64_t>> group;
+  SourceLoc order_loc, stage_loc, group_loc;
+};
 struct LoopV {  // what `for` iterates over: range(...), T.Parallel(...), T.Pipelined(...), ...
   LoopKind kind;
   std::vector<LoopDim> dims;  // one per nested loop, outermost first
   int num_stages = 0;
   std::optional<bool> warp_specialize;  // T.Pipelined(warp_specialize=...), None: unset
+  std::optional<PipelineSchedule> schedule;  // T.Pipelined(order=, stage=, group=)
 };
 struct KernelV {  // the value of T.Kernel(...) inside `with`
   std::vector<ir::Expr> grid;

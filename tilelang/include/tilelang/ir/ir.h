@@ -212,19 +212,24 @@ struct Pipelining {
   // warp_specialize=: unset, wherever the CUDA lowering can (sm_90a); false: never; true: required
   // on sm_90a (an error where it cannot apply; other targets have no warp specialization).
   std::optional<bool> warp_specialize;
+  // A scheduled body (T.Pipelined's order/stage/group, frontend/pipeline_schedule.h): the loop runs
+  // `depth` steps more than the plain loop's iterations, and its first and last `depth` steps run
+  // only part of the body (conditions on the loop variable); 0 otherwise.
+  int depth = 0;
 };
 
 struct ForNode : StmtNode {
   static constexpr NodeKind kKind = NodeKind::For;
   ForNode(Var var, Expr min, Expr extent, ForKind for_kind, Pipelining pipelining, Stmt body, SourceLoc loc)
       : StmtNode(kKind, std::move(loc)), var(std::move(var)), min(std::move(min)), extent(std::move(extent)),
-        for_kind(for_kind), num_stages(pipelining.num_stages), warp_specialize(pipelining.warp_specialize), body(std::move(body)) {}
-  Pipelining pipelining() const { return {num_stages, warp_specialize}; }
+        for_kind(for_kind), num_stages(pipelining.num_stages), warp_specialize(pipelining.warp_specialize), depth(pipelining.depth), body(std::move(body)) {}
+  Pipelining pipelining() const { return {num_stages, warp_specialize, depth}; }
   Var var;
   Expr min, extent;
   ForKind for_kind;
   int num_stages;  // Pipelined only: the software pipeline depth asked for
   std::optional<bool> warp_specialize;  // Pipelined only (Pipelining)
+  int depth;                            // Pipelined only (Pipelining)
   Stmt body;
 };
 

@@ -49,6 +49,17 @@ inline constexpr const char* kAsyncWait = "async_copy_wait";      // (n): waits 
 // (n), right after a gemm: on wgmma the gemm may stay in flight up to here, until at most n of the
 // thread's gemm groups are pending (a software-pipelined loop's gemm; no-op for synchronous gemms).
 inline constexpr const char* kGemmInFlight = "gemm_in_flight";
+// The waits of wgmma gemms (passes/wgmma_waits.h): a gemm followed by wgmma_async() is issued and
+// committed as one group and not waited for there; wgmma_wait(n, acc...) waits until at most n of
+// the warpgroup's groups are pending and pins the accumulators of those that completed (each `acc`
+// a load of an accumulator's first element); wgmma_commit() commits an empty group (in a branch that
+// skips a gemm, so that the group counts agree on both paths); wgmma_pin(acc...) before a gemm pins
+// the other accumulators not in flight (code on them stays before the gemm's issue: ptxas
+// serializes wgmma where registers of a gemm are touched between its issue and its wait).
+inline constexpr const char* kWgmmaAsync = "wgmma_async";
+inline constexpr const char* kWgmmaPin = "wgmma_pin";
+inline constexpr const char* kWgmmaWait = "wgmma_wait";
+inline constexpr const char* kWgmmaCommit = "wgmma_commit";
 // The mbarriers of a pipelined loop's bulk copies (tile_copy_tma.h): per stage a "full" one, and
 // with free = 1 a "free" one after them (bars[stages + s]) that the warps release the stage on.
 inline constexpr const char* kBulkInit = "bulk_copy_init";        // (address_of(bars[0]), stages, free): set up by one thread

@@ -15,6 +15,9 @@ namespace tilelang::passes {
 // (the block lowering then ends each iteration with a barrier before the stage is overwritten).
 // Other loops, and copies that do not qualify, stay as written.
 //
+// A scheduled loop of depth 1 (T.Pipelined's order/stage/group) is lowered with its first and last
+// steps peeled (peel_loop.h): the steps between run the body without the schedule's conditions.
+//
 // On sm_90a, with S >= 3, the one gemm of a loop whose accumulator nothing else in the loop touches
 // is followed by gemm_in_flight(1): on wgmma it runs on while the next iteration loads and waits,
 // and is complete one iteration later. The stage it reads is then refilled an iteration later too,

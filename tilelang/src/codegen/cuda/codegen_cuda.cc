@@ -24,20 +24,6 @@ constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern re
 // An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
 std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
 
-// Whether a kernel body runs a gemm on wgmma (an accumulator in the warpgroup layout).
-bool calls_wgmma(const ir::Stmt& body) {
-  struct Finder : ir::IRVisitor {
-    bool found = false;
-    using ir::IRVisitor::visit;
-    void visit(const ir::GemmNode& n) override {
-      const ir::FragmentLayout* l = n.c.buffer->layout.get();
-      found = found || (l && l->warpgroup);
-    }
-  } finder;
-  finder.visit_stmt(body);
-  return finder.found;
-}
-
 class CudaCodegen : public CodegenC {
  public:
   CudaCodegen(const ir::PrimFunc& func, const Target& target) : func_(func), target_(target) {
@@ -68,6 +54,7 @@ class CudaCodegen : public CodegenC {
     if (uses_hopper_gemm_) head << "#include \"tl/device/cuda/gemm_sm90.h\"\n";
     if (uses_tile_scheduler_) head << "#include \"tl/device/cuda/tile_scheduler.h\"\n";
     if (uses_wgmma_) head << "#include \"tl/device/cuda/tile_gemm_wgmma.h\"\n";
+    if (uses_convert_) head << "#include \"tl/device/cuda/convert.h\"\n";
     if (uses_bulk_copy_) head << "#include \"tl/device/cuda/tile_copy_tma.h\"\n";
     out_.code = head.str() + kernels_.str();
     out_.user_code = user_code_;
@@ -85,6 +72,8 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kAsyncCommit) return "tl::cuda::cp_async_commit()";
     if (f == ir::kAsyncWait) return rt::str("tl::cuda::cp_async_wait<", a[0], ">()");
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
+    if (f == ir::kWgmmaAsync) RT_UNREACHABLE("wgmma_async not right after its gemm");
+    if (f == ir::kWgmmaCommit) return "tl::cuda::wgmma_commit_group()";
     // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized).
     if (f == ir::kBulkInit)
       return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", launch_threads_ / 32, ")");
@@ -126,21 +115,32 @@ class CudaCodegen : public CodegenC {
   }
 
   // A wgmma gemm followed by gemm_in_flight(n) leaves n groups in flight; the loop around it drains
-  // them once it ends.
+  // them once it ends. One followed by wgmma_async leaves its group in flight (wgmma_waits waits).
   void visit(const ir::SeqNode& n) override {
     for (size_t i = 0; i < n.stmts.size(); ++i) {
       const auto* g = ir::as<ir::GemmNode>(n.stmts[i]);
       const auto* next = i + 1 < n.stmts.size() ? ir::as<ir::EvaluateNode>(n.stmts[i + 1]) : nullptr;
       const auto* call = next ? ir::as<ir::CallNode>(next->value) : nullptr;
-      const ir::FragmentLayout* l = g ? g->c.buffer->layout.get() : nullptr;
-      if (l && l->warpgroup && call && call->name == ir::kGemmInFlight) {
-        gemm_pending_ = *ir::as_const_int(call->args.at(0));
+      if (g && analysis::is_wgmma(*g) && call && (call->name == ir::kGemmInFlight || call->name == ir::kWgmmaAsync)) {
+        gemm_pending_ = call->name == ir::kWgmmaAsync ? -1 : *ir::as_const_int(call->args.at(0));
         visit_stmt(n.stmts[i]);
         gemm_pending_ = 0;
         ++i;
         continue;
       }
       visit_stmt(n.stmts[i]);
+    }
+  }
+
+  // wgmma_wait(n, acc...): the wait, then each completed accumulator pinned; wgmma_pin(acc...): the pins.
+  void visit(const ir::EvaluateNode& n) override {
+    const auto* call = ir::as<ir::CallNode>(n.value);
+    if (!call || (call->name != ir::kWgmmaWait && call->name != ir::kWgmmaPin)) return CodegenC::visit(n);
+    const bool wait = call->name == ir::kWgmmaWait;
+    if (wait) line(rt::str("tl::cuda::wgmma_wait_group<", *ir::as_const_int(call->args.at(0)), ">();"));
+    for (size_t i = wait ? 1 : 0; i < call->args.size(); ++i) {
+      const ir::Buffer& acc = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
+      line(rt::str("tl::cuda::fence_accumulator_tile<", acc->layout->per_thread(), ">(", buffer(acc), ");"));
     }
   }
 
@@ -187,18 +187,29 @@ class CudaCodegen : public CodegenC {
     // both values, then one 4- or 8-byte store.
     if (n.for_kind == ir::ForKind::Vectorized && st && ir::is_const_int(n.extent, 2) && ir::is_const_int(n.min, 0) &&
         (rt::bits(st->buffer->dtype) == 16 || rt::bits(st->buffer->dtype) == 32)) {
+      std::vector<ir::Expr> at, value;
+      for (int64_t v = 0; v < 2; ++v) {
+        ir::VarMap m{{n.var.get(), ir::make_int(v, n.var->dtype)}};
+        ir::Expr x = ir::substitute(st->value, m);
+        if (const auto* c = ir::as<ir::CastNode>(x); c && c->dtype == st->buffer->dtype) x = c->value;
+        value.push_back(x);
+        if (v == 0)
+          for (const ir::Expr& i : st->indices) at.push_back(ir::substitute(i, m));
+      }
+      // float32 pairs into bf16 / f16: one cvt.rn.{bf16,f16}x2.f32 (tl/device/cuda/convert.h).
+      const ir::DType t = st->buffer->dtype;
+      if ((t == ir::DType::BF16 || t == ir::DType::F16) && value[0]->dtype == ir::DType::F32 && value[1]->dtype == ir::DType::F32) {
+        uses_convert_ = true;
+        line(rt::str("*reinterpret_cast<tl::uint32_t*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = tl::cuda::pack2<", storage_type(t), ">(",
+                     expr(value[0]), ", ", expr(value[1]), ");"));
+        return;
+      }
       std::string pair = names_.name(&n, "tl_pair");
       line("{");
       line(rt::str("  ", storage_type(st->buffer->dtype), " ", pair, "[2];"));
-      std::vector<ir::Expr> first;
-      for (int64_t v = 0; v < 2; ++v) {
-        ir::VarMap at{{n.var.get(), ir::make_int(v, n.var->dtype)}};
-        line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, ir::substitute(st->value, at)), ";"));
-        if (v == 0)
-          for (const ir::Expr& i : st->indices) first.push_back(ir::substitute(i, at));
-      }
+      for (int64_t v = 0; v < 2; ++v) line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, value[v]), ";"));
       const char* word = rt::bits(st->buffer->dtype) == 16 ? "tl::uint32_t" : "uint2";
-      line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, first), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
+      line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
       line("}");
       return;
     }
@@ -428,7 +439,7 @@ class CudaCodegen : public CodegenC {
     ++in_kernel_;
     launch_threads_ = n.threads;
     tensor_maps_.clear();
-    kernel_uses_wgmma_ = calls_wgmma(n.body);
+    kernel_uses_wgmma_ = analysis::calls_wgmma(n.body);
     uses_wgmma_ |= kernel_uses_wgmma_;
     visit_stmt(n.body);
     --in_kernel_;
@@ -562,6 +573,7 @@ class CudaCodegen : public CodegenC {
   bool uses_tile_scheduler_ = false;  // T.use_swizzle
   bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
   bool uses_bulk_copy_ = false;
+  bool uses_convert_ = false;  // paired float -> 16-bit float stores
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
   // wgmma gemms left in flight (gemm_in_flight), drained when the loop at loop_depth ends.
   struct InFlight {

@@ -12,7 +12,8 @@
 // The call issues the whole K extent as one wgmma group and waits until at most kPending groups of
 // the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
 // it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
-// finished, and wgmma_drain completes the last one before the accumulator is read. Shared tiles
+// finished, and wgmma_drain completes the last one before the accumulator is read; with -1 it does
+// not wait at all (passes/wgmma_waits.h places a wgmma_wait_group and fence_accumulator_tile later). Shared tiles
 // written by threads (not by TMA) must have been made visible to the async proxy (fence.proxy.async)
 // by the threads that wrote them, before the barrier that precedes the call; the code generator
 // emits the fence with every barrier of a kernel that calls this.
@@ -44,6 +45,13 @@ struct WgmmaOperand {
     static_assert(kRowBytes % 128 == 0, "an MN-major wgmma operand has rows of a multiple of 128 bytes");
     return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(k, mn), uint32_t(kRows) * 128u, 1024u, SmemSwizzle::k128B);
   }
+  // The descriptor of the element (row, col) relative to the one of `origin` (either major; rows
+  // multiples of 8, columns of whole 16-byte chunks): the layout is linear there (swizzle.h), so
+  // only the start address moves. The instructions' descriptors are the origin's built once plus
+  // constants, not rebuilt from addresses (uniform-datapath work per instruction).
+  static TL_DEVICE uint64_t at(uint64_t origin, int row, int col) {
+    return smem_desc_add(origin, uint32_t(swizzled_offset<kLd, 2, kRows>(row, col)) * 2u);
+  }
 };
 
 // The instruction width for kCols accumulator columns: all of them when wgmma has that size, else
@@ -69,34 +77,44 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
   using OpB = WgmmaOperand<kLdb, kRowsB>;
   float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
   const int m0 = int(threadIdx.x / 128) * kAtomsM * 64;
+  uint64_t a0, b0;  // the operands' origins (this warpgroup's rows of A)
+  if constexpr (kTransA) a0 = OpA::mn_major(A, 0, m0);
+  else a0 = OpA::k_major(A, m0, 0);
+  if constexpr (kTransB) b0 = OpB::k_major(B, 0, 0);
+  else b0 = OpB::mn_major(B, 0, 0);
   fence_accumulators(d);
   wgmma_fence();
 #pragma unroll
   for (int k = 0; k < kK; k += 16)
 #pragma unroll
     for (int am = 0; am < kAtomsM; ++am) {
-      uint64_t da, db;
-      if constexpr (kTransA) da = OpA::mn_major(A, k, m0 + am * 64);
-      else da = OpA::k_major(A, m0 + am * 64, k);
+      const uint64_t da = kTransA ? OpA::at(a0, k, am * 64) : OpA::at(a0, am * 64, k);
 #pragma unroll
       for (int n = 0; n < kCols; n += kInstN) {
-        if constexpr (kTransB) db = OpB::k_major(B, n, k);
-        else db = OpB::mn_major(B, k, n);
+        const uint64_t db = kTransB ? OpB::at(b0, n, k) : OpB::at(b0, k, n);
         float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
         wgmma_m64k16_ss<T, kInstN, !kTransB, kTransA>(da, db, dn, !(clear && k == 0));
       }
     }
   wgmma_commit_group();
-  wgmma_wait_group<kPending>();
-  fence_accumulators(d);
+  if constexpr (kPending >= 0) {
+    wgmma_wait_group<kPending>();
+    fence_accumulators(d);
+  }
 }
 
-// Waits for every gemm of the warpgroup still in flight, then pins the kRegs accumulator registers
-// so that no read of them moves above the wait.
+// Pins the kRegs accumulator registers of a gemm that a wait has completed, so that no read of
+// them moves above the wait.
+template <int kRegs>
+TL_DEVICE void fence_accumulator_tile(float* acc) {
+  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+}
+
+// Waits for every gemm of the warpgroup still in flight, then pins the accumulator.
 template <int kRegs>
 TL_DEVICE void wgmma_drain(float* acc) {
   wgmma_wait_group<0>();
-  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+  fence_accumulator_tile<kRegs>(acc);
 }
 
 }  // namespace tl::cuda

@@ -1,0 +1,231 @@
+#include "tilelang/passes/wgmma_waits.h"
+
+#include <algorithm>
+#include <optional>
+#include <set>
+
+#include "tilelang/analysis/access.h"
+#include "tilelang/analysis/register_fragments.h"
+#include "tilelang/ir/op.h"
+#include "tilelang/ir/visitor.h"
+
+namespace tilelang::passes {
+namespace {
+
+// A committed wgmma group that may not have completed.
+struct Group {
+  int64_t index;                                // its place in the path's commit order
+  std::vector<ir::Buffer> accs;                 // none: an empty group (several: merged paths)
+  std::set<const ir::BufferNode*> operands;
+};
+
+struct State {
+  std::vector<Group> pending;  // oldest first
+  int64_t commits = 0;         // groups committed on this path (since the enclosing loop body began)
+};
+
+ir::Stmt intrinsic(const char* name, std::vector<ir::Expr> args, const SourceLoc& loc) {
+  return ir::make_evaluate(ir::make_call(ir::DType::I32, ir::CallKind::Intrinsic, name, std::move(args), loc), loc);
+}
+
+bool is_call(const ir::Stmt& s, const char* name) {
+  const auto* e = ir::as<ir::EvaluateNode>(s);
+  const auto* c = e ? ir::as<ir::CallNode>(e->value) : nullptr;
+  return c && c->name == name;
+}
+
+// A loop with a wgmma gemm in it, anywhere in `s`.
+bool has_gemm_loop(const ir::Stmt& s) {
+  struct Finder : ir::IRVisitor {
+    bool found = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::ForNode& n) override { found = found || analysis::calls_wgmma(n.body); }
+  } finder;
+  finder.visit_stmt(s);
+  return finder.found;
+}
+
+bool touches(const Group& g, const analysis::Accesses& a) {
+  for (const ir::Buffer& acc : g.accs)
+    if (a.read.count(acc.get()) || a.written.count(acc.get())) return true;
+  for (const ir::BufferNode* b : g.operands)
+    if (a.written.count(b)) return true;
+  return false;
+}
+
+ir::Stmt seq(std::vector<ir::Stmt> stmts, const SourceLoc& loc) {
+  stmts.erase(std::remove(stmts.begin(), stmts.end(), nullptr), stmts.end());
+  return stmts.size() == 1 ? stmts[0] : ir::make_seq(std::move(stmts), loc);
+}
+
+class Waits {
+ public:
+  explicit Waits(std::vector<ir::Buffer> accs) : accs_(std::move(accs)) {}
+
+  ir::Stmt run(const ir::Stmt& s, State& st) {
+    if (const auto* q = ir::as<ir::SeqNode>(s)) {
+      std::vector<ir::Stmt> out;
+      for (size_t i = 0; i < q->stmts.size(); ++i) {
+        const auto* g = ir::as<ir::GemmNode>(q->stmts[i]);
+        // The pipeliner's overlapped gemm waits for itself (gemm_in_flight).
+        if (g && i + 1 < q->stmts.size() && is_call(q->stmts[i + 1], ir::kGemmInFlight)) {
+          out.push_back(wait_for(analysis::accesses_of(q->stmts[i]), st, s->loc));
+          out.push_back(q->stmts[i]);
+          out.push_back(q->stmts[++i]);
+          continue;
+        }
+        out.push_back(run(q->stmts[i], st));
+      }
+      return seq(std::move(out), s->loc);
+    }
+    if (const auto* a = ir::as<ir::AllocateNode>(s)) {
+      in_scope_.insert(a->buffer.get());
+      ir::Stmt body = run(a->body, st);
+      in_scope_.erase(a->buffer.get());
+      // The tile's bytes are reused after its scope.
+      analysis::Accesses gone;
+      gone.written.insert(a->buffer.get());
+      return ir::make_allocate(a->buffer, seq({body, wait_for(gone, st, s->loc)}, s->loc), s->loc);
+    }
+    if (const auto* l = ir::as<ir::LetStmtNode>(s)) return ir::make_let(l->var, l->value, run(l->body, st), s->loc);
+    if (const auto* f = ir::as<ir::ForNode>(s); f && analysis::calls_wgmma(f->body)) {
+      // The body starts with nothing in flight and leaves nothing in flight.
+      ir::Stmt before = drain(st, s->loc);
+      State inner;
+      ir::Stmt body = run(f->body, inner);
+      body = seq({body, drain(inner, s->loc)}, s->loc);
+      return seq({before, ir::make_for(f->var, f->min, f->extent, f->for_kind, body, s->loc, f->pipelining())}, s->loc);
+    }
+    if (const auto* c = ir::as<ir::IfThenElseNode>(s)) return branch(*c, st);
+    return leaf(s, st);
+  }
+
+  // Waits for everything in flight.
+  ir::Stmt drain(State& st, const SourceLoc& loc) { return st.pending.empty() ? nullptr : wait_through(st, st.pending.size() - 1, loc); }
+
+ private:
+  ir::Stmt leaf(const ir::Stmt& s, State& st) {
+    ir::Stmt wait = wait_for(analysis::accesses_of(s), st, s->loc, is_call(s, ir::kBulkRelease) || analysis::calls_user_code(s));
+    const auto* g = ir::as<ir::GemmNode>(s);
+    if (!g || !analysis::is_wgmma(*g)) return seq({wait, s}, s->loc);
+    std::vector<ir::Expr> pins;
+    for (const ir::Buffer& acc : accs_) {
+      bool in_flight = acc == g->c.buffer;
+      for (const Group& p : st.pending) in_flight = in_flight || std::find(p.accs.begin(), p.accs.end(), acc) != p.accs.end();
+      if (!in_flight && in_scope_.count(acc.get())) pins.push_back(first_element(acc, s->loc));
+    }
+    st.pending.push_back({st.commits++, {g->c.buffer}, {g->a.buffer.get(), g->b.buffer.get()}});
+    // The marker right after the gemm (codegen).
+    return seq({wait, pins.empty() ? nullptr : intrinsic(ir::kWgmmaPin, std::move(pins), s->loc), s, intrinsic(ir::kWgmmaAsync, {}, s->loc)}, s->loc);
+  }
+
+  // A condition: each branch from the state before it (so the waits go where their branch needs
+  // them); then the states merged.
+  ir::Stmt branch(const ir::IfThenElseNode& n, State& st) {
+    const SourceLoc& loc = n.loc;
+    ir::Stmt cond_wait = wait_for(analysis::accesses_of(ir::make_evaluate(n.cond, loc)), st, loc);
+    // The warp-specialized kernel's roles: the producer commits nothing (and one thread of it runs
+    // its branch); the consumers finish their groups within theirs.
+    const auto* role = ir::as<ir::CallNode>(n.cond);
+    if (has_gemm_loop(n.then_case) || (n.else_case && has_gemm_loop(n.else_case)) || (role && role->name == ir::kProducerWarpgroup)) {
+      ir::Stmt before = drain(st, loc);
+      auto own = [&](const ir::Stmt& b) -> ir::Stmt {
+        if (!b) return nullptr;
+        State inner;
+        ir::Stmt out = run(b, inner);
+        return seq({out, drain(inner, loc)}, loc);
+      };
+      return seq({cond_wait, before, ir::make_if(n.cond, own(n.then_case), own(n.else_case), loc)}, loc);
+    }
+    State t = st, e = st;
+    std::vector<ir::Stmt> then_out{run(n.then_case, t)}, else_out;
+    if (n.else_case) else_out.push_back(run(n.else_case, e));
+    auto leaves_new = [&](const State& x) { return !x.pending.empty() && x.pending.back().index >= st.commits; };
+    if (leaves_new(t) || leaves_new(e)) {
+      // Empty groups where fewer were committed, so a group's count of younger ones is the same on both paths.
+      for (auto [x, out] : {std::pair{&t, &then_out}, std::pair{&e, &else_out}})
+        while (x->commits < std::max(t.commits, e.commits)) {
+          out->push_back(intrinsic(ir::kWgmmaCommit, {}, loc));
+          x->pending.push_back({x->commits++, {}, {}});
+        }
+    }
+    // In flight after it: what is in flight on either path. Where the counts differ, the smaller
+    // (a wait for fewer younger groups than there are waits for more: still correct).
+    State merged;
+    merged.commits = std::min(t.commits, e.commits);
+    for (int64_t i = std::min(first(t), first(e)); i < merged.commits; ++i) {
+      Group g{i, {}, {}};
+      for (const State* x : {&t, &e})
+        for (const Group& p : x->pending)
+          if (p.index == i) {
+            for (const ir::Buffer& a : p.accs)
+              if (std::find(g.accs.begin(), g.accs.end(), a) == g.accs.end()) g.accs.push_back(a);
+            g.operands.insert(p.operands.begin(), p.operands.end());
+          }
+      merged.pending.push_back(std::move(g));
+    }
+    st = std::move(merged);
+    return seq({cond_wait, ir::make_if(n.cond, seq(std::move(then_out), loc), else_out.empty() ? nullptr : seq(std::move(else_out), loc), loc)}, loc);
+  }
+
+  static ir::Expr first_element(const ir::Buffer& acc, const SourceLoc& loc) {
+    return ir::make_load(acc, std::vector<ir::Expr>(acc->shape.size(), ir::make_int(0)), loc);
+  }
+
+  static int64_t first(const State& x) { return x.pending.empty() ? x.commits : x.pending.front().index; }
+
+  // The wait a statement with accesses `a` needs first (everything with `all`); null if none.
+  ir::Stmt wait_for(const analysis::Accesses& a, State& st, const SourceLoc& loc, bool all = false) {
+    std::optional<size_t> youngest;
+    for (size_t i = 0; i < st.pending.size(); ++i)
+      if (all || touches(st.pending[i], a)) youngest = i;
+    return youngest ? wait_through(st, *youngest, loc) : nullptr;
+  }
+
+  // Waits until pending[0 .. j] have completed: wgmma.wait_group allows the groups committed after
+  // j (at most 7) to remain in flight; the accumulators that completed are pinned after it.
+  ir::Stmt wait_through(State& st, size_t j, const SourceLoc& loc) {
+    std::vector<ir::Expr> args{ir::make_int(std::min<int64_t>(st.commits - 1 - st.pending[j].index, 7))};
+    std::vector<ir::Buffer> done;
+    for (size_t i = 0; i <= j; ++i)
+      for (const ir::Buffer& acc : st.pending[i].accs)
+        if (std::find(done.begin(), done.end(), acc) == done.end()) done.push_back(acc);
+    for (const ir::Buffer& acc : done) args.push_back(first_element(acc, loc));
+    st.pending.erase(st.pending.begin(), st.pending.begin() + j + 1);
+    return intrinsic(ir::kWgmmaWait, std::move(args), loc);
+  }
+
+  std::vector<ir::Buffer> accs_;  // of the kernel's wgmma gemms
+  std::set<const ir::BufferNode*> in_scope_;  // allocated around the statement being rewritten
+};
+
+class Kernels : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt& self) override {
+    if (!analysis::calls_wgmma(n.body)) return self;
+    struct Accs : ir::IRVisitor {
+      std::vector<ir::Buffer> found;
+      using ir::IRVisitor::visit;
+      void visit(const ir::GemmNode& g) override {
+        if (analysis::is_wgmma(g) && std::find(found.begin(), found.end(), g.c.buffer) == found.end()) found.push_back(g.c.buffer);
+      }
+    } accs;
+    accs.visit_stmt(n.body);
+    Waits waits(accs.found);
+    State st;
+    ir::Stmt body = waits.run(n.body, st);
+    body = seq({body, waits.drain(st, n.loc)}, n.loc);
+    return std::make_shared<const ir::KernelLaunchNode>(n.grid, n.block_vars, n.threads, n.thread_var, n.swizzle_panel, body, n.loc);
+  }
+};
+
+}  // namespace
+
+ir::PrimFunc wgmma_waits(const ir::PrimFunc& func, const PassOptions& options) {
+  if (options.target.kind != Target::Kind::CUDA || options.target.arch != "sm_90a") return func;
+  ir::PrimFunc out = func;
+  out.body = Kernels().mutate(func.body);
+  return out;
+}
+
+}  // namespace tilelang::passes
