@@ -246,14 +246,23 @@ class CudaCodegen : public CodegenC {
     // Shared and fragment tiles: carved out of the block's dynamic shared memory.
     int64_t align = b->swizzled ? kSwizzledAlign : kSmemAlign;
     int64_t offset = (smem_top_ + align - 1) / align * align;
-    // A tile allocated in both roles of a warp-specialized kernel (pipeline_loads_cuda) is one tile.
+    // A tile allocated in both roles of a warp-specialized kernel (pipeline_loads_cuda) is one tile:
+    // the second allocation (its scope may nest differently) takes the first one's offset, which no
+    // tile live at that point may overlap.
     auto [seen, first] = smem_offsets_.emplace(b.get(), offset);
-    RT_ICHECK(first || seen->second == offset, "tile '", b->name, "' allocated at shared offsets ", seen->second, " and ", offset);
+    if (!first) {
+      offset = seen->second;
+      for (const auto& [live, live_bytes] : smem_live_)
+        RT_ICHECK(offset + bytes <= live || live + live_bytes <= offset, "tile '", b->name, "' at shared offset ", offset,
+                  " overlaps a live tile at ", live);
+    }
     line(rt::str(storage_type(b->dtype), "* __restrict__ ", name, " = reinterpret_cast<", storage_type(b->dtype), "*>(tl_smem + ", offset, ");"));
     int64_t saved = smem_top_;
-    smem_top_ = offset + bytes;
+    smem_top_ = std::max(smem_top_, offset + bytes);
     smem_peak_ = std::max(smem_peak_, smem_top_);
+    smem_live_.emplace_back(offset, bytes);
     visit_stmt(n.body);
+    smem_live_.pop_back();
     smem_top_ = saved;  // the tile is dead after its scope: later scopes reuse the bytes
   }
 
@@ -420,6 +429,7 @@ class CudaCodegen : public CodegenC {
     indent_ = 1;
     smem_top_ = smem_peak_ = 0;
     smem_offsets_.clear();
+    smem_live_.clear();
     for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
@@ -586,6 +596,7 @@ class CudaCodegen : public CodegenC {
   int loop_depth_ = 0;
   int64_t smem_top_ = 0, smem_peak_ = 0;
   std::map<const ir::BufferNode*, int64_t> smem_offsets_;  // the kernel's shared tiles
+  std::vector<std::pair<int64_t, int64_t>> smem_live_;      // offset and bytes of the tiles in scope
   int64_t launch_threads_ = 0;  // the kernel's threads (without a producer warpgroup)
   int sm_count_ = 132;
   static constexpr const char* kProducerRegsLine = "@producer registers@";
