@@ -179,6 +179,9 @@ TEST(DeepEPTcp, ControlPlaneMirrorsAbortAndGoodbye) {
     EP_CHECK(t->link(peer, me).losses.load() == 5 + uint64_t(peer), t->link(peer, me).losses.load());
     EP_CHECK(t->link(me, peer).corrupt_received.load() == 9 + uint64_t(peer));
     EP_CHECK(!t->peer_failure(peer) && !t->aborted());
+    t->counter(me, Counter::Done).store(1);  // checked: the peer may abort now
+    t->notify(peer);
+    wait_until(*t, [&] { return t->counter(peer, Counter::Done).load() == 1; }, "the peer's checks");
     if (me == 0) {
       t->set_abort("rank 0 gave up on purpose");
       wait_until(*t, [&] { return t->peer_failure(1).has_value(); }, "rank 1's goodbye");
