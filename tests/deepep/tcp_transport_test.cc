@@ -338,46 +338,69 @@ void collectives_match_shm(int ranks, int per_node) {
 TEST(DeepEPTcp, CollectivesTwoNodesOfTwo) { collectives_match_shm(4, 2); }
 TEST(DeepEPTcp, CollectivesFourNodesOfTwo) { collectives_match_shm(8, 2); }
 
-// Low-latency dispatch (FP8, then BF16 with the receive hook) and combine: over tcp bit for bit
-// what shm gives, every output.
+// Low-latency dispatch (FP8, then BF16 with the receive hooks) and combine: the counts against the
+// routing, and over tcp bit for bit what shm gives, every output. Each Buffer runs its calls and a
+// barrier before the other's: a hook's receive may need its sender to resend a lost frame, which
+// the sender does only inside a call on that Buffer (docs/deepep.md, "Background progress").
 void low_latency_matches_shm(int ranks, int per_node) {
   MoeCase c = moe_case(0x7c911, ranks, ranks * 2, 3, Routing::Uniform);
   c.max_tokens = 24;
   const int64_t ll = deepep::Buffer::low_latency_size_hint(c.max_tokens, c.hidden, c.ranks, c.experts);
   expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
+    const int me = g->rank(), Le = c.experts / ranks, M = ranks * c.max_tokens, H = c.hidden;
+    rt::Tensor y = rt::Tensor::empty({Le, M, H}, rt::DType::BF16);
+    for (int64_t i = 0; i < y.numel(); ++i)
+      y.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(float(2 * unit(mix(uint64_t(me), uint64_t(i))) - 1));
+    const rt::Tensor w = c.weights_tensor(me);
+    struct Round {
+      deepep::LowLatencyDispatchResult d;
+      deepep::LowLatencyCombineResult c;
+    };
+    auto run = [&](deepep::Buffer& b) {
+      std::vector<Round> rounds;
+      for (bool fp8 : {true, false}) {
+        const bool hook = !fp8;
+        Round r;
+        r.d = b.low_latency_dispatch(c.x_bf16(me), c.topk_tensor(me), c.max_tokens, c.experts, fp8, hook);
+        if (hook) r.d.hook();
+        r.c = b.low_latency_combine(y, c.topk_tensor(me), w, *r.d.handle, hook);
+        if (hook) r.c.hook();
+        rounds.push_back(std::move(r));
+      }
+      b.comm().barrier();
+      return rounds;
+    };
     auto tcp = make_buffer(g, "tcp", false, 0, ll);
     auto shm = make_buffer(g, "shm", false, 0, ll);
-    for (bool fp8 : {true, false}) {
-      const bool hook = !fp8;
-      auto dt = tcp->low_latency_dispatch(c.x_bf16(me), c.topk_tensor(me), c.max_tokens, c.experts, fp8, hook);
-      auto ds = shm->low_latency_dispatch(c.x_bf16(me), c.topk_tensor(me), c.max_tokens, c.experts, fp8, hook);
-      if (hook) dt.hook(), ds.hook();
+    const std::vector<Round> rt_ = run(*tcp), rs = run(*shm);
+    std::vector<int32_t> expect(size_t(Le), 0);  // tokens routed to each local expert
+    for (int s = 0; s < ranks; ++s) {
+      const auto idx = c.topk_idx(s);
+      for (int64_t e : idx)
+        if (e >= 0 && e / Le == me) ++expect[size_t(e % Le)];
+    }
+    for (size_t k = 0; k < rt_.size(); ++k) {
+      const bool fp8 = k == 0;
+      const auto &dt = rt_[k].d, &ds = rs[k].d;
+      for (int le = 0; le < Le; ++le)
+        EP_CHECK(dt.recv_count.data_as<int32_t>()[le] == expect[size_t(le)], "expert ", le, " received ",
+                 dt.recv_count.data_as<int32_t>()[le], " rows, routed ", expect[size_t(le)]);
       EP_CHECK(same_bytes(dt.recv_count, ds.recv_count), "recv_count differs from shm's");
       // Rows past each expert's count are unspecified: compare the counted ones.
-      const int Le = c.experts / ranks, M = ranks * c.max_tokens, H = c.hidden;
       const size_t row = size_t(H) * (fp8 ? 1 : 2), srow = size_t(H / 128) * 4;
       for (int le = 0; le < Le; ++le) {
-        const int count = dt.recv_count.data_as<int32_t>()[le];
-        const size_t at = size_t(le) * size_t(M);
+        const size_t count = size_t(expect[size_t(le)]), at = size_t(le) * size_t(M);
         EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dt.recv_x.data()) + at * row,
-                             static_cast<const uint8_t*>(ds.recv_x.data()) + at * row, size_t(count) * row) == 0,
+                             static_cast<const uint8_t*>(ds.recv_x.data()) + at * row, count * row) == 0,
                  "expert ", le, ": rows differ from shm's");
         if (fp8)
           EP_CHECK(std::memcmp(static_cast<const uint8_t*>(dt.recv_x_scales.data()) + at * srow,
-                               static_cast<const uint8_t*>(ds.recv_x_scales.data()) + at * srow, size_t(count) * srow) == 0,
+                               static_cast<const uint8_t*>(ds.recv_x_scales.data()) + at * srow, count * srow) == 0,
                    "expert ", le, ": scales differ");
       }
       EP_CHECK(same_bytes(dt.handle->recv_src_info, ds.handle->recv_src_info), "recv_src_info differs");
       EP_CHECK(same_bytes(dt.handle->recv_layout_range, ds.handle->recv_layout_range), "recv_layout_range differs");
-      rt::Tensor y = rt::Tensor::empty({Le, M, H}, rt::DType::BF16);
-      for (int64_t i = 0; i < y.numel(); ++i)
-        y.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(float(2 * unit(mix(uint64_t(me), uint64_t(i))) - 1));
-      const rt::Tensor w = c.weights_tensor(me);
-      auto ct = tcp->low_latency_combine(y, c.topk_tensor(me), w, *dt.handle, hook);
-      auto cs = shm->low_latency_combine(y, c.topk_tensor(me), w, *ds.handle, hook);
-      if (hook) ct.hook(), cs.hook();
-      EP_CHECK(same_bytes(ct.combined_x, cs.combined_x), "low-latency combine differs from shm's");
+      EP_CHECK(same_bytes(rt_[k].c.combined_x, rs[k].c.combined_x), "low-latency combine differs from shm's");
     }
   }, nodes_of(per_node)));
 }
