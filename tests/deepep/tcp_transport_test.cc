@@ -195,6 +195,17 @@ TEST(DeepEPTcp, ControlPlaneMirrorsAbortAndGoodbye) {
   }));
 }
 
+// A rank that cannot listen (DEEPEP_TCP_ADDRESS names an address of no interface here): every
+// rank fails creating the communicator, naming that rank and the address.
+TEST(DeepEPTcp, SetupErrorIsReportedOnEveryRank) {
+  deepep_test::expect_all_failed_with(run_ranks(3, [](const std::shared_ptr<deepep::Group>& g) {
+    if (g->rank() == 1) setenv("DEEPEP_TCP_ADDRESS", "203.0.113.1", 1);  // TEST-NET-3: not this host's
+    deepep::CommOptions o = test_options();
+    o.transport = "tcp";
+    deepep::Comm comm(g, o);
+  }), {"deepep tcp transport (rank ", "listening): rank 1: ", "cannot listen on 203.0.113.1"});
+}
+
 // --- the scenarios over tcp against shm ---------------------------------------------------------
 
 // A Buffer on `transport` over the group's nodes (shm serves them as emulated nodes); `flat` takes
