@@ -210,10 +210,11 @@ TEST(DeepEPHealing, KilledAfterTheAgreementIsAClearErrorOnTheOthers) {
 }
 
 // A rank killed while data is moving (a thread of its own sends SIGKILL mid-transfer).
-TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
+void expect_death_mid_transfer_reported(const std::string& transport, const deepep_test::RunOptions& where) {
   auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions c = faulty(0, 0);
     c.inbound_bytes = 3 * (64 << 10);  // small rings: the transfer takes many round trips
+    c.transport = transport;
     deepep::Comm comm(g, c);
     const int64_t n = 16 << 20;
     rt::Tensor t = rt::Tensor::empty({n}, rt::DType::F32);
@@ -237,11 +238,15 @@ TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
       return;
     }
     EP_CHECK(false, "no error although rank 1 died");
-  });
+  }, where);
   ASSERT_EQ(outcomes.size(), 4u);
   EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
   for (int r : {0, 2, 3}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
 }
+
+TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) { expect_death_mid_transfer_reported("shm", {}); }
+// Over tcp, on 2 x 2 loopback "hosts": the peers' sends to it fail and their connections end.
+TEST(DeepEPHealing, RankDyingMidTransferOverTcp) { expect_death_mid_transfer_reported("tcp", deepep_test::nodes_of(2)); }
 
 TEST(DeepEPHealing, RankThatStopsTakingPartTimesOutWithAClearError) {
   auto outcomes = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
