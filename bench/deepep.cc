@@ -4,7 +4,7 @@
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
 //                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
-//                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1]
+//                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1] [--transport shm|tcp]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
 // DEEPEP_RENDEZVOUS are set, runs as that one rank under any launcher). Measures, in the same run:
@@ -32,7 +32,9 @@
 //             bytes / time and busbw = algbw * 2 (n - 1) / n, as nccl-tests defines them. With
 //             --nodes K > 1 (forked ranks only) the ranks form K emulated nodes of consecutive ranks
 //             (a host identity each, DEEPEP_SHM_EMULATE_NODES=1): also hierarchical, and which one
-//             Auto picks.
+//             Auto picks. --transport tcp carries the frames over the tcp transport on loopback
+//             instead (the nodes are then hosts to it: no DEEPEP_SHM_EMULATE_NODES); with one node
+//             it is named in CommOptions::transport.
 // With --gpu, memcpy is not run, every call's
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
 // --window bytes per rank, and the first dispatch and combine are checked bit for bit against the
@@ -80,6 +82,7 @@ struct Options {
   bool gpu = false;
   std::string skip;
   int nodes = 1;
+  std::string transport;  // CommOptions::transport ("": shm on one host, emulated nodes or not)
 };
 
 int64_t parse_size(const std::string& s) {
@@ -198,6 +201,7 @@ rt::Device data_device(const Options& o, int rank) {
 deepep::CommOptions comm_options(const Options& o, int rank) {
   deepep::CommOptions co;
   co.log_reroutes = false;
+  co.transport = o.transport;
   if (o.gpu) {
     co.cuda_device = data_device(o, rank).id;
     co.device_window_bytes = o.window;
@@ -589,6 +593,7 @@ int main(int argc, char** argv) {
     else if (a == "--window") o.window = parse_size(next());
     else if (a == "--gpu") o.gpu = true;
     else if (a == "--nodes") o.nodes = std::stoi(next());
+    else if (a == "--transport") o.transport = next();
     else {
       std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/deepep.cc)\n", a.c_str());
       return 2;
@@ -612,11 +617,13 @@ int main(int argc, char** argv) {
       std::printf("deepep GPU benchmark: %d ranks over the cuda_ipc device windows (%s each)\n", o.ranks,
                   human(double(o.window)).c_str());
     else if (skip_memcpy)
-      std::printf("deepep CPU benchmark: %u cores; memcpy not measured (ratios below are meaningless)\n",
-                  std::thread::hardware_concurrency());
+      std::printf("deepep CPU benchmark: %u cores, transport %s; memcpy not measured (ratios below are meaningless)\n",
+                  std::thread::hardware_concurrency(), o.transport.empty() ? "shm" : o.transport.c_str());
     else
-      std::printf("deepep CPU benchmark: %u cores; memcpy %.2f GB/s (1 thread), %.2f GB/s (%d concurrent copies)\n",
-                  std::thread::hardware_concurrency(), bw1 * 1e-9, bwn * 1e-9, o.ranks);
+      std::printf("deepep CPU benchmark: %u cores, transport %s; memcpy %.2f GB/s (1 thread), %.2f GB/s (%d concurrent "
+                  "copies)\n",
+                  std::thread::hardware_concurrency(), o.transport.empty() ? "shm" : o.transport.c_str(), bw1 * 1e-9,
+                  bwn * 1e-9, o.ranks);
     std::fflush(stdout);
     // The rendezvous socket is made here and inherited by rank 0.
     int port = 0;
@@ -645,9 +652,9 @@ int main(int argc, char** argv) {
           rv.rank = r;
           rv.size = o.ranks;
           if (r == 0) rv.listen_fd = lfd; else close(lfd);
-          if (o.nodes > 1) {  // emulated nodes of consecutive ranks
+          if (o.nodes > 1) {  // emulated nodes of consecutive ranks (hosts to tcp)
             rv.host_id = "node-" + std::to_string(r * o.nodes / o.ranks);
-            setenv("DEEPEP_SHM_EMULATE_NODES", "1", 1);
+            if (o.transport != "tcp") setenv("DEEPEP_SHM_EMULATE_NODES", "1", 1);
           }
           run_rank(deepep::Group::create(rv), o, bwn);
         } catch (const std::exception& e) {

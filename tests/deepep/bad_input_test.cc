@@ -141,18 +141,25 @@ TEST(DeepEPBadInput, BuffersThatDisagreeOrAreTooSmall) {
   }), {"rank 0: negative sizes"});
 }
 
-TEST(DeepEPBadInput, GroupAcrossHostsNeedsAnInternodeTransport) {
+// A group across hosts takes tcp by itself; shm, asked for by name, says why it cannot serve it.
+TEST(DeepEPBadInput, GroupAcrossHostsTakesTcpAndShmRefusesIt) {
   RunOptions o;
   o.host_of = [](int r) { return r < 2 ? std::string("host-a") : std::string("host-b"); };
-  expect_all_failed_with(run_ranks(4, [](const std::shared_ptr<deepep::Group>& g) {
+  expect_all_ok(run_ranks(4, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
-  }, o), {"no transport can serve", "spans 2 hosts", "nccl: it carries CUDA tensors beside a host transport"});
+    EP_CHECK(std::string(buf.comm().transport_name()) == "tcp", buf.comm().transport_name());
+  }, o));
+  expect_all_failed_with(run_ranks(4, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions c = test_options();
+    c.transport = "shm";
+    deepep::Buffer buf(g, 1 << 20, 0, false, c);
+  }, o), {"no transport can serve", "shm: the group spans 2 hosts (host-a, host-b)"});
 }
 
 TEST(DeepEPTransport, Registry) {
   std::vector<std::string> names;
   for (const auto& e : deepep::transports()) names.push_back(e.name);
-  EXPECT_EQ(names, (std::vector<std::string>{"shm", "cuda_ipc", "nccl"}));
+  EXPECT_EQ(names, (std::vector<std::string>{"shm", "tcp", "cuda_ipc", "nccl"}));
   expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions o = test_options();
     o.transport = "nccl";
@@ -167,7 +174,7 @@ TEST(DeepEPTransport, Registry) {
     deepep::CommOptions o = test_options();
     o.transport = "carrier-pigeon";
     deepep::Comm comm(g, o);
-  }), {"unknown transport 'carrier-pigeon'", "shm, cuda_ipc, nccl"});
+  }), {"unknown transport 'carrier-pigeon'", "shm, tcp, cuda_ipc, nccl"});
   expect_all_ok(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions o = test_options();
     o.transport = "shm";

@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstring>
 #include <functional>
 #include <thread>
 
@@ -56,6 +57,13 @@ inline float combined_sum(const MoeCase& c, int me, const std::vector<int64_t>& 
     acc += partial;
   }
   return acc;
+}
+
+// Same shape, dtype and bytes (or both undefined).
+inline bool same_bytes(const rt::Tensor& a, const rt::Tensor& b) {
+  if (a.defined() != b.defined()) return false;
+  if (!a.defined()) return true;
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), size_t(a.nbytes())) == 0;
 }
 
 // A copy of the CPU tensor t in buf's shared arena.

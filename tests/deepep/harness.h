@@ -62,6 +62,16 @@ struct RunOptions {
 
 using Body = std::function<void(const std::shared_ptr<deepep::Group>&)>;
 
+// Rank r on the emulated host "node-<node_of(r)>" (a host identity of its own per node).
+inline RunOptions on_nodes(std::function<int(int)> node_of) {
+  RunOptions o;
+  o.host_of = [node_of](int r) { return rt::str("node-", node_of(r)); };
+  return o;
+}
+inline RunOptions nodes_of(int ranks_per_node) {
+  return on_nodes([ranks_per_node](int r) { return r / ranks_per_node; });
+}
+
 
 // Inside a body: a failed check throws with the message (the child reports it to the parent).
 #define EP_CHECK(cond, ...)                                                                        \

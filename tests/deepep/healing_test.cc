@@ -90,16 +90,20 @@ void all_to_all_rounds(deepep::Comm& comm, int64_t n, int rounds) {
   }
 }
 
-TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
+// Link 0->1 loses half its frames: its traffic moves to a relay whose links the other traffic
+// measured (their loss rates, as every rank reads them: over tcp, the peers' mirrors).
+void expect_bad_link_rerouted(const std::string& transport, const deepep_test::RunOptions& where) {
   deepep::CommOptions o = faulty(0.5, 0.1);
   o.faults.links = {{0, 1}};
   o.log_reroutes = true;
+  o.transport = transport;
   expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
     deepep::Comm comm(g, [&] {
       deepep::CommOptions c = o;
       c.inbound_bytes = 96 << 10;  // 4 KiB frames
       return c;
     }());
+    EP_CHECK(std::string(comm.transport_name()) == transport, comm.transport_name());
     all_to_all_rounds(comm, 300000, 3);  // per destination: ~300 frames a round
     deepep::barrier(comm);
     const deepep::LinkStats bad = comm.link_stats(0, 1);
@@ -111,8 +115,12 @@ TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) {
     EP_CHECK(relayed > 0, "no frame was relayed to rank 1");
     EP_CHECK(comm.link_stats(2, 3).reroutes == 0);
     EP_CHECK(bad.loss_rate > 0.1);
-  }));
+  }, where));
 }
+
+TEST(DeepEPHealing, BadLinkIsReroutedThroughAnotherRank) { expect_bad_link_rerouted("shm", {}); }
+// Over tcp, on 2 x 2 loopback "hosts".
+TEST(DeepEPHealing, BadLinkIsReroutedOverTcp) { expect_bad_link_rerouted("tcp", deepep_test::nodes_of(2)); }
 
 // Three bad links whose only relays form a cycle (3 ranks: 0 -> 2 goes through 1, 1 -> 0 through 2,
 // 2 -> 1 through 0) and rings of a few frames: every ring fills with frames to forward. Relays that
@@ -202,10 +210,11 @@ TEST(DeepEPHealing, KilledAfterTheAgreementIsAClearErrorOnTheOthers) {
 }
 
 // A rank killed while data is moving (a thread of its own sends SIGKILL mid-transfer).
-TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
+void expect_death_mid_transfer_reported(const std::string& transport, const deepep_test::RunOptions& where) {
   auto outcomes = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
     deepep::CommOptions c = faulty(0, 0);
     c.inbound_bytes = 3 * (64 << 10);  // small rings: the transfer takes many round trips
+    c.transport = transport;
     deepep::Comm comm(g, c);
     const int64_t n = 16 << 20;
     rt::Tensor t = rt::Tensor::empty({n}, rt::DType::F32);
@@ -229,11 +238,15 @@ TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) {
       return;
     }
     EP_CHECK(false, "no error although rank 1 died");
-  });
+  }, where);
   ASSERT_EQ(outcomes.size(), 4u);
   EXPECT_TRUE(outcomes[1].killed) << outcomes[1].message;
   for (int r : {0, 2, 3}) EXPECT_TRUE(outcomes[size_t(r)].ok) << "rank " << r << ": " << outcomes[size_t(r)].message;
 }
+
+TEST(DeepEPHealing, RankDyingMidTransferIsAClearErrorOnTheOthers) { expect_death_mid_transfer_reported("shm", {}); }
+// Over tcp, on 2 x 2 loopback "hosts": the peers' sends to it fail and their connections end.
+TEST(DeepEPHealing, RankDyingMidTransferOverTcp) { expect_death_mid_transfer_reported("tcp", deepep_test::nodes_of(2)); }
 
 TEST(DeepEPHealing, RankThatStopsTakingPartTimesOutWithAClearError) {
   auto outcomes = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {

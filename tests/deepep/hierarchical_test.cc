@@ -15,8 +15,8 @@ using deepep::ReduceOp;
 using deepep_test::expect_all_failed_with;
 using deepep_test::expect_all_ok;
 using deepep_test::mix;
+using deepep_test::on_nodes;
 using deepep_test::run_ranks;
-using deepep_test::RunOptions;
 using deepep_test::test_seed;
 using deepep_test::unit;
 
@@ -26,12 +26,6 @@ struct Layout {
   std::function<int(int)> host;
   std::string what;
 };
-
-RunOptions on_nodes(const Layout& l) {
-  RunOptions o;
-  o.host_of = [host = l.host](int r) { return rt::str("node-", host(r)); };
-  return o;
-}
 
 deepep::Comm emulated_nodes_comm(const std::shared_ptr<deepep::Group>& g, deepep::CommOptions o) {
   setenv("DEEPEP_SHM_EMULATE_NODES", "1", 1);  // this rank's process only
@@ -135,7 +129,7 @@ void run_layout(const Layout& l) {
     EP_CHECK(g->num_nodes() == nodes, g->num_nodes());
     deepep::Comm comm = emulated_nodes_comm(g, deepep_test::test_options());
     hierarchical_exact(comm, seed, kSizes);
-  }, on_nodes(l)));
+  }, on_nodes(l.host)));
 }
 
 TEST(DeepEPHierarchical, TwoRanksTwoNodes) { run_layout({2, [](int r) { return r; }, "2 ranks, nodes of 1"}); }
@@ -176,7 +170,7 @@ TEST(DeepEPHierarchical, BigTensorInBlocks) {
       for (int r = 0; r < l.ranks; ++r) want += int32_t(input_value(seed, r, n - 1, rt::DType::I32));
       return want;
     }());
-  }, on_nodes(l)));
+  }, on_nodes(l.host)));
 }
 
 // One node: the hierarchical all-reduce is Direct (the same steps, the same bits).
@@ -216,7 +210,7 @@ TEST(DeepEPHierarchical, ExactUnderLossAndCorruption) {
     }
     EP_CHECK(losses > 0 && retransmissions > 0 && corrupt > 0, "losses ", losses, ", retransmissions ",
              retransmissions, ", corrupt ", corrupt);
-  }, on_nodes(l)));
+  }, on_nodes(l.host)));
 }
 
 // Auto on two nodes joined by a 10 GbE NIC at 1 MiB is the hierarchical all-reduce (a faster NIC is
@@ -238,7 +232,7 @@ TEST(DeepEPHierarchical, AutoRunsHierarchicalAcrossNodes) {
     deepep::all_reduce(comm, a);
     deepep::all_reduce(comm, b, ReduceOp::Sum, Algorithm::Hierarchical);
     EP_CHECK(std::memcmp(a.data(), b.data(), size_t(a.nbytes())) == 0, "Auto differs from Hierarchical");
-  }, on_nodes(l)));
+  }, on_nodes(l.host)));
 }
 
 TEST(DeepEPHierarchical, ReduceScatterRejectsIt) {

@@ -15,21 +15,14 @@ namespace {
 using deepep_test::dispatch_and_check;
 using deepep_test::expect_all_ok;
 using deepep_test::MoeCase;
+using deepep_test::nodes_of;
 using deepep_test::note;
+using deepep_test::on_nodes;
 using deepep_test::Routing;
 using deepep_test::run_ranks;
 using deepep_test::RunOptions;
+using deepep_test::same_bytes;
 using deepep_test::test_seed;
-
-// Rank r on node node_of(r).
-RunOptions on_nodes(std::function<int(int)> node_of) {
-  RunOptions o;
-  o.host_of = [node_of](int r) { return rt::str("node-", node_of(r)); };
-  return o;
-}
-RunOptions nodes_of(int ranks_per_node) {
-  return on_nodes([ranks_per_node](int r) { return r / ranks_per_node; });
-}
 
 // Inside a rank: a Buffer on the emulated nodes; `flat` takes the flat route
 // (DEEPEP_HIERARCHICAL_DISPATCH=0, this process only).
@@ -47,12 +40,6 @@ std::unique_ptr<deepep::Buffer> make_buffer(const std::shared_ptr<deepep::Group>
 
 MoeCase make(int ranks, int experts, int topk, Routing routing, int hidden = 256) {
   return moe_case(0x1d0de, ranks, experts, topk, routing, hidden);
-}
-
-bool same_bytes(const rt::Tensor& a, const rt::Tensor& b) {
-  if (a.defined() != b.defined()) return false;
-  if (!a.defined()) return true;
-  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), size_t(a.nbytes())) == 0;
 }
 
 // Everything a dispatch returns, bit for bit (the handle's routing included).

@@ -3,6 +3,7 @@
 // under src/transport/<name>/ and a registry mapping names to factories.
 //
 //   shm       processes of one host through POSIX shared memory rings (implemented)
+//   tcp       processes of any hosts through one TCP connection per pair of ranks (implemented)
 //   cuda_ipc  GPUs of one host through CUDA IPC buffers: not a frame transport but a data plane
 //             beside one (src/transport/cuda_ipc/, CommOptions::cuda_device)
 //   nccl      GPUs through an NCCL communicator (NCCL loaded at run time): also a data plane beside a
@@ -14,6 +15,12 @@
 // acknowledgements and retransmits. Acknowledgements are words the receiver writes and the sender
 // reads (`ack`, `acked`); a small board per rank carries the control plane (agreements, barriers).
 // Waiting never spins hot: wait() blocks until a peer calls notify() (or the timeout passes).
+//
+// Visibility: what this rank writes for its peers (its counters, its board slot after post_board,
+// acknowledgements, consumed frames, its LinkCounters words) is visible to a peer once this rank
+// has called notify(peer) after writing it, in the order written; shared memory shows it at once,
+// a network transport sends it then (and a frame at publish). LinkCounters of another rank are as
+// of its last notification to this one.
 #pragma once
 
 #include <atomic>
@@ -88,6 +95,9 @@ class Transport {
   // --- control plane -----------------------------------------------------------------------------
   virtual size_t board_bytes() const = 0;
   virtual void* board(int parity, int rank) = 0;  // rank's board slot of this parity
+  // This rank wrote the first `bytes` bytes of its board slot `parity`: peers see them from the
+  // next notify() on, before the counters stored after this call.
+  virtual void post_board(int parity, size_t bytes) = 0;
   virtual std::atomic<uint64_t>& counter(int rank, Counter which) = 0;
   virtual LinkCounters& link(int src, int dst) = 0;
 

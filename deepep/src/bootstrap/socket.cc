@@ -84,6 +84,26 @@ int local_port(int fd) {
   return ntohs(addr.sin_port);
 }
 
+std::string local_address_toward(const std::string& address, std::string* error) {
+  sockaddr_in addr{};
+  if (!resolve(address, 9, &addr, error)) return "";
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = rt::str("socket(): ", std::strerror(errno));
+    return "";
+  }
+  sockaddr_in local{};
+  socklen_t len = sizeof(local);
+  char text[INET_ADDRSTRLEN] = {};
+  // Connecting a datagram socket only picks the route and the source address.
+  const bool ok = ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+                  getsockname(fd, reinterpret_cast<sockaddr*>(&local), &len) == 0 &&
+                  inet_ntop(AF_INET, &local.sin_addr, text, sizeof(text)) != nullptr;
+  if (!ok) *error = rt::str("no route toward ", address, ": ", std::strerror(errno));
+  ::close(fd);
+  return ok ? std::string(text) : std::string();
+}
+
 int connect_until(const std::string& address, int port, Clock::time_point deadline, std::string* error) {
   sockaddr_in addr{};
   if (!resolve(address, port, &addr, error)) return -1;

@@ -16,6 +16,9 @@ int listen_on(const std::string& address, int port, int backlog = 256);
 // Whether `address` (IPv4 address or host name) resolves to an IPv4 address here.
 bool resolves(const std::string& address);
 int local_port(int fd);
+// This host's IPv4 address on the route toward `address` (the interface a connection there would
+// leave by; nothing is sent). "" with *error set when there is no route.
+std::string local_address_toward(const std::string& address, std::string* error);
 // Connects, retrying refused/unreachable attempts with backoff until `deadline`. Returns -1 and
 // sets *error when the deadline passes.
 int connect_until(const std::string& address, int port, Clock::time_point deadline, std::string* error);

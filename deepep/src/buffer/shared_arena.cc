@@ -172,7 +172,8 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
     rd.get_str();
     const std::string peer_name = rd.get_str();
     const uint64_t bytes = rd.get<uint64_t>();
-    if (bytes == 0) continue;
+    // Ranks of other hosts have their segments elsewhere (nor are they read: no single copy across nodes).
+    if (bytes == 0 || group.peer(r).node != group.node()) continue;
     peer_bytes_[size_t(r)] = bytes;
     if (r == me) {
       peer_base_[size_t(r)] = own->base;

@@ -61,7 +61,7 @@ class SharedArena {
   struct Block;    // a tensor's share of the segment (its storage's deleter)
   int rank_ = 0;
   std::shared_ptr<Segment> own_;
-  std::vector<const uint8_t*> peer_base_;  // every rank's arena as mapped here (own included)
+  std::vector<const uint8_t*> peer_base_;  // the arenas of this node's ranks as mapped here (own included)
   std::vector<uint64_t> peer_bytes_;
   std::string unavailable_;  // why alloc fails, when this rank has no arena
 };

@@ -210,6 +210,7 @@ std::vector<std::string> Engine::agree(const std::string& what, const std::strin
     const uint64_t n = rec.size();
     std::memcpy(mine, &n, 8);
     std::memcpy(mine + 8, rec.data(), rec.size());
+    transport_->post_board(int(e & 1), 8 + rec.size());
     transport_->counter(rank_, Counter::Board).store(e, std::memory_order_release);
     for (int r = 0; r < size_; ++r)
       if (r != rank_) transport_->notify(r);

@@ -4,6 +4,7 @@
 #include "deepep/transport.h"
 #include "rt/error.h"
 #include "transport/shm/shm_transport.h"
+#include "transport/tcp/tcp_transport.h"
 
 namespace deepep {
 namespace {
@@ -25,6 +26,9 @@ void register_builtins() {
   std::call_once(once, [] {
     table().push_back({"shm", "processes of one host through POSIX shared-memory rings", shm_unavailable,
                        create_shm_transport});
+    // After shm: a group on one host keeps shared memory; a group spanning hosts gets tcp.
+    table().push_back({"tcp", "processes of any hosts through one TCP connection per pair of ranks",
+                       [](const Group&) { return std::string(); }, create_tcp_transport});
     // cuda_ipc and nccl move CUDA tensors beside the frame transport rather than as one (data planes).
     table().push_back({"cuda_ipc", "GPUs of one host through CUDA IPC buffers",
                        [](const Group&) {

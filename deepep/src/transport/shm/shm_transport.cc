@@ -22,15 +22,15 @@
 #include "deepep/group.h"
 #include "rt/env.h"
 #include "rt/error.h"
+#include "transport/frame_faults.h"
+#include "transport/ring_geometry.h"
 #include "transport/shm/futex.h"
 
 namespace deepep {
 namespace {
 
 constexpr uint64_t kMagic = 0xDEE9E95E60000001ull;
-constexpr size_t kSlotHeader = 64;             // transport's part of a slot: visibility time, length
-constexpr size_t kMinFrame = 4096;
-constexpr size_t kMaxFrame = 128 << 10;        // keeps a frame in L2 between copy and checksum
+constexpr size_t kSlotHeader = kFrameSlotHeader;  // transport's part of a slot: visibility time, length
 constexpr size_t kAbortBytes = 2048;
 
 static_assert(std::atomic<uint64_t>::is_always_lock_free && std::atomic<uint32_t>::is_always_lock_free,
@@ -93,25 +93,6 @@ struct SlotHeader {
 
 size_t align_up(size_t v, size_t a) { return (v + a - 1) / a * a; }
 
-size_t floor_pow2(size_t v) {
-  size_t p = 1;
-  while (p * 2 <= v) p *= 2;
-  return p;
-}
-
-uint32_t ceil_pow2(uint32_t v) {
-  uint32_t p = 1;
-  while (p < v) p *= 2;
-  return p;
-}
-
-uint64_t splitmix(uint64_t& s) {
-  uint64_t z = (s += 0x9E3779B97F4A7C15ull);
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
-
 // Is process `pid` gone (exited, or a zombie waiting for its parent)?
 bool process_gone(int pid) {
   if (pid <= 0) return false;
@@ -165,7 +146,7 @@ class ShmTransport final : public Transport {
   bool has_delayed_frames() const override {
     const bool d = delayed_;
     delayed_ = false;
-    return d || config_.faults.delay_us > 0;
+    return d || faults_.delays();
   }
 
   uint32_t ack_slots() const override { return hdr_->ack_slots; }
@@ -178,6 +159,7 @@ class ShmTransport final : public Transport {
   }
 
   size_t board_bytes() const override { return hdr_->board_bytes; }
+  void post_board(int, size_t) override {}  // the board is shared memory already
   void* board(int parity, int r) override {
     return base_ + hdr_->board_off + (size_t(parity) * size_ + r) * hdr_->board_bytes;
   }
@@ -210,20 +192,19 @@ class ShmTransport final : public Transport {
 
   int rank_ = 0;
   int size_ = 0;
-  TransportConfig config_;
   uint8_t* base_ = nullptr;
   size_t mapped_ = 0;
   SegmentHeader* hdr_ = nullptr;
   int spin_ = 0;
-  uint64_t rng_ = 0;
+  FrameFaults faults_;
   mutable bool delayed_ = false;
 };
 
 std::atomic<uint64_t> g_segment_counter{0};
 
 ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
-    : rank_(group.rank()), size_(group.size()), config_(config) {
-  const ShmGeometry geo = shm_geometry(config.inbound_bytes, size_);
+    : rank_(group.rank()), size_(group.size()), faults_(config.faults, group.rank()) {
+  const RingGeometry geo = ring_geometry(config.inbound_bytes, size_);
   const size_t R = size_t(size_);
   const size_t slot_bytes = kSlotHeader + geo.frame_capacity;
   const size_t board_bytes = align_up(std::max<int64_t>(config.board_bytes, 4096), 64);
@@ -331,7 +312,6 @@ ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
   // Spin briefly before sleeping only when every rank of this host can have a core of its own.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   spin_ = unsigned(group.local_size()) <= cores ? 2000 : 0;
-  rng_ = config.faults.seed * 0x9E3779B97F4A7C15ull + uint64_t(rank_) * 0xD1B54A32D192ED03ull + 1;
 }
 
 ShmTransport::~ShmTransport() {
@@ -350,16 +330,9 @@ void ShmTransport::publish(int dst, size_t bytes) {
   l.counters.frames_sent.fetch_add(1, std::memory_order_relaxed);
   l.counters.bytes_sent.fetch_add(bytes, std::memory_order_relaxed);
   SlotHeader sh{0, bytes};
-  const FaultConfig& f = config_.faults;
-  if ((f.drop > 0 || f.corrupt > 0 || f.delay_us > 0) && f.applies(rank_, dst)) {
-    const double u = double(splitmix(rng_) >> 11) * 0x1.0p-53;
-    if (u < f.drop) return;  // lost on the wire: never becomes visible
-    if (u < f.drop + f.corrupt && bytes > 0) {
-      const uint64_t bit = splitmix(rng_) % (uint64_t(bytes) * 8);
-      s[kSlotHeader + bit / 8] ^= uint8_t(1u << (bit % 8));
-    }
-    if (f.delay_us > 0) sh.visible_ns = now_ns() + f.delay_us * 1000;
-  }
+  int64_t delay_ns = 0;
+  if (!faults_.deliver(dst, s + kSlotHeader, bytes, &delay_ns)) return;  // lost: never becomes visible
+  if (delay_ns > 0) sh.visible_ns = now_ns() + delay_ns;
   std::memcpy(s, &sh, sizeof(sh));
   l.head.store(h + 1, std::memory_order_release);
 }
@@ -408,21 +381,6 @@ void ShmTransport::set_abort(const std::string& message) {
 }
 
 }  // namespace
-
-ShmGeometry shm_geometry(int64_t inbound_bytes, int size) {
-  ShmGeometry g;
-  const size_t links = size_t(std::max(1, size - 1));
-  const size_t min_bytes = links * 2 * (kMinFrame + kSlotHeader);
-  RT_USER_CHECK(inbound_bytes >= 0 && size_t(inbound_bytes) >= min_bytes, "deepep: buffer too small: ", inbound_bytes,
-                " bytes of rings per rank cannot hold two ", kMinFrame, "-byte frames on each of the ", links,
-                " inbound links of a group of ", size, " ranks; give at least ", min_bytes, " bytes");
-  const size_t per_link = size_t(inbound_bytes) / links;
-  g.frame_capacity = std::clamp(floor_pow2(per_link / 4 > kSlotHeader ? per_link / 4 - kSlotHeader : 0), kMinFrame,
-                                kMaxFrame);
-  g.slots = uint32_t(std::min<size_t>(per_link / (g.frame_capacity + kSlotHeader), 1u << 20));
-  g.ack_slots = std::min<uint32_t>(ceil_pow2(std::max<uint32_t>(64, g.slots * 2)), 1u << 21);
-  return g;
-}
 
 std::string shm_unavailable(const Group& group) {
   // DEEPEP_SHM_EMULATE_NODES=1: serve a group whose ranks name different hosts (TcpRendezvous::

@@ -16,12 +16,4 @@ class Group;
 std::string shm_unavailable(const Group& group);
 std::unique_ptr<Transport> create_shm_transport(Group& group, const TransportConfig& config);
 
-// The ring geometry the shm transport derives from a rank's inbound bytes (user error when too small).
-struct ShmGeometry {
-  size_t frame_capacity = 0;  // bytes per frame (engine header included)
-  uint32_t slots = 0;         // frames per ring
-  uint32_t ack_slots = 0;
-};
-ShmGeometry shm_geometry(int64_t inbound_bytes, int size);
-
 }  // namespace deepep
