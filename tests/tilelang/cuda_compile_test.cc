@@ -333,6 +333,40 @@ TEST(CudaCompile, PipelinedSoftmaxWaitsForTheScoresAlone) {
     }
 }
 
+// A wgmma wait covers only the warpgroup's own gemms: with two warpgroups, the one past a barrier may
+// overwrite a shared operand the other's gemm still reads, so the wait goes before the barrier.
+TEST(CudaCompile, WgmmaWaitPrecedesTheBarrierBeforeAnOperandIsRewritten) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def two(threads):
+    @T.prim_func
+    def main(A: T.Tensor((128, 64), "bfloat16"), B: T.Tensor((64, 64), "bfloat16"), B2: T.Tensor((64, 64), "bfloat16"),
+             C: T.Tensor((128, 64), "float32"), D: T.Tensor((128, 64), "float32")):
+        with T.Kernel(1, threads=threads) as bx:
+            A_s = T.alloc_shared((128, 64), "bfloat16")
+            B_s = T.alloc_shared((64, 64), "bfloat16")
+            C_f = T.alloc_fragment((128, 64), "float32")
+            D_f = T.alloc_fragment((128, 64), "float32")
+            T.copy(A, A_s)
+            T.copy(B, B_s)
+            T.gemm(A_s, B_s, C_f, clear_accum=True)
+            T.copy(B2, B_s)
+            T.gemm(A_s, B_s, D_f, clear_accum=True)
+            T.copy(C_f, C)
+            T.copy(D_f, D)
+
+    return main
+)";
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  o.params = {{"threads", "256"}};
+  const std::string cuda = tilelang::Module::from_source(src, "two.py").kernel("two", o).emit(tilelang::Stage::Cuda, {});
+  const size_t gemm = cuda.find("tile_gemm_wgmma<"), wait = cuda.find("wgmma_wait_group<0>();", gemm), barrier = cuda.find("__syncthreads()", gemm);
+  ASSERT_NE(gemm, std::string::npos) << cuda;
+  EXPECT_LT(wait, barrier) << cuda;
+}
+
 // warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
 // producer); sm_80 has no warp specialization and ignores warp_specialize=True.
 TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {

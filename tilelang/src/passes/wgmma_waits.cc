@@ -60,7 +60,7 @@ ir::Stmt seq(std::vector<ir::Stmt> stmts, const SourceLoc& loc) {
 
 class Waits {
  public:
-  explicit Waits(std::vector<ir::Buffer> accs) : accs_(std::move(accs)) {}
+  Waits(std::vector<ir::Buffer> accs, int64_t threads) : accs_(std::move(accs)), warpgroups_(threads / 128) {}
 
   ir::Stmt run(const ir::Stmt& s, State& st) {
     if (const auto* q = ir::as<ir::SeqNode>(s)) {
@@ -97,6 +97,15 @@ class Waits {
       return seq({before, ir::make_for(f->var, f->min, f->extent, f->for_kind, body, s->loc, f->pipelining())}, s->loc);
     }
     if (const auto* c = ir::as<ir::IfThenElseNode>(s)) return branch(*c, st);
+    if (ir::as<ir::BarrierNode>(s) && warpgroups_ > 1) {
+      // Past a barrier the other warpgroups may write the shared tiles this one's gemms still read
+      // (a wait covers only the warpgroup's own groups): those groups complete before it.
+      analysis::Accesses shared;
+      for (const Group& g : st.pending)
+        for (const ir::BufferNode* b : g.operands)
+          if (b->scope == ir::Scope::Shared) shared.written.insert(b);
+      return seq({wait_for(shared, st, s->loc), s}, s->loc);
+    }
     return leaf(s, st);
   }
 
@@ -196,6 +205,7 @@ class Waits {
   }
 
   std::vector<ir::Buffer> accs_;  // of the kernel's wgmma gemms
+  int64_t warpgroups_;            // the kernel's (the consumers' in a warp-specialized one)
   std::set<const ir::BufferNode*> in_scope_;  // allocated around the statement being rewritten
 };
 
@@ -211,7 +221,7 @@ class Kernels : public ir::IRMutator {
       }
     } accs;
     accs.visit_stmt(n.body);
-    Waits waits(accs.found);
+    Waits waits(accs.found, n.threads);
     State st;
     ir::Stmt body = waits.run(n.body, st);
     body = seq({body, waits.drain(st, n.loc)}, n.loc);

@@ -18,7 +18,8 @@ namespace tilelang::passes {
 // gemms starts with none in flight (waits for all before it) and waits for its own at the end of
 // its body; so does a branch that holds such a loop. Releasing a bulk copy's stage
 // (bulk_copy_release), code of the user's, and the end of the kernel or of a tile's scope wait
-// for the groups they may concern. Gemms the pipeliner already overlaps (gemm_in_flight) keep
+// for the groups they may concern; with several warpgroups, so does a barrier for the groups
+// reading shared tiles (the others may write them past it). Gemms the pipeliner already overlaps (gemm_in_flight) keep
 // their own waits.
 ir::PrimFunc wgmma_waits(const ir::PrimFunc& func, const PassOptions& options);
 
