@@ -862,6 +862,7 @@ ir::PrimFunc Elaborator::stage_kernel(const FunctionV& f, const std::string& nam
   } else {
     if (fr.returned && !fr.returned->is<NoneV>()) error_at(def.loc, "a @T.prim_func returns nothing; its outputs are tensor parameters");
   }
+  check_loads_after_scheduled_loops(body);
   func.body = body;
   return func;
 }

@@ -9,6 +9,7 @@
 #include "tilelang/diagnostics.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
+#include "tilelang/ir/visitor.h"
 
 namespace tilelang::frontend {
 namespace {
@@ -155,5 +156,64 @@ ir::Stmt schedule_pipelined(const ir::Var& var, const ir::Expr& min, const ir::E
   scheduled.depth = static_cast<int>(depth);
   return ir::make_for(var, min, ir::add(extent, ir::make_int(depth, t)), ir::ForKind::Pipelined, ir::make_seq(std::move(out), loc), loc, scheduled);
 }
+
+namespace {
+
+// Whether `s` reads `tile` before it overwrites it (a copy or fill into it, taken as whole: the
+// loads of a pipelined loop are of whole tiles).
+bool reads_first(const ir::Stmt& s, const ir::BufferNode* tile) {
+  if (const auto* c = ir::as<ir::CopyNode>(s); c && c->dst.buffer.get() == tile) return false;
+  if (const auto* f = ir::as<ir::FillNode>(s); f && f->dst.buffer.get() == tile) return false;
+  if (const auto* q = ir::as<ir::SeqNode>(s)) {
+    for (const ir::Stmt& x : q->stmts)
+      if (analysis::uses_buffer(x, tile)) return reads_first(x, tile);
+    return false;
+  }
+  if (const auto* l = ir::as<ir::ForNode>(s)) return reads_first(l->body, tile);
+  if (const auto* a = ir::as<ir::AllocateNode>(s)) return reads_first(a->body, tile);
+  return analysis::uses_buffer(s, tile);
+}
+
+class LoadsAfterLoops : public ir::IRVisitor {
+ protected:
+  void visit(const ir::SeqNode& n) override {
+    for (size_t i = 0; i < n.stmts.size(); ++i) {
+      std::vector<std::pair<const ir::CopyNode*, const ir::ForNode*>> loads;
+      collect(n.stmts[i], loads);
+      for (const auto& [copy, loop] : loads)
+        for (size_t j = i + 1; j < n.stmts.size(); ++j) {
+          if (!analysis::uses_buffer(n.stmts[j], copy->dst.buffer.get())) continue;
+          if (reads_first(n.stmts[j], copy->dst.buffer.get()))
+            error_at(n.stmts[j]->loc, rt::str("this reads '", copy->dst.buffer->name, "' after the scheduled T.Pipelined loop at ", loop->loc.to_string(),
+                                               ", whose copy at ", copy->loc.to_string(), " (stage -1) also runs on the ",
+                                               loop->depth == 1 ? std::string("step") : rt::str(loop->depth, " steps"),
+                                               " past its last iteration: the tile holds a later load, not the last iteration's"));
+          break;
+        }
+    }
+    ir::IRVisitor::visit(n);
+  }
+
+ private:
+  // The copies of the scheduled loops in `s`: its body's statements without a condition.
+  static void collect(const ir::Stmt& s, std::vector<std::pair<const ir::CopyNode*, const ir::ForNode*>>& out) {
+    struct Finder : ir::IRVisitor {
+      std::vector<std::pair<const ir::CopyNode*, const ir::ForNode*>>* out;
+      using ir::IRVisitor::visit;
+      void visit(const ir::ForNode& n) override {
+        if (n.depth > 0)
+          for (const ir::Stmt& x : ir::as<ir::SeqNode>(n.body) ? ir::as<ir::SeqNode>(n.body)->stmts : std::vector<ir::Stmt>{n.body})
+            if (const auto* c = ir::as<ir::CopyNode>(x)) out->push_back({c, &n});
+        ir::IRVisitor::visit(n);
+      }
+    } finder;
+    finder.out = &out;
+    finder.visit_stmt(s);
+  }
+};
+
+}  // namespace
+
+void check_loads_after_scheduled_loops(const ir::Stmt& body) { LoadsAfterLoops().visit_stmt(body); }
 
 }  // namespace tilelang::frontend

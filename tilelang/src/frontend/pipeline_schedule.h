@@ -7,7 +7,7 @@
 // reads its tile and runs just before it. With D the largest stage, the loop becomes
 //   for k in T.Pipelined(n + D):  the groups in order, group g on iteration k - stage[g]
 // and group g only where that iteration exists (a condition; the copies run unconditionally, an
-// iteration before or after the range loads a clipped tile nobody reads). The result is the plain
+// iteration before or after the range loads a tile nobody in the loop reads). The result is the plain
 // loop's on every target: the schedule is rejected (with where and why) when it would run two
 // statements that touch the same buffer, one of them writing it, in another order than the plain
 // loop does.
@@ -20,5 +20,9 @@ namespace tilelang::frontend {
 
 ir::Stmt schedule_pipelined(const ir::Var& var, const ir::Expr& min, const ir::Expr& extent, const ir::Stmt& body, const PipelineSchedule& schedule,
                             const SourceLoc& loc, const ir::Pipelining& pipelining);
+
+// A function's body: an error where a statement after a scheduled loop reads a tile the loop's copies
+// load before overwriting it (those copies also ran on the steps past the last iteration).
+void check_loads_after_scheduled_loops(const ir::Stmt& body);
 
 }  // namespace tilelang::frontend
