@@ -4,6 +4,9 @@
 // and picks tcp by itself -- against the references and, bit for bit, against the shm transport
 // serving the same emulated nodes (DEEPEP_SHM_EMULATE_NODES=1) on the same inputs; then a killed
 // rank, an abort, a timeout and injected drops and corruption.
+#include <dirent.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -207,6 +210,37 @@ TEST(DeepEPTcp, SetupErrorIsReportedOnEveryRank) {
 }
 
 // --- the scenarios over tcp against shm ---------------------------------------------------------
+
+// The process's listening sockets.
+int listening_sockets() {
+  int n = 0;
+  DIR* d = opendir("/proc/self/fd");
+  EP_CHECK(d != nullptr, "/proc/self/fd");
+  while (const dirent* e = readdir(d)) {
+    int on = 0;
+    socklen_t len = sizeof(on);
+    n += e->d_name[0] != '.' && getsockopt(std::atoi(e->d_name), SOL_SOCKET, SO_ACCEPTCONN, &on, &len) == 0 && on;
+  }
+  closedir(d);
+  return n;
+}
+
+// A setup that fails in one of the group's exchanges (here the peer is gone before the first)
+// leaves none of its sockets open: no destructor runs for a constructor that throws.
+TEST(DeepEPTcp, FailedSetupClosesItsSockets) {
+  expect_all_ok(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    if (g->rank() == 1) return;
+    const int before = listening_sockets();
+    bool threw = false;
+    try {
+      tcp_transport(*g, 1 << 20);
+    } catch (const std::exception&) {
+      threw = true;
+    }
+    EP_CHECK(threw, "the setup went through without rank 1");
+    EP_CHECK(listening_sockets() == before, listening_sockets(), " listening sockets, ", before, " before the setup");
+  }));
+}
 
 // A Buffer on `transport` over the group's nodes (shm serves them as emulated nodes); `flat` takes
 // the flat route (DEEPEP_HIERARCHICAL_DISPATCH=0; both settings in this process only).

@@ -279,81 +279,87 @@ TcpTransport::TcpTransport(Group& group, const TransportConfig& config)
   std::string error, address = rt::env_string("DEEPEP_TCP_ADDRESS", "");
   if (address.empty()) address = net::local_address_toward(rendezvous_host(group), &error);
   int listen_fd = -1, port = 0;
-  if (error.empty()) {
-    try {
-      listen_fd = net::listen_on(address, 0, std::max(16, size_));
-      port = net::local_port(listen_fd);
-    } catch (const std::exception& e) {
-      error = e.what();
+  // Whatever fails here (the group's exchanges throw too) closes what is open: no destructor runs.
+  try {
+    if (error.empty()) {
+      try {
+        listen_fd = net::listen_on(address, 0, std::max(16, size_));
+        port = net::local_port(listen_fd);
+      } catch (const std::exception& e) {
+        error = e.what();
+      }
     }
-  }
-  std::random_device rd;
-  const uint64_t session = (uint64_t(rd()) << 32) ^ rd();
-  wire::Writer mine;
-  mine.put_str(error).put_str(address).put<int32_t>(port).put<uint64_t>(session);
-  auto fail_setup = [&](const std::vector<std::string>& all, const std::string& step) {
+    std::random_device rd;
+    const uint64_t session = (uint64_t(rd()) << 32) ^ rd();
+    wire::Writer mine;
+    mine.put_str(error).put_str(address).put<int32_t>(port).put<uint64_t>(session);
+    auto fail_setup = [&](const std::vector<std::string>& all, const std::string& step) {
+      for (int r = 0; r < size_; ++r) {
+        wire::Reader rd_r(all[size_t(r)]);
+        const std::string e = rd_r.get_str();
+        if (e.empty()) continue;
+        throw_comm_error(rt::str("deepep tcp transport (rank ", rank_, ", ", step, "): rank ", r, ": ", e));
+      }
+    };
+    const std::vector<std::string> all = group.allgather(mine.str(), "tcp transport addresses");
+    fail_setup(all, "listening");
+    std::vector<std::string> addresses(R);
+    std::vector<int> ports(R);
+    uint64_t session0 = 0;
     for (int r = 0; r < size_; ++r) {
       wire::Reader rd_r(all[size_t(r)]);
-      const std::string e = rd_r.get_str();
-      if (e.empty()) continue;
-      net::close_fd(listen_fd);
-      for (auto& p : peers_)
-        if (p) net::close_fd(p->fd);
-      throw_comm_error(rt::str("deepep tcp transport (rank ", rank_, ", ", step, "): rank ", r, ": ", e));
+      rd_r.get_str();
+      addresses[size_t(r)] = rd_r.get_str();
+      ports[size_t(r)] = rd_r.get<int32_t>();
+      const uint64_t s = rd_r.get<uint64_t>();
+      if (r == 0) session0 = s;
     }
-  };
-  const std::vector<std::string> all = group.allgather(mine.str(), "tcp transport addresses");
-  fail_setup(all, "listening");
-  std::vector<std::string> addresses(R);
-  std::vector<int> ports(R);
-  uint64_t session0 = 0;
-  for (int r = 0; r < size_; ++r) {
-    wire::Reader rd_r(all[size_t(r)]);
-    rd_r.get_str();
-    addresses[size_t(r)] = rd_r.get_str();
-    ports[size_t(r)] = rd_r.get<int32_t>();
-    const uint64_t s = rd_r.get<uint64_t>();
-    if (r == 0) session0 = s;
-  }
-  const auto deadline = net::Clock::now() + group.timeout();
-  for (int q = 0; q < rank_ && error.empty(); ++q) {
-    std::string why;
-    const int fd = net::connect_until(addresses[size_t(q)], ports[size_t(q)], deadline, &why);
-    const Hello hello{kHelloMagic, session0, rank_, q};
-    if (fd < 0) {
-      error = rt::str("cannot connect to rank ", q, " at ", addresses[size_t(q)], ":", ports[size_t(q)], ": ", why);
-    } else if (net::write_all(fd, &hello, sizeof(hello), deadline, &why) != net::IoStatus::Ok) {
-      error = rt::str("cannot greet rank ", q, " at ", addresses[size_t(q)], ":", ports[size_t(q)], ": ", why);
+    const auto deadline = net::Clock::now() + group.timeout();
+    for (int q = 0; q < rank_ && error.empty(); ++q) {
+      std::string why;
+      const int fd = net::connect_until(addresses[size_t(q)], ports[size_t(q)], deadline, &why);
+      const Hello hello{kHelloMagic, session0, rank_, q};
+      if (fd < 0) {
+        error = rt::str("cannot connect to rank ", q, " at ", addresses[size_t(q)], ":", ports[size_t(q)], ": ", why);
+      } else if (net::write_all(fd, &hello, sizeof(hello), deadline, &why) != net::IoStatus::Ok) {
+        error = rt::str("cannot greet rank ", q, " at ", addresses[size_t(q)], ":", ports[size_t(q)], ": ", why);
+      }
+      if (fd >= 0) peers_[size_t(q)]->fd = fd;
     }
-    if (fd >= 0) peers_[size_t(q)]->fd = fd;
-  }
-  for (int missing = size_ - 1 - rank_; missing > 0 && error.empty();) {
-    int fd = net::accept_until(listen_fd, deadline);
-    if (fd < 0) {
-      error = rt::str(missing, " higher rank(s) did not connect to ", address, ":", port, " within ",
-                      group.timeout().count(), " ms");
-      break;
+    for (int missing = size_ - 1 - rank_; missing > 0 && error.empty();) {
+      int fd = net::accept_until(listen_fd, deadline);
+      if (fd < 0) {
+        error = rt::str(missing, " higher rank(s) did not connect to ", address, ":", port, " within ",
+                        group.timeout().count(), " ms");
+        break;
+      }
+      Hello hello{};
+      std::string why;
+      const bool ok = net::read_all(fd, &hello, sizeof(hello), deadline, &why) == net::IoStatus::Ok &&
+                      hello.magic == kHelloMagic && hello.session == session0 && hello.to == rank_ &&
+                      hello.from > rank_ && hello.from < size_ && peers_[size_t(hello.from)]->fd < 0;
+      if (!ok) {  // a stranger on the port, or a stale connection: not one of this group's ranks
+        net::close_fd(fd);
+        continue;
+      }
+      peers_[size_t(hello.from)]->fd = fd;
+      --missing;
     }
-    Hello hello{};
-    std::string why;
-    const bool ok = net::read_all(fd, &hello, sizeof(hello), deadline, &why) == net::IoStatus::Ok &&
-                    hello.magic == kHelloMagic && hello.session == session0 && hello.to == rank_ &&
-                    hello.from > rank_ && hello.from < size_ && peers_[size_t(hello.from)]->fd < 0;
-    if (!ok) {  // a stranger on the port, or a stale connection: not one of this group's ranks
-      net::close_fd(fd);
-      continue;
-    }
-    peers_[size_t(hello.from)]->fd = fd;
-    --missing;
-  }
-  net::close_fd(listen_fd);
-  wire::Writer status;
-  status.put_str(error);
-  fail_setup(group.allgather(status.str(), "tcp transport connections"), "connecting");
+    net::close_fd(listen_fd);
+    wire::Writer status;
+    status.put_str(error);
+    fail_setup(group.allgather(status.str(), "tcp transport connections"), "connecting");
 
-  if (pipe2(wake_, O_CLOEXEC) != 0)
-    throw_comm_error(rt::str("deepep tcp transport (rank ", rank_, "): pipe(): ", std::strerror(errno)));
-  receiver_ = std::thread([this] { receive_loop(); });
+    if (pipe2(wake_, O_CLOEXEC) != 0)
+      throw_comm_error(rt::str("deepep tcp transport (rank ", rank_, "): pipe(): ", std::strerror(errno)));
+    receiver_ = std::thread([this] { receive_loop(); });
+  } catch (...) {
+    net::close_fd(listen_fd);
+    for (auto& p : peers_)
+      if (p) net::close_fd(p->fd);
+    for (int& fd : wake_) net::close_fd(fd);
+    throw;
+  }
 }
 
 TcpTransport::~TcpTransport() {
