@@ -367,6 +367,49 @@ def two(threads):
   EXPECT_LT(wait, barrier) << cuda;
 }
 
+// Warp specialization: the producer copies into its stage tiles from the start, so a tile the
+// consumers use before their loop (here in a loop of its own, so its scope ends before the
+// pipelined one) lies above the stage tiles, not in their memory as the epilogue's tile may.
+TEST(CudaCompile, ConsumerTilesBeforeTheLoopAvoidTheProducersStages) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def pre():
+    @T.prim_func
+    def main(A: T.Tensor((1024, 1024), "bfloat16"), B: T.Tensor((1024, 1024), "bfloat16"), Bias: T.Tensor((1024, 1024), "float32"),
+             C: T.Tensor((1024, 1024), "float32")):
+        with T.Kernel(8, 8, threads=128) as (bx, by):
+            A_shared = T.alloc_shared((128, 64), "bfloat16")
+            B_shared = T.alloc_shared((64, 128), "bfloat16")
+            C_local = T.alloc_fragment((128, 128), "float32")
+            for r in T.serial(2):
+                Bias_shared = T.alloc_shared((128, 64), "float32")
+                T.copy(Bias[by * 128, bx * 128 + r * 64], Bias_shared)
+                for i, j in T.Parallel(128, 64):
+                    C_local[i, j + r * 64] = Bias_shared[i, j]
+            for k in T.Pipelined(16, num_stages=3):
+                T.copy(A[by * 128, k * 64], A_shared)
+                T.copy(B[k * 64, bx * 128], B_shared)
+                T.gemm(A_shared, B_shared, C_local)
+            T.copy(C_local, C[by * 128, bx * 128])
+
+    return main
+)";
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  const std::string cuda = tilelang::Module::from_source(src, "pre.py").kernel("pre", o).emit(tilelang::Stage::Cuda, {});
+  auto offset = [&](const std::string& tile) {
+    const size_t at = cuda.find(tile + " = reinterpret_cast<");
+    EXPECT_NE(at, std::string::npos) << tile << "\n" << cuda;
+    const size_t plus = cuda.find("tl_smem + ", at) + 10;
+    return std::stoll(cuda.substr(plus, cuda.find(')', plus) - plus));
+  };
+  ASSERT_NE(cuda.find("Warp-specialized"), std::string::npos) << cuda;
+  // Three stages of each: A 3 x 128 x 64 and B 3 x 64 x 128 bf16, 48 KiB each.
+  const int64_t stages_end = std::max(offset("A_shared"), offset("B_shared")) + 3 * 64 * 128 * 2;
+  EXPECT_GE(offset("Bias_shared"), stages_end) << cuda;
+}
+
 // warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
 // producer); sm_80 has no warp specialization and ignores warp_specialize=True.
 TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {

@@ -245,7 +245,7 @@ class CudaCodegen : public CodegenC {
     }
     // Shared and fragment tiles: carved out of the block's dynamic shared memory.
     int64_t align = b->swizzled ? kSwizzledAlign : kSmemAlign;
-    int64_t offset = (smem_top_ + align - 1) / align * align;
+    int64_t offset = (std::max(smem_top_, producer_end_) + align - 1) / align * align;
     // A tile allocated in both roles of a warp-specialized kernel (pipeline_loads_cuda) is one tile:
     // the second allocation (its scope may nest differently) takes the first one's offset, which no
     // tile live at that point may overlap.
@@ -256,6 +256,7 @@ class CudaCodegen : public CodegenC {
         RT_ICHECK(offset + bytes <= live || live + live_bytes <= offset, "tile '", b->name, "' at shared offset ", offset,
                   " overlaps a live tile at ", live);
     }
+    if (producer_) producer_tiles_end_ = std::max(producer_tiles_end_, offset + bytes);
     line(rt::str(storage_type(b->dtype), "* __restrict__ ", name, " = reinterpret_cast<", storage_type(b->dtype), "*>(tl_smem + ", offset, ");"));
     int64_t saved = smem_top_;
     smem_top_ = std::max(smem_top_, offset + bytes);
@@ -264,6 +265,8 @@ class CudaCodegen : public CodegenC {
     visit_stmt(n.body);
     smem_live_.pop_back();
     smem_top_ = saved;  // the tile is dead after its scope: later scopes reuse the bytes
+    // The consumers' stage tiles' scope is over: the producer has written its last copy.
+    if (!first && consumers_ > 0) producer_end_ = 0;
   }
 
   // In a kernel with wgmma, the barrier also hands the shared tiles this thread wrote to the async
@@ -290,6 +293,7 @@ class CudaCodegen : public CodegenC {
     line(kProducerRegsLine);
     line(rt::str("if (threadIdx.x == ", threads, ") {"));
     producer_ = true;
+    producer_tiles_end_ = 0;
     nested(n.then_case);
     producer_ = false;
     line("}");
@@ -298,8 +302,12 @@ class CudaCodegen : public CodegenC {
     ++indent_;
     line(kConsumerRegsLine);
     consumers_ = threads;
+    // The producer starts copying into its tiles at once: the consumers' tiles before their loop
+    // go above them.
+    producer_end_ = producer_tiles_end_;
     visit_stmt(n.else_case);
     consumers_ = 0;
+    producer_end_ = 0;
     --indent_;
     line("}");
   }
@@ -604,6 +612,10 @@ class CudaCodegen : public CodegenC {
   int64_t specialized_threads_ = 0;  // the kernel's threads when it is warp-specialized, else 0
   int64_t consumers_ = 0;            // in the consumers' branch: their threads
   bool producer_ = false;            // in the producer's branch
+  int64_t producer_tiles_end_ = 0;   // the end of the shared tiles the producer's branch allocates
+  // While the consumers run before their stage tiles' scope ends (the producer may be writing
+  // them): the end of the producer's tiles, where their own tiles start; 0 otherwise.
+  int64_t producer_end_ = 0;
 };
 
 }  // namespace
