@@ -495,7 +495,8 @@ TEST(DeepEPTcp, TimeoutAndAbortReachEveryRank) {
     rt::Tensor t = rt::Tensor::empty({1000}, rt::DType::F32);
     std::fill_n(t.data_as<float>(), 1000, 1.0f);
     deepep::all_reduce(comm, t);
-    if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(2000));  // alive, but absent
+    // Alive, but absent: five timeouts, so that the others time out first even on a loaded machine.
+    if (g->rank() == 1) std::this_thread::sleep_for(std::chrono::milliseconds(4000));
     const auto start = Clock::now();
     try {
       deepep::all_reduce(comm, t);
