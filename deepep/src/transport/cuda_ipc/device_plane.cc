@@ -219,8 +219,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), side_(device), side_start_(device, false), side_done_(device, false), down_(device),
-      status_(device), downloaded_(device, false),
+      stream_(device), side_(device), side_start_(device, false), side_done_(device, false), up_(device),
+      down_(device), status_(device), uploaded_(device, false), downloaded_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
 
 DevicePlane::~DevicePlane() {
@@ -248,17 +248,15 @@ uint64_t DevicePlane::upload(const DeviceTables& tables) {
     tables_ = rt::cuda_malloc(device(), size_t(tables_capacity_), "deepep device tables");
   }
   if (n) {
-    constexpr size_t kSlots = 4;
-    if (uploads_.empty())
-      for (size_t i = 0; i < kSlots; ++i) uploads_.emplace_back(device()).bytes.reserve(size_t(n), "deepep device tables");
-    UploadStaging& slot = uploads_[next_upload_++ % kSlots];
-    slot.copied.synchronize();  // only when all slots' copies are still queued
-    unsigned char* staged = slot.bytes.reserve(size_t(n), "deepep device tables");
+    // The collectives that upload tables wait for the stream before they return: at most one
+    // upload is in flight.
+    uploaded_.synchronize();
+    unsigned char* staged = up_.reserve(size_t(n), "deepep device tables");
     std::copy_n(tables.bytes().data(), n, staged);
     const rt::CudaDriver& d = rt::cuda_driver();
     rt::cuda_context(device());
     RT_CU_CHECK(d.cuMemcpyHtoDAsync(tables_, staged, size_t(n), stream()), "cuMemcpyHtoDAsync", n, " bytes of tables");
-    slot.copied.record(stream());
+    uploaded_.record(stream());
   }
   return tables_;
 }

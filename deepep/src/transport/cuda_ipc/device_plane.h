@@ -227,21 +227,11 @@ class DevicePlane {
   rt::CudaEvent side_start_, side_done_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
-  // Page-locked staging of the small copies every operation makes (tables up, routing counts down):
+  // Page-locked staging of the small copies (the collectives' tables up, routing counts down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
-  rt::PinnedBuffer down_, status_;
+  rt::PinnedBuffer up_, down_, status_;
+  rt::CudaEvent uploaded_;    // after the last upload's copy out of up_
   rt::CudaEvent downloaded_;  // after the last download's copies
-  // Table uploads stage in page-locked slots taken in turn, each reused once its copy has run, so a
-  // call queued behind a slow previous_event does not make the next calls wait (their peers would
-  // wait for them in the agreement and time out). Allocating page-locked memory waits for the
-  // device (CUDA's implicit synchronization): the slots are made together at the first upload.
-  struct UploadStaging {
-    rt::PinnedBuffer bytes;
-    rt::CudaEvent copied;  // after the copy out of `bytes`
-    explicit UploadStaging(int device) : bytes(device), copied(device, false) {}
-  };
-  std::deque<UploadStaging> uploads_;
-  size_t next_upload_ = 0;
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
