@@ -410,6 +410,17 @@ def pre():
   EXPECT_GE(offset("Bias_shared"), stages_end) << cuda;
 }
 
+// Where a producer's layout would not fit (consumer tiles before the loop above the stages it
+// fills), the loop keeps the unspecialized lowering, whose stages reuse those tiles' memory; asked
+// for, a producer is an error (tests/tilelang/error/cases.txt).
+TEST(CudaCompile, NoProducerWhereItsSharedMemoryWouldNotFit) {
+  Case c{"bias_first", "tests/tilelang/error/warp_specialize_shared_memory.py", "bias_first", {{"N", "512"}, {"ws", "None"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  EXPECT_EQ(cuda.find("warpgroup_idx()"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("Bias_shared = reinterpret_cast<float*>(tl_smem + 0);"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tile_copy_tma("), std::string::npos) << cuda;
+}
+
 // warp_specialize=False keeps every thread loading and computing (thread 0 issues the boxes, no
 // producer); sm_80 has no warp specialization and ignores warp_specialize=True.
 TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {

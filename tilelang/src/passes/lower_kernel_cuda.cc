@@ -15,6 +15,7 @@
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
+#include "tilelang/passes/shared_memory.h"
 
 namespace tilelang::passes {
 namespace {
@@ -126,17 +127,6 @@ class NarrowSharedScopes : public ir::IRMutator {
   }
 };
 
-// Bytes of shared memory a tile takes (the code generator aligns tiles to at most 1 KiB).
-int64_t shared_bytes(const ir::Buffer& b) {
-  int64_t n = 1;
-  for (const ir::Expr& d : b->shape) {
-    auto e = ir::as_const_int(d);
-    if (!e) return 0;
-    n *= *e;
-  }
-  return (rt::storage_bytes(b->dtype, n) + 1023) / 1024 * 1024;
-}
-
 class BlockLowering {
  public:
   BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers, int64_t smem_limit)
@@ -150,7 +140,7 @@ class BlockLowering {
     if (const auto* a = ir::as<ir::AllocateNode>(s)) {
       auto reg = registers_.find(a->buffer.get());
       bool smem = reg == registers_.end() && a->buffer->scope != ir::Scope::Local;
-      int64_t bytes = smem ? shared_bytes(a->buffer) : 0;
+      int64_t bytes = smem ? shared_tile_bytes(a->buffer) : 0;
       smem_in_scope_ += bytes;
       ir::Stmt body = lower(a->body);
       smem_in_scope_ -= bytes;
@@ -317,7 +307,7 @@ class BlockLowering {
     auto tile = std::make_shared<ir::BufferNode>(*ir::make_buffer(st->buffer->name + "_tile", st->buffer->dtype,
                                                                   {ir::make_int(t.extent_rows), ir::make_int(t.extent_cols)}, ir::Scope::Shared, loc));
     tile->swizzled = true;
-    if (smem_in_scope_ + shared_bytes(tile) > smem_limit_) return nullptr;
+    if (smem_in_scope_ + shared_tile_bytes(tile) > smem_limit_) return nullptr;
     const ir::Var &i = t.rows->var, &j = t.cols->var;
     ir::Expr at_ij = ir::make_load(tile, {i, j}, loc);
     ir::Stmt fill = ir::make_for(i, ir::make_int(0, i->dtype), ir::make_int(t.extent_rows, i->dtype), ir::ForKind::Parallel,
@@ -426,8 +416,7 @@ class KernelLowering : public ir::IRMutator {
       regs->layout = std::make_shared<const ir::FragmentLayout>(layout);
       registers.emplace(fragment, std::move(regs));
     }
-    // Shared memory one block may use: 227 KiB on sm_90, 163 KiB on sm_80, 99 KiB on sm_86 / sm_89.
-    const int64_t smem_limit = (sm_ >= 90 ? 227 : sm_ == 80 ? 163 : 99) * 1024;
+    const int64_t smem_limit = shared_memory_per_block(sm_);
     ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers, smem_limit).lower(NarrowSharedScopes().mutate(n.body));
     // Tensor-core operand tiles in the bank-conflict-free layout.
     std::map<const ir::BufferNode*, ir::Buffer> swizzled;

@@ -15,6 +15,7 @@
 #include "tilelang/ir/visitor.h"
 #include "tilelang/passes/lower_tile_ops.h"
 #include "tilelang/passes/peel_loop.h"
+#include "tilelang/passes/shared_memory.h"
 
 namespace tilelang::passes {
 namespace {
@@ -292,9 +293,38 @@ struct Specialized {
   std::vector<ir::Buffer> hoisted;
 };
 
+// Shared memory a warp-specialized kernel needs (an upper bound on the code generator's layout): the
+// stages' barriers, the shared tiles around both roles, the stages, and the consumers' shared tiles
+// until their loop ends, which lie above the stages (the producer fills those from the start),
+// summed rather than nested. Fragments are left out (most become registers).
+int64_t specialized_shared_bytes(const ir::Stmt& consumers, const Specialized& parts) {
+  struct Count : ir::IRVisitor {
+    std::set<const ir::BufferNode*> staged;
+    int64_t bytes = 0;
+    bool loop_done = false;
+    using ir::IRVisitor::visit;
+    void visit(const ir::AllocateNode& n) override {
+      const bool stage = staged.count(n.buffer.get()) > 0;
+      if (!stage && !loop_done && n.buffer->scope == ir::Scope::Shared) bytes += shared_tile_bytes(n.buffer);
+      ir::IRVisitor::visit(n);
+      loop_done = loop_done || stage;
+    }
+  } count;
+  int64_t total = shared_tile_bytes(parts.bars);
+  for (const ir::Buffer& b : parts.staged) {
+    count.staged.insert(b.get());
+    total += shared_tile_bytes(b);
+  }
+  for (const ir::Buffer& b : parts.hoisted)
+    if (b->scope == ir::Scope::Shared) total += shared_tile_bytes(b);
+  count.visit_stmt(consumers);
+  return total + count.bytes;
+}
+
 class Pipeliner : public ir::IRMutator {
  public:
-  Pipeliner(std::map<const ir::ForNode*, Plan> plans, bool hopper) : plans_(std::move(plans)), overlap_gemms_(hopper), warp_specialize_(hopper) {
+  Pipeliner(std::map<const ir::ForNode*, Plan> plans, bool hopper, int64_t smem_limit)
+      : plans_(std::move(plans)), overlap_gemms_(hopper), warp_specialize_(hopper), smem_limit_(smem_limit) {
     for (const auto& [loop, plan] : plans_) staged_.insert(plan.staged.begin(), plan.staged.end());
   }
 
@@ -340,6 +370,9 @@ class Pipeliner : public ir::IRMutator {
       consumers = mutate(n.body);
       ws_ = nullptr;
       why = producer_obstacle(n, parts);
+      if (const int64_t need = specialized_shared_bytes(consumers, parts); why.empty() && need > smem_limit_)
+        why = rt::str("with a producer the consumers' shared tiles before the loop lie above the stages it fills: up to ",
+                      need, " bytes of shared memory, more than the ", smem_limit_, " a block may use");
     }
     if (!why.empty()) {
       if (asked) error_at(asked->loc, "cannot warp-specialize this T.Pipelined loop: " + why);
@@ -510,6 +543,7 @@ class Pipeliner : public ir::IRMutator {
   std::map<const ir::BufferNode*, ir::Buffer> staged_;
   bool overlap_gemms_;     // sm_90a: gemms may become asynchronous wgmma
   bool warp_specialize_;   // sm_90a
+  int64_t smem_limit_;     // shared memory one block may use
   Specialized* ws_ = nullptr;  // the warp-specialized kernel being lowered
 };
 
@@ -532,7 +566,7 @@ ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& op
   Planner planner(options.tensors_aligned);
   planner.visit_stmt(out.body);
   auto plans = planner.plans();
-  out.body = Pipeliner(std::move(plans), options.target.arch == "sm_90a").mutate(out.body);
+  out.body = Pipeliner(std::move(plans), options.target.arch == "sm_90a", shared_memory_per_block(options.target.sm())).mutate(out.body);
   return out;
 }
 
