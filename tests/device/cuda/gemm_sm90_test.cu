@@ -278,6 +278,9 @@ std::vector<KernelRunner> kernel_configs() {
       runner<GemmSm90Config<T, T, 128, 128, 64, 6, kBNMajor, true>>("128x128/6"),
       runner<GemmSm90Config<T, T, 128, 128, 64, 6, kBNMajor, true>>("128x128/6w", false),
       runner<GemmSm90Config<T, T, 256, 128, 64, 4, kBNMajor, true>>("256x128/4"),
+      // Candidates for M = 128 (one tile row): fewer, wider tiles or more, narrower ones.
+      runner<GemmSm90Config<T, T, 128, 192, 64, 4, kBNMajor, true>>("128x192/4"),
+      runner<GemmSm90Config<T, T, 128, 64, 64, 8, kBNMajor, true>>("128x64/8"),
       runner<GemmSm90Config<T, T, 128, 256, 64, 4, kBNMajor, false>>("128x256/4d"),  // direct-store epilogue
   };
 }

@@ -91,17 +91,19 @@ int main(int argc, char** argv) {
   Source gemm{"gemm_sm90 instances", "#include \"tl/device/cuda/gemm_sm90.h\"\n", {}, {}};
   for (const char* t : {"tl::bfloat16_t", "tl::half_t"}) {
     for (const char* major_n : {"true", "false"}) {
-      for (const char* shape : {"128, 256, 64, 4", "128, 128, 64, 6", "256, 128, 64, 4"}) {
+      for (const char* shape : {"128, 256, 64, 4", "128, 192, 64, 4", "128, 128, 64, 6", "128, 64, 64, 8", "256, 128, 64, 4"}) {
         gemm.name_expressions.push_back(std::string("tl::cuda::gemm_sm90_kernel<tl::cuda::GemmSm90Config<") + t +
                                         ", " + t + ", " + shape + ", " + major_n + ">>");
       }
     }
   }
   gemm.name_expressions.push_back(
-      "tl::cuda::gemm_sm90_kernel<tl::cuda::GemmSm90Config<tl::bfloat16_t, float, 128, 128, 64, 6, true>>");
+      "tl::cuda::gemm_sm90_kernel<tl::cuda::GemmSm90Config<tl::bfloat16_t, float, 128, 64, 64, 8, true>>");
   gemm.name_expressions.push_back(
       "tl::cuda::gemm_sm90_kernel<tl::cuda::GemmSm90Config<tl::half_t, tl::half_t, 128, 256, 64, 4, true, false>>");
   gemm.ptx_must_contain = {"wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16",
+                           "wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16",
+                           "wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16",
                            "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16",
                            "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes",
                            "setmaxnreg.inc.sync.aligned.u32 232",

@@ -536,10 +536,12 @@ class CudaCodegen : public CodegenC {
     l.k = g.a.ranges[1].extent;
     l.b_n_major = !g.trans_b;
     // 128 x 256 tiles, 64 deep, 4 stages: the configuration measured fastest on large problems.
-    // When that leaves SMs idle (fewer tiles than SMs, e.g. M = 128), 128 x 128 tiles with 6
-    // stages double the tiles (split-K then fills the SMs, tl/device/split_k.h). When 256 x 128
-    // tiles leave a better last wave (4096 x 2112: 272 tiles = 264 + 8 against 288 = 264 + 24;
-    // measured 1.05x), those, with 4 stages.
+    // When that leaves SMs idle (fewer tiles than SMs, e.g. M = 128), the 128-row tile whose
+    // split-K plan (tl/device/split_k.h) costs least for its area: 64-column tiles (8 stages) come
+    // out ahead unless wider ones fill the SMs in one wave (128 x 24576 x 1536: 128 x 192);
+    // measured on the H200 (docs/perf.md, stop 17): +9-27% over the 128 x 128 tiles used before.
+    // When 256 x 128 tiles leave a better last wave (4096 x 2112: 272 tiles = 264 + 8 against
+    // 288 = 264 + 24; measured 1.05x), those, with 4 stages.
     auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n), k_const = ir::as_const_int(l.k);
     l.block_m = 128, l.block_n = 256, l.block_k = 64;
     int stages = 4;
@@ -547,7 +549,17 @@ class CudaCodegen : public CodegenC {
       auto tiles = [&](int bm, int bn) { return int(((*m_const + bm - 1) / bm) * ((*n_const + bn - 1) / bn)); };
       const int k_blocks = k_const ? int((*k_const + 63) / 64) : 64;
       if (tiles(128, 256) < sm_count_) {
-        l.block_n = 128, stages = 6;
+        // The model's time of a tile row: the plan's K-blocks on the busiest SM times the tile's
+        // area; 64-column tiles lose ~3% per FLOP (more shared-memory traffic per FLOP).
+        struct Narrow {
+          int block_n, stages;
+          double efficiency;
+        };
+        double best = 0;
+        for (const Narrow c : {Narrow{256, 4, 1.0}, Narrow{192, 4, 1.0}, Narrow{128, 6, 1.0}, Narrow{64, 8, 0.97}}) {
+          const double cost = tl::plan_split_k(tiles(128, c.block_n), k_blocks, sm_count_).cost * c.block_n / c.efficiency;
+          if (best == 0 || cost < best) best = cost, l.block_n = c.block_n, stages = c.stages;
+        }
       } else if (tl::plan_split_k(tiles(256, 128), k_blocks, sm_count_).cost < 0.97 * tl::plan_split_k(tiles(128, 256), k_blocks, sm_count_).cost) {
         l.block_m = 256, l.block_n = 128;
       }
