@@ -132,15 +132,16 @@ class CudaCodegen : public CodegenC {
     }
   }
 
-  // wgmma_wait(n, acc...): the wait, then each completed accumulator pinned; wgmma_pin(acc...): the pins.
+  // wgmma_wait(n, regs...): the wait, then each completed accumulator or register A operand
+  // pinned; wgmma_pin(acc...): the pins.
   void visit(const ir::EvaluateNode& n) override {
     const auto* call = ir::as<ir::CallNode>(n.value);
     if (!call || (call->name != ir::kWgmmaWait && call->name != ir::kWgmmaPin)) return CodegenC::visit(n);
     const bool wait = call->name == ir::kWgmmaWait;
     if (wait) line(rt::str("tl::cuda::wgmma_wait_group<", *ir::as_const_int(call->args.at(0)), ">();"));
     for (size_t i = wait ? 1 : 0; i < call->args.size(); ++i) {
-      const ir::Buffer& acc = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
-      line(rt::str("tl::cuda::fence_accumulator_tile<", acc->layout->per_thread(), ">(", buffer(acc), ");"));
+      const ir::Buffer& regs = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
+      line(rt::str("tl::cuda::fence_register_tile<", regs->layout->per_thread(), ">(", buffer(regs), ");"));
     }
   }
 
