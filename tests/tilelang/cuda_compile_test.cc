@@ -404,6 +404,43 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
     }
 }
 
+// A pipelined loop's only gemm stays in flight into the next step (gemm_in_flight) only when the
+// loop writes none of its operands but the stages: here the step rewrites P, the gemm's A in
+// registers, so the gemm is waited for before the step ends.
+TEST(CudaCompile, NoGemmInFlightWhoseOperandTheLoopWrites) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def loop_p(n):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64 * n), "bfloat16"), B: T.Tensor((64 * n, 64), "bfloat16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 64), "bfloat16")
+            B_shared = T.alloc_shared((64, 64), "bfloat16")
+            P = T.alloc_fragment((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(n, num_stages=3):
+                T.copy(A[0, k * 64], A_shared)
+                T.copy(B[k * 64, 0], B_shared)
+                for i, j in T.Parallel(64, 64):
+                    P[i, j] = A_shared[i, j] * 2
+                T.gemm(P, B_shared, acc)
+            T.copy(acc, O)
+
+    return main
+)";
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  o.params = {{"n", "4"}};
+  const std::string cuda = tilelang::Module::from_source(src, "loop_p.py").kernel("loop_p", o).emit(tilelang::Stage::Cuda, {});
+  const size_t gemm = cuda.find("tile_gemm_wgmma_rs<"), end = cuda.find(';', gemm);
+  ASSERT_NE(gemm, std::string::npos) << cuda;
+  EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
+  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
+}
+
 // A wgmma wait covers only the warpgroup's own gemms: with two warpgroups, the one past a barrier may
 // overwrite a shared operand the other's gemm still reads, so the wait goes before the barrier.
 TEST(CudaCompile, WgmmaWaitPrecedesTheBarrierBeforeAnOperandIsRewritten) {
