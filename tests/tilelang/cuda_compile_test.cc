@@ -44,16 +44,19 @@ std::vector<Case> cases() {
       {"matmul_int8_seed", "tests/tilelang/programs/matmul_int8_seed.py", "matmul_int8", {}, {{DType::I8, {33, 300}}, {DType::I8, {300, 20}}}},
       {"float4_store_seed", "tests/tilelang/programs/float4_store_seed.py", "to_fp4", {}, {{DType::F32, {9}}}},
       {"matmul_f32_out_seed", "tests/tilelang/programs/matmul_f32_out_seed.py", "matmul_f32_out", {}, {{DType::BF16, {45, 130}}, {DType::BF16, {130, 77}}}},
+      {"gemm_register_a", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}}, {}},
   };
 }
 
-std::string ptx_for(const Case& c, const std::string& arch) {
+tilelang::Kernel kernel_for(const Case& c, const std::string& arch, bool wgmma_register_a = true) {
   tilelang::CompileOptions o;
   o.target = tilelang::Target::cuda(arch);
   o.params = c.params;
-  tilelang::Kernel k = tilelang::Module::load(tltest::source_path(c.file)).kernel(c.kernel, o);
-  return k.emit(tilelang::Stage::Ptx, c.shapes);
+  o.wgmma_register_a = wgmma_register_a;
+  return tilelang::Module::load(tltest::source_path(c.file)).kernel(c.kernel, o);
 }
+
+std::string ptx_for(const Case& c, const std::string& arch) { return kernel_for(c, arch).emit(tilelang::Stage::Ptx, c.shapes); }
 
 class CudaCompile : public ::testing::TestWithParam<std::tuple<Case, std::string>> {};
 
@@ -334,6 +337,111 @@ TEST(CudaCompile, PipelinedSoftmaxWaitsForTheScoresAlone) {
       if (!rt::nvrtc_available()) continue;
       EXPECT_EQ(ptx_for(c, "sm_90a").find("wgmma.wait_group.sync.aligned 1;") != std::string::npos, pipelined) << what;
     }
+}
+
+// The wgmma instructions of a PTX text whose A operand is in registers (the RS form: four 32-bit
+// registers in braces after the accumulators, where the SS form has a descriptor), and all of them.
+std::pair<int, int> wgmma_register_a_count(const std::string& ptx) {
+  int rs = 0, all = 0;
+  for (size_t at = ptx.find("wgmma.mma_async"); at != std::string::npos; at = ptx.find("wgmma.mma_async", at + 1)) {
+    const size_t acc_end = ptx.find('}', at);
+    ++all;
+    rs += ptx.compare(acc_end, 4, "}, {") == 0;
+  }
+  return {rs, all};
+}
+
+// On sm_90a attention's P (a 16-bit fragment cast from the score accumulator, read whole as the P V
+// gemm's A) stays in registers in the accumulator layout, and wgmma reads it there (RS form): no P
+// tile, no fence and barrier in the loop; in the FA3 loop the wait for P V (wait_group 0) goes
+// before P is rewritten and pins P's registers. With wgmma_register_a = false P goes through a shared tile (SS form), as
+// before; 128-row tiles on two warpgroups (each reads its own rows) likewise.
+TEST(CudaCompile, AttentionPFeedsWgmmaFromRegisters) {
+  for (const char* tile : {"64", "128"})
+    for (bool pipelined : {true, false})
+      for (bool registers : {true, false}) {
+        Case c{"attention", "examples/flash_attention.py", "flash_attention",
+               {{"batch", "1"}, {"heads", "2"}, {"seq_len", "512"}, {"dim", "128"}, {"block_M", tile}, {"block_N", tile},
+                {"threads", tile == std::string("64") ? "128" : "256"}, {"pipelined_softmax", pipelined ? "True" : "False"}}, {}};
+        const std::string what = rt::str("tile ", tile, " pipelined_softmax=", pipelined, " wgmma_register_a=", registers);
+        tilelang::Kernel k = kernel_for(c, "sm_90a", registers);
+        const std::string cuda = k.emit(tilelang::Stage::Cuda);
+        const size_t loop = cuda.find("for (int32_t k = "), end = cuda.find("tile_copy_release", loop);
+        ASSERT_NE(loop, std::string::npos) << what;
+        const std::string body = cuda.substr(loop, end - loop);
+        EXPECT_EQ(cuda.find("tl::bfloat16_t acc_s_cast[") != std::string::npos, registers) << what;
+        EXPECT_EQ(cuda.find("acc_s_cast = reinterpret_cast<") == std::string::npos, registers) << what;
+        EXPECT_EQ(body.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, ") != std::string::npos, registers) << what << "\n" << body;
+        EXPECT_EQ(body.find("named_barrier_sync") == std::string::npos, registers) << what << "\n" << body;
+        if (registers && pipelined) {  // (in the plain loop the wait ends the step before)
+          const size_t pack = body.find("*reinterpret_cast<tl::uint32_t*>(acc_s_cast + ");
+          ASSERT_NE(pack, std::string::npos) << what << "\n" << body;
+          const size_t wait = body.rfind("wgmma_wait_group<0>();", pack);
+          ASSERT_NE(wait, std::string::npos) << what << "\n" << body;
+          EXPECT_NE(body.substr(wait, pack - wait).find(rt::str("fence_register_tile<", tile == std::string("64") ? 32 : 64, ">(acc_s_cast);")), std::string::npos)
+              << what << ": P's registers are pinned after the wait before they are rewritten\n" << body;
+        }
+        if (!rt::nvrtc_available()) continue;
+        auto [rs, all] = wgmma_register_a_count(k.emit(tilelang::Stage::Ptx));
+        EXPECT_GT(all, 0) << what;
+        EXPECT_EQ(rs > 0, registers) << what;
+        EXPECT_LT(rs, all) << what << ": Q K^T reads Q from shared memory";
+      }
+}
+
+// A 16-bit A operand wgmma cannot read from registers as it stands (transposed) goes through a
+// shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or two).
+TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
+  for (const char* m : {"64", "128"})
+    for (bool trans_a : {false, true}) {
+      if (trans_a && m == std::string("128")) continue;
+      Case c{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", m}, {"trans_a", trans_a ? "True" : "False"}}, {}};
+      const std::string cuda = cuda_for(c, "sm_90a").code, what = rt::str("M=", m, " trans_a=", trans_a);
+      EXPECT_EQ(cuda.find("tl::bfloat16_t P[32];") != std::string::npos, !trans_a) << what << "\n" << cuda;
+      EXPECT_EQ(cuda.find("tile_gemm_wgmma_rs<") != std::string::npos, !trans_a) << what;
+      EXPECT_EQ(cuda.find("tile_gemm_wgmma<tl::bfloat16_t, true, false") != std::string::npos, trans_a) << what;
+      if (!rt::nvrtc_available()) continue;
+      auto [rs, all] = wgmma_register_a_count(ptx_for(c, "sm_90a"));
+      EXPECT_EQ(rs > 0, !trans_a) << what;
+      EXPECT_GT(all, rs) << what;
+    }
+}
+
+// A pipelined loop's only gemm stays in flight into the next step (gemm_in_flight) only when the
+// loop writes none of its operands but the stages: here the step rewrites P, the gemm's A in
+// registers, so the gemm is waited for before the step ends.
+TEST(CudaCompile, NoGemmInFlightWhoseOperandTheLoopWrites) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def loop_p(n):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64 * n), "bfloat16"), B: T.Tensor((64 * n, 64), "bfloat16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 64), "bfloat16")
+            B_shared = T.alloc_shared((64, 64), "bfloat16")
+            P = T.alloc_fragment((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(n, num_stages=3):
+                T.copy(A[0, k * 64], A_shared)
+                T.copy(B[k * 64, 0], B_shared)
+                for i, j in T.Parallel(64, 64):
+                    P[i, j] = A_shared[i, j] * 2
+                T.gemm(P, B_shared, acc)
+            T.copy(acc, O)
+
+    return main
+)";
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  o.params = {{"n", "4"}};
+  const std::string cuda = tilelang::Module::from_source(src, "loop_p.py").kernel("loop_p", o).emit(tilelang::Stage::Cuda, {});
+  const size_t gemm = cuda.find("tile_gemm_wgmma_rs<"), end = cuda.find(';', gemm);
+  ASSERT_NE(gemm, std::string::npos) << cuda;
+  EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
+  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
 }
 
 // A wgmma wait covers only the warpgroup's own gemms: with two warpgroups, the one past a barrier may

@@ -391,18 +391,25 @@ TEST(Numerics, RoundingIntoFloat4) {
 }
 
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
-// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels. The fourth parameter is the
-// loop's warp_specialize, as for BlockedGemm; the last pipelined_softmax (the FA3 schedule: the
-// loop rotated, P V a step late). 200 keys: 4 steps of 64, the last ragged, so the rotated loop has
-// a first step (no P V yet), steady steps and a last one (no S = Q K^T).
-class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*, bool>> {};
+// gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
+// The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth
+// pipelined_softmax (the FA3 schedule: the loop rotated, P V a step late); the last the tiling and
+// P's form (AttentionForm). 200 keys: 4 steps of 64, the last ragged, so the rotated loop has a first
+// step (no P V yet), steady steps and a last one (no S = Q K^T).
+enum class AttentionForm { kDefault, kWide, kStagedP };  // 64 x 64 tiles; 128 x 128 on two warpgroups; P through shared memory
+class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*, bool, AttentionForm>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
-  auto [dtype, causal, d, ws, pipelined] = GetParam();
+  auto [dtype, causal, d, ws, pipelined, form] = GetParam();
   const int64_t b = 1, h = 2, s = 200;
-  tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
-                                    {{"batch", "1"}, {"heads", "2"}, {"seq_len", std::to_string(s)}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
-                                     {"dtype", rt::name(dtype)}, {"warp_specialize", ws}, {"pipelined_softmax", pipelined ? "True" : "False"}});
+  const char* tile = form == AttentionForm::kWide ? "128" : "64";
+  tilelang::CompileOptions o;
+  o.target = tltest::test_target();
+  o.params = {{"batch", "1"}, {"heads", "2"}, {"seq_len", std::to_string(s)}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
+              {"dtype", rt::name(dtype)}, {"warp_specialize", ws}, {"pipelined_softmax", pipelined ? "True" : "False"},
+              {"block_M", tile}, {"block_N", tile}, {"threads", form == AttentionForm::kWide ? "256" : "128"}};
+  o.wgmma_register_a = form != AttentionForm::kStagedP;
+  tilelang::Kernel k = tilelang::Module::load(tltest::source_path("examples/flash_attention.py")).kernel("flash_attention", o);
   rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
   auto out = run(k, {q, kk, v}, {{{b, s, h, d}, dtype}});
   std::vector<double> qv = f64(q), kv = f64(kk), vv = f64(v), ref(qv.size());
@@ -433,19 +440,60 @@ TEST_P(FlashAttention, MatchesReference) {
   EXPECT_LT(err, dtype == DType::F32 ? 1e-5 : dtype == DType::F16 ? 3e-3 : 2e-2) << "flash attention, causal=" << causal << ", pipelined_softmax=" << pipelined;
 }
 
-std::string attention_name(const ::testing::TestParamInfo<std::tuple<DType, bool, int64_t, const char*, bool>>& p) {
+std::string attention_name(const ::testing::TestParamInfo<std::tuple<DType, bool, int64_t, const char*, bool, AttentionForm>>& p) {
+  const AttentionForm form = std::get<5>(p.param);
   return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param),
-                 std::get<4>(p.param) ? "_pipelined_softmax" : "");
+                 std::get<4>(p.param) ? "_pipelined_softmax" : "", form == AttentionForm::kWide ? "_128x128" : form == AttentionForm::kStagedP ? "_staged_p" : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Bool(), ::testing::Values(32, 128),
-                                            ::testing::Values("None"), ::testing::Bool()),
+                                            ::testing::Values("None"), ::testing::Bool(), ::testing::Values(AttentionForm::kDefault)),
                          attention_name);
 
 INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, FlashAttention,
                          ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("False"),
-                                            ::testing::Bool()),
+                                            ::testing::Bool(), ::testing::Values(AttentionForm::kDefault)),
                          attention_name);
+
+// 128-query tiles on two consumer warpgroups (each reads its own rows of P from registers), and P
+// staged through a shared tile (wgmma_register_a = false, the form before P in registers).
+INSTANTIATE_TEST_SUITE_P(Forms, FlashAttention,
+                         ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("None"),
+                                            ::testing::Bool(), ::testing::Values(AttentionForm::kWide, AttentionForm::kStagedP)),
+                         attention_name);
+
+// Two gemms chained through a 16-bit fragment (tests/tilelang/programs/gemm_register_a.py): on
+// sm_90a the second reads it from registers (M = 64: one warpgroup, 128: two), or from a shared tile
+// when transposed.
+class RegisterA : public ::testing::TestWithParam<std::tuple<DType, int64_t, bool>> {};
+
+TEST_P(RegisterA, MatchesReference) {
+  auto [dtype, m, trans_a] = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_register_a.py", "chain",
+                                    {{"M", std::to_string(m)}, {"trans_a", trans_a ? "True" : "False"}, {"dtype", rt::name(dtype)}});
+  rt::Tensor a = random({m, 64}, dtype), bb = random({64, 64}, dtype), c = random({64, 64}, dtype);
+  const std::vector<double> x = f64(a), y = f64(bb), z = f64(c);
+  // P rounded to the dtype as the kernel rounds it (through a tensor of that dtype).
+  std::vector<double> p = matmul_ref(x, y, m, 64, 64);
+  rt::Tensor pt = rt::Tensor::empty({m, 64}, dtype, rt::Device::cpu());
+  testutil::from_f64(pt, p);
+  p = f64(pt);
+  std::vector<double> ref(static_cast<size_t>(m * 64), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < 64; ++j)
+      for (int64_t q = 0; q < 64; ++q) ref[i * 64 + j] += (trans_a ? p[q * 64 + i] : p[i * 64 + q]) * z[q * 64 + j];
+  auto out = run(k, {a, bb, c}, {{{m, 64}, DType::F32}});
+  // (S in float32 may round to P one unit apart from the float64 S: a few elements of 2^-8.)
+  const double err = testutil::rel_error(f64(out[0]), ref);
+  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a;
+}
+
+INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
+                         ::testing::Values(std::tuple{DType::BF16, int64_t{64}, false}, std::tuple{DType::F16, int64_t{128}, false},
+                                           std::tuple{DType::BF16, int64_t{64}, true}),
+                         [](const auto& p) {
+                           return rt::str(rt::name(std::get<0>(p.param)), "_M", std::get<1>(p.param), std::get<2>(p.param) ? "_At" : "_A");
+                         });
 
 }  // namespace

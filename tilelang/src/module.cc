@@ -83,7 +83,7 @@ struct Kernel::State {
   }
 
   ir::PrimFunc lowered(const std::vector<frontend::TensorSpec>& specs, bool tensors_aligned = true) const {
-    return passes::lower(elaborate(specs), passes::PassOptions{options.target, tensors_aligned});
+    return passes::lower(elaborate(specs), passes::PassOptions{options.target, tensors_aligned, options.wgmma_register_a});
   }
 
   // The lowered kernel for these inputs, cached: @T.prim_func kernels do not depend on the inputs'
@@ -245,7 +245,7 @@ std::string Kernel::emit(Stage stage, const std::vector<frontend::TensorSpec>& i
     case Stage::Ptx: {
       // The CUDA backend's output for the kernel's CUDA target, or sm_90a.
       Target cuda = s.options.target.kind == Target::Kind::CUDA ? s.options.target : Target::cuda();
-      ir::PrimFunc lowered = passes::lower(s.elaborate(inputs), passes::PassOptions{cuda});
+      ir::PrimFunc lowered = passes::lower(s.elaborate(inputs), passes::PassOptions{cuda, true, s.options.wgmma_register_a});
       return stage == Stage::Cuda ? backend::cuda_source(lowered, cuda) : backend::cuda_ptx(lowered, cuda);
     }
   }

@@ -25,6 +25,7 @@ Stage parse_stage(const std::string& text);  // user error for unknown names
 struct CompileOptions {
   Target target = Target::best();
   std::map<std::string, std::string> params;  // factory arguments (--param NAME=VALUE)
+  bool wgmma_register_a = true;               // passes::PassOptions::wgmma_register_a
 };
 
 class Kernel {

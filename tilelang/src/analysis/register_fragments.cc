@@ -1,5 +1,6 @@
 #include "tilelang/analysis/register_fragments.h"
 
+#include <algorithm>
 #include <set>
 
 #include "rt/dtype.h"
@@ -57,16 +58,19 @@ bool whole(const ir::Region& r) {
   return true;
 }
 
-// The 2-D float fragments a kernel allocates, with the accumulator layout each would take.
+// The 2-D float fragments a kernel allocates (and with `register_a` the 16-bit ones, wgmma A operands
+// from registers), with the accumulator layout each would take.
 class Candidates : public ir::IRVisitor {
  public:
-  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup) : out_(out), threads_(threads), warpgroup_(warpgroup) {}
+  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup, bool register_a)
+      : out_(out), threads_(threads), warpgroup_(warpgroup), register_a_(register_a) {}
 
  protected:
   using ir::IRVisitor::visit;
   void visit(const ir::AllocateNode& n) override {
     const ir::Buffer& b = n.buffer;
-    if (b->scope == ir::Scope::Fragment && b->dtype == ir::DType::F32 && b->shape.size() == 2 && threads_ % 32 == 0) {
+    bool dtype = b->dtype == ir::DType::F32 || (register_a_ && is_16bit_float(b->dtype));
+    if (b->scope == ir::Scope::Fragment && dtype && b->shape.size() == 2 && threads_ % 32 == 0) {
       auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
       if (rows && cols)
         if (auto l = warpgroup_ ? ir::FragmentLayout::warpgroup_accumulator(*rows, *cols, threads_ / 32) : ir::FragmentLayout::accumulator(*rows, *cols, threads_ / 32))
@@ -78,7 +82,7 @@ class Candidates : public ir::IRVisitor {
  private:
   std::map<const ir::BufferNode*, ir::FragmentLayout>& out_;
   int64_t threads_;
-  bool warpgroup_;
+  bool warpgroup_, register_a_;
 };
 
 // Walks a kernel body keeping track of per-thread code (under an if, loop or let on the thread
@@ -153,6 +157,8 @@ class Screen : public FragmentWalk {
       : FragmentWalk(dep), candidates_(candidates), threads_(threads) {}
 
   std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
+  // 16-bit candidates read as a gemm's A operand, with the accumulators of those gemms.
+  std::map<const ir::BufferNode*, std::vector<const ir::BufferNode*>> register_a;
 
  protected:
   using FragmentWalk::visit;
@@ -172,18 +178,26 @@ class Screen : public FragmentWalk {
     }
     FragmentWalk::visit(n);
   }
-  // Operands are used whole; the accumulator may take registers (the only other way in).
+  // Operands are used whole; the accumulator may take registers (the only other way in), and so
+  // may a 16-bit A of a wgmma gemm that is its whole tile, not transposed, of the accumulator's
+  // rows: its layout is then the A fragment of wgmma's register form (tile_gemm_wgmma_rs). The
+  // gemm's operands must also suit shared memory: the A fragment falls back there if struck later.
   void visit(const ir::GemmNode& n) override {
-    strike(n.a.buffer.get());
     strike(n.b.buffer.get());
     auto it = candidates_.find(n.c.buffer.get());
+    std::optional<ir::FragmentLayout> acc;
     if (it != candidates_.end()) {
       bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c);
       if (it->second.warpgroup) ok = ok && wgmma_operand(n.a, !n.trans_a) && wgmma_operand(n.b, n.trans_b) && (n.trans_b || it->second.cols % 64 == 0);
       else ok = ok && ldmatrix_operand(n.a) && ldmatrix_operand(n.b);
-      if (ok) accumulated.insert(it->first);
+      if (ok) accumulated.insert(it->first), acc = it->second;
       else strike(it->first);
     }
+    auto a = candidates_.find(n.a.buffer.get());
+    if (a != candidates_.end() && is_16bit_float(a->first->dtype) && acc && acc->warpgroup && !n.trans_a && whole(n.a) && a->second.rows == acc->rows)
+      register_a[a->first].push_back(n.c.buffer.get());
+    else
+      strike(n.a.buffer.get());
     ir::IRVisitor::visit(n);
   }
 
@@ -205,7 +219,7 @@ class Screen : public FragmentWalk {
     auto rows = ir::as_const_int(red.rows->extent), cols = ir::as_const_int(red.cols->extent);
     // The warpgroup layout already has whole rows per warp.
     auto whole_rows = l.warpgroup ? std::optional(l) : ir::FragmentLayout::accumulator(l.rows, l.cols, l.warps_m * l.warps_n, true);
-    if (!rows || !cols || *rows != l.rows || *cols != l.cols || !whole_rows) return strike(red.source);
+    if (!rows || !cols || *rows != l.rows || *cols != l.cols || !whole_rows || red.source->dtype != ir::DType::F32) return strike(red.source);
     l = *whole_rows;
     visit_expr(red.init);
     visit_stmt(red.store);
@@ -413,13 +427,22 @@ std::optional<TileNest> tile_nest(const ir::ForNode& n) {
   return TileNest{outer, inner, *rows, *cols};
 }
 
-std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, bool warpgroup) {
+std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, bool warpgroup,
+                                                                      bool register_a) {
   std::map<const ir::BufferNode*, ir::FragmentLayout> candidates;
-  Candidates(candidates, kernel.threads, warpgroup).visit_stmt(kernel.body);
+  Candidates(candidates, kernel.threads, warpgroup, register_a).visit_stmt(kernel.body);
   Screen screen(candidates, kernel.threads, dep);
   screen.visit_stmt(kernel.body);
-  for (auto it = candidates.begin(); it != candidates.end();)
+  // The accumulators, then the A operands all of whose gemms keep theirs in registers.
+  std::map<const ir::BufferNode*, ir::FragmentLayout> operands;
+  for (auto it = candidates.begin(); it != candidates.end();) {
+    if (!screen.accumulated.count(it->first) && screen.register_a.count(it->first)) operands.insert(*it);
     it = screen.accumulated.count(it->first) ? std::next(it) : candidates.erase(it);
+  }
+  for (const auto& [fragment, layout] : operands) {
+    const std::vector<const ir::BufferNode*>& accs = screen.register_a.at(fragment);
+    if (std::all_of(accs.begin(), accs.end(), [&](const ir::BufferNode* c) { return candidates.count(c) > 0; })) candidates.emplace(fragment, layout);
+  }
   // Row vectors beside them. A vector struck out can change what a 1-D nest that also touched it
   // writes (memory other threads see), so the walk repeats until nothing more is struck.
   std::map<const ir::BufferNode*, ir::FragmentLayout> vectors = RowVectors::candidates(kernel.body, candidates);
@@ -444,7 +467,8 @@ class SwizzleScreen : public ir::IRVisitor {
   using ir::IRVisitor::visit;
   void visit(const ir::GemmNode& n) override {
     if (registers_.count(n.c.buffer.get())) {
-      for (const ir::Region* r : {&n.a, &n.b}) (swizzlable(*r) ? wanted : ruled_out).insert(r->buffer.get());
+      for (const ir::Region* r : {&n.a, &n.b})
+        if (!registers_.count(r->buffer.get())) (swizzlable(*r) ? wanted : ruled_out).insert(r->buffer.get());
     } else {
       for (const ir::Region* r : {&n.a, &n.b, &n.c}) ruled_out.insert(r->buffer.get());
     }
@@ -479,7 +503,7 @@ std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kerne
 
 namespace {
 
-// Whether every gemm accumulating into a register fragment reads swizzled operands.
+// Whether every gemm accumulating into a register fragment reads swizzled operands (or A from registers).
 class GemmOperandsSwizzled : public ir::IRVisitor {
  public:
   GemmOperandsSwizzled(const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers, const std::set<const ir::BufferNode*>& swizzled)
@@ -489,7 +513,7 @@ class GemmOperandsSwizzled : public ir::IRVisitor {
  protected:
   using ir::IRVisitor::visit;
   void visit(const ir::GemmNode& n) override {
-    if (registers_.count(n.c.buffer.get())) ok = ok && swizzled_.count(n.a.buffer.get()) && swizzled_.count(n.b.buffer.get());
+    if (registers_.count(n.c.buffer.get())) ok = ok && (swizzled_.count(n.a.buffer.get()) || registers_.count(n.a.buffer.get())) && swizzled_.count(n.b.buffer.get());
     ir::IRVisitor::visit(n);
   }
 
@@ -500,17 +524,18 @@ class GemmOperandsSwizzled : public ir::IRVisitor {
 
 }  // namespace
 
-TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch) {
+TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch, bool register_a) {
   TensorCorePlan mma{register_fragments(kernel, dep), {}};
   mma.swizzled = swizzled_tiles(kernel, mma.registers);
   if (arch != "sm_90a" || mma.registers.empty()) return mma;
-  TensorCorePlan wgmma{register_fragments(kernel, dep, true), {}};
+  TensorCorePlan wgmma{register_fragments(kernel, dep, true, register_a), {}};
   wgmma.swizzled = swizzled_tiles(kernel, wgmma.registers);
-  // The same tiles in registers (row vectors follow their tiles' layouts and may differ).
+  // The same accumulators in registers (row vectors follow their tiles' layouts and may differ;
+  // A operands in registers are wgmma's alone).
   auto tiles = [](const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
     std::set<const ir::BufferNode*> out;
     for (const auto& [fragment, layout] : registers)
-      if (!layout.row_vector) out.insert(fragment);
+      if (!layout.row_vector && fragment->dtype == ir::DType::F32) out.insert(fragment);
     return out;
   };
   bool same_fragments = tiles(wgmma.registers) == tiles(mma.registers);

@@ -147,10 +147,12 @@ class BlockLowering {
       return ir::make_allocate(reg == registers_.end() ? a->buffer : reg->second, body, a->loc);
     }
     if (const auto* g = ir::as<ir::GemmNode>(s)) {
-      // A cooperative call of all threads; a register accumulator is each thread's own registers.
+      // A cooperative call of all threads; a register accumulator (and A operand) is each thread's own registers.
       auto reg = registers_.find(g->c.buffer.get());
       if (reg == registers_.end()) return s;
-      return std::make_shared<const ir::GemmNode>(g->a, g->b, ir::full_region(reg->second, g->c.loc), g->trans_a, g->trans_b, g->clear_accum,
+      auto reg_a = registers_.find(g->a.buffer.get());
+      ir::Region a = reg_a == registers_.end() ? g->a : ir::full_region(reg_a->second, g->a.loc);
+      return std::make_shared<const ir::GemmNode>(a, g->b, ir::full_region(reg->second, g->c.loc), g->trans_a, g->trans_b, g->clear_accum,
                                                   g->accum_dtype, g->epilogue, g->acc, g->epilogue_indices, g->loc, g->tiling);
     }
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) return dep_.dependent(l->value) ? s : ir::make_let(l->var, l->value, lower(l->body), l->loc);
@@ -261,13 +263,14 @@ class BlockLowering {
   //
   // A store of each element to memory other threads see, contiguous and aligned along the columns,
   // goes two elements at a time: registers 2m and 2m + 1 of a thread are adjacent columns of a row,
-  // so the pair is one 4- or 8-byte store (a vectorized loop of 2 the code generator packs).
+  // so the pair is one 4- or 8-byte store (a vectorized loop of 2 the code generator packs). So does
+  // a store to a 16-bit register fragment (two elements a 32-bit register: one conversion of a pair).
   ir::Stmt distribute_by_layout(const analysis::TileNest& t, const ir::FragmentLayout& layout, const SourceLoc& loc) {
     ir::Var r = ir::make_var("r", ir::DType::I32, loc);
     ir::Expr slot = layout.warps_n == 1 ? layout.slot(r) : nullptr;
     ir::Stmt body = SerializeParallel().mutate(RegisterElements(registers_, r, slot).mutate(t.cols->body));
     ir::VarMap bind{{t.rows->var.get(), ir::cast(t.rows->var->dtype, layout.row(tx_, r))}, {t.cols->var.get(), ir::cast(t.cols->var->dtype, layout.col(tx_, r))}};
-    if (paired_store(body, t.cols->var.get())) {
+    if (paired_store(body, t.cols->var.get()) || paired_register_store(body, r.get())) {
       ir::Var pair = ir::make_var("m", ir::DType::I32, loc), lane = ir::make_var("v", ir::DType::I32, loc);
       ir::Stmt lanes = ir::make_for(lane, ir::make_int(0), ir::make_int(2), ir::ForKind::Vectorized,
                                     ir::substitute(ir::substitute(body, bind), {{r.get(), ir::add(ir::mul(pair, ir::make_int(2)), lane)}}), loc);
@@ -345,6 +348,13 @@ class BlockLowering {
     return true;
   }
 
+  // Whether a register-nest body is one store to a 16-bit register tile at register `r`.
+  bool paired_register_store(const ir::Stmt& body, const ir::VarNode* r) const {
+    const auto* st = ir::as<ir::BufferStoreNode>(body);
+    return st && st->buffer->scope == ir::Scope::Local && st->buffer->layout && !st->buffer->layout->row_vector && rt::bits(st->buffer->dtype) == 16 &&
+           st->indices.size() == 1 && ir::as<ir::VarNode>(st->indices[0]) == r;
+  }
+
   // A row reduction of a register fragment (whole rows per warp): each thread combines the
   // elements of its rows it holds, the four lanes sharing a row combine theirs with shuffles, and
   // one of them finishes the reduction (init, store) for the row -- all four when it stores to a
@@ -402,13 +412,14 @@ class BlockLowering {
 
 class KernelLowering : public ir::IRMutator {
  public:
-  KernelLowering(bool tensors_aligned, const Target& target) : tensors_aligned_(tensors_aligned), arch_(target.arch), sm_(target.sm()) {}
+  explicit KernelLowering(const PassOptions& options)
+      : tensors_aligned_(options.tensors_aligned), register_a_(options.wgmma_register_a), arch_(options.target.arch), sm_(options.target.sm()) {}
 
  protected:
   ir::Stmt visit(const ir::KernelLaunchNode& n, const ir::Stmt&) override {
     analysis::ThreadDependence dep(n.body, n.thread_var.get());
     Registers registers;
-    analysis::TensorCorePlan plan = analysis::tensor_core_plan(n, dep, arch_);
+    analysis::TensorCorePlan plan = analysis::tensor_core_plan(n, dep, arch_, register_a_);
     for (const auto& [fragment, layout] : plan.registers) {
       auto regs = std::make_shared<ir::BufferNode>(*fragment);
       regs->scope = ir::Scope::Local;
@@ -430,7 +441,7 @@ class KernelLowering : public ir::IRMutator {
   }
 
  private:
-  bool tensors_aligned_;
+  bool tensors_aligned_, register_a_;
   std::string arch_;
   int sm_;
 };
@@ -440,7 +451,7 @@ class KernelLowering : public ir::IRMutator {
 ir::PrimFunc lower_kernel_cuda(const ir::PrimFunc& func, const PassOptions& options) {
   if (options.target.kind != Target::Kind::CUDA) return func;
   ir::PrimFunc out = func;
-  out.body = KernelLowering(options.tensors_aligned, options.target).mutate(func.body);
+  out.body = KernelLowering(options).mutate(func.body);
   return out;
 }
 

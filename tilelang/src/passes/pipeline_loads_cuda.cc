@@ -223,7 +223,9 @@ ir::Stmt intrinsic(const char* name, std::vector<ir::Expr> args, const SourceLoc
 }
 
 // The one gemm among a loop's statements that nothing else in the loop touches the accumulator of
-// (so on wgmma it may run on into the next iteration); none when there is not exactly one gemm.
+// or writes an operand of (so on wgmma it may run on into the next iteration: its operands other
+// than the stages must stay as they are, a fragment A maybe in registers); none when there is not
+// exactly one gemm.
 std::optional<size_t> gemm_to_overlap(const std::vector<ir::Stmt>& rest) {
   std::optional<size_t> gemm;
   for (size_t i = 0; i < rest.size(); ++i) {
@@ -232,11 +234,13 @@ std::optional<size_t> gemm_to_overlap(const std::vector<ir::Stmt>& rest) {
     gemm = i;
   }
   if (!gemm) return std::nullopt;
-  const ir::BufferNode* acc = ir::as<ir::GemmNode>(rest[*gemm])->c.buffer.get();
+  const auto* g = ir::as<ir::GemmNode>(rest[*gemm]);
+  const ir::BufferNode* acc = g->c.buffer.get();
   if (acc->scope != ir::Scope::Fragment) return std::nullopt;
   for (size_t i = 0; i < rest.size(); ++i) {
     analysis::Accesses a = analysis::accesses_of(rest[i]);
-    if (i != *gemm && (a.read.count(acc) || a.written.count(acc))) return std::nullopt;
+    if (i != *gemm && (a.read.count(acc) || a.written.count(acc) || a.written.count(g->a.buffer.get()) || a.written.count(g->b.buffer.get())))
+      return std::nullopt;
   }
   return gemm;
 }

@@ -15,7 +15,8 @@ namespace {
 // A committed wgmma group that may not have completed.
 struct Group {
   int64_t index;                                // its place in the path's commit order
-  std::vector<ir::Buffer> accs;                 // none: an empty group (several: merged paths)
+  // The registers its gemms use: accumulators and A operands (none: an empty group; several gemms: merged paths).
+  std::vector<ir::Buffer> regs;
   std::set<const ir::BufferNode*> operands;
 };
 
@@ -46,7 +47,7 @@ bool has_gemm_loop(const ir::Stmt& s) {
 }
 
 bool touches(const Group& g, const analysis::Accesses& a) {
-  for (const ir::Buffer& acc : g.accs)
+  for (const ir::Buffer& acc : g.regs)
     if (a.read.count(acc.get()) || a.written.count(acc.get())) return true;
   for (const ir::BufferNode* b : g.operands)
     if (a.written.count(b)) return true;
@@ -120,10 +121,13 @@ class Waits {
     std::vector<ir::Expr> pins;
     for (const ir::Buffer& acc : accs_) {
       bool in_flight = acc == g->c.buffer;
-      for (const Group& p : st.pending) in_flight = in_flight || std::find(p.accs.begin(), p.accs.end(), acc) != p.accs.end();
+      for (const Group& p : st.pending) in_flight = in_flight || std::find(p.regs.begin(), p.regs.end(), acc) != p.regs.end();
       if (!in_flight && in_scope_.count(acc.get())) pins.push_back(first_element(acc, s->loc));
     }
-    st.pending.push_back({st.commits++, {g->c.buffer}, {g->a.buffer.get(), g->b.buffer.get()}});
+    // An A operand in registers (wgmma's RS form) may not be read or written until the gemm completes, as its accumulator.
+    std::vector<ir::Buffer> regs{g->c.buffer};
+    if (g->a.buffer->scope == ir::Scope::Local) regs.push_back(g->a.buffer);
+    st.pending.push_back({st.commits++, std::move(regs), {g->a.buffer.get(), g->b.buffer.get()}});
     // The marker right after the gemm (codegen).
     return seq({wait, pins.empty() ? nullptr : intrinsic(ir::kWgmmaPin, std::move(pins), s->loc), s, intrinsic(ir::kWgmmaAsync, {}, s->loc)}, s->loc);
   }
@@ -167,8 +171,8 @@ class Waits {
       for (const State* x : {&t, &e})
         for (const Group& p : x->pending)
           if (p.index == i) {
-            for (const ir::Buffer& a : p.accs)
-              if (std::find(g.accs.begin(), g.accs.end(), a) == g.accs.end()) g.accs.push_back(a);
+            for (const ir::Buffer& a : p.regs)
+              if (std::find(g.regs.begin(), g.regs.end(), a) == g.regs.end()) g.regs.push_back(a);
             g.operands.insert(p.operands.begin(), p.operands.end());
           }
       merged.pending.push_back(std::move(g));
@@ -197,7 +201,7 @@ class Waits {
     std::vector<ir::Expr> args{ir::make_int(std::min<int64_t>(st.commits - 1 - st.pending[j].index, 7))};
     std::vector<ir::Buffer> done;
     for (size_t i = 0; i <= j; ++i)
-      for (const ir::Buffer& acc : st.pending[i].accs)
+      for (const ir::Buffer& acc : st.pending[i].regs)
         if (std::find(done.begin(), done.end(), acc) == done.end()) done.push_back(acc);
     for (const ir::Buffer& acc : done) args.push_back(first_element(acc, loc));
     st.pending.erase(st.pending.begin(), st.pending.begin() + j + 1);

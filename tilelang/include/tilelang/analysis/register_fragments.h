@@ -58,9 +58,12 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
 // With `warpgroup`, the layouts are wgmma's (FragmentLayout::warpgroup_accumulator) and the gemms'
 // operands must also be tiles wgmma can read (swizzlable, see swizzled_tiles; K-major rows of 32,
 // 64 or a multiple of 128 bytes, MN-major rows of a multiple of 128 bytes and an N-major B read in
-// whole 64-column panels).
+// whole 64-column panels). With `register_a` too, a 2-D 16-bit fragment that is read whole as the
+// (not transposed) A operand of such gemms, each with its accumulator in registers and of its
+// rows, and otherwise accessed as the accumulators may be (not reduced), lives in registers in the
+// accumulator layout: wgmma reads it from there (a cast accumulator, such as attention's P).
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep,
-                                                                      bool warpgroup = false);
+                                                                      bool warpgroup = false, bool register_a = false);
 
 // The shared tiles of a kernel to swizzle (device/cuda/swizzle.h), given its register fragments:
 // operands of gemms that accumulate in registers, with rows of 2, 4 or a multiple of 8 16-byte
@@ -69,12 +72,12 @@ std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir:
 std::set<const ir::BufferNode*> swizzled_tiles(const ir::KernelLaunchNode& kernel, const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers);
 
 // The register fragments and swizzled tiles of a kernel for `arch` ("sm_90a", "sm_80", ...): wgmma
-// layouts on sm_90a when they keep the same fragments in registers and every gemm into them reads
-// swizzled operands, else mma.sync's.
+// layouts on sm_90a when they keep the same accumulators in registers and every gemm into them
+// reads swizzled operands (or, with `register_a`, A from registers), else mma.sync's.
 struct TensorCorePlan {
   std::map<const ir::BufferNode*, ir::FragmentLayout> registers;
   std::set<const ir::BufferNode*> swizzled;
 };
-TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch);
+TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch, bool register_a);
 
 }  // namespace tilelang::analysis

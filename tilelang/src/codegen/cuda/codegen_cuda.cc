@@ -132,15 +132,16 @@ class CudaCodegen : public CodegenC {
     }
   }
 
-  // wgmma_wait(n, acc...): the wait, then each completed accumulator pinned; wgmma_pin(acc...): the pins.
+  // wgmma_wait(n, regs...): the wait, then each completed accumulator or register A operand
+  // pinned; wgmma_pin(acc...): the pins.
   void visit(const ir::EvaluateNode& n) override {
     const auto* call = ir::as<ir::CallNode>(n.value);
     if (!call || (call->name != ir::kWgmmaWait && call->name != ir::kWgmmaPin)) return CodegenC::visit(n);
     const bool wait = call->name == ir::kWgmmaWait;
     if (wait) line(rt::str("tl::cuda::wgmma_wait_group<", *ir::as_const_int(call->args.at(0)), ">();"));
     for (size_t i = wait ? 1 : 0; i < call->args.size(); ++i) {
-      const ir::Buffer& acc = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
-      line(rt::str("tl::cuda::fence_accumulator_tile<", acc->layout->per_thread(), ">(", buffer(acc), ");"));
+      const ir::Buffer& regs = ir::as<ir::BufferLoadNode>(call->args[i])->buffer;
+      line(rt::str("tl::cuda::fence_register_tile<", regs->layout->per_thread(), ">(", buffer(regs), ");"));
     }
   }
 
@@ -364,13 +365,24 @@ class CudaCodegen : public CodegenC {
       for (const ir::Range& x : r.ranges) origin.push_back(x.min);
       return std::make_pair(rt::str("(", buffer(r.buffer), " + ", flat(r.buffer, origin), ")"), expr(r.buffer->shape[rank - 1]));
     };
-    auto [pa, lda] = view(n.a, "A");
+    auto flag = [](bool b) { return b ? "true" : "false"; };
     auto [pb, ldb] = view(n.b, "B");
+    if (const ir::FragmentLayout* la = n.a.buffer->layout.get()) {
+      // A from registers (wgmma's RS form): lower_kernel_cuda kept it there beside a warpgroup
+      // accumulator of its rows; K is its columns.
+      RT_ICHECK(n.c.buffer->layout && n.c.buffer->layout->warpgroup, "a register A operand without a wgmma accumulator at ", n.loc.to_string());
+      const ir::FragmentLayout& l = *n.c.buffer->layout;
+      line(rt::str("tl::cuda::tile_gemm_wgmma_rs<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_b), ", ", l.atoms_m(), ", ", l.cols, ", ", la->cols, ", ",
+                   ldb, ", ", flat_rows(n.b.buffer), ", ", gemm_pending_, ">(", buffer(n.a.buffer), ", ", pb, ", ", buffer(n.c.buffer), ", ", flag(n.clear_accum),
+                   ");"));
+      if (gemm_pending_ > 0) in_flight_.push_back({buffer(n.c.buffer), l.per_thread(), loop_depth_});
+      return;
+    }
+    auto [pa, lda] = view(n.a, "A");
     size_t ra = n.a.ranges.size();
     ir::Expr k = n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent;
     if (const ir::FragmentLayout* l = n.c.buffer->layout.get()) {
       // The accumulator in registers (lower_kernel_cuda checked the operands for ldmatrix or wgmma).
-      auto flag = [](bool b) { return b ? "true" : "false"; };
       if (l->warpgroup) {
         line(rt::str("tl::cuda::tile_gemm_wgmma<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_a), ", ", flag(n.trans_b), ", ", l->atoms_m(), ", ",
                      l->cols, ", ", expr(k), ", ", lda, ", ", flat_rows(n.a.buffer), ", ", ldb, ", ", flat_rows(n.b.buffer), ", ", gemm_pending_, ">(", pa, ", ",

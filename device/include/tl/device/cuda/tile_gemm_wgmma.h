@@ -1,6 +1,7 @@
 // The gemm of a tile program on Hopper's warpgroup tensor cores (sm_90a): acc (=|+=) opA(A) opB(B)
-// with A and B 16-bit tiles in shared memory, in the swizzled layout of swizzle.h, and the FP32
-// accumulator tile in the registers of the block's threads.
+// with A and B 16-bit tiles in shared memory, in the swizzled layout of swizzle.h (or A a 16-bit
+// register fragment in the accumulator layout: tile_gemm_wgmma_rs), and the FP32 accumulator tile in
+// the registers of the block's threads.
 //
 // Accumulator layout (tilelang/ir/fragment_layout.h, warpgroup kind): the tile's rows are split
 // evenly over the block's warpgroups (128 threads each); a warpgroup's kAtomsM * 64 rows are
@@ -13,7 +14,7 @@
 // the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
 // it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
 // finished, and wgmma_drain completes the last one before the accumulator is read; with -1 it does
-// not wait at all (passes/wgmma_waits.h places a wgmma_wait_group and fence_accumulator_tile later). Shared tiles
+// not wait at all (passes/wgmma_waits.h places a wgmma_wait_group and fence_register_tile later). Shared tiles
 // written by threads (not by TMA) must have been made visible to the async proxy (fence.proxy.async)
 // by the threads that wrote them, before the barrier that precedes the call; the code generator
 // emits the fence with every barrier of a kernel that calls this.
@@ -63,6 +64,42 @@ __host__ __device__ constexpr int wgmma_instruction_n(int cols) {
   return 0;
 }
 
+// Pins the kRegs registers of a gemm's accumulator (float) or register A operand (16-bit elements,
+// two a register) at a point: after the wait that completed the gemm (no access moves above it),
+// or before the wgmma fence (their writes complete before it).
+template <int kRegs, class T>
+TL_DEVICE void fence_register_tile(T* regs) {
+  if constexpr (sizeof(T) == 4) {
+    fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(regs));
+  } else {
+    static_assert(sizeof(T) == 2 && kRegs % 2 == 0, "a register tile of float or of 16-bit pairs");
+#pragma unroll
+    for (int i = 0; i < kRegs / 2; ++i) fence_operand(reinterpret_cast<uint32_t*>(regs)[i]);
+  }
+}
+
+namespace detail {
+
+// The descriptor origin of a gemm's B tile (K x N, or N x K when kTransB).
+template <bool kTransB, int kLdb, int kRowsB, class T>
+TL_DEVICE uint64_t wgmma_b_origin(const T* B) {
+  using OpB = WgmmaOperand<kLdb, kRowsB>;
+  if constexpr (kTransB) return OpB::k_major(B, 0, 0);
+  else return OpB::mn_major(B, 0, 0);
+}
+
+// After a gemm's instructions: one group, waited for as kPending says (tile_gemm_wgmma).
+template <int kPending, int kRegs>
+TL_DEVICE void wgmma_finish(float (&d)[kRegs]) {
+  wgmma_commit_group();
+  if constexpr (kPending >= 0) {
+    wgmma_wait_group<kPending>();
+    fence_accumulators(d);
+  }
+}
+
+}  // namespace detail
+
 // acc (=|+=) opA(A) * opB(B) over kK (a multiple of 16): A is M x K (K x M when kTransA), B is
 // K x N (N x K when kTransB), as kRowsA x kLda and kRowsB x kLdb swizzled tiles starting at a row
 // that is a multiple of 8 and at column 0. M = kAtomsM * 64 * warpgroups, N = kCols. All threads of
@@ -77,11 +114,10 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
   using OpB = WgmmaOperand<kLdb, kRowsB>;
   float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
   const int m0 = int(threadIdx.x / 128) * kAtomsM * 64;
-  uint64_t a0, b0;  // the operands' origins (this warpgroup's rows of A)
+  uint64_t a0;  // A's origin (this warpgroup's rows)
   if constexpr (kTransA) a0 = OpA::mn_major(A, 0, m0);
   else a0 = OpA::k_major(A, m0, 0);
-  if constexpr (kTransB) b0 = OpB::k_major(B, 0, 0);
-  else b0 = OpB::mn_major(B, 0, 0);
+  const uint64_t b0 = detail::wgmma_b_origin<kTransB, kLdb, kRowsB>(B);
   fence_accumulators(d);
   wgmma_fence();
 #pragma unroll
@@ -96,25 +132,47 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
         wgmma_m64k16_ss<T, kInstN, !kTransB, kTransA>(da, db, dn, !(clear && k == 0));
       }
     }
-  wgmma_commit_group();
-  if constexpr (kPending >= 0) {
-    wgmma_wait_group<kPending>();
-    fence_accumulators(d);
-  }
+  detail::wgmma_finish<kPending>(d);
 }
 
-// Pins the kRegs accumulator registers of a gemm that a wait has completed, so that no read of
-// them moves above the wait.
-template <int kRegs>
-TL_DEVICE void fence_accumulator_tile(float* acc) {
-  fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(acc));
+// The same with A from registers: `a` is this thread's M x kK fragment of 16-bit elements in the
+// accumulator layout (a cast accumulator of kK columns); each 64-row tile's k16 step is the four
+// registers (eight elements) of its two 8-column blocks, wgmma_m64k16_rs's A fragment as it stands.
+// The registers are pinned before the wgmma fence (written before it, as wgmma requires) and must
+// not be written again until a wait covers the gemm (passes/wgmma_waits.h counts them as its operand).
+template <class T, bool kTransB, int kAtomsM, int kCols, int kK, int kLdb, int kRowsB, int kPending = 0>
+TL_DEVICE void tile_gemm_wgmma_rs(T* a, const T* B, float* acc, bool clear) {
+  constexpr int kInstN = wgmma_instruction_n(kCols);
+  static_assert(sizeof(T) == 2 && kInstN > 0 && kK % 16 == 0, "wgmma tiles: 16-bit A, N a multiple of 8, K of 16");
+  static_assert(kTransB || kInstN % 64 == 0, "an N-major B is read in whole 64-column panels");
+  constexpr int kRegs = kAtomsM * kCols / 2, kWordsA = kAtomsM * kK / 4;
+  using OpB = WgmmaOperand<kLdb, kRowsB>;
+  float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
+  uint32_t(&ra)[kWordsA] = *reinterpret_cast<uint32_t(*)[kWordsA]>(a);
+  const uint64_t b0 = detail::wgmma_b_origin<kTransB, kLdb, kRowsB>(B);
+  fence_accumulators(d);
+  fence_register_tile<kAtomsM * kK / 2>(a);
+  wgmma_fence();
+#pragma unroll
+  for (int k = 0; k < kK; k += 16)
+#pragma unroll
+    for (int am = 0; am < kAtomsM; ++am) {
+      const uint32_t(&ak)[4] = *reinterpret_cast<const uint32_t(*)[4]>(ra + am * kK / 4 + k / 4);
+#pragma unroll
+      for (int n = 0; n < kCols; n += kInstN) {
+        const uint64_t db = kTransB ? OpB::at(b0, n, k) : OpB::at(b0, k, n);
+        float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
+        wgmma_m64k16_rs<T, kInstN, !kTransB>(ak, db, dn, !(clear && k == 0));
+      }
+    }
+  detail::wgmma_finish<kPending>(d);
 }
 
 // Waits for every gemm of the warpgroup still in flight, then pins the accumulator.
 template <int kRegs>
 TL_DEVICE void wgmma_drain(float* acc) {
   wgmma_wait_group<0>();
-  fence_accumulator_tile<kRegs>(acc);
+  fence_register_tile<kRegs>(acc);
 }
 
 }  // namespace tl::cuda

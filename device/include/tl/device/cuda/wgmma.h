@@ -108,6 +108,22 @@ TL_DEVICE void wgmma_m64k16_ss([[maybe_unused]] uint64_t desc_a, [[maybe_unused]
 #endif
 }
 
+// D[64 x N] (+)= A[64 x 16] * B[16 x N] with A from registers: `a` is this thread's A fragment,
+// two 16-bit elements a register, laid out as the accumulator above over two adjacent 8-column
+// blocks (register 0: row0, columns c and c+1; 1: row0 + 8, the same columns; 2 and 3: likewise 8
+// columns on), so an FP32 accumulator's 16 columns packed in pairs are it as they stand. B as in
+// wgmma_m64k16_ss. The registers must not change until a wait covers the instruction.
+template <class T, int N, bool kTransB>
+TL_DEVICE void wgmma_m64k16_rs([[maybe_unused]] const uint32_t (&a)[4], [[maybe_unused]] uint64_t desc_b,
+                               [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
+  static_assert(is_same_v<T, bfloat16_t> || is_same_v<T, half_t>, "wgmma k16: bfloat16_t or half_t inputs");
+#if defined(TL_CUDA_SM90A)
+  detail::WgmmaRsF32<N>::template run<is_same_v<T, bfloat16_t>, kTransB ? 1 : 0>(a, desc_b, d, accumulate ? 1u : 0u);
+#else
+  __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
+#endif
+}
+
 // D[64 x N] (+)= A[64 x 32] * B[32 x N], FP32 accumulate, A and B 8-bit floats (e4m3, or e5m2 with
 // kE5M2) from shared memory, both K-major (FP8 wgmma has no transposed operands). The 128-byte
 // swizzled K-major tiles of make_smem_desc_kmajor_sw128 hold 128 K-elements per row here, and a

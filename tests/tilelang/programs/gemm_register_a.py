@@ -1,0 +1,26 @@
+# Two gemms chained through a 16-bit fragment, as attention's S and P: S = A B accumulates in float,
+# P is S rounded to the 16-bit dtype, then O = op(P) C. On sm_90a P (not transposed) stays in
+# registers and the second gemm reads it from there (wgmma's RS form); transposed (M = 64: P^T is
+# 64 x 64), it goes through a shared tile. `threads`: a warpgroup per 64 rows.
+import tilelang.language as T
+
+
+def chain(M, trans_a=False, dtype="bfloat16"):
+    @T.prim_func
+    def main(A: T.Tensor((M, 64), dtype), B: T.Tensor((64, 64), dtype), C: T.Tensor((64, 64), dtype), O: T.Tensor((M, 64), "float32")):
+        with T.Kernel(1, threads=M * 2) as bx:
+            A_shared = T.alloc_shared((M, 64), dtype)
+            B_shared = T.alloc_shared((64, 64), dtype)
+            C_shared = T.alloc_shared((64, 64), dtype)
+            S = T.alloc_fragment((M, 64), "float32")
+            P = T.alloc_fragment((M, 64), dtype)
+            acc = T.alloc_fragment((M, 64), "float32")
+            T.copy(A, A_shared)
+            T.copy(B, B_shared)
+            T.copy(C, C_shared)
+            T.gemm(A_shared, B_shared, S, clear_accum=True)
+            T.copy(S, P)
+            T.gemm(P, C_shared, acc, clear_accum=True, transpose_A=trans_a)
+            T.copy(acc, O)
+
+    return main
