@@ -21,6 +21,10 @@ constexpr long long kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the la
 constexpr long long kNormalSendArrivals = kNormalConsumed + 1;         // blocks of the running scatter done
 constexpr long long kNormalRecvArrivals = kNormalConsumed + 2;         // blocks of the running receive done
 constexpr long long kNormalGaveUp = kNormalConsumed + 3;  // nonzero once a wait of this rank timed out (then broken)
-constexpr long long kSignalWords = kNormalGaveUp + 1;
+// A dispatch's chunk flags: source s's share is kNormalChunkWords / ranks words from
+// kNormalChunkFlags + s * that, one per chunk of its rows for this rank (normal_layout.h: chunk_rows).
+constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
+constexpr long long kNormalChunkWords = 14336;
+constexpr long long kSignalWords = kNormalChunkFlags + kNormalChunkWords;
 
 }  // namespace deepep::kernels
