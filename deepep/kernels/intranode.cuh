@@ -282,172 +282,6 @@ __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const R
   return !__syncthreads_or(bad);
 }
 
-// --- combine --------------------------------------------------------------------------------------
-
-// One warp per received row: back into this rank's region of its source's window (normal_layout.h:
-// x, then the weights), with its weights. counts[ranks + s]: the rows this rank received from s.
-__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
-                                                     const i64* counts, const RegionRows& rows, i64 region,
-                                                     const u64* windows, int ranks, int me) {
-  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
-  if (threadIdx.x == 0) {
-    begin[0] = 0;
-    for (int s = 0; s < ranks; ++s) begin[s + 1] = begin[s] + counts[ranks + s];
-  }
-  __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const i64 x_row = rows.bytes[0], total = begin[ranks];
-  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  for (i64 i = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
-    int s = 0;
-    while (begin[s + 1] <= i) ++s;
-    const i64 row = i - begin[s];
-    i64 off[kRegionArrays];
-    region_offsets(rows, begin[s + 1] - begin[s], off);
-    unsigned char* const base = reinterpret_cast<unsigned char*>(windows[s]) + i64(me) * region;
-    warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
-    if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
-  }
-}
-
-// Element conversions (PTX, round to nearest even as the CPU path does).
-template <class T>
-struct Elem;
-template <>
-struct Elem<float> {
-  static __device__ __forceinline__ float load(const float* p, i64 i) { return p[i]; }
-  static __device__ __forceinline__ void store(float* p, i64 i, float v) { p[i] = v; }
-};
-struct bf16_t {
-  unsigned short bits;
-};
-struct f16_t {
-  unsigned short bits;
-};
-template <>
-struct Elem<bf16_t> {
-  static __device__ __forceinline__ float load(const bf16_t* p, i64 i) { return __int_as_float(int(u32(p[i].bits) << 16)); }
-  static __device__ __forceinline__ void store(bf16_t* p, i64 i, float v) {
-    unsigned short h;
-    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    p[i].bits = h;
-  }
-};
-template <>
-struct Elem<f16_t> {
-  static __device__ __forceinline__ float load(const f16_t* p, i64 i) {
-    float v;
-    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(p[i].bits));
-    return v;
-  }
-  static __device__ __forceinline__ void store(f16_t* p, i64 i, float v) {
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
-    p[i].bits = h;
-  }
-};
-
-// At the source: out[t] = the token's staged rows summed in rank order in f32 (rank r's row of
-// token t is row slot[t * ranks + r] of region r of this rank's window, -1 when t did not go to r;
-// sent[r], the tokens this rank sent r, sizes the region's arrays); 0 for a token that went nowhere.
-// bf16 starts from the first row and the others from 0, as the CPU path does, so both give the same
-// bits. With weights, out_w[t] sums the staged weights the same way.
-// V elements of one 16-byte vector.
-template <class T>
-union Vec16 {
-  int4 q;
-  T e[16 / sizeof(T)];
-};
-
-template <class T>
-__device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
-                                                    const i64* sent, const RegionRows& layout, i64 region, int ranks,
-                                                    i64 tokens, float* out_w, int k) {
-  constexpr int V = 16 / sizeof(T);
-  constexpr bool kFromFirst = same_type<T, bf16_t>::value;
-  // Each rank's region: where its rows and its weights start, in elements of the window.
-  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks];
-  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
-    i64 off[kRegionArrays];
-    region_offsets(layout, sent[r], off);
-    x_at[r] = (i64(r) * region + off[0]) / i64(sizeof(T));
-    w_at[r] = (i64(r) * region + off[3]) / 4;
-  }
-  const T* const stage = reinterpret_cast<const T*>(window);
-  const float* const stage_w = reinterpret_cast<const float*>(window);
-  // The token's staged rows, in rank order (found once per token, not per column).
-  __shared__ i64 rows[kMaxCombineRanks];
-  __shared__ int nrows;
-  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
-  // each thread takes two columns so that two loads per row are in flight.
-  const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
-  const i64 step = vec ? V : 1;
-  for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
-    __syncthreads();  // the previous token's rows are no longer read
-    if (threadIdx.x == 0) {
-      int n = 0;
-      for (int r = 0; r < ranks; ++r) {
-        const int s = slot[t * ranks + r];
-        if (s >= 0) rows[n++] = x_at[r] + s * hidden;
-      }
-      nrows = n;
-    }
-    __syncthreads();
-    const int n = nrows;
-    for (i64 c0 = threadIdx.x * step; c0 < hidden; c0 += 2 * blockDim.x * step) {
-      const i64 c1 = c0 + blockDim.x * step;
-      const bool two = c1 < hidden;
-      float acc0[V], acc1[V];
-      for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = 0.0f;
-      for (int i = 0; i < n; ++i) {
-        const bool from_first = kFromFirst && i == 0;
-        if (vec) {
-          Vec16<T> a, b;
-          a.q = *reinterpret_cast<const int4*>(stage + rows[i] + c0);
-          if (two) b.q = *reinterpret_cast<const int4*>(stage + rows[i] + c1);
-#pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const float x = Elem<T>::load(a.e, j);
-            acc0[j] = from_first ? x : acc0[j] + x;
-            if (two) {
-              const float y = Elem<T>::load(b.e, j);
-              acc1[j] = from_first ? y : acc1[j] + y;
-            }
-          }
-        } else {
-          const float x = Elem<T>::load(stage, rows[i] + c0);
-          acc0[0] = from_first ? x : acc0[0] + x;
-          if (two) {
-            const float y = Elem<T>::load(stage, rows[i] + c1);
-            acc1[0] = from_first ? y : acc1[0] + y;
-          }
-        }
-      }
-      if (vec) {
-        Vec16<T> o0, o1;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          Elem<T>::store(o0.e, j, acc0[j]);
-          Elem<T>::store(o1.e, j, acc1[j]);
-        }
-        *reinterpret_cast<int4*>(out + t * hidden + c0) = o0.q;
-        if (two) *reinterpret_cast<int4*>(out + t * hidden + c1) = o1.q;
-      } else {
-        Elem<T>::store(out, t * hidden + c0, acc0[0]);
-        if (two) Elem<T>::store(out, t * hidden + c1, acc1[0]);
-      }
-    }
-    if (out_w != nullptr && threadIdx.x < k) {
-      float sum = 0.0f;
-      for (int r = 0; r < ranks; ++r) {
-        const int s = slot[t * ranks + r];
-        if (s >= 0) sum += stage_w[w_at[r] + s * k + threadIdx.x];
-      }
-      out_w[t * k + threadIdx.x] = sum;
-    }
-  }
-}
-
 // --- normal-mode signalling -----------------------------------------------------------------------
 //
 // A normal-mode dispatch or combine is a scatter kernel, which writes into the peers' windows, then
@@ -455,11 +289,11 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
 // combine's reduction), on the rank's communication stream; an operation's number is that of its
 // agreement (the engine counts them alike on every rank), so every attempt has its own:
 //   scatter: every block, before its first write, waits until every peer has read its window's data
-//            of the previous operation (the peer's consumed word carries `prev`); the block that
-//            finishes last raises this rank's flag (`seq`) in every peer's signal area;
-//   receive: every block waits for every peer's flag of `seq` before it reads; the block that
-//            finishes last records `seq` in this rank's consumed word.
-// (A dispatch also raises and waits for a flag per chunk of rows: "dispatch in chunks", below.)
+//            of the previous operation (the peer's consumed word carries `prev`); then it raises a
+//            flag (`seq`) in the receiver's signal area after each chunk of rows it wrote there
+//            ("dispatch and combine in chunks", below);
+//   receive: every block waits for a chunk's flag of `seq` before it reads the chunk; the block
+//            that finishes last records `seq` in this rank's consumed word.
 // So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
 // between the kernels or between operations. A dispatch's scatter may run before its agreement;
 // when that agreement fails no receive follows, and `prev` stays the last operation that had one
@@ -509,23 +343,6 @@ __device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
   return !__syncthreads_or(normal_gave_up(g));
 }
 
-// After a timeout no flag is raised: the peers' own waits time out (bounded) instead of reading.
-// The flag to rank r carries counts[r] (a dispatch's rows for r; nullptr: 0).
-__device__ __forceinline__ void normal_send_end(const NormalSignals& g, const i64* counts) {
-  if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals) || normal_gave_up(g)) return;
-  for (int r = 0; r < g.ranks; ++r)
-    if (r != g.me)
-      store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, counts ? counts[r] : 0));
-}
-
-// Before a receive's reads: true (block-uniform) when every peer's data of this operation is there.
-__device__ __forceinline__ bool normal_recv_begin(const NormalSignals& g) {
-  const u64* const own = signals_of(g, g.me);
-  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-    if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
-  return !__syncthreads_or(normal_gave_up(g));
-}
-
 // A receive that gave up does not record the operation as read: no peer may write again. A receive
 // launched overlapping its scatter ends after it (what the stream runs next follows both).
 __device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
@@ -535,15 +352,16 @@ __device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
     store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
 }
 
-// --- dispatch in chunks ---------------------------------------------------------------------------
+// --- dispatch and combine in chunks --------------------------------------------------------------
 //
-// A dispatch moves what source s sends rank d in chunks of chunk_rows rows in slot order
-// (normal_layout.h). The scatter raises s's flag in every peer first, carrying its count (it
-// publishes no rows: the receiver learns every source's chunks and first output row from it), then
-// a flag per chunk once the chunk's rows are written. The receive is launched overlapping the
-// scatter (sm_90+; the scatter lets it start once all its blocks run, so it never holds SMs the
-// scatter waits for) and copies each chunk out as soon as its flag is there: the copy-out runs while
-// rows still arrive, not after the last one. Before sm_90 it runs after the scatter, as any kernel.
+// Both move what a rank sends another in chunks of chunk_rows rows in slot order (normal_layout.h),
+// a flag per chunk raised in the receiver once the chunk's rows are written; a dispatch's scatter
+// first raises its flag in every peer, carrying its count (it publishes no rows: the receiver learns
+// every source's chunks and first output row from it). The receive (the dispatch's copy-out, the
+// combine's reduction) is launched overlapping the scatter (sm_90+; the scatter lets it start once
+// all its blocks run, so it never holds SMs the scatter waits for) and reads each chunk as soon as
+// its flag is there: it runs while rows still arrive, not after the last one. Before sm_90 it runs
+// after the scatter, as any kernel.
 
 __device__ __forceinline__ u64* chunk_flags(const NormalSignals& g, int r, int s) {
   return signals_of(g, r) + kNormalChunkFlags + i64(s) * (kNormalChunkWords / g.ranks);
@@ -643,6 +461,203 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
       for (i64 at = 0; at < bytes; at += kChunkPiece, ++piece)
         if (piece % warps == warp)
           warp_copy(dst + at, src + at, bytes - at < kChunkPiece ? bytes - at : kChunkPiece, lane);
+    }
+  }
+}
+
+// One warp per received row, back into this rank's region of its source's window (normal_layout.h:
+// x, then the weights), with its weights; counts[ranks + s]: the rows this rank received from s, in
+// s's slot order. Chunk-major over the sources, as a dispatch's scatter; the rows a rank returns
+// itself go through its own window and chunk flags like any other (its reduce reads them there).
+__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
+                                                     const i64* counts, const RegionRows& rows, i64 region,
+                                                     const NormalSignals& g) {
+  launch_dependents();
+  if (!normal_send_begin(g)) return;  // no flags: the sources' waits time out
+  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
+  __shared__ unsigned long long most;          // chunks of the source that has the most
+  if (threadIdx.x == 0) {
+    begin[0] = 0;
+    most = 0;
+    for (int s = 0; s < g.ranks; ++s) begin[s + 1] = begin[s] + counts[g.ranks + s];
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < g.ranks; s += blockDim.x)
+    atomicMax(&most, u64(chunk_count(counts[g.ranks + s], g.ranks)));
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const i64 x_row = rows.bytes[0];
+  for (i64 u = blockIdx.x; u < i64(most) * g.ranks; u += gridDim.x) {
+    const i64 j = u / g.ranks;
+    const int s = int(u - j * g.ranks);
+    const i64 n = begin[s + 1] - begin[s], per = chunk_rows(n, g.ranks), first = j * per;
+    if (first >= n) continue;
+    const i64 end = first + per < n ? first + per : n;
+    i64 off[kRegionArrays];
+    region_offsets(rows, n, off);
+    unsigned char* const base = reinterpret_cast<unsigned char*>(g.windows[s]) + i64(g.me) * region;
+    for (i64 row = first + warp; row < end; row += warps) {
+      const i64 i = begin[s] + row;
+      warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
+      if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // as in dispatch_scatter_body
+      __threadfence_system();
+      store_relaxed_sys(chunk_flags(g, s, g.me) + j, flag_word(g.seq, false, 0));
+    }
+  }
+}
+
+
+// --- combine's reduction -------------------------------------------------------------------------
+
+// Element conversions (PTX, round to nearest even as the CPU path does).
+template <class T>
+struct Elem;
+template <>
+struct Elem<float> {
+  static __device__ __forceinline__ float load(const float* p, i64 i) { return p[i]; }
+  static __device__ __forceinline__ void store(float* p, i64 i, float v) { p[i] = v; }
+};
+struct bf16_t {
+  unsigned short bits;
+};
+struct f16_t {
+  unsigned short bits;
+};
+template <>
+struct Elem<bf16_t> {
+  static __device__ __forceinline__ float load(const bf16_t* p, i64 i) { return __int_as_float(int(u32(p[i].bits) << 16)); }
+  static __device__ __forceinline__ void store(bf16_t* p, i64 i, float v) {
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    p[i].bits = h;
+  }
+};
+template <>
+struct Elem<f16_t> {
+  static __device__ __forceinline__ float load(const f16_t* p, i64 i) {
+    float v;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(v) : "h"(p[i].bits));
+    return v;
+  }
+  static __device__ __forceinline__ void store(f16_t* p, i64 i, float v) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(v));
+    p[i].bits = h;
+  }
+};
+
+// At the source: out[t] = the token's staged rows summed in rank order in f32 (rank r's row of
+// token t is row slot[t * ranks + r] of region r of this rank's window, -1 when t did not go to r;
+// sent[r], the tokens this rank sent r, sizes the region's arrays and r's chunks); 0 for a token
+// that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
+// scatters: "dispatch and combine in chunks", below). bf16 starts from the first row and the others
+// from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
+// weights the same way.
+// V elements of one 16-byte vector.
+template <class T>
+union Vec16 {
+  int4 q;
+  T e[16 / sizeof(T)];
+};
+
+template <class T>
+__device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
+                                                    const i64* sent, const RegionRows& layout, i64 region,
+                                                    i64 tokens, float* out_w, int k, const NormalSignals& g) {
+  const int ranks = g.ranks;
+  constexpr int V = 16 / sizeof(T);
+  constexpr bool kFromFirst = same_type<T, bf16_t>::value;
+  // Each rank's region: where its rows and its weights start, in elements of the window.
+  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks], per[kMaxCombineRanks];
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    i64 off[kRegionArrays];
+    region_offsets(layout, sent[r], off);
+    x_at[r] = (i64(r) * region + off[0]) / i64(sizeof(T));
+    w_at[r] = (i64(r) * region + off[3]) / 4;
+    per[r] = chunk_rows(sent[r], ranks);
+  }
+  const T* const stage = reinterpret_cast<const T*>(window);
+  const float* const stage_w = reinterpret_cast<const float*>(window);
+  // The token's staged rows, in rank order (found once per token, not per column).
+  __shared__ i64 rows[kMaxCombineRanks];
+  __shared__ int nrows;
+  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
+  // each thread takes two columns so that two loads per row are in flight.
+  const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
+  const i64 step = vec ? V : 1;
+  for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
+    __syncthreads();  // the previous token's rows are no longer read
+    bool late = false;  // a chunk of this token's that did not come (then nothing more is read)
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+      const int s = slot[t * ranks + r];
+      if (s >= 0) {
+        wait_rank(g, chunk_flags(g, g.me, r) + s / per[r], g.seq, r);
+        late |= normal_gave_up(g);
+      }
+    }
+    if (threadIdx.x == 0) {
+      int n = 0;
+      for (int r = 0; r < ranks; ++r) {
+        const int s = slot[t * ranks + r];
+        if (s >= 0) rows[n++] = x_at[r] + s * hidden;
+      }
+      nrows = n;
+    }
+    if (__syncthreads_or(late)) return;
+    const int n = nrows;
+    for (i64 c0 = threadIdx.x * step; c0 < hidden; c0 += 2 * blockDim.x * step) {
+      const i64 c1 = c0 + blockDim.x * step;
+      const bool two = c1 < hidden;
+      float acc0[V], acc1[V];
+      for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = 0.0f;
+      for (int i = 0; i < n; ++i) {
+        const bool from_first = kFromFirst && i == 0;
+        if (vec) {
+          Vec16<T> a, b;
+          a.q = *reinterpret_cast<const int4*>(stage + rows[i] + c0);
+          if (two) b.q = *reinterpret_cast<const int4*>(stage + rows[i] + c1);
+#pragma unroll
+          for (int j = 0; j < V; ++j) {
+            const float x = Elem<T>::load(a.e, j);
+            acc0[j] = from_first ? x : acc0[j] + x;
+            if (two) {
+              const float y = Elem<T>::load(b.e, j);
+              acc1[j] = from_first ? y : acc1[j] + y;
+            }
+          }
+        } else {
+          const float x = Elem<T>::load(stage, rows[i] + c0);
+          acc0[0] = from_first ? x : acc0[0] + x;
+          if (two) {
+            const float y = Elem<T>::load(stage, rows[i] + c1);
+            acc1[0] = from_first ? y : acc1[0] + y;
+          }
+        }
+      }
+      if (vec) {
+        Vec16<T> o0, o1;
+#pragma unroll
+        for (int j = 0; j < V; ++j) {
+          Elem<T>::store(o0.e, j, acc0[j]);
+          Elem<T>::store(o1.e, j, acc1[j]);
+        }
+        *reinterpret_cast<int4*>(out + t * hidden + c0) = o0.q;
+        if (two) *reinterpret_cast<int4*>(out + t * hidden + c1) = o1.q;
+      } else {
+        Elem<T>::store(out, t * hidden + c0, acc0[0]);
+        if (two) Elem<T>::store(out, t * hidden + c1, acc1[0]);
+      }
+    }
+    if (out_w != nullptr && threadIdx.x < k) {
+      float sum = 0.0f;
+      for (int r = 0; r < ranks; ++r) {
+        const int s = slot[t * ranks + r];
+        if (s >= 0) sum += stage_w[w_at[r] + s * k + threadIdx.x];
+      }
+      out_w[t * k + threadIdx.x] = sum;
     }
   }
 }

@@ -189,7 +189,7 @@ NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x,
   plane.wait_event(previous_event);
   const NormalSignals sig = plane.normal_signals(agreement);
   const int K = topk_weights.defined() ? int(topk_weights.size(1)) : 0;
-  plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, h.num_recv_tokens, sig);
+  plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, sig);
   plane.mark("scatter");
   return sig;
 }

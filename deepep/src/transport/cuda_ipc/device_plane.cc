@@ -95,8 +95,9 @@ constexpr const char* kDispatchInputs =
     "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
     "const float* weights, const int* order, i64 tokens, ";
 
-// Both at most 80 registers (three blocks per SM; ptxas spills a few bytes): the scatter's two
-// blocks per SM and the receive's one fit beside each other (DevicePlane::dispatch_receive).
+// The normal-mode scatters and the dispatch's receive take at most 80 registers (three blocks per
+// SM; ptxas spills a few bytes in the dispatch's): the scatter's two blocks per SM and the
+// receive's one fit beside each other (DevicePlane::dispatch_scatter).
 KernelText dispatch_scatter_text() {
   return {"deepep_dispatch_scatter",
           rt::str(kDispatchInputs, "const i64* summary, RegionRows rows, i64 region, int experts_per_rank, ",
@@ -119,8 +120,7 @@ KernelText combine_scatter_text() {
   return {"deepep_combine_scatter",
           "const unsigned char* x, const float* weights, int k, const i64* summary, RegionRows rows, i64 region, "
           "NormalSignals sig",
-          "if (normal_send_begin(sig))\n    combine_scatter_body(x, weights, k, summary, rows, region, sig.windows, "
-          "sig.ranks, sig.me);\n  normal_send_end(sig, nullptr);"};
+          "combine_scatter_body(x, weights, k, summary, rows, region, sig);", "intranode.cuh", 3};
 }
 
 KernelText combine_reduce_text(rt::DType dtype) {
@@ -130,8 +130,9 @@ KernelText combine_reduce_text(rt::DType dtype) {
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
           rt::str(t, "* out, const unsigned char* window, i64 hidden, const int* slot, const i64* summary, ",
                   "RegionRows rows, i64 region, i64 tokens, float* out_w, int k, NormalSignals sig"),
-          "if (normal_recv_begin(sig))\n    combine_reduce_body(out, window, hidden, slot, summary, rows, region, sig.ranks, "
-          "tokens, out_w, k);\n  normal_recv_end(sig);"};
+          "combine_reduce_body(out, window, hidden, slot, summary, rows, region, tokens, out_w, k, sig);\n"
+          "  normal_recv_end(sig);",
+          "intranode.cuh", 5};  // 48 registers (no spills): two blocks per SM beside the scatter's two
 }
 
 KernelText all_reduce_text(rt::DType dtype, int op) {
@@ -452,22 +453,28 @@ void DevicePlane::dispatch_receive(uint64_t x, uint64_t scales, uint64_t topk, b
 }
 
 void DevicePlane::combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary,
-                                  const kernels::RegionRows& rows, int64_t received, const NormalSignals& sig) {
+                                  const kernels::RegionRows& rows, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_scatter_text());
   const int64_t region = region_bytes();
-  kern.launch_with({grid_for(device(), received, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k,
-                   summary, rows, region, sig);
+  const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;  // as dispatch_scatter
+  kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k, summary, rows, region, sig);
 }
 
 void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
                                  const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k,
                                  const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
-  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 16));
+  // Two blocks per SM, beside the scatter's two (combine_reduce_text's registers): a token's rows
+  // are a chain of dependent loads (flags, slots, rows), so one block per SM would fall behind.
+  const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 2));
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
-  kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
-                   tokens, out_w, k, sig);
+  if (overlap_receive_)
+    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary,
+                                 rows, region, tokens, out_w, k, sig);
+  else
+    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
+                     tokens, out_w, k, sig);
 }
 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,

@@ -168,7 +168,9 @@ class DevicePlane {
                         const kernels::RegionRows& rows, int64_t max_chunks, int experts_per_rank,
                         const NormalSignals& sig);
   void combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary, const kernels::RegionRows& rows,
-                       int64_t received, const NormalSignals& sig);
+                       const NormalSignals& sig);
+  // Queued right after the combine's scatter, it overlaps it as dispatch_receive does, reducing each
+  // token once its rows' chunks are there.
   void combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
                       const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k, const NormalSignals& sig);
   // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
@@ -230,7 +232,7 @@ class DevicePlane {
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
-  bool overlap_receive_ = true;  // DEEPEP_OVERLAP_RECEIVE=0: a dispatch's receive waits for its scatter's end
+  bool overlap_receive_ = true;  // DEEPEP_OVERLAP_RECEIVE=0: a receive waits for its scatter's end
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
   uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
