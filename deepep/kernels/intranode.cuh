@@ -388,11 +388,13 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
     if (d != g.me) atomicMax(&most, u64(chunk_count(sent[d], g.ranks)));
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (i64 u = blockIdx.x; u < i64(most) * g.ranks; u += gridDim.x) {
-    const i64 j = u / g.ranks;
-    const int d = int(u - j * g.ranks);
+  // Units over the other ranks only (this rank's own rows: dispatch_receive_body).
+  const int peers = g.ranks - 1;
+  for (i64 u = blockIdx.x; u < i64(most) * peers; u += gridDim.x) {
+    const i64 j = u / peers;
+    const int p = int(u - j * peers), d = p < g.me ? p : p + 1;
     const i64 n = sent[d], per = chunk_rows(n, g.ranks), first = j * per;
-    if (d == g.me || first >= n) continue;
+    if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     i64 off[kRegionArrays];
     region_offsets(rows, n, off);
