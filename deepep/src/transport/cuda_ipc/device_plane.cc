@@ -219,8 +219,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device),
-      down_(device), status_(device), uploaded_(device, false), downloaded_(device, false),
+      stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
+      downloaded_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0),
       overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0) {}
 
