@@ -65,6 +65,21 @@ __device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_n
   }
 }
 
+// Programmatic dependent launch (sm_90+; no-ops before, and in a kernel not launched that way):
+// launch_dependents lets the kernel queued after this one on the stream start once every block of
+// this one has called it (rt::CudaKernel::launch_overlapping); there, wait_previous_grid waits for
+// this one's end, after which its writes are visible and what the stream runs next follows it too.
+__device__ __forceinline__ void launch_dependents() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
+#endif
+}
+__device__ __forceinline__ void wait_previous_grid() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+#endif
+}
+
 // Every thread of the grid calls it once its writes are done: true in thread 0 of the block that
 // gets here last, whose later stores (a release) then publish every block's writes. The counter
 // is reset for the next kernel using it, which starts after this one (stream order).
@@ -155,7 +170,9 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 //     in_rank [tokens, ranks], the chunk's count into chunk_counts[d * chunks + chunk], the (token,
 //     k) pairs per expert of d and the first out-of-range entry (the d = 0 blocks) into summary;
 //   dispatch_route_slots_body: each token's position among those going to d, in token order (slots
-//     [tokens, ranks], -1 where it does not go), and the tokens per destination.
+//     [tokens, ranks], -1 where it does not go), the tokens going to d in that order (order
+//     [ranks, tokens], its first summary[d] entries: what the scatter walks) and the tokens per
+//     destination.
 // summary, zeroed before the first kernel: [0, ranks) tokens per destination; [ranks, 2 ranks) left
 // for the tokens received from each source (dispatch_receive_body); [2 ranks] the complement of the
 // first out-of-range flat index t * k + j (0: none; the complement lets atomicMax over zeroed memory
@@ -191,7 +208,8 @@ __device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64
 }
 
 __device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* in_rank, i64 tokens, int ranks,
-                                                          const i64* chunk_counts, int* slots, i64* summary) {
+                                                          const i64* chunk_counts, int* slots, int* order,
+                                                          i64* summary) {
   const int d = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
   __shared__ i64 before_sum[32], all_sum[32];
@@ -223,7 +241,9 @@ __device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* i
     all += all_sum[w];
     earlier_warps += w < warp ? warp_hits[w] : 0;
   }
-  if (t < tokens) slots[t * ranks + d] = hit ? int(before + earlier_warps + __popc(ballot & ((1u << lane) - 1))) : -1;
+  const i64 slot = before + earlier_warps + __popc(ballot & ((1u << lane) - 1));
+  if (t < tokens) slots[t * ranks + d] = hit ? int(slot) : -1;
+  if (hit) order[i64(d) * tokens + slot] = int(t);
   if (chunk == chunks - 1 && threadIdx.x == 0) summary[d] = all;
 }
 
@@ -247,48 +267,6 @@ __device__ __forceinline__ void dispatch_row(const ArrayAddresses& to, i64 row, 
   if (to.at[4] && lane == 0) reinterpret_cast<int*>(to.at[4])[row] = int(t);
 }
 
-// One warp per (token, other rank) pair with a slot (slots: [tokens, ranks], -1 where the token does
-// not go), at the row of its slot in this rank's region of the destination's window
-// (normal_layout.h; sent[d], the tokens going to d, sizes the region's arrays). Needs no other
-// rank's counts, so it may run before the ranks have agreed on them.
-__device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, const unsigned char* scales,
-                                                      const void* topk, int topk_i64, int k, const float* weights,
-                                                      const int* slots, i64 tokens, const i64* sent,
-                                                      const RegionRows& rows, i64 region, const u64* windows,
-                                                      int ranks, int me, int experts_per_rank) {
-  const int lane = threadIdx.x & 31;
-  const i64 pairs = tokens * ranks;
-  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  for (i64 w = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; w < pairs; w += warps) {
-    const i64 t = w / ranks;
-    const int d = int(w - t * ranks);
-    const i64 slot = slots[w];
-    if (slot < 0 || d == me) continue;  // the rows a rank sends itself: dispatch_own_body
-    i64 off[kRegionArrays];
-    region_offsets(rows, sent[d], off);
-    const u64 base = windows[d] + u64(i64(me) * region);
-    ArrayAddresses to;
-    for (int i = 0; i < kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? base + u64(off[i]) : 0;
-    dispatch_row(to, slot, t, d, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
-  }
-}
-
-// The rows this rank sends itself, one warp per token, straight into its outputs `out` from row
-// first_row on. It touches no window and waits for no peer, so it runs beside the scatter (on the
-// plane's side stream) once the outputs exist.
-__device__ __forceinline__ void dispatch_own_body(const unsigned char* x, const unsigned char* scales, const void* topk,
-                                                  int topk_i64, int k, const float* weights, const int* slots,
-                                                  i64 tokens, const ArrayAddresses& out, i64 first_row,
-                                                  const RegionRows& rows, int ranks, int me, int experts_per_rank) {
-  const int lane = threadIdx.x & 31;
-  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  for (i64 t = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; t < tokens; t += warps) {
-    const i64 slot = slots[t * ranks + me];
-    if (slot >= 0)
-      dispatch_row(out, first_row + slot, t, me, x, scales, topk, topk_i64, k, weights, rows, experts_per_rank, lane);
-  }
-}
-
 // Whether this rank's dispatch may write (block-uniform): its top-k was valid (summary[2 ranks],
 // dispatch_route_count_body) and its rows fit its region in every other rank's window. Else it
 // writes nothing; the host found the same in the counts it downloaded and raises it through the
@@ -304,54 +282,237 @@ __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const R
   return !__syncthreads_or(bad);
 }
 
-// Every other source's region of this rank's window into the outputs, after the rows of the sources
-// before it (this rank's own rows: dispatch_own_body): blockIdx.y = array * ranks + source (the rows
-// first: blocks start in that order, and most of the smaller arrays' blocks find nothing to copy).
-// A source's count is in its flag (this rank's own in summary[me]); the counts go into
-// summary[ranks + source], for combine.
-__device__ __forceinline__ void dispatch_receive_body(const u64* flags, const unsigned char* window, i64* summary,
-                                                      const ArrayAddresses& out, const RegionRows& rows, i64 region,
-                                                      int ranks, int me) {
-  const int a = int(blockIdx.y) / ranks, s = int(blockIdx.y) % ranks;
-  auto count = [&](int r) { return r == me ? summary[me] : i64(load_acquire_sys(flags + r) & 0x7fffffffull); };
-  const i64 n = count(s);
-  if (a == 0 && blockIdx.x == 0 && threadIdx.x == 0) summary[ranks + s] = n;
-  if (s == me || !out.at[a] || n == 0) return;
-  i64 before = 0;
-  for (int r = 0; r < s; ++r) before += count(r);
-  i64 off[kRegionArrays];
-  region_offsets(rows, n, off);
-  const CopyDesc c{out.at[a] + u64(before * rows.bytes[a]), u64(window + i64(s) * region + off[a]), n * rows.bytes[a]};
-  copy_pieces(c);
+// --- normal-mode signalling -----------------------------------------------------------------------
+//
+// A normal-mode dispatch or combine is a scatter kernel, which writes into the peers' windows, then
+// a receive kernel, which reads what arrived in this rank's window (the dispatch's copy-out, the
+// combine's reduction), on the rank's communication stream; an operation's number is that of its
+// agreement (the engine counts them alike on every rank), so every attempt has its own:
+//   scatter: every block, before its first write, waits until every peer has read its window's data
+//            of the previous operation (the peer's consumed word carries `prev`); then it raises a
+//            flag (`seq`) in the receiver's signal area after each chunk of rows it wrote there
+//            ("dispatch and combine in chunks", below);
+//   receive: every block waits for a chunk's flag of `seq` before it reads the chunk; the block
+//            that finishes last records `seq` in this rank's consumed word.
+// So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
+// between the kernels or between operations. A dispatch's scatter may run before its agreement;
+// when that agreement fails no receive follows, and `prev` stays the last operation that had one
+// (the rows, where no receive reads them, are overwritten by the next operation's). Waits are
+// bounded by timeout_ns; a rank that does not come is reported in the status word, and later
+// blocks then do not wait again.
+
+// Signal words and status words: signal_layout.h.
+
+struct NormalSignals {
+  const u64* windows;  // every rank's window, [ranks]
+  i64 signal_offset;
+  int ranks, me;
+  u64 seq, prev;  // this operation's number and the previous received one's (0: none)
+  u64 timeout_ns;
+  volatile int* status;
+};
+
+__device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
+  return reinterpret_cast<u64*>(g.windows[r] + g.signal_offset);
 }
 
-// --- combine --------------------------------------------------------------------------------------
+// Polls rank r's `word` for operation `seq` unless a wait of this rank has timed out already (so
+// blocks of later waves do not each wait the timeout again). The mark lives in the own window: every
+// block reading the status word in page-locked host memory instead (a PCIe read each, thousands per
+// kernel) made a normal-mode dispatch take 3.7 ms instead of 0.2 on the H200 x2.
+__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r) {
+  volatile u64* const gave_up = signals_of(g, g.me) + kNormalGaveUp;
+  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns) != 0) return;
+  g.status[kNormalTimedOut] = r + 1;
+  *gave_up = 1;
+}
 
-// One warp per received row: back into this rank's region of its source's window (normal_layout.h:
-// x, then the weights), with its weights. counts[ranks + s]: the rows this rank received from s.
-__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
-                                                     const i64* counts, const RegionRows& rows, i64 region,
-                                                     const u64* windows, int ranks, int me) {
-  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
-  if (threadIdx.x == 0) {
-    begin[0] = 0;
-    for (int s = 0; s < ranks; ++s) begin[s + 1] = begin[s] + counts[ranks + s];
+// Whether a wait of this rank has timed out (in this kernel or an earlier one): the communicator
+// is broken then, and the kernels only run to their end without touching any window.
+__device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
+  return *reinterpret_cast<volatile u64*>(signals_of(g, g.me) + kNormalGaveUp) != 0;
+}
+
+// Before a scatter's writes: true (the same in every thread of the block) when every peer has read
+// its window's data of the previous operation. After a timeout nothing is written, so a slow peer
+// still reading is never overwritten.
+__device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
+  if (g.prev != 0)
+    for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
+  return !__syncthreads_or(normal_gave_up(g));
+}
+
+// A receive that gave up does not record the operation as read: no peer may write again. A receive
+// launched overlapping its scatter ends after it (what the stream runs next follows both).
+__device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
+  wait_previous_grid();
+  u64* const own = signals_of(g, g.me);
+  if (last_block_arrives(own + kNormalRecvArrivals) && !normal_gave_up(g))
+    store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
+}
+
+// --- dispatch and combine in chunks --------------------------------------------------------------
+//
+// Both move what a rank sends another in chunks of chunk_rows rows in slot order (normal_layout.h),
+// a flag per chunk raised in the receiver once the chunk's rows are written; a dispatch's scatter
+// first raises its flag in every peer, carrying its count (it publishes no rows: the receiver learns
+// every source's chunks and first output row from it). The receive (the dispatch's copy-out, the
+// combine's reduction) is launched overlapping the scatter (sm_90+; the scatter lets it start once
+// all its blocks run, so it never holds SMs the scatter waits for) and reads each chunk as soon as
+// its flag is there: it runs while rows still arrive, not after the last one. Before sm_90 it runs
+// after the scatter, as any kernel.
+
+__device__ __forceinline__ u64* chunk_flags(const NormalSignals& g, int r, int s) {
+  return signals_of(g, r) + kNormalChunkFlags + i64(s) * (kNormalChunkWords / g.ranks);
+}
+
+// order: [ranks, tokens], the tokens going to each rank in slot order (dispatch_route_slots_body);
+// sent[d]: the tokens going to d. Chunk-major over the destinations, so that every destination's
+// first chunks go out first. Needs no other rank's counts, so it may run before the agreement.
+__device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, const unsigned char* scales,
+                                                      const void* topk, int topk_i64, int k, const float* weights,
+                                                      const int* order, i64 tokens, const i64* sent,
+                                                      const RegionRows& rows, i64 region, const NormalSignals& g,
+                                                      int experts_per_rank) {
+  launch_dependents();
+  if (!normal_send_begin(g)) return;  // no flags: the peers' waits time out
+  if (blockIdx.x == 0)
+    for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+      if (r != g.me) store_relaxed_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, sent[r]));
+  if (!dispatch_sends_valid(sent, rows, region, g.ranks, g.me)) return;
+  __shared__ unsigned long long most;  // chunks of the destination that has the most
+  if (threadIdx.x == 0) most = 0;
+  __syncthreads();
+  for (int d = threadIdx.x; d < g.ranks; d += blockDim.x)
+    if (d != g.me) atomicMax(&most, u64(chunk_count(sent[d], g.ranks)));
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  // Units over the other ranks only (this rank's own rows: dispatch_receive_body).
+  const int peers = g.ranks - 1;
+  for (i64 u = blockIdx.x; u < i64(most) * peers; u += gridDim.x) {
+    const i64 j = u / peers;
+    const int p = int(u - j * peers), d = p < g.me ? p : p + 1;
+    const i64 n = sent[d], per = chunk_rows(n, g.ranks), first = j * per;
+    if (first >= n) continue;
+    const i64 end = first + per < n ? first + per : n;
+    i64 off[kRegionArrays];
+    region_offsets(rows, n, off);
+    const u64 base = g.windows[d] + u64(i64(g.me) * region);
+    ArrayAddresses to;
+    for (int i = 0; i < kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? base + u64(off[i]) : 0;
+    for (i64 row = first + warp; row < end; row += warps)
+      dispatch_row(to, row, order[i64(d) * tokens + row], d, x, scales, topk, topk_i64, k, weights, rows,
+                   experts_per_rank, lane);
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the fence is cumulative: it publishes the block's rows (last_block_arrives)
+      __threadfence_system();
+      store_relaxed_sys(chunk_flags(g, d, g.me) + j, flag_word(g.seq, false, 0));
+    }
+  }
+}
+
+// Every source's rows into the outputs `out`, source s's after those of the sources before it, in
+// chunks dealt round the blocks chunk-major over the sources (the order the scatters send them):
+// this rank's own straight from x (they touch no window), every other source's out of its region
+// of this rank's window once the chunk's flag is there. The counts go into summary[ranks + s],
+// for combine.
+constexpr i64 kChunkPiece = 4 << 10;
+__device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, const unsigned char* scales,
+                                                      const void* topk, int topk_i64, int k, const float* weights,
+                                                      const int* order, i64 tokens, const unsigned char* window,
+                                                      i64* summary, const ArrayAddresses& out, const RegionRows& rows,
+                                                      i64 region, const NormalSignals& g, int experts_per_rank,
+                                                      i64 max_chunks) {
+  const u64* const own = signals_of(g, g.me);
+  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+    if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
+  if (__syncthreads_or(normal_gave_up(g))) return;
+  __shared__ i64 count[kNormalMaxRanks], first_out[kNormalMaxRanks];  // per source: rows, first output row
+  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x) {
+    count[r] = r == g.me ? summary[g.me] : i64(load_acquire_sys(own + kNormalFlags + r) & 0x7fffffffull);
+    if (blockIdx.x == 0) summary[g.ranks + r] = count[r];
   }
   __syncthreads();
-  const int lane = threadIdx.x & 31;
-  const i64 x_row = rows.bytes[0], total = begin[ranks];
-  const i64 warps = i64(gridDim.x) * (blockDim.x / 32);
-  for (i64 i = i64(blockIdx.x) * (blockDim.x / 32) + threadIdx.x / 32; i < total; i += warps) {
-    int s = 0;
-    while (begin[s + 1] <= i) ++s;
-    const i64 row = i - begin[s];
+  if (threadIdx.x == 0)
+    for (i64 r = 0, at = 0; r < g.ranks; at += count[r++]) first_out[r] = at;
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  for (i64 u = blockIdx.x; u < max_chunks * g.ranks; u += gridDim.x) {
+    const i64 j = u / g.ranks;
+    const int s = int(u - j * g.ranks);
+    const i64 n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
+    if (first >= n) continue;
+    const i64 end = first + per < n ? first + per : n;
+    if (s == g.me) {
+      for (i64 row = first + warp; row < end; row += warps)
+        dispatch_row(out, first_out[s] + row, order[i64(s) * tokens + row], s, x, scales, topk, topk_i64, k, weights,
+                     rows, experts_per_rank, lane);
+      continue;
+    }
+    if (threadIdx.x == 0) wait_rank(g, chunk_flags(g, g.me, s) + j, g.seq, s);
+    if (__syncthreads_or(threadIdx.x == 0 && normal_gave_up(g))) return;
     i64 off[kRegionArrays];
-    region_offsets(rows, begin[s + 1] - begin[s], off);
-    unsigned char* const base = reinterpret_cast<unsigned char*>(windows[s]) + i64(me) * region;
-    warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
-    if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
+    region_offsets(rows, n, off);
+    int piece = 0;  // the chunk's pieces of every array, dealt round the block's warps
+    for (int i = 0; i < kRegionArrays; ++i) {
+      if (!out.at[i]) continue;
+      const i64 bytes = (end - first) * rows.bytes[i];
+      unsigned char* const dst = reinterpret_cast<unsigned char*>(out.at[i]) + (first_out[s] + first) * rows.bytes[i];
+      const unsigned char* const src = window + i64(s) * region + off[i] + first * rows.bytes[i];
+      for (i64 at = 0; at < bytes; at += kChunkPiece, ++piece)
+        if (piece % warps == warp)
+          warp_copy(dst + at, src + at, bytes - at < kChunkPiece ? bytes - at : kChunkPiece, lane);
+    }
   }
 }
+
+// One warp per received row, back into this rank's region of its source's window (normal_layout.h:
+// x, then the weights), with its weights; counts[ranks + s]: the rows this rank received from s, in
+// s's slot order. Chunk-major over the sources, as a dispatch's scatter; the rows a rank returns
+// itself go through its own window and chunk flags like any other (its reduce reads them there).
+__device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
+                                                     const i64* counts, const RegionRows& rows, i64 region,
+                                                     const NormalSignals& g) {
+  launch_dependents();
+  if (!normal_send_begin(g)) return;  // no flags: the sources' waits time out
+  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
+  __shared__ unsigned long long most;          // chunks of the source that has the most
+  if (threadIdx.x == 0) {
+    begin[0] = 0;
+    most = 0;
+    for (int s = 0; s < g.ranks; ++s) begin[s + 1] = begin[s] + counts[g.ranks + s];
+  }
+  __syncthreads();
+  for (int s = threadIdx.x; s < g.ranks; s += blockDim.x)
+    atomicMax(&most, u64(chunk_count(counts[g.ranks + s], g.ranks)));
+  __syncthreads();
+  const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
+  const i64 x_row = rows.bytes[0];
+  for (i64 u = blockIdx.x; u < i64(most) * g.ranks; u += gridDim.x) {
+    const i64 j = u / g.ranks;
+    const int s = int(u - j * g.ranks);
+    const i64 n = begin[s + 1] - begin[s], per = chunk_rows(n, g.ranks), first = j * per;
+    if (first >= n) continue;
+    const i64 end = first + per < n ? first + per : n;
+    i64 off[kRegionArrays];
+    region_offsets(rows, n, off);
+    unsigned char* const base = reinterpret_cast<unsigned char*>(g.windows[s]) + i64(g.me) * region;
+    for (i64 row = first + warp; row < end; row += warps) {
+      const i64 i = begin[s] + row;
+      warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
+      if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {  // as in dispatch_scatter_body
+      __threadfence_system();
+      store_relaxed_sys(chunk_flags(g, s, g.me) + j, flag_word(g.seq, false, 0));
+    }
+  }
+}
+
+
+// --- combine's reduction -------------------------------------------------------------------------
 
 // Element conversions (PTX, round to nearest even as the CPU path does).
 template <class T>
@@ -392,9 +553,11 @@ struct Elem<f16_t> {
 
 // At the source: out[t] = the token's staged rows summed in rank order in f32 (rank r's row of
 // token t is row slot[t * ranks + r] of region r of this rank's window, -1 when t did not go to r;
-// sent[r], the tokens this rank sent r, sizes the region's arrays); 0 for a token that went nowhere.
-// bf16 starts from the first row and the others from 0, as the CPU path does, so both give the same
-// bits. With weights, out_w[t] sums the staged weights the same way.
+// sent[r], the tokens this rank sent r, sizes the region's arrays and r's chunks); 0 for a token
+// that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
+// scatters: "dispatch and combine in chunks", below). bf16 starts from the first row and the others
+// from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
+// weights the same way.
 // V elements of one 16-byte vector.
 template <class T>
 union Vec16 {
@@ -404,17 +567,19 @@ union Vec16 {
 
 template <class T>
 __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
-                                                    const i64* sent, const RegionRows& layout, i64 region, int ranks,
-                                                    i64 tokens, float* out_w, int k) {
+                                                    const i64* sent, const RegionRows& layout, i64 region,
+                                                    i64 tokens, float* out_w, int k, const NormalSignals& g) {
+  const int ranks = g.ranks;
   constexpr int V = 16 / sizeof(T);
   constexpr bool kFromFirst = same_type<T, bf16_t>::value;
   // Each rank's region: where its rows and its weights start, in elements of the window.
-  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks];
+  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks], per[kMaxCombineRanks];
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
     i64 off[kRegionArrays];
     region_offsets(layout, sent[r], off);
     x_at[r] = (i64(r) * region + off[0]) / i64(sizeof(T));
     w_at[r] = (i64(r) * region + off[3]) / 4;
+    per[r] = chunk_rows(sent[r], ranks);
   }
   const T* const stage = reinterpret_cast<const T*>(window);
   const float* const stage_w = reinterpret_cast<const float*>(window);
@@ -427,6 +592,14 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   const i64 step = vec ? V : 1;
   for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
     __syncthreads();  // the previous token's rows are no longer read
+    bool late = false;  // a chunk of this token's that did not come (then nothing more is read)
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+      const int s = slot[t * ranks + r];
+      if (s >= 0) {
+        wait_rank(g, chunk_flags(g, g.me, r) + s / per[r], g.seq, r);
+        late |= normal_gave_up(g);
+      }
+    }
     if (threadIdx.x == 0) {
       int n = 0;
       for (int r = 0; r < ranks; ++r) {
@@ -435,7 +608,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
       }
       nrows = n;
     }
-    __syncthreads();
+    if (__syncthreads_or(late)) return;
     const int n = nrows;
     for (i64 c0 = threadIdx.x * step; c0 < hidden; c0 += 2 * blockDim.x * step) {
       const i64 c1 = c0 + blockDim.x * step;
@@ -489,90 +662,6 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
       out_w[t * k + threadIdx.x] = sum;
     }
   }
-}
-
-// --- normal-mode signalling -----------------------------------------------------------------------
-//
-// A normal-mode dispatch or combine is a scatter kernel, which writes into the peers' windows, then
-// a receive kernel, which reads what arrived in this rank's window (the dispatch's copy-out, the
-// combine's reduction), on the rank's communication stream; an operation's number is that of its
-// agreement (the engine counts them alike on every rank), so every attempt has its own:
-//   scatter: every block, before its first write, waits until every peer has read its window's data
-//            of the previous operation (the peer's consumed word carries `prev`); the block that
-//            finishes last raises this rank's flag (`seq`) in every peer's signal area;
-//   receive: every block waits for every peer's flag of `seq` before it reads; the block that
-//            finishes last records `seq` in this rank's consumed word.
-// So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
-// between the kernels or between operations. A dispatch's scatter may run before its agreement;
-// when that agreement fails no receive follows, and `prev` stays the last operation that had one
-// (the rows, where no receive reads them, are overwritten by the next operation's). Waits are
-// bounded by timeout_ns; a rank that does not come is reported in the status word, and later
-// blocks then do not wait again.
-
-// Signal words and status words: signal_layout.h.
-
-struct NormalSignals {
-  const u64* windows;  // every rank's window, [ranks]
-  i64 signal_offset;
-  int ranks, me;
-  u64 seq, prev;  // this operation's number and the previous received one's (0: none)
-  u64 timeout_ns;
-  volatile int* status;
-};
-
-__device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
-  return reinterpret_cast<u64*>(g.windows[r] + g.signal_offset);
-}
-
-// Polls rank r's `word` for operation `seq` unless a wait of this rank has timed out already (so
-// blocks of later waves do not each wait the timeout again). The mark lives in the own window: every
-// block reading the status word in page-locked host memory instead (a PCIe read each, thousands per
-// kernel) made a normal-mode dispatch take 3.7 ms instead of 0.2 on the H200 x2.
-__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r) {
-  volatile u64* const gave_up = signals_of(g, g.me) + kNormalGaveUp;
-  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns) != 0) return;
-  g.status[kNormalTimedOut] = r + 1;
-  *gave_up = 1;
-}
-
-// Whether a wait of this rank has timed out (in this kernel or an earlier one): the communicator
-// is broken then, and the kernels only run to their end without touching any window.
-__device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
-  return *reinterpret_cast<volatile u64*>(signals_of(g, g.me) + kNormalGaveUp) != 0;
-}
-
-// Before a scatter's writes: true (the same in every thread of the block) when every peer has read
-// its window's data of the previous operation. After a timeout nothing is written, so a slow peer
-// still reading is never overwritten.
-__device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
-  if (g.prev != 0)
-    for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
-  return !__syncthreads_or(normal_gave_up(g));
-}
-
-// After a timeout no flag is raised: the peers' own waits time out (bounded) instead of reading.
-// The flag to rank r carries counts[r] (a dispatch's rows for r; nullptr: 0).
-__device__ __forceinline__ void normal_send_end(const NormalSignals& g, const i64* counts) {
-  if (!last_block_arrives(signals_of(g, g.me) + kNormalSendArrivals) || normal_gave_up(g)) return;
-  for (int r = 0; r < g.ranks; ++r)
-    if (r != g.me)
-      store_release_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, counts ? counts[r] : 0));
-}
-
-// Before a receive's reads: true (block-uniform) when every peer's data of this operation is there.
-__device__ __forceinline__ bool normal_recv_begin(const NormalSignals& g) {
-  const u64* const own = signals_of(g, g.me);
-  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-    if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
-  return !__syncthreads_or(normal_gave_up(g));
-}
-
-// A receive that gave up does not record the operation as read: no peer may write again.
-__device__ __forceinline__ void normal_recv_end(const NormalSignals& g) {
-  u64* const own = signals_of(g, g.me);
-  if (last_block_arrives(own + kNormalRecvArrivals) && !normal_gave_up(g))
-    store_release_sys(own + kNormalConsumed, flag_word(g.seq, false, 0));
 }
 
 // --- all-reduce -----------------------------------------------------------------------------------

@@ -59,22 +59,15 @@ __device__ __forceinline__ i64 ll_stage(u64 seq, i64 signal_offset) {
 // otherwise): every block of the send has read the sequence word then, and what the stream runs
 // after the receive follows the send too.
 __device__ __forceinline__ void ll_receive_done(const u64* own_signals, u64 seq) {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.wait;" ::: "memory");
-#endif
+  wait_previous_grid();
   u64* const signals = const_cast<u64*>(own_signals);
   if (last_block_arrives(signals + kLlRecvArrivals)) *reinterpret_cast<volatile u64*>(signals + kLlSequence) = seq;
 }
 
-// The start of a send kernel: the receive kernel queued right after it (launched overlapping,
-// sm_90+) may start now, so its launch and first loads overlap this kernel. It orders itself after
-// the sends by their flags, and after this kernel's end before it advances the sequence word
-// (ll_receive_done).
-__device__ __forceinline__ void ll_send_started() {
-#if __CUDA_ARCH__ >= 900
-  asm volatile("griddepcontrol.launch_dependents;" ::: "memory");
-#endif
-}
+// A send kernel starts with launch_dependents (intranode.cuh): the receive kernel queued right after
+// it (launched overlapping, sm_90+) may start then, so its launch and first loads overlap this
+// kernel. It orders itself after the sends by their flags, and after this kernel's end before it
+// advances the sequence word (ll_receive_done).
 
 // float -> e4m3, round to nearest even, saturating to +-448, NaN -> 0x7F: the CPU path's to_e4m3
 // (low_latency.cc), the same operations, so both give the same bits. The product a * scale is
@@ -170,7 +163,7 @@ __device__ __forceinline__ void ll_dispatch_send_body(const unsigned short* x, i
                                                       const Index* topk, int k, int experts, int ranks, int me, int fp8,
                                                       i64 max_tokens, i64 rec_bytes, const u64* windows,
                                                       i64 signal_offset, i64* topk_copy) {
-  ll_send_started();
+  launch_dependents();
   const int local = experts / ranks;
   const u64 seq = ll_sequence(reinterpret_cast<const u64*>(windows[me] + signal_offset));
   const i64 stage = ll_stage(seq, signal_offset);
@@ -362,7 +355,7 @@ __device__ __forceinline__ void ll_dispatch_recv_body(const unsigned char* windo
 __device__ __forceinline__ void ll_combine_send_body(const unsigned char* x, i64 hidden, int ranks, int me,
                                                      i64 max_tokens, const i64* layout_range, const int* src_slot,
                                                      const u64* windows, i64 signal_offset) {
-  ll_send_started();
+  launch_dependents();
   const int le = blockIdx.x, lane = threadIdx.x & 31;
   const u64 seq = ll_sequence(reinterpret_cast<const u64*>(windows[me] + signal_offset));
   const i64 stage = ll_stage(seq, signal_offset);

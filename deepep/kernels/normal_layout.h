@@ -8,6 +8,8 @@
 // each 256-byte aligned: dispatch x, scales, top-k, weights, source index; combine x, weights.
 #pragma once
 
+#include "deepep/kernels/signal_layout.h"
+
 #if defined(__CUDACC__)
 #define DEEPEP_HOST_DEVICE __host__ __device__ __forceinline__
 #else
@@ -41,6 +43,20 @@ DEEPEP_HOST_DEVICE long long region_offsets(const RegionRows& r, long long rows,
     if (r.bytes[i]) at = (at + rows * r.bytes[i] + 255) / 256 * 256;
   }
   return at;
+}
+
+// A dispatch moves source s's rows for rank d in chunks of this many rows, in slot order, each
+// announced by a flag of its own (signal_layout.h: kNormalChunkFlags) so that the receiver copies
+// it out while later chunks still arrive. `rows`: what s sends d. Eight rows (a row per warp of a
+// block) unless that many chunks would not fit s's share of the flags.
+constexpr long long kChunkRows = 8;
+DEEPEP_HOST_DEVICE long long chunk_rows(long long rows, int ranks) {
+  const long long share = kNormalChunkWords / ranks, need = (rows + share - 1) / share;
+  return need > kChunkRows ? need : kChunkRows;
+}
+DEEPEP_HOST_DEVICE long long chunk_count(long long rows, int ranks) {
+  const long long per = chunk_rows(rows, ranks);
+  return (rows + per - 1) / per;
 }
 
 }  // namespace deepep::kernels

@@ -18,9 +18,12 @@ constexpr int kStatusWords = 4;
 constexpr int kNormalMaxRanks = 1024;
 constexpr long long kNormalFlags = 16384;                              // [ranks]: source s's flag at + s
 constexpr long long kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the last operation read here
-constexpr long long kNormalSendArrivals = kNormalConsumed + 1;         // blocks of the running scatter done
-constexpr long long kNormalRecvArrivals = kNormalConsumed + 2;         // blocks of the running receive done
-constexpr long long kNormalGaveUp = kNormalConsumed + 3;  // nonzero once a wait of this rank timed out (then broken)
-constexpr long long kSignalWords = kNormalGaveUp + 1;
+constexpr long long kNormalRecvArrivals = kNormalConsumed + 1;         // blocks of the running receive done
+constexpr long long kNormalGaveUp = kNormalConsumed + 2;  // nonzero once a wait of this rank timed out (then broken)
+// A dispatch's chunk flags: source s's share is kNormalChunkWords / ranks words from
+// kNormalChunkFlags + s * that, one per chunk of its rows for this rank (normal_layout.h: chunk_rows).
+constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
+constexpr long long kNormalChunkWords = 14336;
+constexpr long long kSignalWords = kNormalChunkFlags + kNormalChunkWords;
 
 }  // namespace deepep::kernels

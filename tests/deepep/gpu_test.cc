@@ -955,6 +955,26 @@ TEST(DeepEPGpu, NormalRegionsHoldEveryArray) {
   EXPECT_EQ(region_offsets(dispatch, 0, off), 0);
 }
 
+// The chunks a normal-mode operation moves rows in (normal_layout.h): every row in exactly one
+// chunk, eight rows each while they fit, and never more chunks than a source's share of the chunk
+// flags (signal_layout.h) at any rank count and row count (runs without a GPU).
+TEST(DeepEPGpu, NormalChunksFitTheirFlags) {
+  using deepep::kernels::chunk_count;
+  using deepep::kernels::chunk_rows;
+  EXPECT_EQ(chunk_rows(4080, 2), 8);
+  EXPECT_EQ(chunk_count(4080, 2), 510);
+  EXPECT_EQ(chunk_count(4081, 2), 511);
+  EXPECT_EQ(chunk_count(0, 2), 0);
+  for (int ranks : {1, 2, 3, 8, 72, deepep::kernels::kNormalMaxRanks})
+    for (long long rows : {1ll, 7ll, 8ll, 9ll, 4096ll, 100003ll, 1ll << 20, (1ll << 31) - 1}) {
+      const long long per = chunk_rows(rows, ranks), chunks = chunk_count(rows, ranks);
+      EXPECT_LE(chunks, deepep::kernels::kNormalChunkWords / ranks) << ranks << " ranks, " << rows << " rows";
+      EXPECT_GE(per, deepep::kernels::kChunkRows);
+      EXPECT_GE(chunks * per, rows);
+      EXPECT_LT((chunks - 1) * per, rows);
+    }
+}
+
 // Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed).
 TEST(DeepEPGpu, KernelsCompileForHopper) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();

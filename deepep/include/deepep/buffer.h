@@ -80,6 +80,9 @@ struct DispatchHandle {
   // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t among the
   // tokens sent to rank r, in token order (-1 when t did not go to r); the device combine reduces by it.
   rt::Tensor device_slots;
+  // GPU dispatches only: [size, num_tokens] int32 on the device, the tokens sent to rank r in order
+  // (the first of them for r's count); a cached dispatch's scatter walks it.
+  rt::Tensor device_order;
   // GPU dispatches only: int64 on the device, [0, size) the tokens sent to each rank, [size, 2 size)
   // those received from each (then scratch of the routing); the kernels place rows by them.
   rt::Tensor device_counts;

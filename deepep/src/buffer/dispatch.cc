@@ -278,7 +278,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
       // by the signals (DevicePlane::windows_ordered_by_signals) the rows go out now, while the host
       // waits for the counts and agrees on them.
       if (plane->windows_ordered_by_signals())
-        scattered = detail::scatter_on_device(*plane, a, route.slots, route.summary, rows, K, a.num_experts / R,
+        scattered = detail::scatter_on_device(*plane, a, route.order, route.summary, rows, K, a.num_experts / R,
                                               e.agreements() + 1);
       detail::read_route(*plane, route, a.topk_idx, a.num_experts);
       plane->mark("counts");
@@ -334,7 +334,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   if (err.empty() && gpu && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
     try {
       plane->wait_event(a.previous_event);
-      scattered = detail::scatter_on_device(*plane, a, h->device_slots, h->device_counts, rows, 0, 0, e.agreements() + 1);
+      scattered = detail::scatter_on_device(*plane, a, h->device_order, h->device_counts, rows, 0, 0, e.agreements() + 1);
     } catch (const rt::Error& ex) {
       err = ex.what();
     }
@@ -371,7 +371,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     // The routing and a scatter queued before the agreement may still read the inputs (no receive
     // follows the scatter: kernels/intranode.cuh "normal-mode signalling").
     if (route.summary.defined() || scattered)
-      plane->track({a.x, a.x_scales, a.topk_idx, a.topk_weights, cached ? h->device_slots : route.slots,
+      plane->track({a.x, a.x_scales, a.topk_idx, a.topk_weights, route.slots, cached ? h->device_order : route.order,
                     cached ? h->device_counts : route.summary},
                    "dispatch");
     throw;
@@ -422,6 +422,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   p.send_lists = std::move(send_lists);
   p.in_rank = std::move(in_rank);
   p.device_slots = cached ? h->device_slots : std::move(route.slots);
+  p.device_order = cached ? h->device_order : std::move(route.order);
   p.device_in_rank = std::move(route.in_rank_on_device);
   p.device_counts = cached ? h->device_counts : std::move(route.summary);
   if (gpu)
@@ -583,6 +584,7 @@ std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt
   if (p.device_slots.defined()) {  // a GPU dispatch: its routing stays on the device
     handle->is_token_in_rank = std::move(p.device_in_rank);
     handle->device_slots = std::move(p.device_slots);
+    handle->device_order = std::move(p.device_order);
     handle->device_counts = std::move(p.device_counts);
     return handle;
   }

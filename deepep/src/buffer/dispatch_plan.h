@@ -28,6 +28,7 @@ struct DispatchPlan {
   std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
   std::vector<uint8_t> in_rank;                  // [T, size]: token t goes to rank r
   rt::Tensor device_slots;                       // [T, size] int32: t's position in rank r's list, -1: none
+  rt::Tensor device_order;                       // [size, T] int32: rank r's list (its first counts[r] entries)
   rt::Tensor device_in_rank;                     // [T, size] bool
   rt::Tensor device_counts;                      // DeviceRoute::summary (a handle's device_counts)
   std::vector<int64_t> recv_counts;              // tokens received from each rank
@@ -44,6 +45,7 @@ struct DeviceRoute {
   int64_t bad_index = -1, bad_value = 0;  // the first top-k entry out of range (flat index), -1: none
   std::vector<uint8_t> in_rank;           // [T, size] on the host, only when asked for (a layout to check)
   rt::Tensor slots, in_rank_on_device;    // [T, size] int32 / bool
+  rt::Tensor order;                       // [size, T] int32: the tokens going to each rank, in order
   // [2 size + 1 + experts] int64 (DevicePlane::dispatch_route): [0, size) tokens to each rank,
   // [size, 2 size) tokens received from each (written by the dispatch's receive), then the routing's.
   rt::Tensor summary;
@@ -62,8 +64,8 @@ kernels::RegionRows dispatch_rows(int64_t x_row, int64_t S, int64_t K, bool cach
 std::string check_dispatch_fits(const DevicePlane& plane, const kernels::RegionRows& rows,
                                 const std::vector<int64_t>& counts);
 // Queues a GPU dispatch's scatter (the operation of the engine's agreement number `agreement`),
-// reading the counts and slots from the device; returns its signalling.
-NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, const rt::Tensor& slots,
+// reading the counts and the tokens per destination (order) from the device; returns its signalling.
+NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, const rt::Tensor& order,
                                 const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
                                 int experts_per_rank, uint64_t agreement);
 

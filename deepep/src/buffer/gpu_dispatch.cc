@@ -4,13 +4,15 @@
 // its region of the other ranks' device windows (kernels/normal_layout.h) and raises its flag
 // there, and each rank's receive kernel waits for its peers' flags and copies what it received out
 // of its own window (kernels/intranode.cuh "normal-mode signalling": no host barrier in between,
-// and the call may return before the kernels run, with an Event). The kernels find where rows go
+// and the call may return before the kernels run, with an Event; the receive overlaps the scatter,
+// copying each chunk of rows out as it lands). The kernels find where rows go
 // from the counts on the device (the routing's, the flags'), so no table is built on the host or
 // uploaded, and a dispatch's scatter needs no other rank's counts: it may go before the agreement.
 //   dispatch: one warp per (token, destination) writes the row, its scales, the top-k indices
 //             remapped to the destination's experts, the weights and the source index at the row
-//             of its slot in this rank's region of the destination's window; the receive copies
-//             source s's region to the rows after those of ranks < s;
+//             of its slot in this rank's region of the destination's window, a chunk of slots per
+//             block; the receive copies source s's region to the rows after those of ranks < s
+//             (its own rows straight from x);
 //   combine:  one warp per received row writes it back into this rank's region of its source's
 //             window, and the source reduces each token's rows in rank order in f32, as the CPU
 //             path does: both paths give the same bits.
@@ -54,11 +56,13 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   const int64_t T = topk_idx.size(0), K = topk_idx.size(1);
   DeviceRoute route;
   route.slots = plane.pool().empty({T, R}, DType::I32);
+  route.order = plane.pool().empty({R, T}, DType::I32);
   route.in_rank_on_device = plane.pool().empty({T, R}, DType::Bool);
   route.summary = plane.pool().empty({2 * R + 1 + int64_t(num_experts)}, DType::I64);
   const rt::Tensor chunk_counts = plane.pool().empty({R * plane.route_chunks(T)}, DType::I64);
   plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts, address(route.slots),
-                       address(route.in_rank_on_device), address(route.summary), address(chunk_counts));
+                       address(route.order), address(route.in_rank_on_device), address(route.summary),
+                       address(chunk_counts));
   std::vector<const rt::Tensor*> wanted = {&route.summary};
   if (want_host_in_rank) wanted.push_back(&route.in_rank_on_device);
   route.downloaded = plane.download(wanted);
@@ -101,14 +105,13 @@ std::string check_dispatch_fits(const DevicePlane& plane, const kernels::RegionR
   return "";
 }
 
-NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& a, const rt::Tensor& slots,
+NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& a, const rt::Tensor& order,
                                 const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
                                 int experts_per_rank, uint64_t agreement) {
   const NormalSignals sig = plane.normal_signals(agreement);
-  plane.fork_side();  // the own rows go beside the scatter (dispatch_on_device)
   plane.dispatch_scatter(address(a.x), address(a.x_scales), address(a.topk_idx),
                          a.topk_idx.defined() && a.topk_idx.dtype() == rt::DType::I64, int(K), address(a.topk_weights),
-                         address(slots), a.x.size(0), address(summary), rows, experts_per_rank, sig);
+                         address(order), a.x.size(0), address(summary), rows, experts_per_rank, sig);
   plane.mark("scatter");
   return sig;
 }
@@ -119,8 +122,8 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   const int R = plane.size();
   const int64_t x_row = p.H * rt::bits(a.x.dtype()) / 8;
   const kernels::RegionRows rows = dispatch_rows(x_row, p.S, p.K, p.cached, p.weights);
-  // This rank's outputs: its own rows straight from x on the side stream, beside the scatter; the
-  // other ranks' copied out of their regions of its window by the receive.
+  // This rank's outputs: its own rows straight from x, the other ranks' copied out of their regions
+  // of its window, both by the receive.
   const int64_t N = p.prefix[size_t(R)];
   DispatchResult out;
   out.recv_x = plane.pool().empty({N, p.H}, a.x.dtype());
@@ -134,23 +137,22 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
   const kernels::ArrayAddresses outputs = {{address(out.recv_x), address(out.recv_x_scales),
                                             address(out.recv_topk_idx), address(out.recv_topk_weights),
                                             address(recv_src)}};
-  int64_t largest = 0;
-  for (int64_t n : p.recv_counts) largest = std::max(largest, n * x_row);
+  int64_t max_chunks = 0;
+  for (int64_t n : p.recv_counts) max_chunks = std::max<int64_t>(max_chunks, kernels::chunk_count(n, R));
   if (!scattered && p.cached) plane.wait_event(a.previous_event);  // else the routing waited for it
   launch_numbered(plane, "dispatch", [&] {
     const NormalSignals sig =
         scattered ? *scattered
-                  : scatter_on_device(plane, a, p.device_slots, p.device_counts, rows, p.K, p.experts_per_rank, agreement);
-    plane.dispatch_own(address(a.x), address(a.x_scales), address(a.topk_idx),
-                       a.topk_idx.defined() && a.topk_idx.dtype() == DType::I64, int(p.K), address(a.topk_weights),
-                       address(p.device_slots), p.T, outputs, p.prefix[size_t(plane.rank())], rows, p.experts_per_rank);
-    plane.dispatch_receive(address(p.device_counts), outputs, rows, largest, sig);
-    plane.join_side();
+                  : scatter_on_device(plane, a, p.device_order, p.device_counts, rows, p.K, p.experts_per_rank, agreement);
+    plane.dispatch_receive(address(a.x), address(a.x_scales), address(a.topk_idx),
+                           a.topk_idx.defined() && a.topk_idx.dtype() == DType::I64, int(p.K), address(a.topk_weights),
+                           address(p.device_order), p.T, address(p.device_counts), outputs, rows, max_chunks,
+                           p.experts_per_rank, sig);
     plane.normal_op_received(sig);
     plane.mark("receive");
   });
-  out.event = plane.finish(a.async_finish, {a.x, a.x_scales, a.topk_idx, a.topk_weights, p.device_slots, p.device_counts},
-                           "dispatch");
+  out.event = plane.finish(a.async_finish,
+                           {a.x, a.x_scales, a.topk_idx, a.topk_weights, p.device_order, p.device_counts}, "dispatch");
   if (p.cached) {
     plane.report("cached dispatch");
     out.handle = a.handle;
@@ -187,7 +189,7 @@ NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x,
   plane.wait_event(previous_event);
   const NormalSignals sig = plane.normal_signals(agreement);
   const int K = topk_weights.defined() ? int(topk_weights.size(1)) : 0;
-  plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, h.num_recv_tokens, sig);
+  plane.combine_scatter(address(x), address(topk_weights), K, address(h.device_counts), rows, sig);
   plane.mark("scatter");
   return sig;
 }

@@ -85,42 +85,42 @@ KernelText dispatch_route_count_text(bool topk_i64) {
 
 KernelText dispatch_route_slots_text() {
   return {"deepep_dispatch_route_slots",
-          "const unsigned char* in_rank, i64 tokens, int ranks, const i64* chunk_counts, int* slots, i64* summary",
-          "dispatch_route_slots_body(in_rank, tokens, ranks, chunk_counts, slots, summary);"};
+          "const unsigned char* in_rank, i64 tokens, int ranks, const i64* chunk_counts, int* slots, int* order, "
+          "i64* summary",
+          "dispatch_route_slots_body(in_rank, tokens, ranks, chunk_counts, slots, order, summary);"};
 }
 
+// The dispatch's scatter and receive read the same inputs (the receive moves the own rows).
+constexpr const char* kDispatchInputs =
+    "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
+    "const float* weights, const int* order, i64 tokens, ";
+
+// The normal-mode scatters and the dispatch's receive take at most 80 registers (three blocks per
+// SM; ptxas spills a few bytes in the dispatch's): the scatter's two blocks per SM and the
+// receive's one fit beside each other (DevicePlane::dispatch_scatter).
 KernelText dispatch_scatter_text() {
   return {"deepep_dispatch_scatter",
-          "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
-          "const float* weights, const int* slots, i64 tokens, const i64* summary, RegionRows rows, i64 region, "
-          "int experts_per_rank, NormalSignals sig",
-          "if (normal_send_begin(sig) && dispatch_sends_valid(summary, rows, region, sig.ranks, sig.me))\n"
-          "    dispatch_scatter_body(x, scales, topk, topk_i64, k, weights, slots, tokens, summary, rows, region, "
-          "sig.windows, sig.ranks, sig.me, experts_per_rank);\n  normal_send_end(sig, summary);"};
-}
-
-KernelText dispatch_own_text() {
-  return {"deepep_dispatch_own",
-          "const unsigned char* x, const unsigned char* scales, const void* topk, int topk_i64, int k, "
-          "const float* weights, const int* slots, i64 tokens, ArrayAddresses out, i64 first_row, RegionRows rows, "
-          "int ranks, int me, int experts_per_rank",
-          "dispatch_own_body(x, scales, topk, topk_i64, k, weights, slots, tokens, out, first_row, rows, ranks, me, "
-          "experts_per_rank);"};
+          rt::str(kDispatchInputs, "const i64* summary, RegionRows rows, i64 region, int experts_per_rank, ",
+                  "NormalSignals sig"),
+          "dispatch_scatter_body(x, scales, topk, topk_i64, k, weights, order, tokens, summary, rows, region, sig, "
+          "experts_per_rank);",
+          "intranode.cuh", 3};
 }
 
 KernelText dispatch_receive_text() {
   return {"deepep_dispatch_receive",
-          "const unsigned char* window, i64* summary, ArrayAddresses out, RegionRows rows, i64 region, NormalSignals sig",
-          "if (normal_recv_begin(sig))\n    dispatch_receive_body(signals_of(sig, sig.me) + kNormalFlags, window, summary, "
-          "out, rows, region, sig.ranks, sig.me);\n  normal_recv_end(sig);"};
+          rt::str(kDispatchInputs, "const unsigned char* window, i64* summary, ArrayAddresses out, RegionRows rows, ",
+                  "i64 region, int experts_per_rank, i64 max_chunks, NormalSignals sig"),
+          "dispatch_receive_body(x, scales, topk, topk_i64, k, weights, order, tokens, window, summary, out, rows, "
+          "region, sig, experts_per_rank, max_chunks);\n  normal_recv_end(sig);",
+          "intranode.cuh", 3};
 }
 
 KernelText combine_scatter_text() {
   return {"deepep_combine_scatter",
           "const unsigned char* x, const float* weights, int k, const i64* summary, RegionRows rows, i64 region, "
           "NormalSignals sig",
-          "if (normal_send_begin(sig))\n    combine_scatter_body(x, weights, k, summary, rows, region, sig.windows, "
-          "sig.ranks, sig.me);\n  normal_send_end(sig, nullptr);"};
+          "combine_scatter_body(x, weights, k, summary, rows, region, sig);", "intranode.cuh", 3};
 }
 
 KernelText combine_reduce_text(rt::DType dtype) {
@@ -130,8 +130,9 @@ KernelText combine_reduce_text(rt::DType dtype) {
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
           rt::str(t, "* out, const unsigned char* window, i64 hidden, const int* slot, const i64* summary, ",
                   "RegionRows rows, i64 region, i64 tokens, float* out_w, int k, NormalSignals sig"),
-          "if (normal_recv_begin(sig))\n    combine_reduce_body(out, window, hidden, slot, summary, rows, region, sig.ranks, "
-          "tokens, out_w, k);\n  normal_recv_end(sig);"};
+          "combine_reduce_body(out, window, hidden, slot, summary, rows, region, tokens, out_w, k, sig);\n"
+          "  normal_recv_end(sig);",
+          "intranode.cuh", 5};  // 48 registers (no spills): two blocks per SM beside the scatter's two
 }
 
 KernelText all_reduce_text(rt::DType dtype, int op) {
@@ -193,8 +194,7 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
-                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_own_text(),
-                                 dispatch_receive_text(),
+                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_receive_text(),
                                  combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (bool i64 : {false, true}) {
@@ -219,9 +219,10 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), side_(device), side_start_(device, false), side_done_(device, false), up_(device),
-      down_(device), status_(device), uploaded_(device, false), downloaded_(device, false),
-      pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0) {}
+      stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
+      downloaded_(device, false),
+      pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0),
+      overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0) {}
 
 DevicePlane::~DevicePlane() {
   // Async dispatches and combines may still run on the stream, and low-latency calls queued on a
@@ -229,7 +230,6 @@ DevicePlane::~DevicePlane() {
   // already (its queued work still runs): wait on the context.
   try {
     stream_.synchronize();
-    side_.synchronize();
     if (ll_stream_) {
       rt::cuda_context(device());
       rt::cuda_driver().cuCtxSynchronize();
@@ -405,7 +405,7 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
 int64_t DevicePlane::route_chunks(int64_t tokens) const { return (tokens + kThreads - 1) / kThreads; }
 
 void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
-                                 uint64_t in_rank, uint64_t summary, uint64_t chunk_counts) {
+                                 uint64_t order, uint64_t in_rank, uint64_t summary, uint64_t chunk_counts) {
   const rt::CudaDriver& d = rt::cuda_driver();
   rt::cuda_context(device());
   RT_CU_CHECK(d.cuMemsetD8Async(summary, 0, size_t(2 * size_ + 1 + experts) * 8, stream()), "cuMemsetD8Async");
@@ -417,58 +417,64 @@ void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, i
       .launch_with(grid, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank, size_, in_rank,
                    chunk_counts, summary);
   kernel(dispatch_route_slots_text())
-      .launch_with(grid, {kThreads, 1, 1}, 0, stream(), in_rank, tokens, size_, chunk_counts, slots, summary);
+      .launch_with(grid, {kThreads, 1, 1}, 0, stream(), in_rank, tokens, size_, chunk_counts, slots, order, summary);
 }
 
+// The scatter and the receive share the GPU (the receive overlaps the scatter, three blocks per SM
+// at their registers): two blocks per SM for the scatter, one wave whose blocks all start at once,
+// and one for the receive beside them. A receive block past that would get room only as the scatter
+// ends, and the chunks it was dealt would wait for it.
 void DevicePlane::dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
-                                   uint64_t slots, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
+                                   uint64_t order, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
                                    int experts_per_rank, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
   const int64_t region = region_bytes();
-  kern.launch_with({grid_for(device(), tokens * size_, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales,
-                   topk, topk_flag, k, weights, slots, tokens, summary, rows, region, experts_per_rank, sig);
+  const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;
+  kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights, order, tokens,
+                   summary, rows, region, experts_per_rank, sig);
 }
 
-void DevicePlane::dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
-                               uint64_t slots, int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
-                               const kernels::RegionRows& rows, int experts_per_rank) {
-  const rt::CudaKernel kern = kernel(dispatch_own_text());
+void DevicePlane::dispatch_receive(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                                   uint64_t order, int64_t tokens, uint64_t summary, const kernels::ArrayAddresses& out,
+                                   const kernels::RegionRows& rows, int64_t max_chunks, int experts_per_rank,
+                                   const NormalSignals& sig) {
+  const rt::CudaKernel kern = kernel(dispatch_receive_text());
   const int topk_flag = topk_i64 ? 1 : 0;
-  side_start_.stream_wait(side_.handle());
-  kern.launch_with({grid_for(device(), tokens, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, side_.handle(), x, scales,
-                   topk, topk_flag, k, weights, slots, tokens, out, first_row, rows, size_, rank_, experts_per_rank);
-  side_done_.record(side_.handle());
-}
-
-void DevicePlane::dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out,
-                                   const kernels::RegionRows& rows, int64_t max_bytes, const NormalSignals& sig) {
-  const rt::CudaKernel k = kernel(dispatch_receive_text());
-  constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
-  const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
-  k.launch_with({gx, unsigned(size_ * kernels::kRegionArrays), 1}, {kThreads, 1, 1}, 0, stream(), window, summary, out,
-                rows, region, sig);
+  const unsigned blocks = unsigned(std::clamp<int64_t>(max_chunks * size_, 1, rt::cuda_device(device()).sm_count));
+  if (overlap_receive_)
+    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights,
+                                 order, tokens, window, summary, out, rows, region, experts_per_rank, max_chunks, sig);
+  else
+    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights, order,
+                     tokens, window, summary, out, rows, region, experts_per_rank, max_chunks, sig);
 }
 
 void DevicePlane::combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary,
-                                  const kernels::RegionRows& rows, int64_t received, const NormalSignals& sig) {
+                                  const kernels::RegionRows& rows, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_scatter_text());
   const int64_t region = region_bytes();
-  kern.launch_with({grid_for(device(), received, kThreads / 32), 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k,
-                   summary, rows, region, sig);
+  const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;  // as dispatch_scatter
+  kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k, summary, rows, region, sig);
 }
 
 void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
                                  const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k,
                                  const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
-  const unsigned grid = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 16));
+  // Two blocks per SM, beside the scatter's two (combine_reduce_text's registers): a token's rows
+  // are a chain of dependent loads (flags, slots, rows), so one block per SM would fall behind.
+  const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 2));
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
-  kern.launch_with({grid, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
-                   tokens, out_w, k, sig);
+  if (overlap_receive_)
+    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary,
+                                 rows, region, tokens, out_w, k, sig);
+  else
+    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
+                     tokens, out_w, k, sig);
 }
 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,

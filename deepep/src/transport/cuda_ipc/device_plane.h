@@ -147,31 +147,30 @@ class DevicePlane {
 
   // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
-  // kernels/intranode.cuh's dispatch_route_*_body: slots [tokens, size] int32, in_rank [tokens,
-  // size] bool, summary [2 size + 1 + experts] int64, chunk_counts [size * route_chunks(tokens)] int64.
+  // kernels/intranode.cuh's dispatch_route_*_body: slots [tokens, size] int32, order [size, tokens]
+  // int32, in_rank [tokens, size] bool, summary [2 size + 1 + experts] int64, chunk_counts [size *
+  // route_chunks(tokens)] int64.
   int64_t route_chunks(int64_t tokens) const;
-  void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t in_rank,
-                      uint64_t summary, uint64_t chunk_counts);
+  void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t order,
+                      uint64_t in_rank, uint64_t summary, uint64_t chunk_counts);
   // The normal-mode kernels (intranode.cuh): each signals as `sig` says (every rank launches all
   // four, with or without rows, so that every flag is raised). `summary`: the dispatch's counts
-  // (dispatch_route; a handle's device_counts), rows placed in the window regions as `rows` says.
+  // (dispatch_route; a handle's device_counts), `order` its tokens per destination in slot order,
+  // rows placed in the window regions as `rows` says.
   void dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
-                        uint64_t slots, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
+                        uint64_t order, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
                         int experts_per_rank, const NormalSignals& sig);
-  // The side stream, for the rows a dispatch sends its own rank (they touch no window): fork_side()
-  // marks where it starts on the stream (before the scatter), dispatch_own queues them there,
-  // join_side() makes the stream wait for them.
-  void fork_side() { side_start_.record(stream()); }
-  void dispatch_own(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights, uint64_t slots,
-                    int64_t tokens, const kernels::ArrayAddresses& out, int64_t first_row,
-                    const kernels::RegionRows& rows, int experts_per_rank);
-  void join_side() { side_done_.stream_wait(stream()); }
-  // Every other source's rows into `out` once its flag is there; max_bytes: the largest array of a
-  // source.
-  void dispatch_receive(uint64_t summary, const kernels::ArrayAddresses& out, const kernels::RegionRows& rows,
-                        int64_t max_bytes, const NormalSignals& sig);
+  // Every source's rows into `out` (this rank's own from x), chunk by chunk as they arrive: queued
+  // right after the scatter, it overlaps it (sm_90+; not under DEEPEP_PROFILE, whose events come
+  // between them, nor with DEEPEP_OVERLAP_RECEIVE=0). max_chunks: the most chunks of a source.
+  void dispatch_receive(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
+                        uint64_t order, int64_t tokens, uint64_t summary, const kernels::ArrayAddresses& out,
+                        const kernels::RegionRows& rows, int64_t max_chunks, int experts_per_rank,
+                        const NormalSignals& sig);
   void combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t summary, const kernels::RegionRows& rows,
-                       int64_t received, const NormalSignals& sig);
+                       const NormalSignals& sig);
+  // Queued right after the combine's scatter, it overlaps it as dispatch_receive does, reducing each
+  // token once its rows' chunks are there.
   void combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
                       const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k, const NormalSignals& sig);
   // The low-latency kernels (kernels/low_latency.cuh), which signal each other through the
@@ -223,8 +222,6 @@ class DevicePlane {
   int size_ = 0;
   IpcWindow window_;
   rt::CudaStream stream_;
-  rt::CudaStream side_;
-  rt::CudaEvent side_start_, side_done_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
   // Page-locked staging of the small copies (the collectives' tables up, routing counts down):
@@ -235,6 +232,7 @@ class DevicePlane {
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
+  bool overlap_receive_ = true;  // DEEPEP_OVERLAP_RECEIVE=0: a receive waits for its scatter's end
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
   uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
