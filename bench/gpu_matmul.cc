@@ -65,9 +65,12 @@ double tflops(const Shape& s, double ms) { return 2.0 * double(s.m) * double(s.n
 
 int main(int argc, char** argv) {
   try {
+    // --quick: the two square shapes; --few-tiles: the seed at M = 128 only (the shapes whose tile
+    // choice leaves SMs idle); --blocked M N K: the seed and the blocked GEMM at one shape.
     bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+    const bool few_tiles = argc == 2 && std::strcmp(argv[1], "--few-tiles") == 0;
     const bool one_shape = argc == 5 && std::strcmp(argv[1], "--blocked") == 0;
-    RT_USER_CHECK(argc == 1 || quick || one_shape, "usage: bench_gpu_matmul [--quick | --blocked M N K]");
+    RT_USER_CHECK(argc == 1 || quick || few_tiles || one_shape, "usage: bench_gpu_matmul [--quick | --few-tiles | --blocked M N K]");
     const Shape tile_shape = one_shape ? Shape{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])} : Shape{4096, 4096, 4096};
     RT_USER_CHECK(tile_shape.m > 0 && tile_shape.n > 0 && tile_shape.k > 0, "--blocked needs three positive sizes");
     const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
@@ -80,6 +83,7 @@ int main(int argc, char** argv) {
       for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}, {7168, 2048}})
         shapes.push_back({m, n, k});
     if (quick) shapes.resize(2);
+    if (few_tiles) shapes.erase(shapes.begin(), shapes.end() - 5);
     if (one_shape) shapes = {tile_shape};
     bool ok = true;
     std::printf("\n| kernel | dtype | M x N x K | ours TFLOPS | cuBLAS TFLOPS | ours / cuBLAS | rel. error vs cuBLAS |\n|---|---|---|---|---|---|---|\n");
@@ -118,7 +122,7 @@ int main(int argc, char** argv) {
     for (const TileConfig& c : {TileConfig{"128", "128", "32", "128", "3", "8", "None"}, TileConfig{"128", "128", "32", "128", "5", "8", "None"},
                                 TileConfig{"128", "128", "64", "128", "4", "8", "None"}, TileConfig{"128", "256", "64", "256", "4", "8", "None"},
                                 TileConfig{"128", "256", "32", "256", "5", "8", "None"}}) {
-      if (one_shape && std::strcmp(c.n, "256") + std::strcmp(c.k, "64") != 0) continue;
+      if (few_tiles || (one_shape && std::strcmp(c.n, "256") + std::strcmp(c.k, "64") != 0)) continue;
       configs.push_back(c);
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, "0", c.ws});
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, c.panel, "False"});
