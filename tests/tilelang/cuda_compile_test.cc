@@ -2,6 +2,8 @@
 // and NVRTC for sm_90a and sm_80 without error, and the seed matmul's PTX holds the tensor-core
 // instructions, as do the tile programs' gemms (wgmma on sm_90a, mma.sync on sm_80). (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
 #include <gtest/gtest.h>
+#include <map>
+#include <string>
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
@@ -228,6 +230,14 @@ TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
 
 namespace {
 
+// The CUDA code of kernel `name` of an inline program (its file name is `name`.py) for sm_90a.
+std::string sm90_cuda_of(const std::string& src, const std::string& name, const std::map<std::string, std::string>& params = {}) {
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  o.params = params;
+  return tilelang::Module::from_source(src, name + ".py").kernel(name, o).emit(tilelang::Stage::Cuda, {});
+}
+
 // The CUDA a program lowers to, and its launches, for sm_90a or sm_80.
 tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
   auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>(c.file, tltest::read_source(c.file)));
@@ -433,10 +443,7 @@ def loop_p(n):
 
     return main
 )";
-  tilelang::CompileOptions o;
-  o.target = tilelang::Target::cuda("sm_90a");
-  o.params = {{"n", "4"}};
-  const std::string cuda = tilelang::Module::from_source(src, "loop_p.py").kernel("loop_p", o).emit(tilelang::Stage::Cuda, {});
+  const std::string cuda = sm90_cuda_of(src, "loop_p", {{"n", "4"}});
   const size_t gemm = cuda.find("tile_gemm_wgmma_rs<"), end = cuda.find(';', gemm);
   ASSERT_NE(gemm, std::string::npos) << cuda;
   EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
@@ -469,10 +476,7 @@ def two(threads):
 
     return main
 )";
-  tilelang::CompileOptions o;
-  o.target = tilelang::Target::cuda("sm_90a");
-  o.params = {{"threads", "256"}};
-  const std::string cuda = tilelang::Module::from_source(src, "two.py").kernel("two", o).emit(tilelang::Stage::Cuda, {});
+  const std::string cuda = sm90_cuda_of(src, "two", {{"threads", "256"}});
   const size_t gemm = cuda.find("tile_gemm_wgmma<"), wait = cuda.find("wgmma_wait_group<0>();", gemm), barrier = cuda.find("__syncthreads()", gemm);
   ASSERT_NE(gemm, std::string::npos) << cuda;
   EXPECT_LT(wait, barrier) << cuda;
@@ -506,9 +510,7 @@ def pre():
 
     return main
 )";
-  tilelang::CompileOptions o;
-  o.target = tilelang::Target::cuda("sm_90a");
-  const std::string cuda = tilelang::Module::from_source(src, "pre.py").kernel("pre", o).emit(tilelang::Stage::Cuda, {});
+  const std::string cuda = sm90_cuda_of(src, "pre");
   auto offset = [&](const std::string& tile) {
     const size_t at = cuda.find(tile + " = reinterpret_cast<");
     EXPECT_NE(at, std::string::npos) << tile << "\n" << cuda;
