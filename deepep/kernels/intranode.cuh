@@ -55,12 +55,13 @@ __device__ __forceinline__ u64 global_ns() {
   return t;
 }
 
-// Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
-__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns) {
+// Polls *flag until it carries `seq` (with or_later: `seq` or a later number, op_reached) and
+// returns it, or until timeout_ns pass (returns 0).
+__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns, bool or_later = false) {
   const u64 start = global_ns();
   for (;;) {
     const u64 v = load_acquire_sys(flag);
-    if ((v >> 32) == seq) return v;
+    if (or_later ? op_reached(v >> 32, seq) : (v >> 32) == seq) return v;
     if (global_ns() - start > timeout_ns) return 0;
   }
 }
@@ -289,9 +290,9 @@ __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const R
 // combine's reduction), on the rank's communication stream; an operation's number is that of its
 // agreement (the engine counts them alike on every rank), so every attempt has its own:
 //   scatter: every block, before its first write, waits until every peer has read its window's data
-//            of the previous operation (the peer's consumed word carries `prev`); then it raises a
-//            flag (`seq`) in the receiver's signal area after each chunk of rows it wrote there
-//            ("dispatch and combine in chunks", below);
+//            of the previous operation (the peer's consumed word carries `prev` or a later number:
+//            normal_send_begin); then it raises a flag (`seq`) in the receiver's signal area after
+//            each chunk of rows it wrote there ("dispatch and combine in chunks", below);
 //   receive: every block waits for a chunk's flag of `seq` before it reads the chunk; the block
 //            that finishes last records `seq` in this rank's consumed word.
 // So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
@@ -320,9 +321,10 @@ __device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
 // blocks of later waves do not each wait the timeout again). The mark lives in the own window: every
 // block reading the status word in page-locked host memory instead (a PCIe read each, thousands per
 // kernel) made a normal-mode dispatch take 3.7 ms instead of 0.2 on the H200 x2.
-__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r) {
+__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r,
+                                          bool or_later = false) {
   volatile u64* const gave_up = signals_of(g, g.me) + kNormalGaveUp;
-  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns) != 0) return;
+  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns, or_later) != 0) return;
   g.status[kNormalTimedOut] = r + 1;
   *gave_up = 1;
 }
@@ -334,12 +336,16 @@ __device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
 }
 
 // Before a scatter's writes: true (the same in every thread of the block) when every peer has read
-// its window's data of the previous operation. After a timeout nothing is written, so a slow peer
-// still reading is never overwritten.
+// its window's data of the previous operation: its consumed word carries `prev` or a later number.
+// Later: a peer that gets nothing from this rank in this operation (a combine returning no rows to
+// it, or a block of this scatter with no chunk for it) waits for nothing of this rank's and may have
+// read all of this operation already, before this block looks; it is then at this operation, not
+// beyond (its next scatter waits for this rank's receive, which follows this scatter). After a
+// timeout nothing is written, so a slow peer still reading is never overwritten.
 __device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
   if (g.prev != 0)
     for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
+      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r, true);
   return !__syncthreads_or(normal_gave_up(g));
 }
 

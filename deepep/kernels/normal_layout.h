@@ -59,4 +59,13 @@ DEEPEP_HOST_DEVICE long long chunk_count(long long rows, int ranks) {
   return (rows + per - 1) / per;
 }
 
+// Whether a normal-mode operation number `have` (a flag's or a consumed word's) is `want` or a later
+// one. Numbers run 1 .. 2^32 - 1 and wrap past 0 (DevicePlane::normal_signals); 0 is a fresh signal
+// area's word. A peer's word is at most one normal-mode operation ahead of or behind what a rank
+// waits for (far fewer than 2^31 agreements apart), so `have` counts as later when it is less than
+// half the number space ahead.
+DEEPEP_HOST_DEVICE bool op_reached(unsigned long long have, unsigned long long want) {
+  return have != 0 && ((have - want) & 0xffffffffull) < 0x80000000ull;
+}
+
 }  // namespace deepep::kernels
