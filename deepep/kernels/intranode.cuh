@@ -81,6 +81,15 @@ __device__ __forceinline__ void wait_previous_grid() {
 #endif
 }
 
+// The block's dynamic shared memory as i64 words, sized at launch (device_plane.cc): the
+// normal-mode kernels keep their per-rank values there, so that a block needs only what its ranks
+// take and fits beside the kernel it overlaps on an SM whatever shared memory size the SM was set
+// up with for that kernel (a static array for the most ranks took 8-16 KiB a block).
+__device__ __forceinline__ i64* shared_words() {
+  extern __shared__ __align__(16) i64 words[];
+  return words;
+}
+
 // Every thread of the grid calls it once its writes are done: true in thread 0 of the block that
 // gets here last, whose later stores (a release) then publish every block's writes. The counter
 // is reset for the next kernel using it, which starts after this one (stream order).
@@ -422,7 +431,7 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
 // chunks dealt round the blocks chunk-major over the sources (the order the scatters send them):
 // this rank's own straight from x (they touch no window), every other source's out of its region
 // of this rank's window once the chunk's flag is there. The counts go into summary[ranks + s],
-// for combine.
+// for combine. Dynamic shared memory: 2 ranks words.
 constexpr i64 kChunkPiece = 4 << 10;
 __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, const unsigned char* scales,
                                                       const void* topk, int topk_i64, int k, const float* weights,
@@ -434,7 +443,8 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
   for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
     if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
   if (__syncthreads_or(normal_gave_up(g))) return;
-  __shared__ i64 count[kNormalMaxRanks], first_out[kNormalMaxRanks];  // per source: rows, first output row
+  i64* const count = shared_words();        // [ranks] per source: its rows,
+  i64* const first_out = count + g.ranks;  // and its first output row
   for (int r = threadIdx.x; r < g.ranks; r += blockDim.x) {
     count[r] = r == g.me ? summary[g.me] : i64(load_acquire_sys(own + kNormalFlags + r) & 0x7fffffffull);
     if (blockIdx.x == 0) summary[g.ranks + r] = count[r];
@@ -477,13 +487,14 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
 // x, then the weights), with its weights; counts[ranks + s]: the rows this rank received from s, in
 // s's slot order. Chunk-major over the sources, as a dispatch's scatter; the rows a rank returns
 // itself go through its own window and chunk flags like any other (its reduce reads them there).
+// Dynamic shared memory: ranks + 1 words.
 __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
                                                      const i64* counts, const RegionRows& rows, i64 region,
                                                      const NormalSignals& g) {
   launch_dependents();
   if (!normal_send_begin(g)) return;  // no flags: the sources' waits time out
-  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
-  __shared__ unsigned long long most;          // chunks of the source that has the most
+  i64* const begin = shared_words();  // [ranks + 1]: the first row received from each source
+  __shared__ unsigned long long most;  // chunks of the source that has the most
   if (threadIdx.x == 0) {
     begin[0] = 0;
     most = 0;
@@ -563,7 +574,7 @@ struct Elem<f16_t> {
 // that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
 // scatters: "dispatch and combine in chunks", below). bf16 starts from the first row and the others
 // from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
-// weights the same way.
+// weights the same way. Dynamic shared memory: 4 ranks words.
 // V elements of one 16-byte vector.
 template <class T>
 union Vec16 {
@@ -579,7 +590,9 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   constexpr int V = 16 / sizeof(T);
   constexpr bool kFromFirst = same_type<T, bf16_t>::value;
   // Each rank's region: where its rows and its weights start, in elements of the window.
-  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks], per[kMaxCombineRanks];
+  i64* const x_at = shared_words();  // [ranks] each
+  i64* const w_at = x_at + ranks;
+  i64* const per = w_at + ranks;
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
     i64 off[kRegionArrays];
     region_offsets(layout, sent[r], off);
@@ -590,7 +603,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   const T* const stage = reinterpret_cast<const T*>(window);
   const float* const stage_w = reinterpret_cast<const float*>(window);
   // The token's staged rows, in rank order (found once per token, not per column).
-  __shared__ i64 rows[kMaxCombineRanks];
+  i64* const rows = per + ranks;
   __shared__ int nrows;
   // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
   // each thread takes two columns so that two loads per row are in flight.
