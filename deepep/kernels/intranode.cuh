@@ -428,10 +428,10 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
 }
 
 // Every source's rows into the outputs `out`, source s's after those of the sources before it, in
-// chunks dealt round the blocks chunk-major over the sources (the order the scatters send them):
-// this rank's own straight from x (they touch no window), every other source's out of its region
-// of this rank's window once the chunk's flag is there. The counts go into summary[ranks + s],
-// for combine. Dynamic shared memory: 2 ranks words.
+// chunks dealt round the blocks (receive_unit): this rank's own first, straight from x (they touch
+// no window and wait for nothing), then every other source's chunk-major over the sources (the
+// order the scatters send them), out of its region of this rank's window once the chunk's flag is
+// there. The counts go into summary[ranks + s], for combine. Dynamic shared memory: 2 ranks words.
 constexpr i64 kChunkPiece = 4 << 10;
 __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, const unsigned char* scales,
                                                       const void* topk, int topk_i64, int k, const float* weights,
@@ -454,10 +454,11 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
     for (i64 r = 0, at = 0; r < g.ranks; at += count[r++]) first_out[r] = at;
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (i64 u = blockIdx.x; u < max_chunks * g.ranks; u += gridDim.x) {
-    const i64 j = u / g.ranks;
-    const int s = int(u - j * g.ranks);
-    const i64 n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
+  const i64 own_chunks = chunk_count(count[g.me], g.ranks);
+  for (i64 u = blockIdx.x; u < own_chunks + max_chunks * (g.ranks - 1); u += gridDim.x) {
+    const ReceiveUnit unit = receive_unit(u, own_chunks, g.ranks, g.me);
+    const int s = unit.source;
+    const i64 j = unit.chunk, n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
     if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     if (s == g.me) {

@@ -977,6 +977,42 @@ TEST(DeepEPGpu, NormalChunksFitTheirFlags) {
     }
 }
 
+// The dispatch receive's units (normal_layout.h: receive_unit) take every chunk of every source
+// once, the own ones first, with sources that send nothing (the empty rank) too; and at 2 ranks
+// with a grid of one block per SM (132) every block gets chunks of both sources (dealt chunk-major
+// over all ranks, each block got one source's only). Runs without a GPU.
+TEST(DeepEPGpu, NormalReceiveUnitsTakeEveryChunkOnce) {
+  using deepep::kernels::chunk_count;
+  using deepep::kernels::receive_unit;
+  const std::vector<std::vector<long long>> cases = {
+      {4096, 4096}, {0, 37}, {5, 0, 9, 0}, {1, 2, 3, 4, 5, 6, 7, 8000}, {3}};
+  for (const auto& count : cases) {
+    const int ranks = int(count.size());
+    long long max_chunks = 0;
+    for (long long n : count) max_chunks = std::max(max_chunks, chunk_count(n, ranks));
+    for (int me = 0; me < ranks; ++me) {
+      const long long own = chunk_count(count[size_t(me)], ranks);
+      std::map<std::pair<int, long long>, int> taken;
+      for (long long u = 0; u < own + max_chunks * (ranks - 1); ++u) {
+        const auto unit = receive_unit(u, own, ranks, me);
+        ASSERT_TRUE(unit.source >= 0 && unit.source < ranks);
+        EXPECT_EQ(unit.source == me, u < own) << u;
+        if (unit.chunk < chunk_count(count[size_t(unit.source)], ranks)) ++taken[{unit.source, unit.chunk}];
+      }
+      long long chunks = 0;
+      for (int s = 0; s < ranks; ++s) chunks += chunk_count(count[size_t(s)], ranks);
+      EXPECT_EQ(int64_t(taken.size()), chunks) << ranks << " ranks, rank " << me;
+      for (const auto& [chunk, times] : taken) EXPECT_EQ(times, 1) << chunk.first << " " << chunk.second;
+    }
+  }
+  const long long own = chunk_count(4096, 2), units = own + chunk_count(4096, 2);
+  for (long long b = 0; b < 132; ++b) {
+    bool mine = false, peer = false;
+    for (long long u = b; u < units; u += 132) (receive_unit(u, own, 2, 0).source == 0 ? mine : peer) = true;
+    EXPECT_TRUE(mine && peer) << "block " << b;
+  }
+}
+
 // Operation numbers (normal_layout.h: op_reached): the same or a later one, past the wrap too, and
 // never a fresh signal area's 0.
 TEST(DeepEPGpu, NormalOperationNumbersOrder) {
