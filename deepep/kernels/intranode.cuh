@@ -83,8 +83,8 @@ __device__ __forceinline__ void wait_previous_grid() {
 
 // The block's dynamic shared memory as i64 words, sized at launch (device_plane.cc): the
 // normal-mode kernels keep their per-rank values there, so that a block needs only what its ranks
-// take and fits beside the kernel it overlaps on an SM whatever shared memory size the SM was set
-// up with for that kernel (a static array for the most ranks took 8-16 KiB a block).
+// take and fits beside the kernel it overlaps on an SM even where the driver set the SM up with a
+// small shared memory size for that kernel (a static array for the most ranks took 8-16 KiB a block).
 __device__ __forceinline__ i64* shared_words() {
   extern __shared__ __align__(16) i64 words[];
   return words;
