@@ -55,12 +55,13 @@ __device__ __forceinline__ u64 global_ns() {
   return t;
 }
 
-// Polls *flag until it carries `seq` (returns it) or timeout_ns pass (returns 0).
-__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns) {
+// Polls *flag until it carries `seq` (with or_later: `seq` or a later number, op_reached) and
+// returns it, or until timeout_ns pass (returns 0).
+__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns, bool or_later = false) {
   const u64 start = global_ns();
   for (;;) {
     const u64 v = load_acquire_sys(flag);
-    if ((v >> 32) == seq) return v;
+    if (or_later ? op_reached(v >> 32, seq) : (v >> 32) == seq) return v;
     if (global_ns() - start > timeout_ns) return 0;
   }
 }
@@ -78,6 +79,15 @@ __device__ __forceinline__ void wait_previous_grid() {
 #if __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;" ::: "memory");
 #endif
+}
+
+// The block's dynamic shared memory as i64 words, sized at launch (device_plane.cc): the
+// normal-mode kernels keep their per-rank values there, so that a block needs only what its ranks
+// take and fits beside the kernel it overlaps on an SM even where the driver set the SM up with a
+// small shared memory size for that kernel (a static array for the most ranks took 8-16 KiB a block).
+__device__ __forceinline__ i64* shared_words() {
+  extern __shared__ __align__(16) i64 words[];
+  return words;
 }
 
 // Every thread of the grid calls it once its writes are done: true in thread 0 of the block that
@@ -289,9 +299,9 @@ __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const R
 // combine's reduction), on the rank's communication stream; an operation's number is that of its
 // agreement (the engine counts them alike on every rank), so every attempt has its own:
 //   scatter: every block, before its first write, waits until every peer has read its window's data
-//            of the previous operation (the peer's consumed word carries `prev`); then it raises a
-//            flag (`seq`) in the receiver's signal area after each chunk of rows it wrote there
-//            ("dispatch and combine in chunks", below);
+//            of the previous operation (the peer's consumed word carries `prev` or a later number:
+//            normal_send_begin); then it raises a flag (`seq`) in the receiver's signal area after
+//            each chunk of rows it wrote there ("dispatch and combine in chunks", below);
 //   receive: every block waits for a chunk's flag of `seq` before it reads the chunk; the block
 //            that finishes last records `seq` in this rank's consumed word.
 // So a sender never overwrites data or a flag its receiver has not read yet, and no host step sits
@@ -320,9 +330,10 @@ __device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
 // blocks of later waves do not each wait the timeout again). The mark lives in the own window: every
 // block reading the status word in page-locked host memory instead (a PCIe read each, thousands per
 // kernel) made a normal-mode dispatch take 3.7 ms instead of 0.2 on the H200 x2.
-__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r) {
+__device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r,
+                                          bool or_later = false) {
   volatile u64* const gave_up = signals_of(g, g.me) + kNormalGaveUp;
-  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns) != 0) return;
+  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns, or_later) != 0) return;
   g.status[kNormalTimedOut] = r + 1;
   *gave_up = 1;
 }
@@ -334,12 +345,16 @@ __device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
 }
 
 // Before a scatter's writes: true (the same in every thread of the block) when every peer has read
-// its window's data of the previous operation. After a timeout nothing is written, so a slow peer
-// still reading is never overwritten.
+// its window's data of the previous operation: its consumed word carries `prev` or a later number.
+// Later: a peer that gets nothing from this rank in this operation (a combine returning no rows to
+// it, or a block of this scatter with no chunk for it) waits for nothing of this rank's and may have
+// read all of this operation already, before this block looks; it is then at this operation, not
+// beyond (its next scatter waits for this rank's receive, which follows this scatter). After a
+// timeout nothing is written, so a slow peer still reading is never overwritten.
 __device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
   if (g.prev != 0)
     for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r);
+      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r, true);
   return !__syncthreads_or(normal_gave_up(g));
 }
 
@@ -413,10 +428,10 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
 }
 
 // Every source's rows into the outputs `out`, source s's after those of the sources before it, in
-// chunks dealt round the blocks chunk-major over the sources (the order the scatters send them):
-// this rank's own straight from x (they touch no window), every other source's out of its region
-// of this rank's window once the chunk's flag is there. The counts go into summary[ranks + s],
-// for combine.
+// chunks dealt round the blocks (receive_unit): this rank's own first, straight from x (they touch
+// no window and wait for nothing), then every other source's chunk-major over the sources (the
+// order the scatters send them), out of its region of this rank's window once the chunk's flag is
+// there. The counts go into summary[ranks + s], for combine. Dynamic shared memory: 2 ranks words.
 constexpr i64 kChunkPiece = 4 << 10;
 __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, const unsigned char* scales,
                                                       const void* topk, int topk_i64, int k, const float* weights,
@@ -428,7 +443,8 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
   for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
     if (r != g.me) wait_rank(g, own + kNormalFlags + r, g.seq, r);
   if (__syncthreads_or(normal_gave_up(g))) return;
-  __shared__ i64 count[kNormalMaxRanks], first_out[kNormalMaxRanks];  // per source: rows, first output row
+  i64* const count = shared_words();        // [ranks] per source: its rows,
+  i64* const first_out = count + g.ranks;  // and its first output row
   for (int r = threadIdx.x; r < g.ranks; r += blockDim.x) {
     count[r] = r == g.me ? summary[g.me] : i64(load_acquire_sys(own + kNormalFlags + r) & 0x7fffffffull);
     if (blockIdx.x == 0) summary[g.ranks + r] = count[r];
@@ -438,10 +454,11 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
     for (i64 r = 0, at = 0; r < g.ranks; at += count[r++]) first_out[r] = at;
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  for (i64 u = blockIdx.x; u < max_chunks * g.ranks; u += gridDim.x) {
-    const i64 j = u / g.ranks;
-    const int s = int(u - j * g.ranks);
-    const i64 n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
+  const i64 own_chunks = chunk_count(count[g.me], g.ranks);
+  for (i64 u = blockIdx.x; u < own_chunks + max_chunks * (g.ranks - 1); u += gridDim.x) {
+    const ReceiveUnit unit = receive_unit(u, own_chunks, g.ranks, g.me);
+    const int s = unit.source;
+    const i64 j = unit.chunk, n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
     if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     if (s == g.me) {
@@ -471,13 +488,14 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
 // x, then the weights), with its weights; counts[ranks + s]: the rows this rank received from s, in
 // s's slot order. Chunk-major over the sources, as a dispatch's scatter; the rows a rank returns
 // itself go through its own window and chunk flags like any other (its reduce reads them there).
+// Dynamic shared memory: ranks + 1 words.
 __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, const float* weights, int k,
                                                      const i64* counts, const RegionRows& rows, i64 region,
                                                      const NormalSignals& g) {
   launch_dependents();
   if (!normal_send_begin(g)) return;  // no flags: the sources' waits time out
-  __shared__ i64 begin[kMaxCombineRanks + 1];  // the first row received from each source
-  __shared__ unsigned long long most;          // chunks of the source that has the most
+  i64* const begin = shared_words();  // [ranks + 1]: the first row received from each source
+  __shared__ unsigned long long most;  // chunks of the source that has the most
   if (threadIdx.x == 0) {
     begin[0] = 0;
     most = 0;
@@ -557,7 +575,7 @@ struct Elem<f16_t> {
 // that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
 // scatters: "dispatch and combine in chunks", below). bf16 starts from the first row and the others
 // from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
-// weights the same way.
+// weights the same way. Dynamic shared memory: 4 ranks words.
 // V elements of one 16-byte vector.
 template <class T>
 union Vec16 {
@@ -573,7 +591,9 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   constexpr int V = 16 / sizeof(T);
   constexpr bool kFromFirst = same_type<T, bf16_t>::value;
   // Each rank's region: where its rows and its weights start, in elements of the window.
-  __shared__ i64 x_at[kMaxCombineRanks], w_at[kMaxCombineRanks], per[kMaxCombineRanks];
+  i64* const x_at = shared_words();  // [ranks] each
+  i64* const w_at = x_at + ranks;
+  i64* const per = w_at + ranks;
   for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
     i64 off[kRegionArrays];
     region_offsets(layout, sent[r], off);
@@ -584,7 +604,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   const T* const stage = reinterpret_cast<const T*>(window);
   const float* const stage_w = reinterpret_cast<const float*>(window);
   // The token's staged rows, in rank order (found once per token, not per column).
-  __shared__ i64 rows[kMaxCombineRanks];
+  i64* const rows = per + ranks;
   __shared__ int nrows;
   // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
   // each thread takes two columns so that two loads per row are in flight.

@@ -59,4 +59,31 @@ DEEPEP_HOST_DEVICE long long chunk_count(long long rows, int ranks) {
   return (rows + per - 1) / per;
 }
 
+// The dispatch receive's units (intranode.cuh: dispatch_receive_body), dealt round its blocks: unit
+// u < own_chunks + max_chunks * (ranks - 1) is chunk `chunk` of source `source`'s rows, or nothing
+// when that source has fewer chunks. This rank's own chunks come first: they wait for nothing, so
+// the blocks copy them while the first chunks of the peers are still on their way, and every block
+// then takes the peers' chunks in the order they are sent. (Chunk-major over all ranks, a grid that
+// is a multiple of the ranks gave each block one source's chunks only: at 2 ranks half the blocks
+// copied the own rows and then idled, and the other half took every chunk of the peer's.)
+struct ReceiveUnit {
+  int source;
+  long long chunk;
+};
+DEEPEP_HOST_DEVICE ReceiveUnit receive_unit(long long u, long long own_chunks, int ranks, int me) {
+  if (u < own_chunks) return {me, u};
+  const long long v = u - own_chunks, chunk = v / (ranks - 1);
+  const int p = int(v - chunk * (ranks - 1));
+  return {p < me ? p : p + 1, chunk};
+}
+
+// Whether a normal-mode operation number `have` (a flag's or a consumed word's) is `want` or a later
+// one. Numbers run 1 .. 2^32 - 1 and wrap past 0 (DevicePlane::normal_signals); 0 is a fresh signal
+// area's word. A peer's word is at most one normal-mode operation ahead of or behind what a rank
+// waits for (far fewer than 2^31 agreements apart), so `have` counts as later when it is less than
+// half the number space ahead.
+DEEPEP_HOST_DEVICE bool op_reached(unsigned long long have, unsigned long long want) {
+  return have != 0 && ((have - want) & 0xffffffffull) < 0x80000000ull;
+}
+
 }  // namespace deepep::kernels

@@ -8,7 +8,9 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
+#include <tuple>
 
 #include "gpu_probe.h"
 #include "moe_ref.h"
@@ -972,6 +974,245 @@ TEST(DeepEPGpu, NormalChunksFitTheirFlags) {
       EXPECT_GE(per, deepep::kernels::kChunkRows);
       EXPECT_GE(chunks * per, rows);
       EXPECT_LT((chunks - 1) * per, rows);
+    }
+}
+
+// The dispatch receive's units (normal_layout.h: receive_unit) take every chunk of every source
+// once, the own ones first, with sources that send nothing (the empty rank) too; and at 2 ranks
+// with a grid of one block per SM (132) every block gets chunks of both sources (dealt chunk-major
+// over all ranks, each block got one source's only). Runs without a GPU.
+TEST(DeepEPGpu, NormalReceiveUnitsTakeEveryChunkOnce) {
+  using deepep::kernels::chunk_count;
+  using deepep::kernels::receive_unit;
+  const std::vector<std::vector<long long>> cases = {
+      {4096, 4096}, {0, 37}, {5, 0, 9, 0}, {1, 2, 3, 4, 5, 6, 7, 8000}, {3}};
+  for (const auto& count : cases) {
+    const int ranks = int(count.size());
+    long long max_chunks = 0;
+    for (long long n : count) max_chunks = std::max(max_chunks, chunk_count(n, ranks));
+    for (int me = 0; me < ranks; ++me) {
+      const long long own = chunk_count(count[size_t(me)], ranks);
+      std::map<std::pair<int, long long>, int> taken;
+      for (long long u = 0; u < own + max_chunks * (ranks - 1); ++u) {
+        const auto unit = receive_unit(u, own, ranks, me);
+        ASSERT_TRUE(unit.source >= 0 && unit.source < ranks);
+        EXPECT_EQ(unit.source == me, u < own) << u;
+        if (unit.chunk < chunk_count(count[size_t(unit.source)], ranks)) ++taken[{unit.source, unit.chunk}];
+      }
+      long long chunks = 0;
+      for (int s = 0; s < ranks; ++s) chunks += chunk_count(count[size_t(s)], ranks);
+      EXPECT_EQ(int64_t(taken.size()), chunks) << ranks << " ranks, rank " << me;
+      for (const auto& [chunk, times] : taken) EXPECT_EQ(times, 1) << chunk.first << " " << chunk.second;
+    }
+  }
+  const long long own = chunk_count(4096, 2), units = own + chunk_count(4096, 2);
+  for (long long b = 0; b < 132; ++b) {
+    bool mine = false, peer = false;
+    for (long long u = b; u < units; u += 132) (receive_unit(u, own, 2, 0).source == 0 ? mine : peer) = true;
+    EXPECT_TRUE(mine && peer) << "block " << b;
+  }
+}
+
+// Operation numbers (normal_layout.h: op_reached): the same or a later one, past the wrap too, and
+// never a fresh signal area's 0.
+TEST(DeepEPGpu, NormalOperationNumbersOrder) {
+  using deepep::kernels::op_reached;
+  EXPECT_TRUE(op_reached(5, 5));
+  EXPECT_TRUE(op_reached(6, 5));
+  EXPECT_TRUE(op_reached(40, 5));  // agreements of other kinds in between
+  EXPECT_FALSE(op_reached(4, 5));
+  EXPECT_FALSE(op_reached(0, 5));
+  EXPECT_TRUE(op_reached(1, 0xffffffffull));  // numbers wrap from 2^32 - 1 to 1
+  EXPECT_FALSE(op_reached(0xffffffffull, 1));
+  EXPECT_FALSE(op_reached(0xfffffff0ull, 3));
+}
+
+// A host model of the normal-mode signalling (kernels/intranode.cuh, "normal-mode signalling" and
+// "dispatch and combine in chunks"): every rank runs dispatch_combine_like_cpu's calls, each as a
+// scatter of two blocks and a receive that overlaps it, in steps any interleaving of which the GPU
+// may run. A block first checks every peer's consumed word against `prev` (normal_send_begin, by
+// `reached`); a dispatch's block 0 then raises its count flag in every peer; each chunk (chunk_count
+// of the rows a pair moves) goes as its rows then its flag. A receive reads a chunk once its flag
+// (and a dispatch's count flag) carries the call's number -- the rows there must be that call's --
+// and records the number in its consumed word once it read everything, had every peer's count
+// flag (a dispatch) and its scatter ended. run() returns false when no step can go and calls are
+// left: a rank waits for good.
+struct NormalSignalModel {
+  struct Call {
+    bool dispatch;
+    uint64_t seq;
+  };
+  struct Unit {
+    int to;
+    long long chunk;
+  };
+  struct Rank {
+    size_t call = 0;
+    uint64_t prev = 0;
+    std::vector<bool> checked, counted;
+    std::vector<size_t> next;                      // per block: its next unit
+    std::vector<std::vector<Unit>> units;          // per block
+    std::vector<std::pair<int, long long>> unread;  // (source, chunk)
+  };
+  static constexpr int kBlocks = 2;
+  int ranks;
+  std::vector<std::vector<long long>> sent;  // sent[s][d]: a dispatch's rows from s to d
+  std::vector<Call> calls;
+  bool (*reached)(unsigned long long have, unsigned long long want);
+  std::vector<Rank> rank;
+  std::vector<uint64_t> consumed;
+  std::vector<std::vector<uint64_t>> count;                    // [receiver][source]
+  std::map<std::tuple<int, int, long long>, uint64_t> flag, data;  // [receiver, source, chunk]
+
+  // Rows call c moves from s into d's window: a dispatch's own rows touch no window; a combine
+  // returns what d received from s, its own rows too.
+  long long moved(const Call& c, int s, int d) const { return c.dispatch ? (s == d ? 0 : sent[s][d]) : sent[d][s]; }
+  long long chunks(const Call& c, int s, int d) const { return deepep::kernels::chunk_count(moved(c, s, d), ranks); }
+
+  void begin(int r) {
+    Rank& k = rank[size_t(r)];
+    k.checked.assign(kBlocks, false);
+    k.counted.assign(kBlocks, false);
+    k.next.assign(kBlocks, 0);
+    k.units.assign(kBlocks, {});
+    k.unread.clear();
+    if (k.call == calls.size()) return;
+    const Call& c = calls[k.call];
+    long long most = 0;
+    for (int d = 0; d < ranks; ++d) most = std::max(most, chunks(c, r, d));
+    int u = 0;  // chunk-major over the receivers, dealt round the blocks
+    for (long long j = 0; j < most; ++j)
+      for (int d = 0; d < ranks; ++d)
+        if (j < chunks(c, r, d)) k.units[size_t(u++ % kBlocks)].push_back({d, j});
+    for (int s = 0; s < ranks; ++s)
+      for (long long j = 0; j < chunks(c, s, r); ++j) k.unread.push_back({s, j});
+  }
+
+  // One step of rank r if one can go (applied when `go`).
+  bool step(int r, int which, bool go) {
+    Rank& k = rank[size_t(r)];
+    if (k.call == calls.size()) return false;
+    const Call& c = calls[k.call];
+    if (which < kBlocks) {  // a scatter block's next step
+      const size_t b = size_t(which);
+      if (!k.checked[b]) {
+        for (int p = 0; p < ranks; ++p)
+          if (p != r && k.prev != 0 && !reached(consumed[size_t(p)], k.prev)) return false;
+        if (go) k.checked[b] = true;
+        return true;
+      }
+      if (c.dispatch && b == 0 && !k.counted[b]) {
+        if (go) {
+          for (int d = 0; d < ranks; ++d)
+            if (d != r) count[size_t(d)][size_t(r)] = c.seq;
+          k.counted[b] = true;
+        }
+        return true;
+      }
+      if (k.next[b] == k.units[b].size()) return false;
+      if (go) {
+        const Unit u = k.units[b][k.next[b]++];
+        data[{u.to, r, u.chunk}] = c.seq;
+        flag[{u.to, r, u.chunk}] = c.seq;
+      }
+      return true;
+    }
+    if (which < kBlocks + int(k.unread.size())) {  // the receive reads a chunk
+      const auto [s, j] = k.unread[size_t(which - kBlocks)];
+      if (c.dispatch && count[size_t(r)][size_t(s)] != c.seq) return false;
+      if (flag[{r, s, j}] != c.seq) return false;
+      if (go) {
+        EXPECT_EQ(data[std::make_tuple(r, s, j)], c.seq) << "rank " << r << " read another call's rows of rank " << s;
+        k.unread[size_t(which - kBlocks)] = k.unread.back();
+        k.unread.pop_back();
+      }
+      return true;
+    }
+    // The receive's end.
+    for (size_t b = 0; b < kBlocks; ++b)
+      if (!k.checked[b] || (c.dispatch && b == 0 && !k.counted[b]) || k.next[b] < k.units[b].size()) return false;
+    if (!k.unread.empty()) return false;
+    for (int s = 0; s < ranks; ++s)
+      if (c.dispatch && s != r && count[size_t(r)][size_t(s)] != c.seq) return false;
+    if (go) {
+      consumed[size_t(r)] = c.seq;
+      k.prev = c.seq;
+      ++k.call;
+      begin(r);
+    }
+    return true;
+  }
+
+  // Runs every call from fresh signal areas; `pick` chooses among the steps that can go, as (rank,
+  // step) pairs.
+  bool run(const std::function<size_t(const std::vector<std::pair<int, int>>&)>& pick) {
+    rank.assign(size_t(ranks), {});
+    consumed.assign(size_t(ranks), 0);
+    count.assign(size_t(ranks), std::vector<uint64_t>(size_t(ranks), 0));
+    flag.clear();
+    data.clear();
+    for (int r = 0; r < ranks; ++r) begin(r);
+    for (;;) {
+      std::vector<std::pair<int, int>> can;
+      for (int r = 0; r < ranks; ++r)
+        for (int w = 0; w <= kBlocks + int(rank[size_t(r)].unread.size()); ++w)
+          if (step(r, w, false)) can.push_back({r, w});
+      if (can.empty()) {
+        for (const Rank& k : rank)
+          if (k.call < calls.size()) return false;
+        return true;
+      }
+      const auto [r, w] = can[pick(can)];
+      step(r, w, true);
+    }
+  }
+};
+
+// The 4-rank case with an empty rank (DispatchCombineFourRanksUnevenWithEmptyRank: rank 3 sends
+// and receives nothing) and a 3-rank one where every pair moves rows, under random schedules and
+// the one the GPU run took when it hung: rank 0 only runs when no other rank can, so rank 3, which
+// waits for nobody's rows in a combine, records the combine as read before rank 0's scatter checks
+// its consumed word. A check for exactly `prev` (what the scatter did) then waits for good; the
+// check for `prev` or later (op_reached) finishes every schedule without a rank reading rows of
+// another call. Runs without a GPU.
+TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
+  auto pair_rows = [](const MoeCase& c) {
+    std::vector<std::vector<long long>> sent(size_t(c.ranks), std::vector<long long>(size_t(c.ranks), 0));
+    for (int d = 0; d < c.ranks; ++d)
+      for (const auto& [s, t] : deepep_test::expected_received(c, d)) ++sent[size_t(s)][size_t(d)];
+    return sent;
+  };
+  MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
+  empty.zero_tokens_rank = true;
+  NormalSignalModel model;
+  model.ranks = 4;
+  model.sent = pair_rows(empty);
+  for (int r = 0; r < 4; ++r) {
+    EXPECT_EQ(model.sent[3][size_t(r)], 0);
+    EXPECT_EQ(model.sent[size_t(r)][3], 0);
+  }
+  // dispatch_combine_like_cpu's calls (dispatch, combine, combine, cached dispatch; BF16 then FP8),
+  // numbered with gaps as agreements of other kinds leave them.
+  for (int i = 0; i < 8; ++i) model.calls.push_back({i % 4 == 0 || i % 4 == 3, uint64_t(1 + 2 * i)});
+  auto rank0_last = [](const std::vector<std::pair<int, int>>& can) {
+    size_t best = 0;
+    for (size_t i = 1; i < can.size(); ++i)
+      if (can[i].first > can[best].first) best = i;
+    return best;
+  };
+  model.reached = [](unsigned long long have, unsigned long long want) { return have == want; };
+  EXPECT_FALSE(model.run(rank0_last)) << "the model does not hang where the GPU did";
+  model.reached = deepep::kernels::op_reached;
+  EXPECT_TRUE(model.run(rank0_last));
+
+  NormalSignalModel every = model;
+  every.ranks = 3;
+  every.sent = pair_rows(make(3, 24, 4, Routing::Uniform, 256));
+  for (NormalSignalModel* m : {&model, &every})
+    for (uint64_t seed = 0; seed < 200; ++seed) {
+      std::mt19937_64 gen(test_seed() + seed);
+      EXPECT_TRUE(m->run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); }))
+          << m->ranks << " ranks, schedule " << seed;
     }
 }
 

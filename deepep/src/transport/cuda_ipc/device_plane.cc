@@ -421,9 +421,10 @@ void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, i
 }
 
 // The scatter and the receive share the GPU (the receive overlaps the scatter, three blocks per SM
-// at their registers): two blocks per SM for the scatter, one wave whose blocks all start at once,
-// and one for the receive beside them. A receive block past that would get room only as the scatter
-// ends, and the chunks it was dealt would wait for it.
+// at their registers; their shared memory is a few words per rank, so the SMs' shared memory size,
+// set for the scatter, holds the receive too): two blocks per SM for the scatter, one wave whose
+// blocks all start at once, and one for the receive beside them. A receive block past that would
+// get room only as the scatter ends, and the chunks it was dealt would wait for it.
 void DevicePlane::dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, bool topk_i64, int k, uint64_t weights,
                                    uint64_t order, int64_t tokens, uint64_t summary, const kernels::RegionRows& rows,
                                    int experts_per_rank, const NormalSignals& sig) {
@@ -444,11 +445,13 @@ void DevicePlane::dispatch_receive(uint64_t x, uint64_t scales, uint64_t topk, b
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
   const unsigned blocks = unsigned(std::clamp<int64_t>(max_chunks * size_, 1, rt::cuda_device(device()).sm_count));
+  const size_t shared = size_t(2 * size_) * 8;  // dispatch_receive_body's per-rank words
   if (overlap_receive_)
-    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights,
-                                 order, tokens, window, summary, out, rows, region, experts_per_rank, max_chunks, sig);
+    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), x, scales, topk, topk_flag, k,
+                                 weights, order, tokens, window, summary, out, rows, region, experts_per_rank,
+                                 max_chunks, sig);
   else
-    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights, order,
+    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), x, scales, topk, topk_flag, k, weights, order,
                      tokens, window, summary, out, rows, region, experts_per_rank, max_chunks, sig);
 }
 
@@ -457,7 +460,8 @@ void DevicePlane::combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t 
   const rt::CudaKernel kern = kernel(combine_scatter_text());
   const int64_t region = region_bytes();
   const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;  // as dispatch_scatter
-  kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, weights, k, summary, rows, region, sig);
+  const size_t shared = size_t(size_ + 1) * 8;  // combine_scatter_body's per-rank words
+  kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), x, weights, k, summary, rows, region, sig);
 }
 
 void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, uint64_t slots, uint64_t summary,
@@ -469,12 +473,13 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, 
   const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 2));
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
+  const size_t shared = size_t(4 * size_) * 8;  // combine_reduce_body's per-rank words
   if (overlap_receive_)
-    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary,
-                                 rows, region, tokens, out_w, k, sig);
+    kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), out, window, hidden, slots,
+                                 summary, rows, region, tokens, out_w, k, sig);
   else
-    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), out, window, hidden, slots, summary, rows, region,
-                     tokens, out_w, k, sig);
+    kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), out, window, hidden, slots, summary, rows,
+                     region, tokens, out_w, k, sig);
 }
 
 void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
