@@ -26,7 +26,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (qx, by, bz):
+        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_shared = T.alloc_shared((block_M, dim), dtype)
             K_shared = T.alloc_shared((block_N, dim), dtype)
             V_shared = T.alloc_shared((block_N, dim), dtype)
@@ -39,9 +39,6 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, blo
             scores_sum = T.alloc_fragment((block_M,), accum)
             logsum = T.alloc_fragment((block_M,), accum)
 
-            # Causal blocks' work grows with their query block: the GPU starts blocks in index
-            # order, so the longest go first and the short ones fill the last wave.
-            bx = T.ceildiv(seq_len, block_M) - 1 - qx if is_causal else qx
             T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
             T.fill(acc_o, 0)
             T.fill(logsum, 0)
