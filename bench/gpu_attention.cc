@@ -3,7 +3,7 @@
 // SDPA backends on (the peers, in the same scripts/gpu_check.sh run); and the JIT compile time of
 // the kernel, cold (empty cache) and from the disk cache.
 //
-//   bench_gpu_attention [--quick]
+//   bench_gpu_attention [--quick | --main] [--causal]
 //
 // Device events, warm-up, median. Sampled query rows are checked against a float64 reference.
 #include <chrono>
@@ -81,12 +81,17 @@ double sampled_error(const rt::Tensor& q, const rt::Tensor& k, const rt::Tensor&
 int main(int argc, char** argv) {
   try {
     // --quick: the first shape only; --main: every shape, only the FA3-scheduled tilings with a
-    // producer and P in registers (the ones to compare with the peers).
-    bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
-    bool main_only = argc > 1 && std::strcmp(argv[1], "--main") == 0;
-    if (argc > 1 && !quick && !main_only) {
-      std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main]\n");
-      return 2;
+    // producer and P in registers (the ones to compare with the peers); --causal (after either or
+    // alone): causal rows only.
+    bool quick = false, main_only = false, causal_only = false;
+    for (int i = 1; i < argc; ++i) {
+      if (std::strcmp(argv[i], "--quick") == 0) quick = true;
+      else if (std::strcmp(argv[i], "--main") == 0) main_only = true;
+      else if (std::strcmp(argv[i], "--causal") == 0) causal_only = true;
+      else {
+        std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main] [--causal]\n");
+        return 2;
+      }
     }
     const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
     std::printf("device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch_name().c_str(), dev.sm_count);
@@ -115,6 +120,7 @@ int main(int argc, char** argv) {
       rt::Tensor qd = q.to(gpu), kd = k.to(gpu), vd = v.to(gpu), od = rt::Tensor::empty(q.shape(), rt::DType::BF16, gpu);
       for (bool causal : {false, true})
         for (const Tiling& t : tilings) {
+          if (causal_only && !causal) continue;
           // The first launch compiles (NVRTC; the disk cache is empty on a fresh machine); a new
           // kernel object for the same program then loads the cached binary.
           auto seconds = [](auto&& f) {
