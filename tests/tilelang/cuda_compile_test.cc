@@ -451,6 +451,17 @@ def loop_p(n):
   EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
 }
 
+// Two gemms reading one A in registers run at once (wgmma instructions in flight may share their A
+// registers): no wait between them; the one after them pins P.
+TEST(CudaCompile, GemmsSharingARegisterARunAtOnce) {
+  Case c{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}, {"twice", "True"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  const size_t first = cuda.find("tile_gemm_wgmma_rs<"), second = cuda.find("tile_gemm_wgmma_rs<", first + 1);
+  ASSERT_NE(second, std::string::npos) << cuda;
+  EXPECT_EQ(cuda.substr(first, second - first).find("wgmma_wait_group"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("fence_register_tile<32>(P);", cuda.find("wgmma_wait_group<0>();", second)), std::string::npos) << cuda;
+}
+
 // A wgmma wait covers only the warpgroup's own gemms: with two warpgroups, the one past a barrier may
 // overwrite a shared operand the other's gemm still reads, so the wait goes before the barrier.
 TEST(CudaCompile, WgmmaWaitPrecedesTheBarrierBeforeAnOperandIsRewritten) {
