@@ -451,6 +451,36 @@ def loop_p(n):
   EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
 }
 
+// Likewise a B tile the loop's threads write (not a pipelined copy: it computes): left in flight,
+// the gemm would still read B_shared while the next step rewrites it.
+TEST(CudaCompile, NoGemmInFlightWhoseSharedOperandTheLoopWrites) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def loop_b(n):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64 * n), "bfloat16"), B: T.Tensor((64 * n, 64), "bfloat16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 64), "bfloat16")
+            B_shared = T.alloc_shared((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(n, num_stages=3):
+                T.copy(A[0, k * 64], A_shared)
+                for i, j in T.Parallel(64, 64):
+                    B_shared[i, j] = B[k * 64 + i, j] * 2
+                T.gemm(A_shared, B_shared, acc)
+            T.copy(acc, O)
+
+    return main
+)";
+  const std::string cuda = sm90_cuda_of(src, "loop_b", {{"n", "4"}});
+  const size_t gemm = cuda.find("tile_gemm_wgmma<"), end = cuda.find(';', gemm);
+  ASSERT_NE(gemm, std::string::npos) << cuda;
+  EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
+  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
+}
+
 // Two gemms reading one A in registers run at once (wgmma instructions in flight may share their A
 // registers): no wait between them; the one after them pins P.
 TEST(CudaCompile, GemmsSharingARegisterARunAtOnce) {
