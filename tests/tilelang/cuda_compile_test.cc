@@ -417,6 +417,35 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
     }
 }
 
+// A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of
+// float accumulators.
+TEST(CudaCompile, RowReducedAFragmentStaysShared) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def reduced_p():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16"), O: T.Tensor((64, 64), "float32"), R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            C_shared = T.alloc_shared((64, 64), "bfloat16")
+            P = T.alloc_fragment((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(C, C_shared)
+            T.copy(A, P)
+            T.reduce_sum(P, r, dim=1)
+            T.gemm(P, C_shared, acc, clear_accum=True)
+            T.copy(acc, O)
+            T.copy(r, R)
+
+    return main
+)";
+  const std::string cuda = sm90_cuda_of(src, "reduced_p");
+  EXPECT_NE(cuda.find("tl::bfloat16_t* __restrict__ P = reinterpret_cast<"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("tile_gemm_wgmma_rs<"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tile_gemm_wgmma<"), std::string::npos) << cuda;
+}
+
 // A pipelined loop's only gemm stays in flight into the next step (gemm_in_flight) only when the
 // loop writes none of its operands but the stages: here the step rewrites P, the gemm's A in
 // registers, so the gemm is waited for before the step ends.
