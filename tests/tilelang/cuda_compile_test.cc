@@ -400,7 +400,8 @@ TEST(CudaCompile, AttentionPFeedsWgmmaFromRegisters) {
 }
 
 // A 16-bit A operand wgmma cannot read from registers as it stands (transposed) goes through a
-// shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or two).
+// shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or
+// two, and with two 64-row tiles on one).
 TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
   for (const char* m : {"64", "128"})
     for (bool trans_a : {false, true}) {
@@ -415,6 +416,11 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
       EXPECT_EQ(rs > 0, !trans_a) << what;
       EXPECT_GT(all, rs) << what;
     }
+  // One warpgroup over 128 rows: each thread's P is two 64-row tiles, read as two wgmma A fragments.
+  Case c{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}, {"threads", "128"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  EXPECT_NE(cuda.find("tl::bfloat16_t P[64];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, 2, 64, 64,"), std::string::npos) << cuda;
 }
 
 // A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of

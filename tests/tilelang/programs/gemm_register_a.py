@@ -2,15 +2,15 @@
 # P is S rounded to the 16-bit dtype, then O = op(P) C. On sm_90a P (not transposed) stays in
 # registers and the second gemm reads it from there (wgmma's RS form); transposed (M = 64: P^T is
 # 64 x 64), it goes through a shared tile. `twice`: a third gemm reads P too, into an accumulator
-# of its own (O = op(P) C + op(P) C^T; the two gemms reading P run at once). `threads`: a warpgroup
-# per 64 rows.
+# of its own (O = op(P) C + op(P) C^T; the two gemms reading P run at once). `threads`: by default a
+# warpgroup per 64 rows; 128 with M = 128 gives the warpgroup two 64-row tiles of P.
 import tilelang.language as T
 
 
-def chain(M, trans_a=False, dtype="bfloat16", twice=False):
+def chain(M, trans_a=False, dtype="bfloat16", twice=False, threads=None):
     @T.prim_func
     def main(A: T.Tensor((M, 64), dtype), B: T.Tensor((64, 64), dtype), C: T.Tensor((64, 64), dtype), O: T.Tensor((M, 64), "float32")):
-        with T.Kernel(1, threads=M * 2) as bx:
+        with T.Kernel(1, threads=threads or M * 2) as bx:
             A_shared = T.alloc_shared((M, 64), dtype)
             B_shared = T.alloc_shared((64, 64), dtype)
             C_shared = T.alloc_shared((64, 64), dtype)
