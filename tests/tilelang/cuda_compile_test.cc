@@ -400,7 +400,8 @@ TEST(CudaCompile, AttentionPFeedsWgmmaFromRegisters) {
 }
 
 // A 16-bit A operand wgmma cannot read from registers as it stands (transposed) goes through a
-// shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or two).
+// shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or
+// two, and with two 64-row tiles on one).
 TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
   for (const char* m : {"64", "128"})
     for (bool trans_a : {false, true}) {
@@ -415,6 +416,52 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
       EXPECT_EQ(rs > 0, !trans_a) << what;
       EXPECT_GT(all, rs) << what;
     }
+  // One warpgroup over 128 rows: each thread's P is two 64-row tiles, read as two wgmma A fragments.
+  Case c{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}, {"threads", "128"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  EXPECT_NE(cuda.find("tl::bfloat16_t P[64];"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, 2, 64, 64,"), std::string::npos) << cuda;
+}
+
+// Causal attention's blocks run longest first: block x takes query block ceil(seq_len / block_M) -
+// 1 - x (the GPU starts blocks in index order, so the short ones fill the last wave); non-causal
+// blocks keep their order.
+TEST(CudaCompile, CausalAttentionStartsWithTheLastQueryBlock) {
+  for (bool causal : {false, true}) {
+    Case c{"attention", "examples/flash_attention.py", "flash_attention",
+           {{"batch", "1"}, {"heads", "2"}, {"seq_len", "200"}, {"dim", "64"}, {"is_causal", causal ? "True" : "False"}}, {}};
+    const std::string cuda = cuda_for(c, "sm_90a").code;
+    EXPECT_EQ(cuda.find("bx = ((qx * -1) + 3);") != std::string::npos, causal) << "causal=" << causal << "\n" << cuda;
+  }
+}
+
+// A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of
+// float accumulators.
+TEST(CudaCompile, RowReducedAFragmentStaysShared) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def reduced_p():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "bfloat16"), C: T.Tensor((64, 64), "bfloat16"), O: T.Tensor((64, 64), "float32"), R: T.Tensor((64,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            C_shared = T.alloc_shared((64, 64), "bfloat16")
+            P = T.alloc_fragment((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            r = T.alloc_fragment((64,), "float32")
+            T.copy(C, C_shared)
+            T.copy(A, P)
+            T.reduce_sum(P, r, dim=1)
+            T.gemm(P, C_shared, acc, clear_accum=True)
+            T.copy(acc, O)
+            T.copy(r, R)
+
+    return main
+)";
+  const std::string cuda = sm90_cuda_of(src, "reduced_p");
+  EXPECT_NE(cuda.find("tl::bfloat16_t* __restrict__ P = reinterpret_cast<"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("tile_gemm_wgmma_rs<"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("tile_gemm_wgmma<"), std::string::npos) << cuda;
 }
 
 // A pipelined loop's only gemm stays in flight into the next step (gemm_in_flight) only when the
@@ -449,6 +496,47 @@ def loop_p(n):
   EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
   EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
+}
+
+// Likewise a B tile the loop's threads write (not a pipelined copy: it computes): left in flight,
+// the gemm would still read B_shared while the next step rewrites it.
+TEST(CudaCompile, NoGemmInFlightWhoseSharedOperandTheLoopWrites) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def loop_b(n):
+    @T.prim_func
+    def main(A: T.Tensor((64, 64 * n), "bfloat16"), B: T.Tensor((64 * n, 64), "bfloat16"), O: T.Tensor((64, 64), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_shared = T.alloc_shared((64, 64), "bfloat16")
+            B_shared = T.alloc_shared((64, 64), "bfloat16")
+            acc = T.alloc_fragment((64, 64), "float32")
+            T.clear(acc)
+            for k in T.Pipelined(n, num_stages=3):
+                T.copy(A[0, k * 64], A_shared)
+                for i, j in T.Parallel(64, 64):
+                    B_shared[i, j] = B[k * 64 + i, j] * 2
+                T.gemm(A_shared, B_shared, acc)
+            T.copy(acc, O)
+
+    return main
+)";
+  const std::string cuda = sm90_cuda_of(src, "loop_b", {{"n", "4"}});
+  const size_t gemm = cuda.find("tile_gemm_wgmma<"), end = cuda.find(';', gemm);
+  ASSERT_NE(gemm, std::string::npos) << cuda;
+  EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
+  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
+}
+
+// Two gemms reading one A in registers run at once (wgmma instructions in flight may share their A
+// registers): no wait between them; the one after them pins P.
+TEST(CudaCompile, GemmsSharingARegisterARunAtOnce) {
+  Case c{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}, {"twice", "True"}}, {}};
+  const std::string cuda = cuda_for(c, "sm_90a").code;
+  const size_t first = cuda.find("tile_gemm_wgmma_rs<"), second = cuda.find("tile_gemm_wgmma_rs<", first + 1);
+  ASSERT_NE(second, std::string::npos) << cuda;
+  EXPECT_EQ(cuda.substr(first, second - first).find("wgmma_wait_group"), std::string::npos) << cuda;
+  EXPECT_NE(cuda.find("fence_register_tile<32>(P);", cuda.find("wgmma_wait_group<0>();", second)), std::string::npos) << cuda;
 }
 
 // A wgmma wait covers only the warpgroup's own gemms: with two warpgroups, the one past a barrier may

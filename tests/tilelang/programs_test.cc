@@ -2,6 +2,7 @@
 // (outputs poisoned first) and is compared with a float64 reference, in float32 and float16.
 #include <cmath>
 #include <limits>
+#include <map>
 #include <regex>
 
 #include "program_util.h"
@@ -465,13 +466,16 @@ INSTANTIATE_TEST_SUITE_P(Forms, FlashAttention,
 
 // Two gemms chained through a 16-bit fragment (tests/tilelang/programs/gemm_register_a.py): on
 // sm_90a the second reads it from registers (M = 64: one warpgroup, 128: two), or from a shared tile
-// when transposed.
-class RegisterA : public ::testing::TestWithParam<std::tuple<DType, int64_t, bool>> {};
+// when transposed; `twice`, a third gemm reads it beside the second (both in flight at once);
+// `threads` other than 0 (the default, a warpgroup per 64 rows): 128 with M = 128, two 64-row
+// tiles of P in one warpgroup.
+class RegisterA : public ::testing::TestWithParam<std::tuple<DType, int64_t, bool, bool, int64_t>> {};
 
 TEST_P(RegisterA, MatchesReference) {
-  auto [dtype, m, trans_a] = GetParam();
-  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_register_a.py", "chain",
-                                    {{"M", std::to_string(m)}, {"trans_a", trans_a ? "True" : "False"}, {"dtype", rt::name(dtype)}});
+  auto [dtype, m, trans_a, twice, threads] = GetParam();
+  std::map<std::string, std::string> params{{"M", std::to_string(m)}, {"trans_a", trans_a ? "True" : "False"}, {"dtype", rt::name(dtype)}, {"twice", twice ? "True" : "False"}};
+  if (threads > 0) params["threads"] = std::to_string(threads);
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_register_a.py", "chain", params);
   rt::Tensor a = random({m, 64}, dtype), bb = random({64, 64}, dtype), c = random({64, 64}, dtype);
   const std::vector<double> x = f64(a), y = f64(bb), z = f64(c);
   // P rounded to the dtype as the kernel rounds it (through a tensor of that dtype).
@@ -482,18 +486,20 @@ TEST_P(RegisterA, MatchesReference) {
   std::vector<double> ref(static_cast<size_t>(m * 64), 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < 64; ++j)
-      for (int64_t q = 0; q < 64; ++q) ref[i * 64 + j] += (trans_a ? p[q * 64 + i] : p[i * 64 + q]) * z[q * 64 + j];
+      for (int64_t q = 0; q < 64; ++q) ref[i * 64 + j] += (trans_a ? p[q * 64 + i] : p[i * 64 + q]) * (z[q * 64 + j] + (twice ? z[j * 64 + q] : 0.0));
   auto out = run(k, {a, bb, c}, {{{m, 64}, DType::F32}});
   // (S in float32 may round to P one unit apart from the float64 S: a few elements of 2^-8.)
   const double err = testutil::rel_error(f64(out[0]), ref);
-  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a;
+  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a << " twice=" << twice << " threads=" << threads;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
-                         ::testing::Values(std::tuple{DType::BF16, int64_t{64}, false}, std::tuple{DType::F16, int64_t{128}, false},
-                                           std::tuple{DType::BF16, int64_t{64}, true}),
+                         ::testing::Values(std::tuple{DType::BF16, int64_t{64}, false, false, int64_t{0}}, std::tuple{DType::F16, int64_t{128}, false, false, int64_t{0}},
+                                           std::tuple{DType::BF16, int64_t{64}, true, false, int64_t{0}}, std::tuple{DType::BF16, int64_t{128}, false, true, int64_t{0}},
+                                           std::tuple{DType::BF16, int64_t{128}, false, false, int64_t{128}}),
                          [](const auto& p) {
-                           return rt::str(rt::name(std::get<0>(p.param)), "_M", std::get<1>(p.param), std::get<2>(p.param) ? "_At" : "_A");
+                           return rt::str(rt::name(std::get<0>(p.param)), "_M", std::get<1>(p.param), std::get<2>(p.param) ? "_At" : "_A",
+                                          std::get<3>(p.param) ? "_twice" : "", std::get<4>(p.param) > 0 ? rt::str("_t", std::get<4>(p.param)) : std::string());
                          });
 
 }  // namespace

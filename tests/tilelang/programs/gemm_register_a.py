@@ -1,14 +1,16 @@
 # Two gemms chained through a 16-bit fragment, as attention's S and P: S = A B accumulates in float,
 # P is S rounded to the 16-bit dtype, then O = op(P) C. On sm_90a P (not transposed) stays in
 # registers and the second gemm reads it from there (wgmma's RS form); transposed (M = 64: P^T is
-# 64 x 64), it goes through a shared tile. `threads`: a warpgroup per 64 rows.
+# 64 x 64), it goes through a shared tile. `twice`: a third gemm reads P too, into an accumulator
+# of its own (O = op(P) C + op(P) C^T; the two gemms reading P run at once). `threads`: by default a
+# warpgroup per 64 rows; 128 with M = 128 gives the warpgroup two 64-row tiles of P.
 import tilelang.language as T
 
 
-def chain(M, trans_a=False, dtype="bfloat16"):
+def chain(M, trans_a=False, dtype="bfloat16", twice=False, threads=None):
     @T.prim_func
     def main(A: T.Tensor((M, 64), dtype), B: T.Tensor((64, 64), dtype), C: T.Tensor((64, 64), dtype), O: T.Tensor((M, 64), "float32")):
-        with T.Kernel(1, threads=M * 2) as bx:
+        with T.Kernel(1, threads=threads or M * 2) as bx:
             A_shared = T.alloc_shared((M, 64), dtype)
             B_shared = T.alloc_shared((64, 64), dtype)
             C_shared = T.alloc_shared((64, 64), dtype)
@@ -21,6 +23,11 @@ def chain(M, trans_a=False, dtype="bfloat16"):
             T.gemm(A_shared, B_shared, S, clear_accum=True)
             T.copy(S, P)
             T.gemm(P, C_shared, acc, clear_accum=True, transpose_A=trans_a)
+            if twice:
+                acc2 = T.alloc_fragment((M, 64), "float32")
+                T.gemm(P, C_shared, acc2, clear_accum=True, transpose_A=trans_a, transpose_B=True)
+                for i, j in T.Parallel(M, 64):
+                    acc[i, j] += acc2[i, j]
             T.copy(acc, O)
 
     return main

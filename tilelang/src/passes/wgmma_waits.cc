@@ -46,6 +46,16 @@ bool has_gemm_loop(const ir::Stmt& s) {
   return finder.found;
 }
 
+// A statement's accesses that a gemm in flight may conflict with. A wgmma gemm's read of its A in
+// registers is none: wgmma instructions in flight may read the same A registers (those of one gemm
+// do), so only other code touching them waits.
+analysis::Accesses waited_accesses(const ir::Stmt& s) {
+  analysis::Accesses a = analysis::accesses_of(s);
+  const auto* g = ir::as<ir::GemmNode>(s);
+  if (g && analysis::is_wgmma(*g) && g->a.buffer->scope == ir::Scope::Local) a.read.erase(g->a.buffer.get());
+  return a;
+}
+
 bool touches(const Group& g, const analysis::Accesses& a) {
   for (const ir::Buffer& acc : g.regs)
     if (a.read.count(acc.get()) || a.written.count(acc.get())) return true;
@@ -70,7 +80,7 @@ class Waits {
         const auto* g = ir::as<ir::GemmNode>(q->stmts[i]);
         // The pipeliner's overlapped gemm waits for itself (gemm_in_flight).
         if (g && i + 1 < q->stmts.size() && is_call(q->stmts[i + 1], ir::kGemmInFlight)) {
-          out.push_back(wait_for(analysis::accesses_of(q->stmts[i]), st, s->loc));
+          out.push_back(wait_for(waited_accesses(q->stmts[i]), st, s->loc));
           out.push_back(q->stmts[i]);
           out.push_back(q->stmts[++i]);
           continue;
@@ -115,7 +125,7 @@ class Waits {
 
  private:
   ir::Stmt leaf(const ir::Stmt& s, State& st) {
-    ir::Stmt wait = wait_for(analysis::accesses_of(s), st, s->loc, is_call(s, ir::kBulkRelease) || analysis::calls_user_code(s));
+    ir::Stmt wait = wait_for(waited_accesses(s), st, s->loc, is_call(s, ir::kBulkRelease) || analysis::calls_user_code(s));
     const auto* g = ir::as<ir::GemmNode>(s);
     if (!g || !analysis::is_wgmma(*g)) return seq({wait, s}, s->loc);
     std::vector<ir::Expr> pins;

@@ -7,8 +7,9 @@ namespace tilelang::passes {
 // Where the warpgroup waits for its wgmma gemms (sm_90a, after lower_kernel_cuda). A gemm whose
 // accumulator is in the warpgroup layout is issued and committed as one wgmma group and left in
 // flight (wgmma_async); the wait for it goes before the first later statement that reads or writes
-// its accumulator or its A operand in registers, or writes one of its operands (a shared tile or
-// fragment); the registers are pinned after the wait (wgmma_wait's arguments). It waits for as few
+// its accumulator or its A operand in registers (but a gemm reading that A: wgmma instructions in
+// flight may share A registers), or writes one of its operands (a shared tile or fragment); the
+// registers are pinned after the wait (wgmma_wait's arguments). It waits for as few
 // groups as it can: wgmma_wait(n) with n the groups committed after the youngest one that statement
 // needs (groups complete in commit order, so the older ones are complete too). Example (the FA3
 // loop, frontend/pipeline_schedule.h): S = Q K^T; O += P V; the softmax reads S -> wait(1) there;
