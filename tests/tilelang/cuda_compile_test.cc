@@ -423,18 +423,6 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
   EXPECT_NE(cuda.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, 2, 64, 64,"), std::string::npos) << cuda;
 }
 
-// Causal attention's blocks run longest first: block x takes query block ceil(seq_len / block_M) -
-// 1 - x (the GPU starts blocks in index order, so the short ones fill the last wave); non-causal
-// blocks keep their order.
-TEST(CudaCompile, CausalAttentionStartsWithTheLastQueryBlock) {
-  for (bool causal : {false, true}) {
-    Case c{"attention", "examples/flash_attention.py", "flash_attention",
-           {{"batch", "1"}, {"heads", "2"}, {"seq_len", "200"}, {"dim", "64"}, {"is_causal", causal ? "True" : "False"}}, {}};
-    const std::string cuda = cuda_for(c, "sm_90a").code;
-    EXPECT_EQ(cuda.find("bx = ((qx * -1) + 3);") != std::string::npos, causal) << "causal=" << causal << "\n" << cuda;
-  }
-}
-
 // A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of
 // float accumulators.
 TEST(CudaCompile, RowReducedAFragmentStaysShared) {
