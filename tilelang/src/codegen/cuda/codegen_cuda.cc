@@ -239,8 +239,9 @@ class CudaCodegen : public CodegenC {
     if (!count) error_at(n.loc, rt::str("tile '", b->name, "' needs a size known at compile time on the GPU, not ", ir::print(element_count(b))));
     int64_t bytes = rt::storage_bytes(b->dtype, std::max<int64_t>(*count, 1));
     if (b->scope == ir::Scope::Local) {
-      // Registers (or local memory) of each thread; float4 packs two elements a byte.
-      line(rt::str(storage_type(b->dtype), " ", name, "[", b->dtype == ir::DType::F4E2M1 ? bytes : std::max<int64_t>(*count, 1), "];"));
+      // Registers (or local memory) of each thread; float4 packs two elements a byte. Aligned so
+      // that 16-bit pairs (a wgmma register A, paired conversions) may be read as 32-bit words.
+      line(rt::str("alignas(16) ", storage_type(b->dtype), " ", name, "[", b->dtype == ir::DType::F4E2M1 ? bytes : std::max<int64_t>(*count, 1), "];"));
       visit_stmt(n.body);
       return;
     }
@@ -563,12 +564,12 @@ class CudaCodegen : public CodegenC {
       if (tiles(128, 256) < sm_count_) {
         // The model's time of a tile row: the plan's K-blocks on the busiest SM times the tile's
         // area; 64-column tiles lose ~3% per FLOP (more shared-memory traffic per FLOP).
-        struct Narrow {
+        struct Candidate {
           int block_n, stages;
           double efficiency;
         };
         double best = 0;
-        for (const Narrow c : {Narrow{256, 4, 1.0}, Narrow{192, 4, 1.0}, Narrow{128, 6, 1.0}, Narrow{64, 8, 0.97}}) {
+        for (const Candidate c : {Candidate{256, 4, 1.0}, Candidate{192, 4, 1.0}, Candidate{128, 6, 1.0}, Candidate{64, 8, 0.97}}) {
           const double cost = tl::plan_split_k(tiles(128, c.block_n), k_blocks, sm_count_).cost * c.block_n / c.efficiency;
           if (best == 0 || cost < best) best = cost, l.block_n = c.block_n, stages = c.stages;
         }
