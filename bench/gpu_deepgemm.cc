@@ -254,8 +254,7 @@ bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64
   const rt::Tensor stamps = zeros.to(kGpu);
   const char* user_flags = std::getenv("DG_JIT_FLAGS");
   const std::string restore = user_flags ? user_flags : "";
-  const uintptr_t address = reinterpret_cast<uintptr_t>(stamps.data());
-  setenv("DG_JIT_FLAGS", rt::str(restore, " -DDG_TIMELINE=", address, "ull").c_str(), 1);
+  setenv("DG_JIT_FLAGS", rt::str(restore, " ", deepgemm::detail::timeline_jit_flag(stamps.data())).c_str(), 1);
   gemm(nullptr);  // compiles the stamped kernel
   const double ms_stamped = timer.median_ms(gemm);
   if (user_flags)

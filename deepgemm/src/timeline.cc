@@ -86,6 +86,10 @@ const char* timeline_phase_name(TimelinePhase phase) {
   return names[int(phase)];
 }
 
+std::string timeline_jit_flag(const void* buffer) {
+  return rt::str("-DDG_TIMELINE=", reinterpret_cast<uintptr_t>(buffer), "ull");
+}
+
 std::vector<TimelineStream> parse_timeline(const std::vector<uint64_t>& words) {
   using namespace kernels;
   RT_ICHECK(int64_t(words.size()) * 8 == kTimelineBytes, "timeline buffer of ", words.size(), " words, expected ",

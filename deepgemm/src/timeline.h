@@ -37,6 +37,10 @@ struct TimelineStream {
   std::vector<std::pair<int, uint64_t>> events;         // (kernels::TimelineEvent, clock64), program order
 };
 
+// The NVRTC option (for DG_JIT_FLAGS) that compiles the stamps in, writing to `buffer`: a device
+// allocation of kernels::kTimelineBytes, zeroed.
+std::string timeline_jit_flag(const void* buffer);
+
 // The streams that stamped anything, from the buffer's kernels::kTimelineBytes / 8 words.
 std::vector<TimelineStream> parse_timeline(const std::vector<uint64_t>& words);
 

@@ -131,6 +131,11 @@ TEST(Timeline, MatchesTheProducersAndConsumersKBlocks) {
   EXPECT_EQ(deepgemm::detail::timeline_round_trip(streams, kBlocks).refill_n, 0);
 }
 
+TEST(Timeline, JitFlag) {
+  EXPECT_EQ(deepgemm::detail::timeline_jit_flag(reinterpret_cast<const void*>(uintptr_t(0x7f0000001000))),
+            "-DDG_TIMELINE=139637976731648ull");
+}
+
 TEST(Timeline, Report) {
   const std::string report = deepgemm::detail::timeline_report(deepgemm::detail::parse_timeline(synthetic()), kStages, 6);
   EXPECT_NE(report.find("| 0 | 7 | c0.w0 | 6 | 200 | 10 (5%) | 100 (50%) | 10 (5%) |"), std::string::npos) << report;
