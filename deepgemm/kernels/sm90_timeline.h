@@ -80,8 +80,16 @@ struct TimelineWriter {
   TL_DEVICE void stamp(TimelineEvent e) {
     tl::uint64_t t;
     asm volatile("mov.u64 %0, %%clock64;" : "=l"(t));
-    if (words && n < tl::uint32_t(kTimelineRecords))
-      words[kTimelineHeader + n] = tl::uint64_t(e) << 56 | (t & kTimelineClockMask);
+    const tl::uint64_t record = tl::uint64_t(e) << 56 | (t & kTimelineClockMask);
+    const tl::uint64_t address = reinterpret_cast<tl::uint64_t>(words) + 8 * (kTimelineHeader + n);
+    // A predicated store, not a branch: the other lanes must not diverge around the wgmmas.
+    asm volatile(
+        "{\n"
+        ".reg .pred p;\n"
+        "setp.ne.u32 p, %2, 0;\n"
+        "@p st.global.u64 [%0], %1;\n"
+        "}\n" ::"l"(address),
+        "l"(record), "r"(tl::uint32_t(words != nullptr && n < tl::uint32_t(kTimelineRecords))));
     ++n;
   }
   TL_DEVICE void close() {
