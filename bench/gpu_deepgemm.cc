@@ -8,6 +8,9 @@
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape, then three of cuBLASLt (for profilers)
 //   bench_gpu_deepgemm --time M N K [M N K ...]  ours and cuBLASLt at these shapes only (for A/B runs
 //                                  of kernel variants: DG_GPU_CONFIG, DG_JIT_FLAGS)
+//   bench_gpu_deepgemm --timeline M N K  the kernel at one shape with its cycle timeline compiled in
+//                                  (deepgemm/kernels/sm90_timeline.h): TFLOPS with and without it,
+//                                  then per CTA and warp the cycles of a k-block by loop step
 //   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
@@ -31,10 +34,12 @@
 #include <vector>
 
 #include "deepgemm/deepgemm.h"
+#include "deepgemm/kernels/sm90_timeline.h"
 #include "rt/cuda_device.h"
 #include "rt/cuda_memory.h"
 #include "rt/cuda_stream.h"
 #include "rt/error.h"
+#include "timeline.h"
 #include "tl/device/numeric.h"
 
 namespace {
@@ -230,6 +235,46 @@ bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   return all_ok;
 }
 
+// --timeline: one shape timed as it is, then with DG_JIT_FLAGS += -DDG_TIMELINE=<a stamp buffer's
+// address>, which compiles the stamps in; the buffer then holds the last timed run's (L2 flushed
+// before it, as in every timed run). Returns false on a mismatch of the stamped kernel's output.
+bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t n, int64_t k) {
+  Fp8Inputs x{m, n, k, 1, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen), random_fp8(n, k, gen),
+              random_scales({(n + 127) / 128, (k + 127) / 128}, gen)};
+  const rt::Tensor a = x.a.to(kGpu), sfa = gpu_aligned_scales(x.sfa), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+  rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+  auto gemm = [&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); };
+  gemm(nullptr);
+  const deepgemm::GemmConfig config = deepgemm::last_config();
+  const double ms = timer.median_ms(gemm);
+
+  const int64_t bytes = deepgemm::kernels::kTimelineBytes;
+  rt::Tensor zeros = rt::Tensor::empty({bytes}, rt::DType::U8);
+  std::memset(zeros.data(), 0, size_t(bytes));
+  const rt::Tensor stamps = zeros.to(kGpu);
+  const char* user_flags = std::getenv("DG_JIT_FLAGS");
+  const std::string restore = user_flags ? user_flags : "";
+  setenv("DG_JIT_FLAGS", rt::str(restore, " ", deepgemm::detail::timeline_jit_flag(stamps.data())).c_str(), 1);
+  gemm(nullptr);  // compiles the stamped kernel
+  const double ms_stamped = timer.median_ms(gemm);
+  if (user_flags)
+    setenv("DG_JIT_FLAGS", restore.c_str(), 1);
+  else
+    unsetenv("DG_JIT_FLAGS");
+  const bool ok = spot_check(x, d, m, 0, gen);
+
+  const rt::Tensor host = stamps.to(rt::Device::cpu());
+  std::vector<uint64_t> words(size_t(bytes / 8));
+  std::memcpy(words.data(), host.data(), words.size() * 8);
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  std::printf("%ld x %ld x %ld: %s; %.0f TFLOPS (%.1f us), with the timeline %.0f TFLOPS (%.1f us)%s\n\n", long(m),
+              long(n), long(k), config.to_string().c_str(), tflops(flops, ms), ms * 1e3, tflops(flops, ms_stamped),
+              ms_stamped * 1e3, ok ? "" : " MISMATCH");
+  const auto streams = deepgemm::detail::parse_timeline(words);
+  std::printf("%s", deepgemm::detail::timeline_report(streams, config.num_stages, 48).c_str());
+  return ok;
+}
+
 // Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
 void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
@@ -362,6 +407,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
+    if (argc == 5 && std::strcmp(argv[1], "--timeline") == 0)
+      return timeline(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
     LtFp8 lt;
     bool all_ok = true;
 

@@ -43,6 +43,7 @@
 
 #include "deepgemm/kernels/layout_copy.cuh"
 #include "deepgemm/kernels/sm90_params.h"
+#include "deepgemm/kernels/sm90_timeline.h"
 #include "tl/device/cuda/arch.h"
 #include "tl/device/cuda/convert.h"
 #include "tl/device/cuda/gemm_sm90.h"
@@ -292,12 +293,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     setmaxnreg_dec<Cfg::kProducerRegs>();
     const int warp = warp_idx_in_warpgroup();
     if (warp == 0 && elect_one_sync()) {
+      DG_TIMELINE_OPEN(0, true);
       PipelineState<kStages> st;
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        DG_STAMP(Tile);
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
+          DG_STAMP(EmptyWaitBegin);
           pipe.producer_acquire(st);
+          DG_STAMP(EmptyWaitEnd);
           mbarrier_t* full = pipe.full_barrier(st);
           constexpr int kBytesB = Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB;
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB + Cfg::kStageBytesSf +
@@ -318,9 +323,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           if constexpr (Cfg::kSfbPerRow)
             tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * Cfg::kScaleRows, tile.b_group);
+          DG_STAMP(TmaIssue);
           st.advance();
         }
       }
+      DG_TIMELINE_CLOSE();
     } else if (Cfg::kFp4B && warp >= 1) {
       // Expanders 0 .. kProducerExpanders - 1: every stage's share, as soon as it lands. The stage's
       // previous readers are done (the producer refilled it only after they released it).
@@ -340,6 +347,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     const int consumer = wg - 1;
     const int warp = warp_idx_in_warpgroup();
     const int lane = lane_idx();
+    DG_TIMELINE_OPEN(1 + 4 * consumer + warp, lane == 0);
     constexpr int kMmaM = Cfg::kMmaM;
     const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * Cfg::kConsumerRows * 128);
     const uint64_t desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
@@ -379,8 +387,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           ++sfb.next_kb;
         }
       }
+      DG_STAMP(FullWaitBegin);
       pipe.consumer_wait(s);
       if constexpr (Cfg::kFp4B) mbarrier_wait_parity(&expanded[s.index], s.phase);
+      DG_STAMP(FullWaitEnd);
       const float* sf = smem_sf + s.index * kSfStride;
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
@@ -402,10 +412,12 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         wgmma_m64k32_ss_fp8<kBlockN>(smem_desc_add(da, k_bytes), smem_desc_add(db, k_bytes), dst, kk > 0);
       }
       wgmma_commit_group();
+      DG_STAMP(Issue);
     };
     // Per-row B scales (sub-block q of the stage's k-block): each column has its own.
     [[maybe_unused]] auto retire_fp8_per_row = [&](auto& src, const Scales& sc, int w, uint32_t stage, int q,
                                                    auto& dst) {
+      DG_STAMP(PromoteBegin);
       fence_accumulators(src);
       const float* sb = smem_sfb + stage * kSfbStride + q * kBlockN + c0;
 #pragma unroll
@@ -416,8 +428,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         dst[4 * j + 2] = fmaf(src[4 * j + 2], sc.sa[w][1] * b.x, dst[4 * j + 2]);
         dst[4 * j + 3] = fmaf(src[4 * j + 3], sc.sa[w][1] * b.y, dst[4 * j + 3]);
       }
+      DG_STAMP_AFTER(PromoteEnd, dst);
     };
     [[maybe_unused]] auto retire_fp8 = [&](auto& src, const Scales& sc, int w, int split, auto& dst) {
+      DG_STAMP(PromoteBegin);
       fence_accumulators(src);
       const float s00 = sc.sa[w][0] * sc.sb0, s01 = sc.sa[w][0] * sc.sb1;
       const float s10 = sc.sa[w][1] * sc.sb0, s11 = sc.sa[w][1] * sc.sb1;
@@ -430,6 +444,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         dst[4 * j + 2] = fmaf(src[4 * j + 2], hi, dst[4 * j + 2]);
         dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
       }
+      DG_STAMP_AFTER(PromoteEnd, dst);
     };
     // Every lane's reads of the stage (the folded FP4 path's scales included) come before the
     // arrive that lets the producer refill it: lanes of a warp need not run in step.
@@ -439,11 +454,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         pipe.consumer_release(stage);
         if constexpr (Cfg::kMulticast > 1) mbarrier_arrive_cluster(&pipe.empty[stage], cta_rank ^ 1u);
       }
+      DG_STAMP(Release);
     };
 
     for (int t = first_tile; t < tiles.total; t += tile_step) {
       Sm90Tile tile;
       if (!tiles.get(p, t, tile)) continue;
+      DG_STAMP(Tile);
       [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
 
 #pragma unroll
@@ -490,26 +507,36 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             for (; kb + 1 < num_k_blocks; kb += 2) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<1>();
+              DG_STAMP(WgmmaWaitEnd);
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
               stage0 = wait_fp8(st, sc0);
               issue_fp8(stage0, 0, part);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<1>();
+              DG_STAMP(WgmmaWaitEnd);
               release(stage1);
               retire_fp8(part1, sc1, 0, split, acc[0]);
             }
             if (kb < num_k_blocks) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<1>();
+              DG_STAMP(WgmmaWaitEnd);
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<0>();
+              DG_STAMP(WgmmaWaitEnd);
               release(stage1);
               retire_fp8(part1, sc1, 0, split, acc[0]);
             } else {
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<0>();
+              DG_STAMP(WgmmaWaitEnd);
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
             }
@@ -532,7 +559,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
                 issue_fp8(stage, w, part, q);
                 if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
                   if (q == 0 && w == 0 && kb + 1 < num_k_blocks) expand_share(st, expander);
+                DG_STAMP(WgmmaWaitBegin);
                 wgmma_wait_group<0>();
+                DG_STAMP(WgmmaWaitEnd);
                 retire_fp8_per_row(part, sc, w, stage, q, acc[w]);
               }
             }
@@ -545,7 +574,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 #pragma unroll
             for (int w = 0; w < kMmaM; ++w) {
               issue_fp8(stage, w, part);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<0>();
+              DG_STAMP(WgmmaWaitEnd);
               if (w == kMmaM - 1) release(stage);
               retire_fp8(part, sc, w, split, acc[w]);
             }
@@ -616,6 +647,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
                                                       tile.n0 + c0, full_tile, vec_ok);
       }
     }
+    DG_TIMELINE_CLOSE();
     // Shared memory must outlive the TMA stores that read it.
     if constexpr (Cfg::kTmaStore) {
       if (thread_idx_in_warpgroup() == 0) tma_store_wait<0>();

@@ -144,6 +144,43 @@ TEST(GpuCompile, JitFlagsFromTheEnvironment) {
   EXPECT_NE(rt::compile_cuda(source, "probe.cu", {}, options).ptx.find("probe"), std::string::npos);
 }
 
+// The opt-in timeline (kernels/sm90_timeline.h) compiles into every loop it stamps when
+// DG_JIT_FLAGS carries -DDG_TIMELINE=<buffer address>, without ptxas serializing the wgmmas; without
+// the define nothing of it is left; a define without an address is refused.
+TEST(GpuCompile, TimelineStamps) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  Sm90KernelSpec fp4 = spec(true, rt::DType::BF16, 128, 128, 4, 0, false, true, 128);
+  fp4.fp4_b = true;
+  fp4.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 128, 128, 4, 2, 2, 1, true);
+  const Sm90KernelSpec specs[] = {
+      spec(true, rt::DType::BF16, 64, 64, 12, 0, false, true),         // M = 128: two partial sets
+      spec(true, rt::DType::F32, 256, 96, 4, 1, true, false),          // two m64 waves, one partial set
+      spec(true, rt::DType::F32, 128, 176, 4, 0, true, false, 32),     // per-row B scales
+      fp4,                                                             // FP4 B, consumers expanding
+      spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),       // BF16
+      spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2),  // multicast
+  };
+  for (const Sm90KernelSpec& s : specs) {
+    const std::string source = deepgemm::detail::sm90_gemm_source(s);
+    dgtest::ScopedEnv env("DG_JIT_FLAGS", "-DDG_TIMELINE=0x7f0000000000");
+    const rt::NvrtcResult on = rt::compile_cuda(source, "timeline.cu", deepgemm::detail::kernel_headers(),
+                                                deepgemm::detail::jit_options("sm_90a"));
+    EXPECT_NE(on.ptx.find("%clock64"), std::string::npos) << s.block_m << "x" << s.block_n;
+    EXPECT_NE(on.ptx.find("%globaltimer"), std::string::npos);
+    EXPECT_NE(on.ptx.find("%smid"), std::string::npos);
+    EXPECT_EQ(on.log.find("serialized"), std::string::npos) << on.log;
+    EXPECT_EQ(compile_ptx(source, deepgemm::detail::kSm90GemmKernel).find("%clock64"), std::string::npos);
+  }
+  dgtest::ScopedEnv env("DG_JIT_FLAGS", "-DDG_TIMELINE");
+  try {
+    rt::compile_cuda(deepgemm::detail::sm90_gemm_source(specs[0]), "timeline.cu", deepgemm::detail::kernel_headers(),
+                     deepgemm::detail::jit_options("sm_90a"));
+    ADD_FAILURE() << "DG_TIMELINE without an address compiled";
+  } catch (const rt::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("the stamp buffer's device address"), std::string::npos) << e.what();
+  }
+}
+
 TEST(GpuCompile, LayoutCopies) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   for (auto [in, out] : {std::pair{rt::DType::F8E4M3, rt::DType::F8E4M3}, std::pair{rt::DType::BF16, rt::DType::BF16},

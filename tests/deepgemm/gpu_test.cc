@@ -10,6 +10,7 @@
 // by about 2^-14 * 128 of its terms' magnitudes; the global check (DeepGEMM's calc_diff) stays tight.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -18,8 +19,10 @@
 #include <vector>
 
 #include "deepgemm/deepgemm.h"
+#include "deepgemm/kernels/sm90_timeline.h"
 #include "dg_test_util.h"
 #include "rt/cuda_device.h"
+#include "timeline.h"
 
 namespace {
 
@@ -516,6 +519,60 @@ TEST(GpuKGrouped, WeightGradient) {
     for (int64_t gi = 0; gi < g; ++gi)
       expect_close(dgtest::rows_of(dv, n, gi * m, m), refs[size_t(gi)], std::max<int64_t>(ks[size_t(gi)], 1), false,
                    std::string(inplace ? "in place, " : "") + "group " + std::to_string(gi));
+  }
+}
+
+// The cycle timeline (kernels/sm90_timeline.h; bench_gpu_deepgemm --timeline): the stamped kernel
+// still computes D, and each recorded stream holds its k-blocks whole and in clock order -- one
+// full wait and one release per k-block and consumer warp, one TMA issue per k-block of the
+// producer (one tile per CTA here), every stream of a CTA on one SM.
+TEST(GpuTimeline, StampsEveryKBlock) {
+  REQUIRE_HOPPER();
+  using E = deepgemm::kernels::TimelineEvent;
+  const int64_t m = 256, n = 1024, k = 1024, k_blocks = k / 128;
+  const Fp8Problem p = make_problem(m, n, k, true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const int64_t bytes = deepgemm::kernels::kTimelineBytes;
+  rt::Tensor zeros = rt::Tensor::empty({bytes}, rt::DType::U8);
+  std::memset(zeros.data(), 0, size_t(bytes));
+  // Two partial sets (64 x 64) and two m64 waves per consumer (256 x 128); no split-K pieces.
+  for (const char* config : {"64x64x12", "256x128x3"}) {
+    const rt::Tensor stamps = gpu(zeros);
+    dgtest::ScopedEnv flags("DG_JIT_FLAGS", deepgemm::detail::timeline_jit_flag(stamps.data()).c_str());
+    dgtest::ScopedEnv forced("DG_GPU_CONFIG", config);
+    dgtest::ScopedEnv whole("DG_GPU_SPLIT_K", "1");
+    rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+    deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
+    expect_close(host(d), ref, k, true, config);
+    const rt::Tensor h = stamps.to(rt::Device::cpu());
+    std::vector<uint64_t> words(size_t(bytes / 8));
+    std::memcpy(words.data(), h.data(), size_t(bytes));
+    const auto streams = deepgemm::detail::parse_timeline(words);
+    const int64_t ctas = std::min<int64_t>(deepgemm::last_config().num_tasks, deepgemm::kernels::kTimelineCtas);
+    const int consumers = deepgemm::last_config().block_m == 64 ? 1 : 2;
+    EXPECT_EQ(int64_t(streams.size()), ctas * (1 + 4 * consumers)) << config;
+    for (const auto& s : streams) {
+      const std::string what =
+          std::string(config) + " CTA " + std::to_string(s.cta) + " stream " + std::to_string(s.stream);
+      ASSERT_EQ(s.stamped, int64_t(s.events.size())) << what;
+      EXPECT_EQ(s.events.front().first, int(E::Start)) << what;
+      EXPECT_EQ(s.events.back().first, int(E::End)) << what;
+      EXPECT_EQ(s.smid, streams[size_t(s.cta) * (1 + 4 * consumers)].smid) << what;
+      EXPECT_LE(s.globaltimer_start, s.globaltimer_end) << what;
+      std::vector<int64_t> count(size_t(E::Count));
+      for (size_t i = 0; i < s.events.size(); ++i) {
+        ++count[size_t(s.events[i].first)];
+        if (i > 0) {
+          EXPECT_LE(s.events[i - 1].second, s.events[i].second) << what << " event " << i;
+        }
+      }
+      for (E e : s.stream == 0 ? std::vector<E>{E::EmptyWaitBegin, E::EmptyWaitEnd, E::TmaIssue}
+                               : std::vector<E>{E::FullWaitBegin, E::FullWaitEnd, E::Release})
+        EXPECT_EQ(count[size_t(e)], k_blocks) << what << " event " << int(e);
+      if (s.stream > 0) {
+        EXPECT_GT(deepgemm::detail::timeline_stats(s).cycles_per_k_block, 0) << what;
+      }
+    }
   }
 }
 

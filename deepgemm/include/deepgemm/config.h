@@ -12,7 +12,8 @@
 //                        (off by default until measured faster; docs/deepgemm.md)
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
 //   DG_JIT_FLAGS="..."   extra NVRTC options for the GPU kernels, whitespace-separated (e.g.
-//                        -DTL_CUDA_WAIT_TIMEOUT_NS=4000000000: a stuck pipeline traps instead of hanging)
+//                        -DTL_CUDA_WAIT_TIMEOUT_NS=4000000000: a stuck pipeline traps instead of hanging;
+//                        -DDG_TIMELINE=<address>: cycle stamps, kernels/sm90_timeline.h)
 //   TL_CACHE_DIR         (runtime) where the GPU kernels' JIT cache lives
 #pragma once
 
