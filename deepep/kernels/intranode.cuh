@@ -529,7 +529,6 @@ __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, con
   }
 }
 
-
 // --- combine's reduction -------------------------------------------------------------------------
 
 // Element conversions (PTX, round to nearest even as the CPU path does).
@@ -573,7 +572,7 @@ struct Elem<f16_t> {
 // token t is row slot[t * ranks + r] of region r of this rank's window, -1 when t did not go to r;
 // sent[r], the tokens this rank sent r, sizes the region's arrays and r's chunks); 0 for a token
 // that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
-// scatters: "dispatch and combine in chunks", below). bf16 starts from the first row and the others
+// scatters: "dispatch and combine in chunks", above). bf16 starts from the first row and the others
 // from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
 // weights the same way. Dynamic shared memory: 4 ranks words.
 // V elements of one 16-byte vector.

@@ -19,7 +19,9 @@
 namespace deepep::kernels {
 
 constexpr int kRegionArrays = 5;
-// Ranks a combine runs over at most (its kernels keep a value per rank in shared memory).
+// Ranks a combine runs over at most. Its kernels keep a few words per rank in shared memory, sized
+// at launch (combine_reduce_body: 4 a rank, 8 KiB a block here); the limit dates from static arrays
+// of this size, and more ranks would fit, but none past 4 has run on a GPU.
 constexpr int kMaxCombineRanks = 256;
 
 // Bytes per row of each array of a region (0: the operation has no such array).
@@ -45,9 +47,9 @@ DEEPEP_HOST_DEVICE long long region_offsets(const RegionRows& r, long long rows,
   return at;
 }
 
-// A dispatch moves source s's rows for rank d in chunks of this many rows, in slot order, each
-// announced by a flag of its own (signal_layout.h: kNormalChunkFlags) so that the receiver copies
-// it out while later chunks still arrive. `rows`: what s sends d. Eight rows (a row per warp of a
+// A dispatch or a combine moves source s's rows for rank d in chunks of this many rows, in slot
+// order, each announced by a flag of its own (signal_layout.h: kNormalChunkFlags) so that the
+// receiver copies (or reduces) it while later chunks still arrive. `rows`: what s sends d. Eight rows (a row per warp of a
 // block) unless that many chunks would not fit s's share of the flags.
 constexpr long long kChunkRows = 8;
 DEEPEP_HOST_DEVICE long long chunk_rows(long long rows, int ranks) {

@@ -20,8 +20,10 @@ constexpr long long kNormalFlags = 16384;                              // [ranks
 constexpr long long kNormalConsumed = kNormalFlags + kNormalMaxRanks;  // the last operation read here
 constexpr long long kNormalRecvArrivals = kNormalConsumed + 1;         // blocks of the running receive done
 constexpr long long kNormalGaveUp = kNormalConsumed + 2;  // nonzero once a wait of this rank timed out (then broken)
-// A dispatch's chunk flags: source s's share is kNormalChunkWords / ranks words from
-// kNormalChunkFlags + s * that, one per chunk of its rows for this rank (normal_layout.h: chunk_rows).
+// The chunk flags of a dispatch or a combine: source s's share is kNormalChunkWords / ranks words
+// from kNormalChunkFlags + s * that, one per chunk of its rows for this rank (normal_layout.h:
+// chunk_rows). A word is written only by the calls that have that chunk, so it may keep an old
+// call's number for a long time (the numbers wrap after 2^32 - 1 agreements).
 constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
 constexpr long long kNormalChunkWords = 14336;
 constexpr long long kSignalWords = kNormalChunkFlags + kNormalChunkWords;

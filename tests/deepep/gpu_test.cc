@@ -1035,12 +1035,17 @@ TEST(DeepEPGpu, NormalOperationNumbersOrder) {
 // of the rows a pair moves) goes as its rows then its flag. A receive reads a chunk once its flag
 // (and a dispatch's count flag) carries the call's number -- the rows there must be that call's --
 // and records the number in its consumed word once it read everything, had every peer's count
-// flag (a dispatch) and its scatter ended. run() returns false when no step can go and calls are
-// left: a rank waits for good.
+// flag (a dispatch) and its scatter ended; the rows it read must still be that call's then (no
+// sender overwrote them while it read). A call whose agreement failed (received = false) is a
+// scatter alone: no receive follows it, so neither the consumed word nor `prev` moves, and the
+// rank's next call starts once the scatter ended (stream order). Rows read as another call's, or
+// overwritten before the end, count in bad_reads. run() returns false when no step can go and
+// calls are left: a rank waits for good.
 struct NormalSignalModel {
   struct Call {
     bool dispatch;
     uint64_t seq;
+    bool received = true;  // false: the agreement failed after the scatter went out
   };
   struct Unit {
     int to;
@@ -1063,6 +1068,7 @@ struct NormalSignalModel {
   std::vector<uint64_t> consumed;
   std::vector<std::vector<uint64_t>> count;                    // [receiver][source]
   std::map<std::tuple<int, int, long long>, uint64_t> flag, data;  // [receiver, source, chunk]
+  int bad_reads = 0;
 
   // Rows call c moves from s into d's window: a dispatch's own rows touch no window; a combine
   // returns what d received from s, its own rows too.
@@ -1084,8 +1090,9 @@ struct NormalSignalModel {
     for (long long j = 0; j < most; ++j)
       for (int d = 0; d < ranks; ++d)
         if (j < chunks(c, r, d)) k.units[size_t(u++ % kBlocks)].push_back({d, j});
-    for (int s = 0; s < ranks; ++s)
-      for (long long j = 0; j < chunks(c, s, r); ++j) k.unread.push_back({s, j});
+    if (c.received)
+      for (int s = 0; s < ranks; ++s)
+        for (long long j = 0; j < chunks(c, s, r); ++j) k.unread.push_back({s, j});
   }
 
   // One step of rank r if one can go (applied when `go`).
@@ -1122,7 +1129,7 @@ struct NormalSignalModel {
       if (c.dispatch && count[size_t(r)][size_t(s)] != c.seq) return false;
       if (flag[{r, s, j}] != c.seq) return false;
       if (go) {
-        EXPECT_EQ(data[std::make_tuple(r, s, j)], c.seq) << "rank " << r << " read another call's rows of rank " << s;
+        if (data[std::make_tuple(r, s, j)] != c.seq) ++bad_reads;  // another call's rows
         k.unread[size_t(which - kBlocks)] = k.unread.back();
         k.unread.pop_back();
       }
@@ -1131,10 +1138,20 @@ struct NormalSignalModel {
     // The receive's end.
     for (size_t b = 0; b < kBlocks; ++b)
       if (!k.checked[b] || (c.dispatch && b == 0 && !k.counted[b]) || k.next[b] < k.units[b].size()) return false;
+    if (!c.received) {  // the scatter alone: the next call follows it on the stream
+      if (go) {
+        ++k.call;
+        begin(r);
+      }
+      return true;
+    }
     if (!k.unread.empty()) return false;
     for (int s = 0; s < ranks; ++s)
       if (c.dispatch && s != r && count[size_t(r)][size_t(s)] != c.seq) return false;
     if (go) {
+      for (int s = 0; s < ranks; ++s)  // what it read is still this call's: nobody overwrote it meanwhile
+        for (long long j = 0; j < chunks(c, s, r); ++j)
+          if (data[std::make_tuple(r, s, j)] != c.seq) ++bad_reads;
       consumed[size_t(r)] = c.seq;
       k.prev = c.seq;
       ++k.call;
@@ -1151,6 +1168,7 @@ struct NormalSignalModel {
     count.assign(size_t(ranks), std::vector<uint64_t>(size_t(ranks), 0));
     flag.clear();
     data.clear();
+    bad_reads = 0;
     for (int r = 0; r < ranks; ++r) begin(r);
     for (;;) {
       std::vector<std::pair<int, int>> can;
@@ -1204,6 +1222,7 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
   EXPECT_FALSE(model.run(rank0_last)) << "the model does not hang where the GPU did";
   model.reached = deepep::kernels::op_reached;
   EXPECT_TRUE(model.run(rank0_last));
+  EXPECT_EQ(model.bad_reads, 0);
 
   NormalSignalModel every = model;
   every.ranks = 3;
@@ -1213,7 +1232,52 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
       std::mt19937_64 gen(test_seed() + seed);
       EXPECT_TRUE(m->run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); }))
           << m->ranks << " ranks, schedule " << seed;
+      EXPECT_EQ(m->bad_reads, 0) << m->ranks << " ranks, schedule " << seed;
     }
+}
+
+// The same model with calls whose agreement failed after their scatter went out (a scatter alone:
+// no receive, the consumed words and `prev` stay; kernels/intranode.cuh "normal-mode signalling"),
+// between received ones, at 4 ranks with the empty rank and at 3: every schedule finishes, and no
+// receive reads rows of another call or has them overwritten before it records the call as read.
+// The check has teeth: a scatter that does not wait for the consumed words at all overwrites rows a
+// receive still reads in some schedule. Runs without a GPU.
+TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
+  auto pair_rows = [](const MoeCase& c) {
+    std::vector<std::vector<long long>> sent(size_t(c.ranks), std::vector<long long>(size_t(c.ranks), 0));
+    for (int d = 0; d < c.ranks; ++d)
+      for (const auto& [s, t] : deepep_test::expected_received(c, d)) ++sent[size_t(s)][size_t(d)];
+    return sent;
+  };
+  MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
+  empty.zero_tokens_rank = true;
+  NormalSignalModel four;
+  four.ranks = 4;
+  four.sent = pair_rows(empty);
+  // dispatch, dispatch (failed), combine, combine (failed), combine, dispatch (failed), cached
+  // dispatch, combine: numbered as the engine counts agreements, failed ones included.
+  const bool kinds[] = {true, true, false, false, false, true, true, false};
+  const bool received[] = {true, false, true, false, true, false, true, true};
+  for (int i = 0; i < 8; ++i) four.calls.push_back({kinds[i], uint64_t(3 + i), received[i]});
+  four.reached = deepep::kernels::op_reached;
+  NormalSignalModel three = four;
+  three.ranks = 3;
+  three.sent = pair_rows(make(3, 24, 4, Routing::Uniform, 256));
+  for (NormalSignalModel* m : {&four, &three})
+    for (uint64_t seed = 0; seed < 200; ++seed) {
+      std::mt19937_64 gen(test_seed() + seed);
+      EXPECT_TRUE(m->run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); }))
+          << m->ranks << " ranks, schedule " << seed;
+      EXPECT_EQ(m->bad_reads, 0) << m->ranks << " ranks, schedule " << seed;
+    }
+  three.reached = [](unsigned long long, unsigned long long) { return true; };
+  int unsafe = 0;
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    std::mt19937_64 gen(test_seed() + seed);
+    three.run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); });
+    unsafe += three.bad_reads > 0;
+  }
+  EXPECT_GT(unsafe, 0) << "the model finds no overwrite even without the consumed words";
 }
 
 // Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed).
