@@ -1186,6 +1186,14 @@ struct NormalSignalModel {
   }
 };
 
+// Rows rank s sends rank d in a dispatch of case c, [s][d] (what the signal model moves).
+std::vector<std::vector<long long>> rows_between_ranks(const MoeCase& c) {
+  std::vector<std::vector<long long>> sent(size_t(c.ranks), std::vector<long long>(size_t(c.ranks), 0));
+  for (int d = 0; d < c.ranks; ++d)
+    for (const auto& [s, t] : deepep_test::expected_received(c, d)) ++sent[size_t(s)][size_t(d)];
+  return sent;
+}
+
 // The 4-rank case with an empty rank (DispatchCombineFourRanksUnevenWithEmptyRank: rank 3 sends
 // and receives nothing) and a 3-rank one where every pair moves rows, under random schedules and
 // the one the GPU run took when it hung: rank 0 only runs when no other rank can, so rank 3, which
@@ -1194,17 +1202,11 @@ struct NormalSignalModel {
 // check for `prev` or later (op_reached) finishes every schedule without a rank reading rows of
 // another call. Runs without a GPU.
 TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
-  auto pair_rows = [](const MoeCase& c) {
-    std::vector<std::vector<long long>> sent(size_t(c.ranks), std::vector<long long>(size_t(c.ranks), 0));
-    for (int d = 0; d < c.ranks; ++d)
-      for (const auto& [s, t] : deepep_test::expected_received(c, d)) ++sent[size_t(s)][size_t(d)];
-    return sent;
-  };
   MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
   empty.zero_tokens_rank = true;
   NormalSignalModel model;
   model.ranks = 4;
-  model.sent = pair_rows(empty);
+  model.sent = rows_between_ranks(empty);
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(model.sent[3][size_t(r)], 0);
     EXPECT_EQ(model.sent[size_t(r)][3], 0);
@@ -1226,7 +1228,7 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
 
   NormalSignalModel every = model;
   every.ranks = 3;
-  every.sent = pair_rows(make(3, 24, 4, Routing::Uniform, 256));
+  every.sent = rows_between_ranks(make(3, 24, 4, Routing::Uniform, 256));
   for (NormalSignalModel* m : {&model, &every})
     for (uint64_t seed = 0; seed < 200; ++seed) {
       std::mt19937_64 gen(test_seed() + seed);
@@ -1243,17 +1245,11 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
 // The check has teeth: a scatter that does not wait for the consumed words at all overwrites rows a
 // receive still reads in some schedule. Runs without a GPU.
 TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
-  auto pair_rows = [](const MoeCase& c) {
-    std::vector<std::vector<long long>> sent(size_t(c.ranks), std::vector<long long>(size_t(c.ranks), 0));
-    for (int d = 0; d < c.ranks; ++d)
-      for (const auto& [s, t] : deepep_test::expected_received(c, d)) ++sent[size_t(s)][size_t(d)];
-    return sent;
-  };
   MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
   empty.zero_tokens_rank = true;
   NormalSignalModel four;
   four.ranks = 4;
-  four.sent = pair_rows(empty);
+  four.sent = rows_between_ranks(empty);
   // dispatch, dispatch (failed), combine, combine (failed), combine, dispatch (failed), cached
   // dispatch, combine: numbered as the engine counts agreements, failed ones included.
   const bool kinds[] = {true, true, false, false, false, true, true, false};
@@ -1262,7 +1258,7 @@ TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
   four.reached = deepep::kernels::op_reached;
   NormalSignalModel three = four;
   three.ranks = 3;
-  three.sent = pair_rows(make(3, 24, 4, Routing::Uniform, 256));
+  three.sent = rows_between_ranks(make(3, 24, 4, Routing::Uniform, 256));
   for (NormalSignalModel* m : {&four, &three})
     for (uint64_t seed = 0; seed < 200; ++seed) {
       std::mt19937_64 gen(test_seed() + seed);
