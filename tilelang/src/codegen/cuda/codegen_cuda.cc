@@ -552,7 +552,7 @@ class CudaCodegen : public CodegenC {
     // When that leaves SMs idle (fewer tiles than SMs, e.g. M = 128), the 128-row tile whose
     // split-K plan (tl/device/split_k.h) costs least for its area: 64-column tiles (8 stages) come
     // out ahead unless wider ones fill the SMs in one wave (128 x 24576 x 1536: 128 x 192);
-    // measured on the H200 (docs/perf.md, stop 17): +9-27% over the 128 x 128 tiles used before.
+    // measured on the H200 (docs/perf.md, stop 17): +10-35% over the 128 x 128 tiles used before.
     // When 256 x 128 tiles leave a better last wave (4096 x 2112: 272 tiles = 264 + 8 against
     // 288 = 264 + 24; measured 1.05x), those, with 4 stages.
     auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n), k_const = ir::as_const_int(l.k);
