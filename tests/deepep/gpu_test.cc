@@ -9,6 +9,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <memory>
 #include <random>
 #include <tuple>
 
@@ -1194,6 +1195,22 @@ std::vector<std::vector<long long>> rows_between_ranks(const MoeCase& c) {
   return sent;
 }
 
+// A schedule for the signal model: which of the runnable steps goes next, drawn from the test's
+// seed plus `seed`.
+constexpr uint64_t kModelSchedules = 200;
+std::function<size_t(const std::vector<std::pair<int, int>>&)> random_schedule(uint64_t seed) {
+  auto gen = std::make_shared<std::mt19937_64>(test_seed() + seed);
+  return [gen](const std::vector<std::pair<int, int>>& can) { return size_t((*gen)() % can.size()); };
+}
+
+// Every one of kModelSchedules random schedules finishes and no receive reads another call's rows.
+void expect_random_schedules_finish_safely(NormalSignalModel& m) {
+  for (uint64_t seed = 0; seed < kModelSchedules; ++seed) {
+    EXPECT_TRUE(m.run(random_schedule(seed))) << m.ranks << " ranks, schedule " << seed;
+    EXPECT_EQ(m.bad_reads, 0) << m.ranks << " ranks, schedule " << seed;
+  }
+}
+
 // The 4-rank case with an empty rank (DispatchCombineFourRanksUnevenWithEmptyRank: rank 3 sends
 // and receives nothing) and a 3-rank one where every pair moves rows, under random schedules and
 // the one the GPU run took when it hung: rank 0 only runs when no other rank can, so rank 3, which
@@ -1229,13 +1246,7 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
   NormalSignalModel every = model;
   every.ranks = 3;
   every.sent = rows_between_ranks(make(3, 24, 4, Routing::Uniform, 256));
-  for (NormalSignalModel* m : {&model, &every})
-    for (uint64_t seed = 0; seed < 200; ++seed) {
-      std::mt19937_64 gen(test_seed() + seed);
-      EXPECT_TRUE(m->run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); }))
-          << m->ranks << " ranks, schedule " << seed;
-      EXPECT_EQ(m->bad_reads, 0) << m->ranks << " ranks, schedule " << seed;
-    }
+  for (NormalSignalModel* m : {&model, &every}) expect_random_schedules_finish_safely(*m);
 }
 
 // The same model with calls whose agreement failed after their scatter went out (a scatter alone:
@@ -1259,18 +1270,11 @@ TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
   NormalSignalModel three = four;
   three.ranks = 3;
   three.sent = rows_between_ranks(make(3, 24, 4, Routing::Uniform, 256));
-  for (NormalSignalModel* m : {&four, &three})
-    for (uint64_t seed = 0; seed < 200; ++seed) {
-      std::mt19937_64 gen(test_seed() + seed);
-      EXPECT_TRUE(m->run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); }))
-          << m->ranks << " ranks, schedule " << seed;
-      EXPECT_EQ(m->bad_reads, 0) << m->ranks << " ranks, schedule " << seed;
-    }
+  for (NormalSignalModel* m : {&four, &three}) expect_random_schedules_finish_safely(*m);
   three.reached = [](unsigned long long, unsigned long long) { return true; };
   int unsafe = 0;
-  for (uint64_t seed = 0; seed < 200; ++seed) {
-    std::mt19937_64 gen(test_seed() + seed);
-    three.run([&](const std::vector<std::pair<int, int>>& can) { return size_t(gen() % can.size()); });
+  for (uint64_t seed = 0; seed < kModelSchedules; ++seed) {
+    three.run(random_schedule(seed));
     unsafe += three.bad_reads > 0;
   }
   EXPECT_GT(unsafe, 0) << "the model finds no overwrite even without the consumed words";
