@@ -19,6 +19,10 @@
 // - One, two or three consumer warpgroups (BLOCK_M = 64, 128, 192 or 256), each owning 64 or 128
 //   rows x BLOCK_N columns, computed as one or two m64 waves per k-block (256-row tiles read less B
 //   per FLOP; with 192-row tiles a consumer's promotion runs under the other two's wgmmas).
+//   kKInterleave (64-row FP8 tiles): two consumers share the tile's rows and take alternate
+//   k-blocks, the second handing its sum to the first through shared memory before the epilogue. One
+//   consumer's loop runs ~4x longer per k-block than its wgmmas (waits, issue, promotion: the
+//   timeline of bench_gpu_deepgemm --timeline); a second one fills the tensor cores' idle time.
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
@@ -71,9 +75,10 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // kFp4B_: B is packed e2m1, expanded to e4m3 in shared memory (per-row B scales).
 // kFoldScales_ (kFp4B, B's scales powers of two per 32 of K): the expansion folds each row's four
 // scales of a k-block into the values against the largest, and the promotion runs every 128 of K.
+// kKInterleave_ (BLOCK_M 64, FP8 with block scales): two consumers on alternate k-blocks.
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
-          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false>
+          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kKInterleave_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -93,8 +98,11 @@ struct Sm90GemmConfig {
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   // 192-row tiles: three consumers of one m64 wave each, so a consumer's promotion hides under the
   // other two's wgmmas (FP8 plain GEMMs).
-  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : kBlockM == 192 ? 3 : 2;
-  static constexpr int kMmaM = kBlockM / (64 * kNumConsumers);  // m64 waves per consumer and k-block
+  static constexpr bool kKInterleave = kKInterleave_;
+  static constexpr int kNumConsumers = kBlockM == 64 ? 1 + int(kKInterleave) : kBlockM == 192 ? 3 : 2;
+  // Consumers that own rows of the tile (and store them); with kKInterleave one, the first.
+  static constexpr int kRowConsumers = kKInterleave ? 1 : kNumConsumers;
+  static constexpr int kMmaM = kBlockM / (64 * kRowConsumers);  // m64 waves per consumer and k-block
   static constexpr int kConsumerRows = 64 * kMmaM;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
   // kFp4B: the warps that expand each stage -- the producer warpgroup's warps 1-3, ahead of use,
@@ -120,11 +128,13 @@ struct Sm90GemmConfig {
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBuffers = kEpilogueBuffers_;
-  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
+  static constexpr int kEpilogueBytes = kTmaStore ? kRowConsumers * kEpilogueBuffers * kBoxBytesC : 0;
+  // kKInterleave: the second consumer's FP32 sum of a tile, handed to the first.
+  static constexpr int kExchangeBytes = kKInterleave ? 64 * kBlockN * 4 : 0;
   static constexpr int kBarrierBytes = (kFp4B ? 3 : 2) * kStages * 8;  // full, empty (and expanded) per stage
   static constexpr int kSmemBytes =
       kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
-      kBarrierBytes + 1024;
+      kExchangeBytes + kBarrierBytes + 1024;
 
   // Register file: 128 x (producer + consumers x consumer) <= 65536.
   static constexpr int kProducerRegs = kNumConsumers == 3 ? 24 : 40;
@@ -156,6 +166,8 @@ struct Sm90GemmConfig {
                 "packed FP4 B: FP8 A, per-row B scales, no multicast");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
                 "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
+  static_assert(!kKInterleave || (kBlockM == 64 && kOverlapPromotion),
+                "k-interleaved consumers: 64-row FP8 tiles with block scales and BLOCK_N <= 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
 };
 
@@ -241,7 +253,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   uint8_t* smem_a = smem;                                      // [kStages][BLOCK_M][128 B]
   uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][BLOCK_N][128 B]
   uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
-  float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);      // [kStages][BLOCK_M]
+  float4* smem_x = reinterpret_cast<float4*>(smem_c + Cfg::kEpilogueBytes);    // kKInterleave: [float4][thread]
+  float* smem_sf = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_x) + Cfg::kExchangeBytes);  // [kStages][BLOCK_M]
   float* smem_sfb = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
   uint8_t* smem_bp = reinterpret_cast<uint8_t*>(smem_sfb) + kStages * Cfg::kStageBytesSfb;  // [kStages][packed B]
   auto* bars = reinterpret_cast<mbarrier_t*>(smem_bp + kStages * Cfg::kStageBytesBPacked);
@@ -249,11 +262,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   [[maybe_unused]] mbarrier_t* expanded = bars + 2 * kStages;  // kFp4B: stage s's B tile is e4m3 now
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
   constexpr int kSfbStride = Cfg::kStageBytesSfb / 4;
+  // kKInterleave's hand-over barrier: after 0 (__syncthreads) and the consumers' own (1 + consumer).
+  constexpr int kExchangeBarrier = 1 + Cfg::kNumConsumers;
 
   const int wg = warpgroup_idx();
   if (threadIdx.x == 0) {
     // With multicast a stage is free once the consumers of both CTAs (each writes into both) let go.
-    pipe.init(Cfg::kNumConsumers * 4 * Cfg::kMulticast);
+    // (k-interleaved consumers: only the one that read the stage releases it)
+    pipe.init(Cfg::kRowConsumers * 4 * Cfg::kMulticast);
     if constexpr (Cfg::kFp4B)
       for (int s = 0; s < kStages; ++s) mbarrier_init(&expanded[s], Cfg::kExpanderWarps);
     fence_barrier_init();
@@ -349,11 +365,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     const int lane = lane_idx();
     DG_TIMELINE_OPEN(1 + 4 * consumer + warp, lane == 0);
     constexpr int kMmaM = Cfg::kMmaM;
-    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * Cfg::kConsumerRows * 128);
+    // The consumer whose rows this one computes (k-interleaved: both compute the first's).
+    const int row_consumer = Cfg::kKInterleave ? 0 : consumer;
+    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + row_consumer * Cfg::kConsumerRows * 128);
     const uint64_t desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
     // This thread's rows inside the tile (r0 + 64 w and r0 + 64 w + 8 for wave w) and first column
     // (fragment layout in wgmma.h).
-    const int r0 = consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
+    const int r0 = row_consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
     const int c0 = 2 * (lane % 4);
     const bool vec_ok = p.d_sr % 2 == 0 && reinterpret_cast<uint64_t>(p.d) % (2 * sizeof(TC)) == 0;
 
@@ -363,6 +381,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     PipelineState<kStages> st;
     uint32_t boxes_done = 0;
     using Scales = Sm90Scales<kMmaM>;
+    // kKInterleave: this consumer reads the tile's k-blocks of its own parity; k_pos counts the
+    // tile's k-blocks `st` has moved past (the other consumer's skipped without waiting).
+    constexpr int kKStep = Cfg::kKInterleave ? 2 : 1;
+    [[maybe_unused]] int k_pos = 0;
 
     // FP8 steps. wait_fp8: waits for stage st, reads its scales, moves st on, returns the stage.
     // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
@@ -373,7 +395,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     struct SfbPrefetch {
       const float* row0;  // the 128-block of B's scales holding the tile's first column
       const float* row1;  // the next one (row0 again past the last)
-      int64_t step;       // floats between k-blocks
+      int64_t step;       // floats between k-blocks (this consumer reads every kKStep-th)
       int next_kb, end_kb;
       float v0, v1;       // the values of k-block next_kb - 1
     } sfb;
@@ -384,7 +406,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         if (sfb.next_kb < sfb.end_kb) {
           sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
           sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
-          ++sfb.next_kb;
+          sfb.next_kb += kKStep;
+        }
+      }
+      if constexpr (Cfg::kKInterleave) {
+        if ((k_pos & 1) != consumer) {
+          DG_STAMP(Skip);
+          s.advance();
+          ++k_pos;
         }
       }
       DG_STAMP(FullWaitBegin);
@@ -399,6 +428,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
       const uint32_t stage = s.index;
       s.advance();
+      if constexpr (Cfg::kKInterleave) ++k_pos;
       return stage;
     };
     [[maybe_unused]] auto issue_fp8 = [&](uint32_t stage, int w, auto& dst, int q = 0) {
@@ -465,7 +495,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
-        if (Cfg::kHasC && tile.unit.piece <= 0) {  // C enters a split tile's sum once, with piece 0
+        // C enters a split tile's sum once, with piece 0 (and k-interleaved, with the first consumer)
+        if (Cfg::kHasC && tile.unit.piece <= 0 && (!Cfg::kKInterleave || consumer == 0)) {
           const float* cg = p.c + tile.group * p.c_sg;
 #pragma unroll
           for (int j = 0; j < kBlockN / 8; ++j) {
@@ -484,15 +515,19 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
       if (tile.compute) {
         const int kb0 = tile.unit.kb0, kb1 = tile.unit.kb1;
-        const int num_k_blocks = kb1 - kb0;  // of this tile (its piece's range with split-K)
+        // The tile's k-blocks (its piece's range with split-K), and those this consumer reads.
+        const int num_k_blocks = kb1 - kb0;
+        [[maybe_unused]] const int my_k_blocks =
+            Cfg::kKInterleave ? (num_k_blocks + 1 - consumer) / 2 : num_k_blocks;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
+          const int first = kb0 + (Cfg::kKInterleave ? consumer : 0);
           sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
           sfb.step = p.sfb_sc;
-          sfb.v0 = kb0 < kb1 ? __ldg(sfb.row0 + kb0 * sfb.step) : 0.0f;
-          sfb.v1 = kb0 < kb1 ? __ldg(sfb.row1 + kb0 * sfb.step) : 0.0f;
-          sfb.next_kb = kb0 + 1;
+          sfb.v0 = first < kb1 ? __ldg(sfb.row0 + first * sfb.step) : 0.0f;
+          sfb.v1 = first < kb1 ? __ldg(sfb.row1 + first * sfb.step) : 0.0f;
+          sfb.next_kb = first + kKStep;
           sfb.end_kb = kb1;
         }
         if constexpr (Cfg::kOverlapPromotion) {
@@ -500,11 +535,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           // cores never wait for this warpgroup's CUDA-core work. Straight-line pairs (part and
           // part1 alternate at compile time), so ptxas can see which set each wait retires.
           Scales sc0, sc1;
-          if (num_k_blocks > 0) {
+          if (my_k_blocks > 0) {
             uint32_t stage0 = wait_fp8(st, sc0), stage1 = 0;
             issue_fp8(stage0, 0, part);
             int kb = 1;
-            for (; kb + 1 < num_k_blocks; kb += 2) {
+            for (; kb + 1 < my_k_blocks; kb += 2) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
               DG_STAMP(WgmmaWaitBegin);
@@ -520,7 +555,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               release(stage1);
               retire_fp8(part1, sc1, 0, split, acc[0]);
             }
-            if (kb < num_k_blocks) {
+            if (kb < my_k_blocks) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
               DG_STAMP(WgmmaWaitBegin);
@@ -540,6 +575,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
             }
+          }
+          if constexpr (Cfg::kKInterleave) {  // past the other consumer's last k-block too
+            for (; k_pos < num_k_blocks; ++k_pos) {
+              DG_STAMP(Skip);
+              st.advance();
+            }
+            k_pos = 0;
           }
         } else if constexpr (Cfg::kSfbPerRow) {
           // Promotion per sub-block of kPromotionK; the stage is freed after its last promotion,
@@ -607,7 +649,28 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
 #pragma unroll
         for (int w = 0; w < kMmaM; ++w) fence_accumulators(acc[w]);
+        if constexpr (Cfg::kKInterleave) {
+          // The second consumer's sum joins the first's: it writes, both sync (the data is there),
+          // the first adds, both sync again (the buffer is free for the next tile's hand-over).
+          constexpr int kVecs = kBlockN / 8;  // float4s per thread
+          const int thread = thread_idx_in_warpgroup();
+          if (consumer == 1) {
+#pragma unroll
+            for (int v = 0; v < kVecs; ++v)
+              smem_x[v * 128 + thread] = make_float4(acc[0][4 * v], acc[0][4 * v + 1], acc[0][4 * v + 2], acc[0][4 * v + 3]);
+          }
+          named_barrier_sync(kExchangeBarrier, 256);
+          if (consumer == 0) {
+#pragma unroll
+            for (int v = 0; v < kVecs; ++v) {
+              const float4 x = smem_x[v * 128 + thread];
+              acc[0][4 * v] += x.x, acc[0][4 * v + 1] += x.y, acc[0][4 * v + 2] += x.z, acc[0][4 * v + 3] += x.w;
+            }
+          }
+          named_barrier_sync(kExchangeBarrier, 256);
+        }
       }
+      if (Cfg::kKInterleave && consumer == 1) continue;  // the first consumer stores the tile
 
       if (tile.unit.piece >= 0) {  // a piece of a split tile (plain GEMMs): its share of the tile's sum
         tl::cuda::detail::gemm_sm90_split_reduce<Cfg>(acc, p.split_k, tiles.tiles, tile.unit, consumer,

@@ -10,7 +10,8 @@
 // up to kTimelineRecords records, each event << 56 | (clock64 & kTimelineClockMask), in program
 // order. The waits, Release and TmaIssue occur once per k-block, so their n-th occurrence in a
 // stream belongs to its n-th k-block (the producer's and the consumers' n-th k-blocks are the same
-// stage fill); Issue, the wgmma waits and the promotion once per wgmma group (per k-block in the
+// stage fill; a k-interleaved consumer stamps Skip for each fill it leaves to the other, so there
+// its FullWaitEnd and Skip stamps together count the fills); Issue, the wgmma waits and the promotion once per wgmma group (per k-block in the
 // 64- and 128-row FP8 loops, per m64 wave or promotion sub-block in the others). Every lane of a
 // stamping warp reads the clock, so the stamps add no divergence around the wgmmas.
 #pragma once
@@ -36,6 +37,8 @@ enum class TimelineEvent : tl::uint32_t {
   EmptyWaitBegin,  // before waiting for a free stage
   EmptyWaitEnd,
   TmaIssue,  // the stage's TMA loads issued
+  // consumer warps again (appended: the values above are the decoder's)
+  Skip,  // k-interleaved consumers: a stage fill left to the other consumer
   Count
 };
 

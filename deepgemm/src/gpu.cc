@@ -144,20 +144,32 @@ rt::CuTensorMap packed_fp4_map(const MatrixArg& v, int64_t groups, uint32_t box_
   return rt::encode_tensor_map(spec);
 }
 
-// DG_GPU_CONFIG=<block_m>x<block_n>x<stages> (tuning): the heuristic's choice replaced, after the
-// kernel's own rules are checked.
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>] (tuning): the heuristic's
+// choice replaced, after the kernel's own rules are checked. c1 / c2 picks one consumer or two
+// k-interleaved ones for 64-row tiles (default: two where the kernel allows it).
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
                             int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b) {
-  int bm = 0, bn = 0, stages = 0, multicast = 0, used = 0;
+  int bm = 0, bn = 0, stages = 0, multicast = 0, consumers = 0, used = 0;
   const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
   if (fields == 3 && text[size_t(used)] == 'x') {
     int more = 0;
     if (std::sscanf(text.c_str() + used, "x%d%n", &multicast, &more) == 1) used += more;
   }
-  RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2),
+  if (fields == 3 && text[size_t(used)] == 'c') {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, "c%d%n", &consumers, &more) == 1) used += more;
+  }
+  RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2) &&
+                    (consumers == 0 || consumers == 1 || consumers == 2),
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
-                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>], e.g. 128x128x5 or 256x128x3x2");
+                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>][c<consumers 1|2>], e.g. 128x128x5, ",
+                "256x128x3x2 or 64x64x8c1");
+  const bool interleave_ok = sm90_k_interleave_ok(fp8, bm, bn, sfb_rows);
+  RT_USER_CHECK(consumers != 2 || interleave_ok, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': two consumers on a 64-row tile (c2) need FP8 with block scales of B and block_n <= 128");
+  RT_USER_CHECK(consumers != 1 || bm == 64, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': c1 (one consumer) is for 64-row tiles; taller ones have one consumer per 64 or 128 rows");
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
   // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
   const int waves = bm == 256 ? 2 : 1;
@@ -184,13 +196,14 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.block_k = fp8 ? 128 : 64;
   b.tma_store = tma_store_ok && bn % 64 == 0;
   b.fp4_b = fp4_b;
+  b.k_interleave = interleave_ok && consumers != 1;
   RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
                 smem_limit);
   choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast == 2);
   RT_USER_CHECK(multicast != 2 || b.multicast == 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' asks for multicast, which needs a plain GEMM with block scales of B, an even number of ",
-                "BLOCK_M blocks in M and a wave of tiles");
+                "BLOCK_M blocks in M");
   b.raster_group = int(std::clamp<int64_t>(ceil_div(n, bn), 1, 8));
   return b;
 }
@@ -292,7 +305,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
       workspace = stream_scratch("split_k", {plan.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
                                  device, stream);
       // Zero when allocated; every launch leaves them zero.
-      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m))}, rt::DType::I32,
+      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m, blk.k_interleave))}, rt::DType::I32,
                                 device, stream, true);
       split_k = tl::SplitK{plan.dp_tiles, plan.splits, static_cast<float*>(workspace.data()),
                            static_cast<int*>(counters.data())};
@@ -319,6 +332,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
+  spec.k_interleave = blk.k_interleave;
   spec.smem_bytes = blk.smem_bytes;
   const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
 
@@ -397,7 +411,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.raster_group = blk.raster_group;
   params.split_k = split_k;
 
-  const int threads = 128 * (1 + sm90_consumers(blk.block_m));
+  const int threads = 128 * (1 + sm90_consumers(blk.block_m, blk.k_interleave));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
                   const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
                   &map_d,                                 &params};
@@ -410,7 +424,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 
   GemmConfig cfg;
   cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
-                       x.fp4_b ? ".fp4_b" : "", fold ? ".folded_scales" : "",
+                       x.fp4_b ? ".fp4_b" : "", fold ? ".folded_scales" : "", blk.k_interleave ? ".k_interleave" : "",
                        blk.tma_store ? (blk.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
   cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;

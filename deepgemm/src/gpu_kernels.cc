@@ -32,7 +32,8 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
                                      s.tma_store ? "true" : "false", ", ", s.sfb_per_row ? "true" : "false", ", ",
                                      s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ", ",
-                                     s.fp4_b ? "true" : "false", ", ", s.fold_scales ? "true" : "false", ">");
+                                     s.fp4_b ? "true" : "false", ", ", s.fold_scales ? "true" : "false", ", ",
+                                     s.k_interleave ? "true" : "false", ">");
   return rt::str(
       "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
       "using Cfg = ", config, ";\n"

@@ -28,6 +28,7 @@ struct Sm90KernelSpec {
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile
+  bool k_interleave = false;  // 64-row FP8 tiles on two consumers taking alternate k-blocks
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
 };
 

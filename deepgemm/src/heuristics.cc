@@ -77,18 +77,19 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows, bool fp4_b) {
+                        int sfb_rows, bool fp4_b, bool k_interleave) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
   const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb +
                         (fp4_b ? int64_t(block_n) * 64 : 0);
-  const int64_t epilogue = int64_t(sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
-  return stages * stage + epilogue + (fp4_b ? 3 : 2) * stages * 8 + 1024;
+  const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
+  const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
+  return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + 1024;
 }
 
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {
   auto fits = [&](int s, int buffers) {
-    return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows, b.fp4_b) <=
-           smem_limit;
+    return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows, b.fp4_b,
+                           b.k_interleave) <= smem_limit;
   };
   auto deepest = [&](int buffers) {
     int best = 0;
@@ -106,14 +107,14 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
     b.stages = std::max(2, one ? with_one : with_two);
   }
   b.smem_bytes = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, b.tma_store ? b.epilogue_buffers : 0, out_bytes,
-                                 sfb_rows, b.fp4_b);
+                                 sfb_rows, b.fp4_b, b.k_interleave);
   return b.smem_bytes <= smem_limit;
 }
 
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
   const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;
-  b.multicast = multicast_ok && m_blocks % 2 == 0 && tiles >= sms && sms >= 2 ? 2 : 1;
+  b.multicast = multicast_ok && m_blocks % 2 == 0 && sms >= 2 ? 2 : 1;
   b.grid = int(std::min<int64_t>(tiles / b.multicast, sms / b.multicast)) * b.multicast;
 }
 
@@ -172,6 +173,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   best.splits = 1;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   best.fp4_b = fp4_b;
+  best.k_interleave = sm90_k_interleave_ok(fp8, best.block_m, best.block_n, sfb_rows);
   // As many stages as fit, up to kMaxSm90Stages (the ring also prefetches the next tile across tiles).
   choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.

@@ -21,6 +21,7 @@ struct GpuBlocking {
   int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
   bool fp4_b = false;        // B read packed (e2m1) and expanded in shared memory: a staging buffer per stage
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
+  bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
   int splits = 1;          // split-K pieces per split tile (gpu.cc: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
   int raster_group = 8;    // tile-columns per rasterization band
@@ -41,19 +42,28 @@ struct GpuBlocking {
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
                                 int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false);
-// Multicast and grid for a block shape: clusters of 2 when `multicast_ok`, M holds an even number
-// of blocks and the tiles fill the SMs; otherwise 1. Sets b.multicast and b.grid.
+// Multicast and grid for a block shape: clusters of 2 when `multicast_ok` and M holds an even
+// number of blocks; otherwise 1. Sets b.multicast and b.grid.
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
-// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, 3 for
-// 192, else 2.
-inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : block_m == 192 ? 3 : 2; }
+// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64 (2 with
+// k_interleave), 3 for 192, else 2.
+inline int sm90_consumers(int block_m, bool k_interleave = false) {
+  return block_m == 64 ? 1 + int(k_interleave) : block_m == 192 ? 3 : 2;
+}
+// Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
+// block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
+// wherever it can: one consumer's loop leaves the tensor cores idle 3/4 of the time (docs/perf.md).
+inline bool sm90_k_interleave_ok(bool fp8, int block_m, int block_n, int sfb_rows) {
+  return fp8 && sfb_rows == 0 && block_m == 64 && block_n <= 128;
+}
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
 // the TMA-store epilogue, 0 without it. fp4_b: B packed, with its staging buffer and barriers.
+// k_interleave: one storing consumer and the hand-over buffer of the second.
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows = 0, bool fp4_b = false);
+                        int sfb_rows = 0, bool fp4_b = false, bool k_interleave = false);
 
 // The deepest pipeline the heuristic builds: the small tiles of the M <= 128 shapes stream K with
 // little compute per stage, so the bytes in flight set their speed (64 x 64 tiles: 8 -> 12 stages
@@ -65,7 +75,7 @@ inline constexpr int kMaxSm90Stages = 12;
 // buffers per consumer unless one buffer is what lets the stages fit (a forced depth), or buys a
 // third stage. (On the H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3
 // and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
-// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's layout).
+// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's and b.k_interleave's layout).
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).

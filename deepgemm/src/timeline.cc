@@ -15,7 +15,8 @@ using kernels::TimelineEvent;
 
 TimelinePhase phase_of(int event) {
   switch (TimelineEvent(event)) {
-    case TimelineEvent::FullWaitBegin: return TimelinePhase::Scales;
+    case TimelineEvent::FullWaitBegin:
+    case TimelineEvent::Skip: return TimelinePhase::Scales;
     case TimelineEvent::FullWaitEnd: return TimelinePhase::WaitData;
     case TimelineEvent::Issue: return TimelinePhase::Issue;
     case TimelineEvent::WgmmaWaitEnd: return TimelinePhase::WaitWgmma;
@@ -31,7 +32,7 @@ const char* event_name(int event) {
   static const char* const names[] = {"?",           "start",          "end",          "tile",
                                       "full wait",   "full passed",    "wgmma issued", "wgmma wait",
                                       "wgmma done",  "release",        "promote",      "promoted",
-                                      "empty wait",  "empty passed",   "tma issued"};
+                                      "empty wait",  "empty passed",   "tma issued",   "skipped"};
   static_assert(std::size(names) == size_t(TimelineEvent::Count));
   return event > 0 && event < int(TimelineEvent::Count) ? names[event] : "?";
 }
@@ -44,9 +45,23 @@ bool per_k_block(int event) {
     case TimelineEvent::Release:
     case TimelineEvent::EmptyWaitBegin:
     case TimelineEvent::EmptyWaitEnd:
-    case TimelineEvent::TmaIssue: return true;
+    case TimelineEvent::TmaIssue:
+    case TimelineEvent::Skip: return true;
     default: return false;
   }
+}
+
+// The stage fill (the producer's k-block) of each of a consumer stream's k-blocks: its n-th
+// FullWaitEnd is fill n, unless the stream is a k-interleaved consumer's, whose Skip stamps count
+// the fills it leaves to the other.
+std::vector<size_t> fills_of(const TimelineStream& s) {
+  std::vector<size_t> fills;
+  size_t fill = 0;
+  for (const auto& [event, clock] : s.events) {
+    if (event == int(TimelineEvent::FullWaitEnd)) fills.push_back(fill++);
+    if (event == int(TimelineEvent::Skip)) ++fill;
+  }
+  return fills;
 }
 
 std::vector<uint64_t> times_of(const TimelineStream& s, TimelineEvent e) {
@@ -141,30 +156,34 @@ TimelineRoundTrip timeline_round_trip(const std::vector<TimelineStream>& cta_str
   if (producer == cta_streams.end()) return r;
   const std::vector<uint64_t> tma = times_of(*producer, TimelineEvent::TmaIssue);
   const std::vector<uint64_t> empty_wait = times_of(*producer, TimelineEvent::EmptyWaitBegin);
-  std::vector<uint64_t> last_release;  // per k-block, over the consumer warps
-  size_t warps = 0;
+  // Per stage fill, over the consumer warps that read it: the last release and how many released.
+  std::vector<uint64_t> last_release(tma.size());
+  std::vector<int> releasers(tma.size());
   for (const TimelineStream& s : cta_streams) {
     if (s.stream == 0) continue;
     const std::vector<uint64_t> wait = times_of(s, TimelineEvent::FullWaitBegin);
     const std::vector<uint64_t> passed = times_of(s, TimelineEvent::FullWaitEnd);
     const std::vector<uint64_t> release = times_of(s, TimelineEvent::Release);
-    if (passed.empty()) continue;
-    for (size_t k = 0; k < std::min({wait.size(), passed.size(), tma.size()}); ++k) {
-      r.lead += diff(wait[k], tma[k]);
+    const std::vector<size_t> fills = fills_of(s);
+    for (size_t k = 0; k < std::min(wait.size(), passed.size()) && fills[k] < tma.size(); ++k) {
+      const uint64_t issued = tma[fills[k]];
+      r.lead += diff(wait[k], issued);
       ++r.lead_n;
       if (passed[k] - wait[k] > 64) {
-        r.data_latency += diff(passed[k], tma[k]);
+        r.data_latency += diff(passed[k], issued);
         ++r.data_n;
       }
     }
-    // Only k-blocks that every warp so far released count.
-    last_release.resize(warps == 0 ? release.size() : std::min(last_release.size(), release.size()));
-    for (size_t k = 0; k < last_release.size(); ++k)
-      last_release[k] = warps == 0 ? release[k] : std::max(last_release[k], release[k]);
-    ++warps;
+    for (size_t k = 0; k < std::min(release.size(), fills.size()) && fills[k] < tma.size(); ++k) {
+      uint64_t& last = last_release[fills[k]];
+      last = releasers[fills[k]]++ == 0 ? release[k] : std::max(last, release[k]);
+    }
   }
+  // Only fills released by as many warps as any (the buffer may have cut a stream's last ones) count.
+  const int all_warps = releasers.empty() ? 0 : *std::max_element(releasers.begin(), releasers.end());
   const size_t s = size_t(stages);
-  for (size_t k = 0; k + s < std::min(tma.size(), empty_wait.size()) && k < last_release.size(); ++k) {
+  for (size_t k = 0; k + s < std::min(tma.size(), empty_wait.size()); ++k) {
+    if (all_warps == 0 || releasers[k] < all_warps) continue;
     if (empty_wait[k + s] >= last_release[k]) continue;  // the stage was free before the producer asked
     r.refill += diff(tma[k + s], last_release[k]);
     ++r.refill_n;
@@ -244,15 +263,27 @@ std::string timeline_report(const std::vector<TimelineStream>& streams, int stag
   const uint64_t t0 = waits[waits.size() / 2];
   std::vector<std::tuple<uint64_t, int, int, int>> merged;  // clock, stream, event, k-block (-1: none)
   for (const TimelineStream& s : cta0) {
+    // A consumer's n-th k-block is stage fill fills[n]; a Skip is the fill it passes.
+    const std::vector<size_t> fills = s.stream == 0 ? std::vector<size_t>{} : fills_of(s);
     int seen[int(TimelineEvent::Count)] = {};
+    int next_fill = 0;
     for (const auto& [event, clock] : s.events) {
       const int index = event > 0 && event < int(TimelineEvent::Count) ? seen[event]++ : 0;
-      if (clock >= t0) merged.emplace_back(clock, s.stream, event, per_k_block(event) ? index : -1);
+      int fill = index;
+      if (event == int(TimelineEvent::Skip)) {
+        fill = next_fill;
+      } else if (s.stream != 0 && per_k_block(event)) {
+        fill = size_t(index) < fills.size() ? int(fills[size_t(index)]) : -1;
+      }
+      if (event == int(TimelineEvent::FullWaitEnd) || event == int(TimelineEvent::Skip)) ++next_fill;
+      if (clock >= t0) merged.emplace_back(clock, s.stream, event, per_k_block(event) ? fill : -1);
     }
   }
   std::sort(merged.begin(), merged.end());
+  const std::vector<size_t> warp0_fills = fills_of(*warp0);
   out += rt::str("\nCTA ", cta0.front().cta, ", cycles after ", stream_name(warp0->stream), "'s wait for k-block ",
-                 waits.size() / 2, " (k-block: the stream's n-th stage fill):\n");
+                 waits.size() / 2 < warp0_fills.size() ? warp0_fills[waits.size() / 2] : waits.size() / 2,
+                 " (k-block: the producer's n-th stage fill):\n");
   for (size_t i = 0; i < merged.size() && int(i) < excerpt_lines; ++i) {
     const auto& [clock, stream, event, kb] = merged[i];
     char line[96];

@@ -45,7 +45,8 @@ std::string timeline_jit_flag(const void* buffer);
 std::vector<TimelineStream> parse_timeline(const std::vector<uint64_t>& words);
 
 // One stream's steady state: the cycles between its first and last k-block marker (a consumer's
-// FullWaitEnd, the producer's TmaIssue), split by phase.
+// FullWaitEnd, the producer's TmaIssue), split by phase. A k-interleaved consumer's k-blocks are
+// every other stage fill.
 struct TimelineStats {
   int k_blocks = 0;               // markers recorded
   double cycles_per_k_block = 0;  // (last - first marker) / (k_blocks - 1)
@@ -53,8 +54,9 @@ struct TimelineStats {
 };
 TimelineStats timeline_stats(const TimelineStream& s);
 
-// One CTA's stage round trip, matching the producer's n-th k-block with each consumer warp's n-th
-// (the same stage fill). Means over the k-blocks counted; n: how many.
+// One CTA's stage round trip, matching the producer's n-th k-block with the consumer warps' reads
+// of that stage fill (a warp's n-th k-block, or with k-interleaved consumers the fill its Skip stamps
+// say). Means over the k-blocks counted; n: how many.
 struct TimelineRoundTrip {
   double data_latency = 0;  // TMA issue -> the full barrier passed, where a warp waited > 64 cycles for it
   int data_n = 0;

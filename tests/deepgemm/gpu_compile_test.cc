@@ -21,7 +21,7 @@ std::string compile_ptx(const std::string& source, const std::string& name) {
 }
 
 Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store,
-                    int per_row_promotion_k = 0, int multicast = 1) {
+                    int per_row_promotion_k = 0, int multicast = 1, bool k_interleave = false) {
   Sm90KernelSpec s;
   s.fp8 = fp8;
   s.out = out;
@@ -34,9 +34,10 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.sfb_per_row = per_row_promotion_k > 0;
   s.promotion_k = s.sfb_per_row ? per_row_promotion_k : 128;
   s.multicast = multicast;
-  s.smem_bytes =
-      deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store ? s.epilogue_buffers : 0,
-                                        out == rt::DType::BF16 ? 2 : 4, s.sfb_per_row ? 128 / s.promotion_k : 0);
+  s.k_interleave = k_interleave;
+  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store ? s.epilogue_buffers : 0,
+                                                   out == rt::DType::BF16 ? 2 : 4,
+                                                   s.sfb_per_row ? 128 / s.promotion_k : 0, false, k_interleave);
   return s;
 }
 
@@ -65,6 +66,10 @@ TEST(GpuCompile, Sm90GemmVariants) {
       // Clusters of 2 multicasting B.
       {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2), "multicast::cluster"},
       {spec(false, rt::DType::F32, 128, 256, 4, 0, true, false, 0, 2), "multicast::cluster"},
+      // 64-row tiles on two k-interleaved consumers (the shared-memory count includes the hand-over
+      // buffer: the generated source asserts the kernel agrees).
+      {spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 64, 128, 6, 2, true, false, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);
@@ -207,9 +212,18 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
           EXPECT_LE(b.block_n, 192);
         }
         EXPECT_EQ(b.tma_store, b.block_n % 64 == 0);
+        // 64-row FP8 tiles run k-interleaved on two consumers; nothing else does.
+        EXPECT_EQ(b.k_interleave, fp8 && b.block_m == 64 && b.block_n <= 128) << m << "x" << n << "x" << k;
+        EXPECT_EQ(b.smem_bytes, deepgemm::detail::sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages,
+                                                                  b.tma_store ? b.epilogue_buffers : 0, 2, 0, false,
+                                                                  b.k_interleave));
       }
     }
   }
+  // The M = 128 shape whose one-consumer loop the timeline measured picks them; per-row B scales
+  // (FP4 B, the K-grouped GEMM) never do.
+  EXPECT_TRUE(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem).k_interleave);
+  EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem, 1).k_interleave);
   // 256 x 128 FP8 tiles: three stages with two epilogue buffers per consumer; a forced fourth stage
   // fits with one buffer. 128 x 128 tiles fit five stages with two.
   auto wide = deepgemm::detail::choose_gpu_blocking(true, 4096, 4096, 7168, 1, 2, true, 132, smem);

@@ -116,6 +116,46 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   }
 }
 
+// 64-row tiles on two consumers taking alternate k-blocks: k-block counts odd and even, one (the
+// second consumer reads none), a partial last one, C and split-K (the first consumer alone carries
+// C and the piece's partial), several tiles per CTA (the hand-over buffer reused), clusters of 2
+// multicasting B (each stage released by both CTAs' reading consumer), and the same tiles on one
+// consumer.
+TEST(GpuFp8Gemm, KInterleavedConsumers) {
+  REQUIRE_HOPPER();
+  for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 128}, {100, 200, 256}, {128, 320, 640},
+                         {72, 136, 208}, {1000, 1104, 1152}}) {
+    const Fp8Problem p = make_problem(m, n, k, true);
+    const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed());
+    const std::vector<double> cv = testutil::to_f64(c);
+    const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+    const Ref ref_c = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
+    const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
+    const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+    for (const char* config : {"64x64x6", "64x128x5", "64x96x4", "64x64x6x2", "64x64x6c1"}) {
+      const bool multicast = std::string(config).find("x2") != std::string::npos;
+      if (multicast && (m + 63) / 64 % 2 != 0) continue;  // clusters of 2 need an even number of row blocks
+      dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
+      const std::string what = shape + " " + config;
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      const bool interleaved = deepgemm::last_config().kernel.find(".k_interleave") != std::string::npos;
+      EXPECT_EQ(interleaved, std::string(config).find("c1") == std::string::npos) << deepgemm::last_config().to_string();
+      expect_close(host(d), ref, k, true, what);
+      rt::Tensor d32 = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d32, gpu(c));
+      expect_close(host(d32), ref_c, k, false, what + " + c");
+      if (k >= 3 * 128 && !multicast) {
+        dgtest::ScopedEnv split("DG_GPU_SPLIT_K", "3");
+        rt::Tensor ds = gpu(poisoned({m, n}, rt::DType::F32));
+        deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, ds, gpu(c));
+        EXPECT_GT(deepgemm::last_config().split_k, 1);  // 3, or fewer where the plan's wave holds fewer
+        expect_close(host(ds), ref_c, k, false, what + " + c, split-k");
+      }
+    }
+  }
+}
+
 // Clusters of 2 sharing B's tile by TMA multicast (forced: the heuristic does not pick it), FP8 and
 // BF16, ragged N, BF16 out through TMA stores and FP32 out with C; and without multicast.
 TEST(GpuFp8Gemm, Multicast) {
@@ -364,19 +404,26 @@ TEST(GpuGrouped, Fp8MaskedLeavesTheRestUntouched) {
   const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
   const rt::Tensor qa = dgtest::reshaped(gpu(qa2), {g, max_m, k}), sfa = dgtest::reshaped(gpu(sfa2), {g, max_m, k / 128});
   const std::vector<double> deq_a = dgtest::dequant(qa2, sfa2, 1, 128);
-  rt::Tensor d = gpu(poisoned({g, max_m, n}, rt::DType::BF16));
-  deepgemm::m_grouped_fp8_gemm_nt_masked(qa, sfa, gpu(qb), gpu(sfb), d, gpu(dgtest::i32_tensor(masked)), 128);
-  const std::vector<double> dv = host(d);
-  for (int64_t gi = 0; gi < g; ++gi) {
-    const int64_t mg = masked[size_t(gi)];
-    if (mg > 0) {
-      const std::vector<double> ag = dgtest::rows_of(deq_a, k, gi * max_m, mg);
-      expect_close(dgtest::rows_of(dv, n, gi * max_m, mg), dgtest::ref_gemm(ag.data(), deq_b[size_t(gi)].data(), mg, n, k),
-                   k, true, "group " + std::to_string(gi));
+  // The heuristic's tiles, and 64-row ones on two k-interleaved consumers.
+  for (const char* config : {"", "64x64x6"}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", *config ? config : nullptr);
+    rt::Tensor d = gpu(poisoned({g, max_m, n}, rt::DType::BF16));
+    deepgemm::m_grouped_fp8_gemm_nt_masked(qa, sfa, gpu(qb), gpu(sfb), d, gpu(dgtest::i32_tensor(masked)), 128);
+    const std::string cfg = deepgemm::last_config().to_string();
+    const std::vector<double> dv = host(d);
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const int64_t mg = masked[size_t(gi)];
+      if (mg > 0) {
+        const std::vector<double> ag = dgtest::rows_of(deq_a, k, gi * max_m, mg);
+        expect_close(dgtest::rows_of(dv, n, gi * max_m, mg),
+                     dgtest::ref_gemm(ag.data(), deq_b[size_t(gi)].data(), mg, n, k), k, true,
+                     "group " + std::to_string(gi) + " (" + cfg + ")");
+      }
+      for (int64_t r = mg; r < max_m; ++r)
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_TRUE(std::isnan(dv[size_t((gi * max_m + r) * n + j)]))
+              << "masked row " << r << " of group " << gi << " written (" << cfg << ")";
     }
-    for (int64_t r = mg; r < max_m; ++r)
-      for (int64_t j = 0; j < n; ++j)
-        ASSERT_TRUE(std::isnan(dv[size_t((gi * max_m + r) * n + j)])) << "masked row " << r << " of group " << gi << " written";
   }
 }
 
@@ -535,8 +582,9 @@ TEST(GpuTimeline, StampsEveryKBlock) {
   const int64_t bytes = deepgemm::kernels::kTimelineBytes;
   rt::Tensor zeros = rt::Tensor::empty({bytes}, rt::DType::U8);
   std::memset(zeros.data(), 0, size_t(bytes));
-  // Two partial sets (64 x 64) and two m64 waves per consumer (256 x 128); no split-K pieces.
-  for (const char* config : {"64x64x12", "256x128x3"}) {
+  // Two partial sets (64 x 64, on two k-interleaved consumers and on one) and two m64 waves per
+  // consumer (256 x 128); no split-K pieces.
+  for (const char* config : {"64x64x11", "64x64x12c1", "256x128x3"}) {
     const rt::Tensor stamps = gpu(zeros);
     dgtest::ScopedEnv flags("DG_JIT_FLAGS", deepgemm::detail::timeline_jit_flag(stamps.data()).c_str());
     dgtest::ScopedEnv forced("DG_GPU_CONFIG", config);
@@ -549,7 +597,9 @@ TEST(GpuTimeline, StampsEveryKBlock) {
     std::memcpy(words.data(), h.data(), size_t(bytes));
     const auto streams = deepgemm::detail::parse_timeline(words);
     const int64_t ctas = std::min<int64_t>(deepgemm::last_config().num_tasks, deepgemm::kernels::kTimelineCtas);
-    const int consumers = deepgemm::last_config().block_m == 64 ? 1 : 2;
+    const bool interleaved = deepgemm::last_config().kernel.find(".k_interleave") != std::string::npos;
+    EXPECT_EQ(interleaved, std::string(config) == "64x64x11") << deepgemm::last_config().to_string();
+    const int consumers = deepgemm::last_config().block_m == 64 && !interleaved ? 1 : 2;
     EXPECT_EQ(int64_t(streams.size()), ctas * (1 + 4 * consumers)) << config;
     for (const auto& s : streams) {
       const std::string what =
@@ -566,9 +616,13 @@ TEST(GpuTimeline, StampsEveryKBlock) {
           EXPECT_LE(s.events[i - 1].second, s.events[i].second) << what << " event " << i;
         }
       }
+      // Every stage fill once per stream; a k-interleaved consumer reads half of them (one tile per
+      // CTA, 8 k-blocks) and skips the rest.
+      const int64_t reads = s.stream != 0 && interleaved ? k_blocks / 2 : k_blocks;
       for (E e : s.stream == 0 ? std::vector<E>{E::EmptyWaitBegin, E::EmptyWaitEnd, E::TmaIssue}
                                : std::vector<E>{E::FullWaitBegin, E::FullWaitEnd, E::Release})
-        EXPECT_EQ(count[size_t(e)], k_blocks) << what << " event " << int(e);
+        EXPECT_EQ(count[size_t(e)], reads) << what << " event " << int(e);
+      EXPECT_EQ(count[size_t(E::Skip)], k_blocks - reads) << what;
       if (s.stream > 0) {
         EXPECT_GT(deepgemm::detail::timeline_stats(s).cycles_per_k_block, 0) << what;
       }
@@ -582,7 +636,8 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   const Fp8Problem p = make_problem(m, n, k, false);
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
   for (const char* bad :
-       {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2"}) {
+       {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2",
+        "128x128x4c2", "128x128x4c1", "64x192x4c2", "64x64x4c3", "64x64x4c"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});

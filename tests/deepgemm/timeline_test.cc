@@ -131,6 +131,52 @@ TEST(Timeline, MatchesTheProducersAndConsumersKBlocks) {
   EXPECT_EQ(deepgemm::detail::timeline_round_trip(streams, kBlocks).refill_n, 0);
 }
 
+// Two k-interleaved consumers (streams 1 and 5: warp 0 of each), the first reading the even stage
+// fills and the second the odd ones, each stamping Skip for the other's: every fill is matched
+// with its own TMA issue, as the one-consumer warps above are.
+Events interleaved(int consumer) {
+  Events e{{E::Start, 900}, {E::Tile, 950}};
+  for (int n = 0; n < kBlocks; ++n) {
+    const uint64_t t = 1000 + 200 * uint64_t(n);
+    if (n % 2 != consumer) {
+      e.push_back({E::Skip, t + 50});
+      continue;
+    }
+    e.insert(e.end(), {{E::FullWaitBegin, t},
+                       {E::FullWaitEnd, t + 100},
+                       {E::Issue, t + 110},
+                       {E::WgmmaWaitBegin, t + 115},
+                       {E::WgmmaWaitEnd, t + 140},
+                       {E::Release, t + 170},
+                       {E::PromoteBegin, t + 175},
+                       {E::PromoteEnd, t + 190}});
+  }
+  e.push_back({E::End, 2300});
+  return e;
+}
+
+TEST(Timeline, MatchesInterleavedConsumersByTheirSkips) {
+  std::vector<uint64_t> words(size_t(k::kTimelineBytes / 8), 0);
+  put(words, 0, 0, 7, 10000, 10670, producer());
+  put(words, 0, 1, 7, 10200, 10900, interleaved(0));
+  put(words, 0, 5, 7, 10200, 10900, interleaved(1));
+  const auto streams = deepgemm::detail::parse_timeline(words);
+  const auto r = deepgemm::detail::timeline_round_trip(streams, kStages);
+  // Each fill read once, 100 cycles after its wait began: the sums of the test above over one warp.
+  EXPECT_EQ(r.data_n, kBlocks);
+  EXPECT_DOUBLE_EQ(r.data_latency, (600 + 780 + 4 * 290) / 6.0);
+  EXPECT_EQ(r.lead_n, kBlocks);
+  EXPECT_DOUBLE_EQ(r.lead, (500 + 680 + 4 * 190) / 6.0);
+  EXPECT_EQ(r.refill_n, kBlocks - kStages);
+  EXPECT_DOUBLE_EQ(r.refill, 40);
+  // A consumer's own k-blocks are every other fill: 400 cycles apart.
+  EXPECT_DOUBLE_EQ(deepgemm::detail::timeline_stats(streams[2]).cycles_per_k_block, 400);
+  const std::string report = deepgemm::detail::timeline_report(streams, kStages, 40);
+  EXPECT_NE(report.find("c1.w0     skipped       k-block 4\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("c1.w0     full passed   k-block 5\n"), std::string::npos) << report;
+  EXPECT_NE(report.find("cycles after c0.w0's wait for k-block 2 "), std::string::npos) << report;
+}
+
 TEST(Timeline, JitFlag) {
   EXPECT_EQ(deepgemm::detail::timeline_jit_flag(reinterpret_cast<const void*>(uintptr_t(0x7f0000001000))),
             "-DDG_TIMELINE=139637976731648ull");
