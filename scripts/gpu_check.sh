@@ -3,13 +3,18 @@
 #
 #   scripts/gpu_check.sh bundle   (here, without a GPU) builds the test and benchmark binaries into
 #                                 gpu-bundle/ (the device machine has no GoogleTest to build them)
-#   scripts/gpu_check.sh run      (on the GPU machine, from the repository root) runs them; logs go
-#                                 to $OUT (or gpu-logs/), a summary table is printed last.
+#   scripts/gpu_check.sh run      (on the GPU machine, from the repository root) runs them; the logs
+#                                 are kept in $OUT (or gpu-logs/) as logs.tgz and the pass/fail
+#                                 lines in summary.txt, both rewritten after every step (so a run cut
+#                                 short keeps what it did, in two files); a summary table is printed last.
 #                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1, TL_SKIP_DEEPGEMM=1,
 #                                 TL_SKIP_DEEPEP=1: not that product's steps; TL_SKIP_DEMO=1: not the
 #                                 README demo. On a machine with several GPUs the deepep steps use all.
 #
-# With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"].
+# With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"]. The whole check
+# takes longer than one call may run (10 minutes: stop 18's run on the H200 x2 was cut at the torch
+# attention step), so split it: TL_SKIP_TILELANG=1 in one call, TL_SKIP_DEEPEP=1 TL_SKIP_DEEPGEMM=1
+# in the next.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-}
@@ -32,22 +37,27 @@ fi
 [ "$mode" = run ] || { echo "usage: $0 bundle|run" >&2; exit 2; }
 
 out=${OUT:-gpu-logs}
+logs=$(mktemp -d)  # the logs; $out gets them packed (the device tool brings back only a few files)
+trap 'rm -rf "$logs"' EXIT
 mkdir -p "$out"
+: >"$out/summary.txt"
 export TL_SOURCE_DIR=$PWD TL_CACHE_DIR=/tmp/tl-cache TL_TEST_TARGET=cuda
 # NVLink multicast stays off on the lent machines (NCCL would use it for collectives).
 export NCCL_NVLS_ENABLE=0
 summary=()
-step() {  # step NAME COMMAND...: runs, logs to $out/NAME.log, records pass/fail and time
+step() {  # step NAME COMMAND...: runs, logs to $logs/NAME.log, records pass/fail and time
   local name=$1; shift
   local t0=$SECONDS
-  "$@" >"$out/$name.log" 2>&1
+  "$@" >"$logs/$name.log" 2>&1
   local rc=$?
   summary+=("$(printf '%-28s %s (%ds)' "$name" "$([ $rc -eq 0 ] && echo pass || echo "FAIL rc=$rc")" $((SECONDS - t0)))")
-  tail -3 "$out/$name.log"
+  printf '%s\n' "${summary[-1]}" >>"$out/summary.txt"
+  tar -C "$logs" -czf "$out/logs.tgz" .
+  tail -3 "$logs/$name.log"
   return 0
 }
 
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$out/gpu.txt" 2>&1
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem,power.draw --format=csv >"$logs/gpu.txt" 2>&1
 step runtime_tests gpu-bundle/runtime_tests
 step deepep_topology gpu-bundle/deepep_topology
 # deepep on the GPU: its suite (the DeepEPGpu tests run the cuda_ipc path, several processes per GPU
@@ -84,11 +94,11 @@ programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:Forms/*:NotWarpSpecialized/*:Bloc
 shards() {
   local pids=() rc=0
   for i in 0 1 2 3 4 5 6 7; do
-    GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i gpu-bundle/tilelang_tests --gtest_filter="$programs" --gtest_brief=1 >"$out/programs.$i.log" 2>&1 &
+    GTEST_TOTAL_SHARDS=8 GTEST_SHARD_INDEX=$i gpu-bundle/tilelang_tests --gtest_filter="$programs" --gtest_brief=1 >"$logs/programs.$i.log" 2>&1 &
     pids+=($!)
   done
   for p in "${pids[@]}"; do wait "$p" || rc=1; done
-  cat "$out"/programs.*.log
+  cat "$logs"/programs.*.log
   return $rc
 }
 step program_tests_cuda shards
@@ -106,7 +116,7 @@ fi
 [ -z "${TL_SKIP_DEMO:-}" ] && step make_demo make demo BUILD=build-demo
 
 echo
-grep -hE '^\||match' "$out"/bench_*.log 2>/dev/null || true
-tail -8 "$out/make_demo.log"
+grep -hE '^\||match' "$logs"/bench_*.log 2>/dev/null || true
+tail -8 "$logs/make_demo.log" 2>/dev/null
 echo
 printf '%s\n' "${summary[@]}"
