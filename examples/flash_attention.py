@@ -9,9 +9,11 @@
 # compiler waits for S_k alone, and for the P V gemm only before P is overwritten).
 #
 # On sm_90a P (acc_s_cast) stays in registers and feeds the P V gemm from there (wgmma's register
-# A operand). Fastest measured on the H200 (docs/perf.md, attention run 15): block_M=128,
-# block_N=128, threads=256 -- two consumer warpgroups, 680 TFLOPS non-causal at head dim 128, about
-# 1.08x torch's cuDNN backend; the 64 x 64 default (one consumer, two blocks an SM) reaches 584.
+# A operand). The default tiling is the fastest measured on the H200 (docs/perf.md, attention runs
+# 15 and 17): up to head dim 128, block_M = block_N = 128 on two consumer warpgroups (threads=256):
+# 681-714 TFLOPS non-causal, 551-640 causal at head dim 128, 1.05-1.15x torch's cuDNN backend; 64 x
+# 64 on one (two blocks an SM) reaches 584-612 / 474-522. Above head dim 128 it is 64 x 64: at 256,
+# 128 x 128 tiles with P in registers need more than the 255 registers a thread has.
 #
 #   tl run examples/flash_attention.py --param batch=1 --param heads=4 --param seq_len=256 --param dim=64 \
 #       --in q.npy --in k.npy --in v.npy --out o.npy
@@ -19,7 +21,11 @@ import tilelang
 import tilelang.language as T
 
 
-def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=64, block_N=64, dtype="bfloat16", warp_specialize=None, threads=128, pipelined_softmax=True):
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, block_N=None, dtype="bfloat16", warp_specialize=None, threads=None, pipelined_softmax=True):
+    # The default tiling (see above); threads: a warpgroup per 64 query rows.
+    block_M = (128 if dim <= 128 else 64) if block_M is None else block_M
+    block_N = (128 if dim <= 128 else 64) if block_N is None else block_N
+    threads = 128 * (block_M // 64) if threads is None else threads
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = (batch, seq_len, heads, dim)
     accum = "float32"

@@ -126,13 +126,21 @@ TEST(CudaCompile, TransposedTileGemmsUseWgmma) {
     }
 }
 
+// The 64 x 64 tiling on one warpgroup (the example's default is 128 x 128 on two up to head dim 128).
+const std::map<std::string, std::string> kAttention64{{"block_M", "64"}, {"block_N", "64"}, {"threads", "128"}};
+std::map<std::string, std::string> with(std::map<std::string, std::string> params, const std::map<std::string, std::string>& more) {
+  params.insert(more.begin(), more.end());
+  return params;
+}
+
 // Both gemms of the attention kernel (S = Q K^T, O += P V) run on wgmma at head dims 64 and 128;
 // at head dim 32 V's rows are 64 bytes, which an N-major wgmma operand cannot take, so the kernel
 // stays on mma.sync.
 TEST(CudaCompile, AttentionGemmsUseWgmmaWhereTheTilesAllow) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   for (const char* dim : {"32", "64", "128"}) {
-    Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}}, {}};
+    Case c{"flash_attention", "examples/flash_attention.py", "flash_attention",
+           with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}}, kAttention64), {}};
     std::string ptx = ptx_for(c, "sm_90a");
     bool wgmma = std::string(dim) != "32";
     EXPECT_EQ(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16") != std::string::npos, wgmma) << dim;
@@ -261,7 +269,7 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   std::map<std::string, std::string> wide = gemm;
   wide.insert({{"block_N", "256"}, {"block_K", "64"}, {"threads", "256"}, {"num_stages", "4"}});
   auto attention = [](const char* dim, const char* causal) {
-    return std::map<std::string, std::string>{{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}};
+    return with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}}, kAttention64);
   };
   for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile"},
                           WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, "C_tile"},
@@ -311,6 +319,17 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos) << w.c.name;
   }
 }
+// The example's default tiling: 128 x 128 on two consumer warpgroups (and a producer) up to head
+// dim 128, 64 x 64 on one above.
+TEST(CudaCompile, AttentionDefaultTilingByHeadDim) {
+  for (auto [dim, threads] : {std::pair{"64", 384}, std::pair{"128", 384}, std::pair{"256", 256}}) {
+    Case c{"flash_attention", "examples/flash_attention.py", "flash_attention", {{"batch", "1"}, {"heads", "2"}, {"seq_len", "512"}, {"dim", dim}}, {}};
+    tilelang::codegen::CudaSource src = cuda_for(c, "sm_90a");
+    ASSERT_EQ(src.launches.size(), 1u) << dim;
+    EXPECT_EQ(src.launches[0].threads, threads) << dim;  // consumers of 64 rows each, and a producer
+  }
+}
+
 
 // float32 exp2 is the SFU's ex2.approx.ftz alone on the GPU (attention's softmax: no subnormal
 // handling around every call).
@@ -332,7 +351,7 @@ TEST(CudaCompile, PipelinedSoftmaxWaitsForTheScoresAlone) {
   for (bool causal : {false, true})
     for (bool pipelined : {true, false}) {
       Case c{"attention", "examples/flash_attention.py", "flash_attention",
-             {{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "128"}, {"is_causal", causal ? "True" : "False"}, {"pipelined_softmax", pipelined ? "True" : "False"}}, {}};
+             with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "128"}, {"is_causal", causal ? "True" : "False"}, {"pipelined_softmax", pipelined ? "True" : "False"}}, kAttention64), {}};
       const std::string cuda = cuda_for(c, "sm_90a").code, what = rt::str("causal=", causal, " pipelined_softmax=", pipelined);
       const size_t loop = cuda.find("for (int32_t k = "), end = cuda.find("tile_copy_release", loop);
       ASSERT_NE(loop, std::string::npos) << what;
