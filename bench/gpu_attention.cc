@@ -3,7 +3,7 @@
 // SDPA backends on (the peers, in the same scripts/gpu_check.sh run); and the JIT compile time of
 // the kernel, cold (empty cache) and from the disk cache.
 //
-//   bench_gpu_attention [--quick | --main] [--causal]
+//   bench_gpu_attention [--quick | --main] [--causal] [--dim D]   (--dim: another head dim, 16-256)
 //
 // Device events, warm-up, median. Sampled query rows are checked against a float64 reference.
 #include <chrono>
@@ -23,7 +23,7 @@
 
 namespace {
 
-constexpr int64_t kDim = 128;
+int64_t g_dim = 128;  // head dim (--dim)
 
 // A tiling of the program: block_M queries per block with `threads` threads (consumers: one warpgroup
 // per 64 rows), block_N keys per step; warp_specialize is the pipelined loop's argument (None: a
@@ -41,7 +41,7 @@ tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, 
   tilelang::CompileOptions opts;
   opts.target = tilelang::Target::cuda(arch);
   opts.params = {{"batch", std::to_string(b)},       {"heads", std::to_string(h)},
-                 {"seq_len", std::to_string(s)},     {"dim", std::to_string(kDim)},
+                 {"seq_len", std::to_string(s)},     {"dim", std::to_string(g_dim)},
                  {"is_causal", causal ? "True" : "False"}, {"dtype", "bfloat16"},
                  {"block_M", std::to_string(t.block_m)},  {"block_N", std::to_string(t.block_n)},
                  {"threads", std::to_string(t.threads)},  {"warp_specialize", t.warp_specialize},
@@ -53,7 +53,7 @@ tilelang::Kernel attention_kernel(int64_t b, int64_t h, int64_t s, bool causal, 
 // Relative error of a few query rows of (batch 0, head 0) against float64 softmax(QK^T/sqrt(d))V.
 double sampled_error(const rt::Tensor& q, const rt::Tensor& k, const rt::Tensor& v, const rt::Tensor& o, int64_t h, int64_t s, bool causal) {
   std::vector<double> qv = testutil::to_f64(q), kv = testutil::to_f64(k), vv = testutil::to_f64(v), ov = testutil::to_f64(o);
-  auto at = [&](int64_t t, int64_t x) { return (t * h) * kDim + x; };  // batch 0, head 0 of [b, s, h, d]
+  auto at = [&](int64_t t, int64_t x) { return (t * h) * g_dim + x; };  // batch 0, head 0 of [b, s, h, d]
   std::vector<double> got, want;
   for (int64_t i : {int64_t{0}, s / 3, s / 2 + 1, s - 1}) {
     int64_t keys = causal ? i + 1 : s;
@@ -61,12 +61,12 @@ double sampled_error(const rt::Tensor& q, const rt::Tensor& k, const rt::Tensor&
     double mx = -INFINITY, sum = 0;
     for (int64_t j = 0; j < keys; ++j) {
       double dot = 0;
-      for (int64_t x = 0; x < kDim; ++x) dot += qv[at(i, x)] * kv[at(j, x)];
-      p[j] = dot / std::sqrt(double(kDim));
+      for (int64_t x = 0; x < g_dim; ++x) dot += qv[at(i, x)] * kv[at(j, x)];
+      p[j] = dot / std::sqrt(double(g_dim));
       mx = std::max(mx, p[j]);
     }
     for (double& x : p) sum += (x = std::exp(x - mx));
-    for (int64_t x = 0; x < kDim; ++x) {
+    for (int64_t x = 0; x < g_dim; ++x) {
       double acc = 0;
       for (int64_t j = 0; j < keys; ++j) acc += p[j] * vv[at(j, x)];
       want.push_back(acc / sum);
@@ -88,8 +88,11 @@ int main(int argc, char** argv) {
       if (std::strcmp(argv[i], "--quick") == 0) quick = true;
       else if (std::strcmp(argv[i], "--main") == 0) main_only = true;
       else if (std::strcmp(argv[i], "--causal") == 0) causal_only = true;
+      else if (std::strcmp(argv[i], "--dim") == 0 && i + 1 < argc && std::atoll(argv[i + 1]) >= 16 &&
+               std::atoll(argv[i + 1]) <= 256)
+        g_dim = std::atoll(argv[++i]);
       else {
-        std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main] [--causal]\n");
+        std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main] [--causal] [--dim 16-256]\n");
         return 2;
       }
     }
@@ -114,9 +117,9 @@ int main(int argc, char** argv) {
     for (const Shape& sh : shapes) {
       // Fresh inputs per shape (generating them on the host is most of this benchmark's time).
       rt::Device gpu = rt::Device::cuda(0);
-      rt::Tensor q = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
-      rt::Tensor k = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
-      rt::Tensor v = testutil::random_tensor({sh.b, sh.s, sh.h, kDim}, rt::DType::BF16, testutil::fresh_seed());
+      rt::Tensor q = testutil::random_tensor({sh.b, sh.s, sh.h, g_dim}, rt::DType::BF16, testutil::fresh_seed());
+      rt::Tensor k = testutil::random_tensor({sh.b, sh.s, sh.h, g_dim}, rt::DType::BF16, testutil::fresh_seed());
+      rt::Tensor v = testutil::random_tensor({sh.b, sh.s, sh.h, g_dim}, rt::DType::BF16, testutil::fresh_seed());
       rt::Tensor qd = q.to(gpu), kd = k.to(gpu), vd = v.to(gpu), od = rt::Tensor::empty(q.shape(), rt::DType::BF16, gpu);
       for (bool causal : {false, true})
         for (const Tiling& t : tilings) {
@@ -130,11 +133,20 @@ int main(int argc, char** argv) {
           };
           od.zero_();  // a kernel that skipped rows must not pass on the previous one's output
           tilelang::Kernel kern = attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name(), t);
-          double cold = seconds([&] { kern.launch({qd, kd, vd, od}); });
+          double cold = 0;
+          try {
+            cold = seconds([&] { kern.launch({qd, kd, vd, od}); });
+          } catch (const rt::Error& e) {  // a tiling this head dim cannot take (shared memory): say so, go on
+            std::printf("| %lld x %lld x %lld | %s | %d x %d, %d | %s | %s | %s | - (%s) | | | |\n", (long long)sh.b,
+                        (long long)sh.h, (long long)sh.s, causal ? "True" : "False", t.block_m, t.block_n, t.threads,
+                        t.warp_specialize, t.pipelined_softmax ? "True" : "False", t.register_p ? "registers" : "shared",
+                        e.what());
+            continue;
+          }
           double cached = seconds([&] { attention_kernel(sh.b, sh.h, sh.s, causal, dev.arch_name(), t).launch({qd, kd, vd, od}); });
           double err = sampled_error(q, k, v, od.to(rt::Device::cpu()), sh.h, sh.s, causal);
           double ms = timer.median_ms([&](rt::CuStream) { kern.launch({qd, kd, vd, od}); });
-          double flops = 4.0 * double(sh.b * sh.h) * double(sh.s) * double(sh.s) * double(kDim) / (causal ? 2 : 1);
+          double flops = 4.0 * double(sh.b * sh.h) * double(sh.s) * double(sh.s) * double(g_dim) / (causal ? 2 : 1);
           bool good = err < 2e-2;
           ok &= good;
           std::printf("| %lld x %lld x %lld | %s | %d x %d, %d | %s | %s | %s | %.1f | %.2f | %.2f | %.2e%s |\n", (long long)sh.b, (long long)sh.h,

@@ -380,6 +380,20 @@ std::pair<int, int> wgmma_register_a_count(const std::string& ptx) {
   return {rs, all};
 }
 
+// P stays in registers only while the register fragments fit a thread's budget (192 of 255): at
+// head dim 256, 64 x 64 tiles hold 176 with P (RS form); 128 x 128 would hold 224 and spill, so P
+// goes through a shared tile there.
+TEST(CudaCompile, AttentionPInRegistersOnlyWithinTheRegisterBudget) {
+  for (auto [tile, threads, in_registers] : {std::tuple{"64", "128", true}, std::tuple{"128", "256", false}}) {
+    Case c{"attention", "examples/flash_attention.py", "flash_attention",
+           {{"batch", "1"}, {"heads", "2"}, {"seq_len", "512"}, {"dim", "256"}, {"block_M", tile}, {"block_N", tile}, {"threads", threads}}, {}};
+    const std::string cuda = cuda_for(c, "sm_90a").code;
+    EXPECT_EQ(cuda.find("tl::bfloat16_t acc_s_cast[") != std::string::npos, in_registers) << tile;
+    if (!rt::nvrtc_available()) continue;
+    EXPECT_EQ(wgmma_register_a_count(ptx_for(c, "sm_90a")).first > 0, in_registers) << tile;
+  }
+}
+
 // On sm_90a attention's P (a 16-bit fragment cast from the score accumulator, read whole as the P V
 // gemm's A) stays in registers in the accumulator layout, and wgmma reads it there (RS form): no P
 // tile, no fence and barrier in the loop; in the FA3 loop the wait for P V (wait_group 0) goes

@@ -14,6 +14,11 @@ namespace {
 
 bool is_16bit_float(ir::DType t) { return t == ir::DType::F16 || t == ir::DType::BF16; }
 
+// Registers a thread may give the register fragments (accumulators and wgmma A operands) before a
+// 16-bit A operand goes through shared memory instead: of the 255 a thread has, the rest holds
+// addresses, row vectors and temporaries.
+constexpr int64_t kRegisterABudget = 192;
+
 // Whether ldmatrix can read a gemm operand: a 2-D tile of shared memory (leading dimensions of
 // extent 1, as in a pipeline stage) whose rows start at multiples of 16 bytes: the row length and
 // the tile's offset within its 2-D slice in whole 8-element groups (the leading dimensions' strides
@@ -439,9 +444,20 @@ std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir:
     if (!screen.accumulated.count(it->first) && screen.register_a.count(it->first)) operands.insert(*it);
     it = screen.accumulated.count(it->first) ? std::next(it) : candidates.erase(it);
   }
+  // An A operand joins them while the fragments' registers stay within kRegisterABudget a thread:
+  // past it ptxas spills (attention at head dim 256: 176 with P in registers at 64 x 64 compile
+  // without spills; 224 at 128 x 128 spill 92 bytes, where P staged does not -- a tiling that
+  // needs more shared memory than the H200 has anyway, but other programs need not).
+  int64_t fragment_registers = 0;
+  for (const auto& [fragment, layout] : candidates) fragment_registers += layout.per_thread() * rt::bits(fragment->dtype) / 32;
   for (const auto& [fragment, layout] : operands) {
     const std::vector<const ir::BufferNode*>& accs = screen.register_a.at(fragment);
-    if (std::all_of(accs.begin(), accs.end(), [&](const ir::BufferNode* c) { return candidates.count(c) > 0; })) candidates.emplace(fragment, layout);
+    const int64_t registers = layout.per_thread() * rt::bits(fragment->dtype) / 32;
+    if (std::all_of(accs.begin(), accs.end(), [&](const ir::BufferNode* c) { return candidates.count(c) > 0; }) &&
+        fragment_registers + registers <= kRegisterABudget) {
+      candidates.emplace(fragment, layout);
+      fragment_registers += registers;
+    }
   }
   // Row vectors beside them. A vector struck out can change what a 1-D nest that also touched it
   // writes (memory other threads see), so the walk repeats until nothing more is struck.
