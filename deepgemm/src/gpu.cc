@@ -156,12 +156,13 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
     int more = 0;
     if (std::sscanf(text.c_str() + used, "x%d%n", &multicast, &more) == 1) used += more;
   }
-  if (fields == 3 && text[size_t(used)] == 'c') {
+  const bool consumers_given = fields == 3 && text[size_t(used)] == 'c';
+  if (consumers_given) {
     int more = 0;
     if (std::sscanf(text.c_str() + used, "c%d%n", &consumers, &more) == 1) used += more;
   }
   RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2) &&
-                    (consumers == 0 || consumers == 1 || consumers == 2),
+                    (!consumers_given || consumers == 1 || consumers == 2),
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>][c<consumers 1|2>], e.g. 128x128x5, ",
                 "256x128x3x2 or 64x64x8c1");
@@ -305,8 +306,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
       workspace = stream_scratch("split_k", {plan.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
                                  device, stream);
       // Zero when allocated; every launch leaves them zero.
-      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m, blk.k_interleave))}, rt::DType::I32,
-                                device, stream, true);
+      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m, blk.k_interleave))},
+                                rt::DType::I32, device, stream, true);
       split_k = tl::SplitK{plan.dp_tiles, plan.splits, static_cast<float*>(workspace.data()),
                            static_cast<int*>(counters.data())};
       blk.splits = plan.splits;

@@ -637,7 +637,7 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
   for (const char* bad :
        {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2",
-        "128x128x4c2", "128x128x4c1", "64x192x4c2", "64x64x4c3", "64x64x4c"}) {
+        "128x128x4c2", "128x128x4c1", "64x192x4c2", "64x64x4c3", "64x64x4c0", "64x64x4c"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});
