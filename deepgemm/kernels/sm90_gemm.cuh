@@ -22,7 +22,8 @@
 //   kKInterleave (64-row FP8 tiles): two consumers share the tile's rows and take alternate
 //   k-blocks, the second handing its sum to the first through shared memory before the epilogue. One
 //   consumer's loop runs ~4x longer per k-block than its wgmmas (waits, issue, promotion: the
-//   timeline of bench_gpu_deepgemm --timeline); a second one fills the tensor cores' idle time.
+//   timeline of bench_gpu_deepgemm --timeline); a second one overlaps part of that (+2-6% at M =
+//   64/128 on the H200: the two slow each other's steps ~1.6x; three measured slower).
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
