@@ -64,6 +64,29 @@ std::vector<size_t> fills_of(const TimelineStream& s) {
   return fills;
 }
 
+// Each event's stage fill, -1 for events not stamped per k-block: the producer's n-th of a kind is
+// fill n; a consumer's n-th wait or release is its n-th k-block's fill (fills_of), a Skip the fill
+// it passes.
+std::vector<int> event_fills(const TimelineStream& s) {
+  const std::vector<size_t> fills = s.stream == 0 ? std::vector<size_t>{} : fills_of(s);
+  std::vector<int> out;
+  int seen[int(TimelineEvent::Count)] = {};
+  int skipped = 0;  // Skip stamps so far
+  for (const auto& [event, clock] : s.events) {
+    const int index = event > 0 && event < int(TimelineEvent::Count) ? seen[event]++ : 0;
+    if (!per_k_block(event)) {
+      out.push_back(-1);
+    } else if (s.stream == 0) {
+      out.push_back(index);
+    } else if (event == int(TimelineEvent::Skip)) {
+      out.push_back(seen[int(TimelineEvent::FullWaitEnd)] + skipped++);  // fills read or passed before it
+    } else {
+      out.push_back(size_t(index) < fills.size() ? int(fills[size_t(index)]) : -1);
+    }
+  }
+  return out;
+}
+
 std::vector<uint64_t> times_of(const TimelineStream& s, TimelineEvent e) {
   std::vector<uint64_t> t;
   for (const auto& [event, clock] : s.events)
@@ -263,21 +286,9 @@ std::string timeline_report(const std::vector<TimelineStream>& streams, int stag
   const uint64_t t0 = waits[waits.size() / 2];
   std::vector<std::tuple<uint64_t, int, int, int>> merged;  // clock, stream, event, k-block (-1: none)
   for (const TimelineStream& s : cta0) {
-    // A consumer's n-th k-block is stage fill fills[n]; a Skip is the fill it passes.
-    const std::vector<size_t> fills = s.stream == 0 ? std::vector<size_t>{} : fills_of(s);
-    int seen[int(TimelineEvent::Count)] = {};
-    int next_fill = 0;
-    for (const auto& [event, clock] : s.events) {
-      const int index = event > 0 && event < int(TimelineEvent::Count) ? seen[event]++ : 0;
-      int fill = index;
-      if (event == int(TimelineEvent::Skip)) {
-        fill = next_fill;
-      } else if (s.stream != 0 && per_k_block(event)) {
-        fill = size_t(index) < fills.size() ? int(fills[size_t(index)]) : -1;
-      }
-      if (event == int(TimelineEvent::FullWaitEnd) || event == int(TimelineEvent::Skip)) ++next_fill;
-      if (clock >= t0) merged.emplace_back(clock, s.stream, event, per_k_block(event) ? fill : -1);
-    }
+    const std::vector<int> fills = event_fills(s);
+    for (size_t i = 0; i < s.events.size(); ++i)
+      if (s.events[i].second >= t0) merged.emplace_back(s.events[i].second, s.stream, s.events[i].first, fills[i]);
   }
   std::sort(merged.begin(), merged.end());
   const std::vector<size_t> warp0_fills = fills_of(*warp0);
