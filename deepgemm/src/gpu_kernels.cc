@@ -1,6 +1,5 @@
 #include "gpu_kernels.h"
 
-#include <sstream>
 #include <utility>
 
 #include "rt/env.h"
@@ -70,8 +69,7 @@ const std::vector<rt::EmbeddedFile>& kernel_headers() {
 rt::NvrtcOptions jit_options(const std::string& arch) {
   rt::NvrtcOptions options;
   options.arch = arch;
-  std::istringstream flags(rt::env_string("DG_JIT_FLAGS", ""));
-  for (std::string flag; flags >> flag;) options.extra.push_back(flag);
+  options.extra = rt::env_words("DG_JIT_FLAGS");
   return options;
 }
 

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <sstream>
 
 #include "rt/error.h"
 
@@ -20,6 +21,13 @@ const char* lookup(const char* name) {
 std::string env_string(const char* name, const std::string& fallback) {
   const char* value = lookup(name);
   return value ? std::string(value) : fallback;
+}
+
+std::vector<std::string> env_words(const char* name) {
+  std::istringstream in(env_string(name, ""));
+  std::vector<std::string> words;
+  for (std::string word; in >> word;) words.push_back(word);
+  return words;
 }
 
 int64_t env_int(const char* name, int64_t fallback) {

@@ -25,6 +25,15 @@ TEST(Env, StringFallsBackWhenUnsetOrEmpty) {
   EXPECT_EQ(rt::env_string("TL_TEST_KNOB", "dflt"), "value with spaces");
 }
 
+TEST(Env, WordsSplitOnWhitespace) {
+  {
+    ScopedEnv e("TL_TEST_KNOB", std::nullopt);
+    EXPECT_TRUE(rt::env_words("TL_TEST_KNOB").empty());
+  }
+  ScopedEnv e("TL_TEST_KNOB", "  -DA=1\t-lineinfo\n  -DB ");
+  EXPECT_EQ(rt::env_words("TL_TEST_KNOB"), (std::vector<std::string>{"-DA=1", "-lineinfo", "-DB"}));
+}
+
 TEST(Env, Int) {
   {
     ScopedEnv e("TL_TEST_KNOB", std::nullopt);

@@ -272,6 +272,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   std::optional<NormalSignals> scattered;  // the scatter, when queued before the agreement
   if (err.empty() && !cached && gpu) {
     try {
+      plane->mark("checks");
       route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr, a.previous_event);
       plane->mark("routing");
       // The scatter needs only this rank's counts, on the device: when the windows' reuse is ordered

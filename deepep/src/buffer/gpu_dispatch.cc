@@ -63,6 +63,7 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts, address(route.slots),
                        address(route.order), address(route.in_rank_on_device), address(route.summary),
                        address(chunk_counts));
+  plane.mark("kernels");
   std::vector<const rt::Tensor*> wanted = {&route.summary};
   if (want_host_in_rank) wanted.push_back(&route.in_rank_on_device);
   route.downloaded = plane.download(wanted);

@@ -222,7 +222,8 @@ DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t windo
       stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
       downloaded_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0),
-      overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0) {}
+      overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0),
+      jit_flags_(rt::env_words("DEEPEP_JIT_FLAGS")) {}
 
 DevicePlane::~DevicePlane() {
   // Async dispatches and combines may still run on the stream, and low-latency calls queued on a
@@ -320,7 +321,8 @@ void DevicePlane::check_signals(const std::string& what) {
 rt::CudaKernel DevicePlane::kernel(const KernelText& text) {
   auto it = kernels_.find(text.name);
   if (it == kernels_.end())
-    it = kernels_.emplace(text.name, rt::jit_kernel(text.source(), text.name, device(), device_kernel_headers())).first;
+    it = kernels_.emplace(text.name, rt::jit_kernel(text.source(), text.name, device(), device_kernel_headers(),
+                                                    jit_flags_)).first;
   return it->second;
 }
 

@@ -233,6 +233,7 @@ class DevicePlane {
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
   bool overlap_receive_ = true;  // DEEPEP_OVERLAP_RECEIVE=0: a receive waits for its scatter's end
+  std::vector<std::string> jit_flags_;  // DEEPEP_JIT_FLAGS: more NVRTC options for the kernels (experiments)
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
   uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
