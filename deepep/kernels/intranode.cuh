@@ -174,26 +174,47 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 
 // --- dispatch -------------------------------------------------------------------------------------
 
-// The routing of a dispatch, in two kernels over chunks of blockDim.x tokens (blockIdx.x, one
-// token per thread) for each destination rank d (blockIdx.y):
-//   dispatch_route_count_body: whether each token goes to d (one of its top-k experts is d's) into
-//     in_rank [tokens, ranks], the chunk's count into chunk_counts[d * chunks + chunk], the (token,
-//     k) pairs per expert of d and the first out-of-range entry (the d = 0 blocks) into summary;
-//   dispatch_route_slots_body: each token's position among those going to d, in token order (slots
-//     [tokens, ranks], -1 where it does not go), the tokens going to d in that order (order
-//     [ranks, tokens], its first summary[d] entries: what the scatter walks) and the tokens per
-//     destination.
-// summary, zeroed before the first kernel: [0, ranks) tokens per destination; [ranks, 2 ranks) left
-// for the tokens received from each source (dispatch_receive_body); [2 ranks] the complement of the
-// first out-of-range flat index t * k + j (0: none; the complement lets atomicMax over zeroed memory
-// find the first); [2 ranks + 1, 2 ranks + 1 + experts) pairs per expert.
+// The routing of a dispatch, one kernel over chunks of blockDim.x tokens (blockIdx.x, one token per
+// thread) for each destination rank d (blockIdx.y): whether each token goes to d (one of its top-k
+// experts is d's) into in_rank [tokens, ranks]; its position among those going to d, in token
+// order, into slots [tokens, ranks] (-1 where it does not go); the tokens going to d in that order
+// into order [ranks, tokens] (its first summary[d] entries: what the scatter walks). A chunk's
+// first slot is the count of the chunks before it, found by a single-pass scan: each block
+// publishes its own count, then walks back over the flags of the chunks before it until one carries
+// its whole prefix, and publishes its own prefix (blocks start in index order, so every chunk a
+// block waits for has started). The block that finishes last writes the summary, on the device and
+// into `host` (page-locked memory the host reads once the kernel is done: no copy on the stream):
+// [0, ranks) tokens per destination; [ranks, 2 ranks) zeros, left for the tokens received from each
+// source (dispatch_receive_body); [2 ranks] the complement of the first out-of-range flat index t *
+// k + j (0: none; the complement lets atomicMax over zeroed memory find the first); [2 ranks + 1, 2
+// ranks + 1 + experts) (token, k) pairs per expert.
+// scratch (route_scratch_words; zero before the first call, and left zero by every call's last
+// block, so no memset is queued): the chunks' flags [ranks, chunks], the pair counters [experts],
+// the first bad entry, the blocks arrived.
+constexpr u64 kRoutePrefix = 1ull << 63;     // a chunk's flag: its count and every chunk's before it
+constexpr u64 kRouteAggregate = 1ull << 62;  // its own count only
+constexpr u64 kRouteCount = kRouteAggregate - 1;
+
+__device__ __forceinline__ void store_release_gpu(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 load_acquire_gpu(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
+
 template <class Index>
-__device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64 tokens, int k, int experts,
-                                                          int experts_per_rank, int ranks, unsigned char* in_rank,
-                                                          i64* chunk_counts, i64* summary) {
-  const int d = blockIdx.y;
+__device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 tokens, int k, int experts,
+                                                    int experts_per_rank, int ranks, unsigned char* in_rank,
+                                                    int* slots, int* order, i64* summary, i64* host, u64* scratch) {
+  const int d = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  u64* const flags = scratch;
+  u64* const pairs = flags + i64(ranks) * chunks;
+  u64* const bad = pairs + experts;
+  u64* const arrivals = bad + 1;
   const i64 lo = i64(d) * experts_per_rank, hi = lo + experts_per_rank;
-  const i64 t = i64(blockIdx.x) * blockDim.x + threadIdx.x;
+  const i64 t = i64(chunk) * blockDim.x + threadIdx.x;
   bool hit = false;
   if (t < tokens) {
     constexpr int kLoads = 8;  // entries loaded before any is used, so that their latencies overlap
@@ -205,56 +226,81 @@ __device__ __forceinline__ void dispatch_route_count_body(const Index* topk, i64
       for (int j = 0; j < kLoads; ++j) {
         if (e[j] >= lo && e[j] < hi) {
           hit = true;
-          atomicAdd(reinterpret_cast<unsigned long long*>(summary + 2 * ranks + 1 + e[j]), 1ull);
+          atomicAdd(reinterpret_cast<unsigned long long*>(pairs + e[j]), 1ull);
         } else if (d == 0 && (e[j] < -1 || e[j] >= experts)) {
-          atomicMax(reinterpret_cast<unsigned long long*>(summary + 2 * ranks), ~u64(t * k + c0 + j));
+          atomicMax(reinterpret_cast<unsigned long long*>(bad), ~u64(t * k + c0 + j));
         }
       }
     }
     in_rank[t * ranks + d] = hit ? 1 : 0;
   }
-  const int n = __syncthreads_count(hit);
-  if (threadIdx.x == 0) chunk_counts[i64(d) * gridDim.x + blockIdx.x] = n;
-}
-
-__device__ __forceinline__ void dispatch_route_slots_body(const unsigned char* in_rank, i64 tokens, int ranks,
-                                                          const i64* chunk_counts, int* slots, int* order,
-                                                          i64* summary) {
-  const int d = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  // The block's count, and each thread's place among its hits.
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32;
-  __shared__ i64 before_sum[32], all_sum[32];
   __shared__ int warp_hits[32];
-  // Tokens to d in the chunks before this one, and in all of them.
-  i64 before = 0, all = 0;
-  for (int i = threadIdx.x; i < chunks; i += blockDim.x) {
-    const i64 v = chunk_counts[i64(d) * chunks + i];
-    all += v;
-    before += i < chunk ? v : 0;
-  }
-  for (int o = 16; o > 0; o >>= 1) {
-    before += __shfl_xor_sync(0xffffffffu, before, o);
-    all += __shfl_xor_sync(0xffffffffu, all, o);
-  }
-  const i64 t = i64(chunk) * blockDim.x + threadIdx.x;
-  const bool hit = t < tokens && in_rank[t * ranks + d] != 0;
+  __shared__ i64 first_slot;
   const unsigned ballot = __ballot_sync(0xffffffffu, hit);
-  if (lane == 0) {
-    before_sum[warp] = before;
-    all_sum[warp] = all;
-    warp_hits[warp] = __popc(ballot);
+  if (lane == 0) warp_hits[warp] = __popc(ballot);
+  __syncthreads();
+  int earlier_warps = 0, count = 0;
+  for (int w = 0; w < int(blockDim.x / 32); ++w) {
+    earlier_warps += w < warp ? warp_hits[w] : 0;
+    count += warp_hits[w];
+  }
+  if (warp == 0) {  // the look-back, 32 chunks at a time (a lane each, their loads in flight together)
+    u64* const mine = flags + i64(d) * chunks;
+    if (lane == 0 && chunk > 0) store_release_gpu(mine + chunk, kRouteAggregate | u64(count));
+    i64 before = 0;
+    for (int top = chunk - 1; top >= 0; top -= 32) {
+      const int j = top - lane;
+      u64 v = 0;
+      if (j >= 0) {
+        do v = load_acquire_gpu(mine + j);
+        while (v == 0);
+      }
+      // The nearest chunk with its whole prefix ends the walk; the chunks after it add their counts.
+      const unsigned prefixes = __ballot_sync(0xffffffffu, (v & kRoutePrefix) != 0);
+      const int stop = prefixes ? __ffs(prefixes) - 1 : 31;
+      i64 sum = lane <= stop ? i64(v & kRouteCount) : 0;
+      for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      before += sum;
+      if (prefixes) break;
+    }
+    if (lane == 0) {
+      store_release_gpu(mine + chunk, kRoutePrefix | u64(before + count));
+      first_slot = before;
+    }
   }
   __syncthreads();
-  before = all = 0;
-  int earlier_warps = 0;
-  for (int w = 0; w < int(blockDim.x / 32); ++w) {
-    before += before_sum[w];
-    all += all_sum[w];
-    earlier_warps += w < warp ? warp_hits[w] : 0;
-  }
-  const i64 slot = before + earlier_warps + __popc(ballot & ((1u << lane) - 1));
+  const i64 slot = first_slot + earlier_warps + __popc(ballot & ((1u << lane) - 1));
   if (t < tokens) slots[t * ranks + d] = hit ? int(slot) : -1;
   if (hit) order[i64(d) * tokens + slot] = int(t);
-  if (chunk == chunks - 1 && threadIdx.x == 0) summary[d] = all;
+
+  // The last block: the summary, then the scratch back to zero (every block has read its flags).
+  __shared__ bool last;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    __threadfence();
+    last = atomicAdd(reinterpret_cast<unsigned long long*>(arrivals), 1ull) == u64(chunks) * ranks - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    const i64 all = i64(load_acquire_gpu(flags + i64(r) * chunks + chunks - 1) & kRouteCount);
+    summary[r] = host[r] = all;
+    summary[ranks + r] = host[ranks + r] = 0;
+  }
+  for (int e = threadIdx.x; e < experts; e += blockDim.x) {
+    const i64 n = i64(atomicExch(reinterpret_cast<unsigned long long*>(pairs + e), 0ull));
+    summary[2 * ranks + 1 + e] = host[2 * ranks + 1 + e] = n;
+  }
+  __syncthreads();  // every block's flags read (the totals above) before they are cleared
+  for (i64 i = threadIdx.x; i < i64(ranks) * chunks; i += blockDim.x) flags[i] = 0;
+  if (threadIdx.x == 0) {
+    const i64 b = i64(atomicExch(reinterpret_cast<unsigned long long*>(bad), 0ull));
+    summary[2 * ranks] = host[2 * ranks] = b;
+    *arrivals = 0;
+  }
 }
 
 // One warp writes token t's row for destination d at row `row` of the arrays at `to` (0: an array
@@ -278,8 +324,8 @@ __device__ __forceinline__ void dispatch_row(const ArrayAddresses& to, i64 row, 
 }
 
 // Whether this rank's dispatch may write (block-uniform): its top-k was valid (summary[2 ranks],
-// dispatch_route_count_body) and its rows fit its region in every other rank's window. Else it
-// writes nothing; the host found the same in the counts it downloaded and raises it through the
+// dispatch_route_body) and its rows fit its region in every other rank's window. Else it writes
+// nothing; the host found the same in the counts the routing left it and raises it through the
 // agreement.
 __device__ __forceinline__ bool dispatch_sends_valid(const i64* summary, const RegionRows& rows, i64 region, int ranks,
                                                      int me) {
@@ -382,7 +428,7 @@ __device__ __forceinline__ u64* chunk_flags(const NormalSignals& g, int r, int s
   return signals_of(g, r) + kNormalChunkFlags + i64(s) * (kNormalChunkWords / g.ranks);
 }
 
-// order: [ranks, tokens], the tokens going to each rank in slot order (dispatch_route_slots_body);
+// order: [ranks, tokens], the tokens going to each rank in slot order (dispatch_route_body);
 // sent[d]: the tokens going to d. Chunk-major over the destinations, so that every destination's
 // first chunks go out first. Needs no other rank's counts, so it may run before the agreement.
 __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, const unsigned char* scales,
@@ -400,7 +446,7 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
   if (threadIdx.x == 0) most = 0;
   __syncthreads();
   for (int d = threadIdx.x; d < g.ranks; d += blockDim.x)
-    if (d != g.me) atomicMax(&most, u64(chunk_count(sent[d], g.ranks)));
+    if (d != g.me) atomicMax(&most, u64(chunk_count(sent[d], g.ranks, kDispatchChunkRows)));
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   // Units over the other ranks only (this rank's own rows: dispatch_receive_body).
@@ -408,7 +454,7 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
   for (i64 u = blockIdx.x; u < i64(most) * peers; u += gridDim.x) {
     const i64 j = u / peers;
     const int p = int(u - j * peers), d = p < g.me ? p : p + 1;
-    const i64 n = sent[d], per = chunk_rows(n, g.ranks), first = j * per;
+    const i64 n = sent[d], per = chunk_rows(n, g.ranks, kDispatchChunkRows), first = j * per;
     if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     i64 off[kRegionArrays];
@@ -454,11 +500,11 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
     for (i64 r = 0, at = 0; r < g.ranks; at += count[r++]) first_out[r] = at;
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  const i64 own_chunks = chunk_count(count[g.me], g.ranks);
+  const i64 own_chunks = chunk_count(count[g.me], g.ranks, kDispatchChunkRows);
   for (i64 u = blockIdx.x; u < own_chunks + max_chunks * (g.ranks - 1); u += gridDim.x) {
     const ReceiveUnit unit = receive_unit(u, own_chunks, g.ranks, g.me);
     const int s = unit.source;
-    const i64 j = unit.chunk, n = count[s], per = chunk_rows(n, g.ranks), first = j * per;
+    const i64 j = unit.chunk, n = count[s], per = chunk_rows(n, g.ranks, kDispatchChunkRows), first = j * per;
     if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     if (s == g.me) {
@@ -503,14 +549,14 @@ __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, con
   }
   __syncthreads();
   for (int s = threadIdx.x; s < g.ranks; s += blockDim.x)
-    atomicMax(&most, u64(chunk_count(counts[g.ranks + s], g.ranks)));
+    atomicMax(&most, u64(chunk_count(counts[g.ranks + s], g.ranks, kCombineChunkRows)));
   __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const i64 x_row = rows.bytes[0];
   for (i64 u = blockIdx.x; u < i64(most) * g.ranks; u += gridDim.x) {
     const i64 j = u / g.ranks;
     const int s = int(u - j * g.ranks);
-    const i64 n = begin[s + 1] - begin[s], per = chunk_rows(n, g.ranks), first = j * per;
+    const i64 n = begin[s + 1] - begin[s], per = chunk_rows(n, g.ranks, kCombineChunkRows), first = j * per;
     if (first >= n) continue;
     const i64 end = first + per < n ? first + per : n;
     i64 off[kRegionArrays];
@@ -598,7 +644,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
     region_offsets(layout, sent[r], off);
     x_at[r] = (i64(r) * region + off[0]) / i64(sizeof(T));
     w_at[r] = (i64(r) * region + off[3]) / 4;
-    per[r] = chunk_rows(sent[r], ranks);
+    per[r] = chunk_rows(sent[r], ranks, kCombineChunkRows);
   }
   const T* const stage = reinterpret_cast<const T*>(window);
   const float* const stage_w = reinterpret_cast<const float*>(window);

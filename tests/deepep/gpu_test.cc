@@ -68,15 +68,16 @@ rt::Tensor random_bf16(const rt::Shape& shape, uint64_t seed) {
 }
 
 // Dispatch (BF16 or FP8), combine, a second combine in f32 and a cached dispatch, on both paths
-// (with `faults` injected on both communicators).
-void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faults = {}) {
+// (with `faults` injected on both communicators), through Buffers of `window_bytes`.
+void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faults = {},
+                               int64_t window_bytes = 8 << 20) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
     deepep::CommOptions cpu_options = test_options(), device_options = gpu_options(me);
     cpu_options.faults = device_options.faults = faults;
-    deepep::Buffer cpu(g, 8 << 20, 0, false, cpu_options);
-    deepep::Buffer gpu(g, 8 << 20, 0, false, device_options);
+    deepep::Buffer cpu(g, window_bytes, 0, false, cpu_options);
+    deepep::Buffer gpu(g, window_bytes, 0, false, device_options);
     for (bool fp8 : {false, true}) {
       const deepep::DispatchArgs a = c.dispatch_args(me, fp8, 4);
       deepep::DispatchArgs ag = a;
@@ -142,6 +143,17 @@ TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
   MoeCase c = make(4, 32, 6, Routing::Sparse, 384);
   c.zero_tokens_rank = true;
   dispatch_combine_like_cpu(c);
+}
+
+// Many chunks of 256 tokens per rank (the routing kernel's scan walks back over the chunks before
+// each one, 32 at a time), routings of different lengths on the ranks, several calls (its scratch
+// is left zeroed for the next).
+TEST(DeepEPGpu, DispatchCombineManyTokens) {
+  REQUIRE_GPU();
+  MoeCase c = make(2, 16, 4, Routing::Uniform, 128);
+  c.min_tokens = 33 * 256 + 1;  // 34 to 36 chunks a rank
+  c.max_tokens = 36 * 256;
+  dispatch_combine_like_cpu(c, {}, 32 << 20);
 }
 
 // Lost and corrupted frames on the host transport (the control plane; the device data moves by
@@ -959,54 +971,60 @@ TEST(DeepEPGpu, NormalRegionsHoldEveryArray) {
 }
 
 // The chunks a normal-mode operation moves rows in (normal_layout.h): every row in exactly one
-// chunk, eight rows each while they fit, and never more chunks than a source's share of the chunk
-// flags (signal_layout.h) at any rank count and row count (runs without a GPU).
+// chunk, the operation's rows per chunk while they fit, and never more chunks than a source's
+// share of the chunk flags (signal_layout.h) at any rank count and row count (runs without a GPU).
 TEST(DeepEPGpu, NormalChunksFitTheirFlags) {
   using deepep::kernels::chunk_count;
   using deepep::kernels::chunk_rows;
-  EXPECT_EQ(chunk_rows(4080, 2), 8);
-  EXPECT_EQ(chunk_count(4080, 2), 510);
-  EXPECT_EQ(chunk_count(4081, 2), 511);
-  EXPECT_EQ(chunk_count(0, 2), 0);
-  for (int ranks : {1, 2, 3, 8, 72, deepep::kernels::kNormalMaxRanks})
-    for (long long rows : {1ll, 7ll, 8ll, 9ll, 4096ll, 100003ll, 1ll << 20, (1ll << 31) - 1}) {
-      const long long per = chunk_rows(rows, ranks), chunks = chunk_count(rows, ranks);
-      EXPECT_LE(chunks, deepep::kernels::kNormalChunkWords / ranks) << ranks << " ranks, " << rows << " rows";
-      EXPECT_GE(per, deepep::kernels::kChunkRows);
-      EXPECT_GE(chunks * per, rows);
-      EXPECT_LT((chunks - 1) * per, rows);
-    }
+  using deepep::kernels::kCombineChunkRows;
+  using deepep::kernels::kDispatchChunkRows;
+  EXPECT_EQ(chunk_rows(4080, 2, 8), 8);
+  EXPECT_EQ(chunk_count(4080, 2, 8), 510);
+  EXPECT_EQ(chunk_count(4081, 2, 8), 511);
+  EXPECT_EQ(chunk_count(4081, 2, 32), 128);
+  EXPECT_EQ(chunk_count(0, 2, 8), 0);
+  for (long long least : {kDispatchChunkRows, kCombineChunkRows})
+    for (int ranks : {1, 2, 3, 8, 72, deepep::kernels::kNormalMaxRanks})
+      for (long long rows : {1ll, 7ll, 8ll, 9ll, 33ll, 4096ll, 100003ll, 1ll << 20, (1ll << 31) - 1}) {
+        const long long per = chunk_rows(rows, ranks, least), chunks = chunk_count(rows, ranks, least);
+        EXPECT_LE(chunks, deepep::kernels::kNormalChunkWords / ranks) << ranks << " ranks, " << rows << " rows";
+        EXPECT_GE(per, least);
+        EXPECT_GE(chunks * per, rows);
+        EXPECT_LT((chunks - 1) * per, rows);
+      }
 }
 
 // The dispatch receive's units (normal_layout.h: receive_unit) take every chunk of every source
 // once, the own ones first, with sources that send nothing (the empty rank) too; and at 2 ranks
-// with a grid of one block per SM (132) every block gets chunks of both sources (dealt chunk-major
-// over all ranks, each block got one source's only). Runs without a GPU.
+// with a grid of one block per SM (132) and more chunks of each source than blocks, every block
+// gets chunks of both sources (dealt chunk-major over all ranks, each block got one source's
+// only). Runs without a GPU.
 TEST(DeepEPGpu, NormalReceiveUnitsTakeEveryChunkOnce) {
   using deepep::kernels::chunk_count;
   using deepep::kernels::receive_unit;
+  constexpr long long kRows = deepep::kernels::kDispatchChunkRows;
   const std::vector<std::vector<long long>> cases = {
       {4096, 4096}, {0, 37}, {5, 0, 9, 0}, {1, 2, 3, 4, 5, 6, 7, 8000}, {3}};
   for (const auto& count : cases) {
     const int ranks = int(count.size());
     long long max_chunks = 0;
-    for (long long n : count) max_chunks = std::max(max_chunks, chunk_count(n, ranks));
+    for (long long n : count) max_chunks = std::max(max_chunks, chunk_count(n, ranks, kRows));
     for (int me = 0; me < ranks; ++me) {
-      const long long own = chunk_count(count[size_t(me)], ranks);
+      const long long own = chunk_count(count[size_t(me)], ranks, kRows);
       std::map<std::pair<int, long long>, int> taken;
       for (long long u = 0; u < own + max_chunks * (ranks - 1); ++u) {
         const auto unit = receive_unit(u, own, ranks, me);
         ASSERT_TRUE(unit.source >= 0 && unit.source < ranks);
         EXPECT_EQ(unit.source == me, u < own) << u;
-        if (unit.chunk < chunk_count(count[size_t(unit.source)], ranks)) ++taken[{unit.source, unit.chunk}];
+        if (unit.chunk < chunk_count(count[size_t(unit.source)], ranks, kRows)) ++taken[{unit.source, unit.chunk}];
       }
       long long chunks = 0;
-      for (int s = 0; s < ranks; ++s) chunks += chunk_count(count[size_t(s)], ranks);
+      for (int s = 0; s < ranks; ++s) chunks += chunk_count(count[size_t(s)], ranks, kRows);
       EXPECT_EQ(int64_t(taken.size()), chunks) << ranks << " ranks, rank " << me;
       for (const auto& [chunk, times] : taken) EXPECT_EQ(times, 1) << chunk.first << " " << chunk.second;
     }
   }
-  const long long own = chunk_count(4096, 2), units = own + chunk_count(4096, 2);
+  const long long own = chunk_count(4096, 2, 8), units = own + chunk_count(4096, 2, 8);
   for (long long b = 0; b < 132; ++b) {
     bool mine = false, peer = false;
     for (long long u = b; u < units; u += 132) (receive_unit(u, own, 2, 0).source == 0 ? mine : peer) = true;
@@ -1074,7 +1092,10 @@ struct NormalSignalModel {
   // Rows call c moves from s into d's window: a dispatch's own rows touch no window; a combine
   // returns what d received from s, its own rows too.
   long long moved(const Call& c, int s, int d) const { return c.dispatch ? (s == d ? 0 : sent[s][d]) : sent[d][s]; }
-  long long chunks(const Call& c, int s, int d) const { return deepep::kernels::chunk_count(moved(c, s, d), ranks); }
+  long long chunks(const Call& c, int s, int d) const {
+    return deepep::kernels::chunk_count(
+        moved(c, s, d), ranks, c.dispatch ? deepep::kernels::kDispatchChunkRows : deepep::kernels::kCombineChunkRows);
+  }
 
   void begin(int r) {
     Rank& k = rank[size_t(r)];

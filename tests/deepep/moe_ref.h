@@ -27,13 +27,14 @@ struct MoeCase {
   int experts = 16;
   Routing routing = Routing::Uniform;
   int max_tokens = 0;  // 0: tokens(rank) from the default rule
+  int min_tokens = 20;
   bool zero_tokens_rank = false;  // the last rank sends no tokens
   int idle_ranks = 1;             // Sparse: how many of the last ranks receive nothing
 
   int tokens(int rank) const {
     if (zero_tokens_rank && rank == ranks - 1) return 0;
     const int cap = max_tokens > 0 ? max_tokens : 96;
-    return int(20 + mix(seed, 11, uint64_t(rank)) % uint64_t(cap - 19));  // [20, cap]
+    return int(min_tokens + mix(seed, 11, uint64_t(rank)) % uint64_t(cap - min_tokens + 1));  // [min_tokens, cap]
   }
   float value(int rank, int64_t t, int64_t h) const {
     return float(2 * unit(mix(data_seed ? data_seed : seed, 1 + uint64_t(rank), uint64_t(t), uint64_t(h))) - 1);

@@ -49,10 +49,12 @@ struct DeviceRoute {
   // [2 size + 1 + experts] int64 (DevicePlane::dispatch_route): [0, size) tokens to each rank,
   // [size, 2 size) tokens received from each (written by the dispatch's receive), then the routing's.
   rt::Tensor summary;
-  std::vector<const unsigned char*> downloaded;  // the host copies, once read_route has waited
+  const int64_t* host_summary = nullptr;         // its host copy, once read_route has waited
+  std::vector<const unsigned char*> downloaded;  // in_rank's host copy, when asked for
 };
-// Queues the routing kernels (after previous_event: they read topk_idx) and the copy of the counts
-// to the host; read_route waits for that copy alone and fills the host fields.
+// Queues the routing kernel (after previous_event: it reads topk_idx), which leaves the counts in
+// page-locked memory, and, when asked for, the copy of the mask to the host; read_route waits for
+// those alone and fills the host fields.
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
                             const Event& previous_event);
 void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_idx, int num_experts);

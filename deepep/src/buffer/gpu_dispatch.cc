@@ -1,5 +1,5 @@
 // Normal-mode dispatch and combine of CUDA tensors over the cuda_ipc data plane, on its stream. A
-// dispatch's routing is computed on the device (route_on_device: two kernels; only the counts come
+// dispatch's routing is computed on the device (route_on_device: one kernel; only the counts come
 // back, for the agreement and to size the outputs); every rank's scatter kernel writes straight into
 // its region of the other ranks' device windows (kernels/normal_layout.h) and raises its flag
 // there, and each rank's receive kernel waits for its peers' flags and copies what it received out
@@ -59,25 +59,26 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   route.order = plane.pool().empty({R, T}, DType::I32);
   route.in_rank_on_device = plane.pool().empty({T, R}, DType::Bool);
   route.summary = plane.pool().empty({2 * R + 1 + int64_t(num_experts)}, DType::I64);
-  const rt::Tensor chunk_counts = plane.pool().empty({R * plane.route_chunks(T)}, DType::I64);
-  plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts, address(route.slots),
-                       address(route.order), address(route.in_rank_on_device), address(route.summary),
-                       address(chunk_counts));
+  route.host_summary =
+      plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts,
+                           address(route.slots), address(route.order), address(route.in_rank_on_device),
+                           address(route.summary));
   plane.mark("kernels");
-  std::vector<const rt::Tensor*> wanted = {&route.summary};
-  if (want_host_in_rank) wanted.push_back(&route.in_rank_on_device);
-  route.downloaded = plane.download(wanted);
+  if (want_host_in_rank) route.downloaded = plane.download({&route.in_rank_on_device});
   return route;
 }
 
 void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_idx, int num_experts) {
-  plane.wait_download();
+  plane.wait_route();
   const int R = plane.size();
   const int64_t T = topk_idx.size(0);
-  const int64_t* host = reinterpret_cast<const int64_t*>(route.downloaded[0]);
+  const int64_t* host = route.host_summary;
   route.counts.assign(host, host + R);
   route.expert_pairs.assign(host + 2 * R + 1, host + 2 * R + 1 + num_experts);
-  if (route.downloaded.size() > 1) route.in_rank.assign(route.downloaded[1], route.downloaded[1] + T * R);
+  if (!route.downloaded.empty()) {
+    plane.wait_download();
+    route.in_rank.assign(route.downloaded[0], route.downloaded[0] + T * R);
+  }
   if (host[2 * R] != 0) {  // the complement of the first bad entry's index: read its value
     route.bad_index = int64_t(~uint64_t(host[2 * R]));
     const size_t bytes = size_t(rt::bits(topk_idx.dtype()) / 8);
@@ -139,7 +140,7 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
                                             address(out.recv_topk_idx), address(out.recv_topk_weights),
                                             address(recv_src)}};
   int64_t max_chunks = 0;
-  for (int64_t n : p.recv_counts) max_chunks = std::max<int64_t>(max_chunks, kernels::chunk_count(n, R));
+  for (int64_t n : p.recv_counts) max_chunks = std::max<int64_t>(max_chunks, kernels::chunk_count(n, R, kernels::kDispatchChunkRows));
   if (!scattered && p.cached) plane.wait_event(a.previous_event);  // else the routing waited for it
   launch_numbered(plane, "dispatch", [&] {
     const NormalSignals sig =

@@ -75,19 +75,13 @@ unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
 
 KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
 
-KernelText dispatch_route_count_text(bool topk_i64) {
+KernelText dispatch_route_text(bool topk_i64) {
   const char* index = topk_i64 ? "i64" : "int";
-  return {rt::str("deepep_dispatch_route_count_", topk_i64 ? "i64" : "i32"),
+  return {rt::str("deepep_dispatch_route_", topk_i64 ? "i64" : "i32"),
           rt::str("const ", index, "* topk, i64 tokens, int k, int experts, int experts_per_rank, int ranks, ",
-                  "unsigned char* in_rank, i64* chunk_counts, i64* summary"),
-          "dispatch_route_count_body(topk, tokens, k, experts, experts_per_rank, ranks, in_rank, chunk_counts, summary);"};
-}
-
-KernelText dispatch_route_slots_text() {
-  return {"deepep_dispatch_route_slots",
-          "const unsigned char* in_rank, i64 tokens, int ranks, const i64* chunk_counts, int* slots, int* order, "
-          "i64* summary",
-          "dispatch_route_slots_body(in_rank, tokens, ranks, chunk_counts, slots, order, summary);"};
+                  "unsigned char* in_rank, int* slots, int* order, i64* summary, i64* host, u64* scratch"),
+          "dispatch_route_body(topk, tokens, k, experts, experts_per_rank, ranks, in_rank, slots, order, summary, host, "
+          "scratch);"};
 }
 
 // The dispatch's scatter and receive read the same inputs (the receive moves the own rows).
@@ -193,8 +187,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
-  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_count_text(false), dispatch_route_count_text(true),
-                                 dispatch_route_slots_text(), dispatch_scatter_text(), dispatch_receive_text(),
+  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_text(false), dispatch_route_text(true),
+                                 dispatch_scatter_text(), dispatch_receive_text(),
                                  combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
   for (bool i64 : {false, true}) {
@@ -219,8 +213,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device), down_(device), status_(device), uploaded_(device, false),
-      downloaded_(device, false),
+      stream_(device), up_(device), down_(device), status_(device), routed_host_(device), uploaded_(device, false),
+      downloaded_(device, false), routed_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0),
       overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0),
       jit_flags_(rt::env_words("DEEPEP_JIT_FLAGS")) {}
@@ -238,6 +232,7 @@ DevicePlane::~DevicePlane() {
   } catch (...) {  // a broken context: nothing is left to wait for
   }
   rt::cuda_free(device(), tables_);
+  rt::cuda_free(device(), route_scratch_);
 }
 
 uint64_t DevicePlane::upload(const DeviceTables& tables) {
@@ -404,22 +399,28 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
 }
 
-int64_t DevicePlane::route_chunks(int64_t tokens) const { return (tokens + kThreads - 1) / kThreads; }
-
-void DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
-                                 uint64_t order, uint64_t in_rank, uint64_t summary, uint64_t chunk_counts) {
-  const rt::CudaDriver& d = rt::cuda_driver();
-  rt::cuda_context(device());
-  RT_CU_CHECK(d.cuMemsetD8Async(summary, 0, size_t(2 * size_ + 1 + experts) * 8, stream()), "cuMemsetD8Async");
-  const int64_t chunks = route_chunks(tokens);
-  if (chunks == 0) return;
+// One block per destination and chunk of kThreads tokens (at least one chunk: the last block writes
+// the summary even when there are no tokens).
+const int64_t* DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts,
+                                           uint64_t slots, uint64_t order, uint64_t in_rank, uint64_t summary) {
+  const int64_t chunks = std::max<int64_t>(1, (tokens + kThreads - 1) / kThreads);
+  const int64_t words = size_ * chunks + experts + 2;  // dispatch_route_body's scratch
+  if (route_scratch_words_ < words) {  // grown zeroed; the kernels leave it zeroed
+    sync();  // a routing queued before may still use the old one
+    rt::cuda_free(device(), route_scratch_);
+    route_scratch_words_ = std::max<int64_t>(words, 4096);
+    route_scratch_ = rt::cuda_malloc(device(), size_t(route_scratch_words_) * 8, "deepep routing scratch");
+    rt::cuda_memset(device(), route_scratch_, 0, size_t(route_scratch_words_) * 8);
+  }
+  const int64_t summary_words = 2 * size_ + 1 + experts;
+  int64_t* const host = reinterpret_cast<int64_t*>(routed_host_.reserve(size_t(summary_words) * 8, "deepep routing"));
   const int experts_per_rank = experts / size_;
   const rt::Dim3 grid{unsigned(chunks), unsigned(size_), 1};
-  kernel(dispatch_route_count_text(topk_i64))
+  kernel(dispatch_route_text(topk_i64))
       .launch_with(grid, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank, size_, in_rank,
-                   chunk_counts, summary);
-  kernel(dispatch_route_slots_text())
-      .launch_with(grid, {kThreads, 1, 1}, 0, stream(), in_rank, tokens, size_, chunk_counts, slots, order, summary);
+                   slots, order, summary, reinterpret_cast<uint64_t>(host), route_scratch_);
+  routed_.record(stream());
+  return host;
 }
 
 // The scatter and the receive share the GPU (the receive overlaps the scatter, three blocks per SM

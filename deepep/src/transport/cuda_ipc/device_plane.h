@@ -147,12 +147,13 @@ class DevicePlane {
 
   // The kernels. Pointers are device addresses; tables are at upload()'s address plus offsets.
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
-  // kernels/intranode.cuh's dispatch_route_*_body: slots [tokens, size] int32, order [size, tokens]
-  // int32, in_rank [tokens, size] bool, summary [2 size + 1 + experts] int64, chunk_counts [size *
-  // route_chunks(tokens)] int64.
-  int64_t route_chunks(int64_t tokens) const;
-  void dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots, uint64_t order,
-                      uint64_t in_rank, uint64_t summary, uint64_t chunk_counts);
+  // kernels/intranode.cuh's dispatch_route_body: slots [tokens, size] int32, order [size, tokens]
+  // int32, in_rank [tokens, size] bool, summary [2 size + 1 + experts] int64. Returns where the
+  // kernel leaves the summary's host copy, to be read once wait_route() returns (valid until the
+  // next routing).
+  const int64_t* dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
+                                uint64_t order, uint64_t in_rank, uint64_t summary);
+  void wait_route() { routed_.synchronize(); }
   // The normal-mode kernels (intranode.cuh): each signals as `sig` says (every rank launches all
   // four, with or without rows, so that every flag is raised). `summary`: the dispatch's counts
   // (dispatch_route; a handle's device_counts), `order` its tokens per destination in slot order,
@@ -224,11 +225,15 @@ class DevicePlane {
   rt::CudaStream stream_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
-  // Page-locked staging of the small copies (the collectives' tables up, routing counts down):
+  // Page-locked staging of the small copies (the collectives' tables up, a routing's mask down):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
   rt::PinnedBuffer up_, down_, status_;
+  rt::PinnedBuffer routed_host_;        // the routing's summary, written by its kernel
+  rt::CuDevicePtr route_scratch_ = 0;   // the routing's flags and counters (zero between calls)
+  int64_t route_scratch_words_ = 0;
   rt::CudaEvent uploaded_;    // after the last upload's copy out of up_
   rt::CudaEvent downloaded_;  // after the last download's copies
+  rt::CudaEvent routed_;      // after the last routing kernel
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
   bool profile_ = false;
