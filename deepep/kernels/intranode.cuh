@@ -55,13 +55,20 @@ __device__ __forceinline__ u64 global_ns() {
   return t;
 }
 
-// Polls *flag until it carries `seq` (with or_later: `seq` or a later number, op_reached) and
-// returns it, or until timeout_ns pass (returns 0).
-__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns, bool or_later = false) {
+// What a flag must carry: the sequence `seq` in its upper 32 bits (a flag_word), that or a later
+// one (op_reached), or the whole word equal to `seq` (the normal-mode chunk flags, which carry the
+// full 64-bit operation number and no count).
+enum class FlagMatch { kSeq, kSeqOrLater, kWhole };
+
+// Polls *flag until it carries `seq` as `match` says and returns it, or until timeout_ns pass
+// (returns 0).
+__device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_ns, FlagMatch match = FlagMatch::kSeq) {
   const u64 start = global_ns();
   for (;;) {
     const u64 v = load_acquire_sys(flag);
-    if (or_later ? op_reached(v >> 32, seq) : (v >> 32) == seq) return v;
+    if (match == FlagMatch::kWhole ? v == seq
+                                   : (match == FlagMatch::kSeqOrLater ? op_reached(v >> 32, seq) : (v >> 32) == seq))
+      return v;
     if (global_ns() - start > timeout_ns) return 0;
   }
 }
@@ -363,7 +370,8 @@ struct NormalSignals {
   const u64* windows;  // every rank's window, [ranks]
   i64 signal_offset;
   int ranks, me;
-  u64 seq, prev;  // this operation's number and the previous received one's (0: none)
+  u64 seq, prev;  // this operation's number and the previous received one's (0: none), 32 bits kept
+  u64 op;         // this operation's number whole (its agreement's; the chunk flags carry it)
   u64 timeout_ns;
   volatile int* status;
 };
@@ -377,9 +385,9 @@ __device__ __forceinline__ u64* signals_of(const NormalSignals& g, int r) {
 // block reading the status word in page-locked host memory instead (a PCIe read each, thousands per
 // kernel) made a normal-mode dispatch take 3.7 ms instead of 0.2 on the H200 x2.
 __device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* word, u64 seq, int r,
-                                          bool or_later = false) {
+                                          FlagMatch match = FlagMatch::kSeq) {
   volatile u64* const gave_up = signals_of(g, g.me) + kNormalGaveUp;
-  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns, or_later) != 0) return;
+  if (*gave_up != 0 || wait_flag(word, seq, g.timeout_ns, match) != 0) return;
   g.status[kNormalTimedOut] = r + 1;
   *gave_up = 1;
 }
@@ -400,7 +408,7 @@ __device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
 __device__ __forceinline__ bool normal_send_begin(const NormalSignals& g) {
   if (g.prev != 0)
     for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
-      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r, true);
+      if (r != g.me) wait_rank(g, signals_of(g, r) + kNormalConsumed, g.prev, r, FlagMatch::kSeqOrLater);
   return !__syncthreads_or(normal_gave_up(g));
 }
 
@@ -428,6 +436,35 @@ __device__ __forceinline__ u64* chunk_flags(const NormalSignals& g, int r, int s
   return signals_of(g, r) + kNormalChunkFlags + i64(s) * (kNormalChunkWords / g.ranks);
 }
 
+// The scatters' chunks, dealt round the blocks chunk-major over the destinations (every
+// destination's first chunks go out first): rows(d) rows go to rank d (not to this rank itself
+// with skip_me) in chunks of chunk_rows(.., least); for each chunk that falls to this block,
+// write(d, n, first, end) writes rows [first, end) of d's n with the block's warps, then the block
+// publishes them and raises the chunk's flag in d.
+template <class Rows, class Write>
+__device__ __forceinline__ void scatter_chunks(const NormalSignals& g, bool skip_me, i64 least, Rows rows,
+                                               Write write) {
+  __shared__ unsigned long long most;  // chunks of the destination that has the most
+  if (threadIdx.x == 0) most = 0;
+  __syncthreads();
+  for (int d = threadIdx.x; d < g.ranks; d += blockDim.x)
+    if (!skip_me || d != g.me) atomicMax(&most, u64(chunk_count(rows(d), g.ranks, least)));
+  __syncthreads();
+  const int dests = skip_me ? g.ranks - 1 : g.ranks;
+  for (i64 u = blockIdx.x; u < i64(most) * dests; u += gridDim.x) {
+    const i64 j = u / dests;
+    const int p = int(u - j * dests), d = skip_me && p >= g.me ? p + 1 : p;
+    const i64 n = rows(d), per = chunk_rows(n, g.ranks, least), first = j * per;
+    if (first >= n) continue;
+    write(d, n, first, first + per < n ? first + per : n);
+    __syncthreads();
+    if (threadIdx.x == 0) {  // the fence is cumulative: it publishes the block's rows (last_block_arrives)
+      __threadfence_system();
+      store_relaxed_sys(chunk_flags(g, d, g.me) + j, g.op);
+    }
+  }
+}
+
 // order: [ranks, tokens], the tokens going to each rank in slot order (dispatch_route_body);
 // sent[d]: the tokens going to d. Chunk-major over the destinations, so that every destination's
 // first chunks go out first. Needs no other rank's counts, so it may run before the agreement.
@@ -442,21 +479,9 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
     for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
       if (r != g.me) store_relaxed_sys(signals_of(g, r) + kNormalFlags + g.me, flag_word(g.seq, false, sent[r]));
   if (!dispatch_sends_valid(sent, rows, region, g.ranks, g.me)) return;
-  __shared__ unsigned long long most;  // chunks of the destination that has the most
-  if (threadIdx.x == 0) most = 0;
-  __syncthreads();
-  for (int d = threadIdx.x; d < g.ranks; d += blockDim.x)
-    if (d != g.me) atomicMax(&most, u64(chunk_count(sent[d], g.ranks, kDispatchChunkRows)));
-  __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
-  // Units over the other ranks only (this rank's own rows: dispatch_receive_body).
-  const int peers = g.ranks - 1;
-  for (i64 u = blockIdx.x; u < i64(most) * peers; u += gridDim.x) {
-    const i64 j = u / peers;
-    const int p = int(u - j * peers), d = p < g.me ? p : p + 1;
-    const i64 n = sent[d], per = chunk_rows(n, g.ranks, kDispatchChunkRows), first = j * per;
-    if (first >= n) continue;
-    const i64 end = first + per < n ? first + per : n;
+  // The other ranks only (this rank's own rows: dispatch_receive_body).
+  scatter_chunks(g, true, kDispatchChunkRows, [&](int d) { return sent[d]; }, [&](int d, i64 n, i64 first, i64 end) {
     i64 off[kRegionArrays];
     region_offsets(rows, n, off);
     const u64 base = g.windows[d] + u64(i64(g.me) * region);
@@ -465,12 +490,7 @@ __device__ __forceinline__ void dispatch_scatter_body(const unsigned char* x, co
     for (i64 row = first + warp; row < end; row += warps)
       dispatch_row(to, row, order[i64(d) * tokens + row], d, x, scales, topk, topk_i64, k, weights, rows,
                    experts_per_rank, lane);
-    __syncthreads();
-    if (threadIdx.x == 0) {  // the fence is cumulative: it publishes the block's rows (last_block_arrives)
-      __threadfence_system();
-      store_relaxed_sys(chunk_flags(g, d, g.me) + j, flag_word(g.seq, false, 0));
-    }
-  }
+  });
 }
 
 // Every source's rows into the outputs `out`, source s's after those of the sources before it, in
@@ -513,7 +533,7 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
                      rows, experts_per_rank, lane);
       continue;
     }
-    if (threadIdx.x == 0) wait_rank(g, chunk_flags(g, g.me, s) + j, g.seq, s);
+    if (threadIdx.x == 0) wait_rank(g, chunk_flags(g, g.me, s) + j, g.op, s, FlagMatch::kWhole);
     if (__syncthreads_or(threadIdx.x == 0 && normal_gave_up(g))) return;
     i64 off[kRegionArrays];
     region_offsets(rows, n, off);
@@ -541,38 +561,25 @@ __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, con
   launch_dependents();
   if (!normal_send_begin(g)) return;  // no flags: the sources' waits time out
   i64* const begin = shared_words();  // [ranks + 1]: the first row received from each source
-  __shared__ unsigned long long most;  // chunks of the source that has the most
   if (threadIdx.x == 0) {
     begin[0] = 0;
-    most = 0;
     for (int s = 0; s < g.ranks; ++s) begin[s + 1] = begin[s] + counts[g.ranks + s];
   }
   __syncthreads();
-  for (int s = threadIdx.x; s < g.ranks; s += blockDim.x)
-    atomicMax(&most, u64(chunk_count(counts[g.ranks + s], g.ranks, kCombineChunkRows)));
-  __syncthreads();
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const i64 x_row = rows.bytes[0];
-  for (i64 u = blockIdx.x; u < i64(most) * g.ranks; u += gridDim.x) {
-    const i64 j = u / g.ranks;
-    const int s = int(u - j * g.ranks);
-    const i64 n = begin[s + 1] - begin[s], per = chunk_rows(n, g.ranks, kCombineChunkRows), first = j * per;
-    if (first >= n) continue;
-    const i64 end = first + per < n ? first + per : n;
-    i64 off[kRegionArrays];
-    region_offsets(rows, n, off);
-    unsigned char* const base = reinterpret_cast<unsigned char*>(g.windows[s]) + i64(g.me) * region;
-    for (i64 row = first + warp; row < end; row += warps) {
-      const i64 i = begin[s] + row;
-      warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
-      if (off[3] >= 0 && lane < k) reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {  // as in dispatch_scatter_body
-      __threadfence_system();
-      store_relaxed_sys(chunk_flags(g, s, g.me) + j, flag_word(g.seq, false, 0));
-    }
-  }
+  scatter_chunks(g, false, kCombineChunkRows, [&](int s) { return counts[g.ranks + s]; },
+                 [&](int s, i64 n, i64 first, i64 end) {
+                   i64 off[kRegionArrays];
+                   region_offsets(rows, n, off);
+                   unsigned char* const base = reinterpret_cast<unsigned char*>(g.windows[s]) + i64(g.me) * region;
+                   for (i64 row = first + warp; row < end; row += warps) {
+                     const i64 i = begin[s] + row;
+                     warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
+                     if (off[3] >= 0 && lane < k)
+                       reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
+                   }
+                 });
 }
 
 // --- combine's reduction -------------------------------------------------------------------------
@@ -661,7 +668,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
     for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
       const int s = slot[t * ranks + r];
       if (s >= 0) {
-        wait_rank(g, chunk_flags(g, g.me, r) + s / per[r], g.seq, r);
+        wait_rank(g, chunk_flags(g, g.me, r) + s / per[r], g.op, r, FlagMatch::kWhole);
         late |= normal_gave_up(g);
       }
     }

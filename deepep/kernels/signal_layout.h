@@ -23,7 +23,8 @@ constexpr long long kNormalGaveUp = kNormalConsumed + 2;  // nonzero once a wait
 // The chunk flags of a dispatch or a combine: source s's share is kNormalChunkWords / ranks words
 // from kNormalChunkFlags + s * that, one per chunk of its rows for this rank (normal_layout.h:
 // chunk_rows). A word is written only by the calls that have that chunk, so it may keep an old
-// call's number for a long time (the numbers wrap after 2^32 - 1 agreements).
+// call's number for a long time: it holds the operation's whole 64-bit number (NormalSignals::op),
+// which never comes round again.
 constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
 constexpr long long kNormalChunkWords = 14336;
 constexpr long long kSignalWords = kNormalChunkFlags + kNormalChunkWords;

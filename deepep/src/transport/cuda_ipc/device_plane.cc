@@ -17,7 +17,7 @@ const rt::EmbeddedFile* deepep_kernels_embedded_files(std::size_t* count);
 
 namespace deepep {
 
-static_assert(sizeof(CopyDesc) == 24 && sizeof(NormalSignals) == 56,
+static_assert(sizeof(CopyDesc) == 24 && sizeof(NormalSignals) == 64,
               "the mirrors of kernels/intranode.cuh's structures");
 
 static_assert(kernels::kSignalWords * 8 <= IpcWindow::kSignalBytes, "the signal words fit the signal area");
@@ -273,7 +273,7 @@ void DevicePlane::before_agreement() {
 NormalSignals DevicePlane::normal_signals(uint64_t agreement) {
   // 1 .. 2^32 - 1: flags keep 32 bits of the number, and a fresh signal area holds 0.
   const uint64_t seq = (agreement - 1) % 0xffffffffull + 1;
-  return {window_.window_table(), window_.signal_offset(), size_, rank_, seq, normal_seq_, timeout_ns(),
+  return {window_.window_table(), window_.signal_offset(), size_, rank_, seq, normal_seq_, agreement, timeout_ns(),
           reinterpret_cast<uint64_t>(status_words())};
 }
 

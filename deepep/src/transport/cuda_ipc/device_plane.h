@@ -46,6 +46,7 @@ struct NormalSignals {
   int64_t signal_offset;
   int32_t ranks, me;
   uint64_t seq, prev;
+  uint64_t op;
   uint64_t timeout_ns;
   uint64_t status;  // the status words (page-locked host memory)
 };
