@@ -19,7 +19,8 @@
 //             with memcpy from their mapping), checked bit for bit against the other run; with
 //             --nodes K > 1 also the route (hierarchical, or flat with DEEPEP_HIERARCHICAL_DISPATCH=0)
 //             and the rows and bytes that crossed the emulated nodes per call;
-//   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank;
+//   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank (with --gpu
+//             also queued on a stream: dispatches alone, dispatch + combine pairs, a CUDA graph);
 //   moe       a decode MoE layer step: --ll-tokens tokens per rank as two micro-batches, each through
 //             low-latency dispatch (FP8), one FP8 expert GEMM per local expert
 //             (deepgemm::m_grouped_fp8_gemm_nt_masked, --moe-hidden square: 7168 with --gpu, 1024
@@ -481,8 +482,9 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       std::fflush(stdout);
     }
     if (o.gpu) {
-      // Queued on a stream (Buffer::set_low_latency_stream): batches of dispatch + combine pairs back
-      // to back and one synchronization, then the same pair captured in a CUDA graph and replayed.
+      // Queued on a stream (Buffer::set_low_latency_stream): batches of dispatches alone, then of
+      // dispatch + combine pairs, back to back and one synchronization each, then the pair captured
+      // in a CUDA graph and replayed.
       rt::CudaStream stream(dev.id, true);
       buf.set_low_latency_stream(stream.handle());
       deepep::LowLatencyDispatchResult d;
@@ -492,7 +494,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         c = buf.low_latency_combine(y, idxd, wd, *d.handle);
       };
       constexpr int kBatch = 50;
-      auto per_pair = [&](const std::function<void()>& one) {
+      auto per_call = [&](const std::function<void()>& one) {
         std::vector<double> ts;
         for (int it = 0; it <= o.iters; ++it) {
           const double t = timed(buf.comm(), [&] {
@@ -503,11 +505,14 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         }
         return median(slowest(*g, ts));
       };
-      const double queued = per_pair(pair);
+      const double dispatches = per_call([&] { d = buf.low_latency_dispatch(xd, idxd, o.ll_tokens, o.experts, true, false); });
+      const double queued = per_call(pair);
       const rt::CudaGraph graph(stream.handle(), dev.id, pair);
-      const double replayed = per_pair([&] { graph.launch(stream.handle()); });
+      const double replayed = per_call([&] { graph.launch(stream.handle()); });
       buf.reset_low_latency_stream();
       if (lead) {
+        std::printf("   queued on a stream, dispatch alone:     %8.1f us per call (%d calls per synchronization)\n",
+                    dispatches * 1e6, kBatch);
         std::printf("   queued on a stream, dispatch + combine: %8.1f us per pair (%d pairs per synchronization)\n",
                     queued * 1e6, kBatch);
         std::printf("   the pair as a CUDA graph, replayed:     %8.1f us per pair\n", replayed * 1e6);
