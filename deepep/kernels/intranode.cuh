@@ -188,8 +188,9 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 // into order [ranks, tokens] (its first summary[d] entries: what the scatter walks). A chunk's
 // first slot is the count of the chunks before it, found by a single-pass scan: each block
 // publishes its own count, then walks back over the flags of the chunks before it until one carries
-// its whole prefix, and publishes its own prefix (blocks start in index order, so every chunk a
-// block waits for has started). The block that finishes last writes the summary, on the device and
+// its whole prefix, and publishes its own prefix. A block's chunk is the ticket it draws on start
+// (per destination), not its index, so every chunk it waits for belongs to a block that is already
+// running, in whatever order the GPU starts blocks. The block that finishes last writes the summary, on the device and
 // into `host` (page-locked memory the host reads once the kernel is done: no copy on the stream):
 // [0, ranks) tokens per destination; [ranks, 2 ranks) zeros, left for the tokens received from each
 // source (dispatch_receive_body); [2 ranks] the complement of the first out-of-range flat index t *
@@ -197,7 +198,7 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 // ranks + 1 + experts) (token, k) pairs per expert.
 // scratch (route_scratch_words; zero before the first call, and left zero by every call's last
 // block, so no memset is queued): the chunks' flags [ranks, chunks], the pair counters [experts],
-// the first bad entry, the blocks arrived.
+// the first bad entry, the blocks arrived, the tickets drawn [ranks].
 constexpr u64 kRoutePrefix = 1ull << 63;     // a chunk's flag: its count and every chunk's before it
 constexpr u64 kRouteAggregate = 1ull << 62;  // its own count only
 constexpr u64 kRouteCount = kRouteAggregate - 1;
@@ -215,11 +216,16 @@ template <class Index>
 __device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 tokens, int k, int experts,
                                                     int experts_per_rank, int ranks, unsigned char* in_rank,
                                                     int* slots, int* order, i64* summary, i64* host, u64* scratch) {
-  const int d = blockIdx.y, chunk = blockIdx.x, chunks = gridDim.x;
+  const int d = blockIdx.y, chunks = gridDim.x;
   u64* const flags = scratch;
   u64* const pairs = flags + i64(ranks) * chunks;
   u64* const bad = pairs + experts;
   u64* const arrivals = bad + 1;
+  u64* const tickets = arrivals + 1;
+  __shared__ int drawn;
+  if (threadIdx.x == 0) drawn = int(atomicAdd(reinterpret_cast<unsigned long long*>(tickets + d), 1ull));
+  __syncthreads();
+  const int chunk = drawn;
   const i64 lo = i64(d) * experts_per_rank, hi = lo + experts_per_rank;
   const i64 t = i64(chunk) * blockDim.x + threadIdx.x;
   bool hit = false;
@@ -303,6 +309,7 @@ __device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 token
   }
   __syncthreads();  // every block's flags read (the totals above) before they are cleared
   for (i64 i = threadIdx.x; i < i64(ranks) * chunks; i += blockDim.x) flags[i] = 0;
+  for (int r = threadIdx.x; r < ranks; r += blockDim.x) tickets[r] = 0;
   if (threadIdx.x == 0) {
     const i64 b = i64(atomicExch(reinterpret_cast<unsigned long long*>(bad), 0ull));
     summary[2 * ranks] = host[2 * ranks] = b;

@@ -404,7 +404,7 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
 const int64_t* DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts,
                                            uint64_t slots, uint64_t order, uint64_t in_rank, uint64_t summary) {
   const int64_t chunks = std::max<int64_t>(1, (tokens + kThreads - 1) / kThreads);
-  const int64_t words = size_ * chunks + experts + 2;  // dispatch_route_body's scratch
+  const int64_t words = size_ * chunks + experts + 2 + size_;  // dispatch_route_body's scratch
   if (route_scratch_words_ < words) {  // grown zeroed; the kernels leave it zeroed
     sync();  // a routing queued before may still use the old one
     rt::cuda_free(device(), route_scratch_);
