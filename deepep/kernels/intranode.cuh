@@ -49,6 +49,15 @@ __device__ __forceinline__ u64 load_acquire_sys(const u64* p) {
   asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
   return v;
 }
+// Between the blocks of one kernel (the routing's chunk flags): GPU scope is enough.
+__device__ __forceinline__ void store_release_gpu(u64* p, u64 v) {
+  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
+}
+__device__ __forceinline__ u64 load_acquire_gpu(const u64* p) {
+  u64 v;
+  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+  return v;
+}
 __device__ __forceinline__ u64 global_ns() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
@@ -202,15 +211,6 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 constexpr u64 kRoutePrefix = 1ull << 63;     // a chunk's flag: its count and every chunk's before it
 constexpr u64 kRouteAggregate = 1ull << 62;  // its own count only
 constexpr u64 kRouteCount = kRouteAggregate - 1;
-
-__device__ __forceinline__ void store_release_gpu(u64* p, u64 v) {
-  asm volatile("st.release.gpu.global.u64 [%0], %1;" ::"l"(p), "l"(v) : "memory");
-}
-__device__ __forceinline__ u64 load_acquire_gpu(const u64* p) {
-  u64 v;
-  asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-  return v;
-}
 
 template <class Index>
 __device__ __forceinline__ void dispatch_route_body(const Index* topk, i64 tokens, int k, int experts,
