@@ -190,17 +190,18 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pi
 
 // --- dispatch -------------------------------------------------------------------------------------
 
-// The routing of a dispatch, one kernel over chunks of blockDim.x tokens (blockIdx.x, one token per
-// thread) for each destination rank d (blockIdx.y): whether each token goes to d (one of its top-k
-// experts is d's) into in_rank [tokens, ranks]; its position among those going to d, in token
+// The routing of a dispatch, one kernel over chunks of blockDim.x tokens (one token per thread) for
+// each destination rank d (blockIdx.y; gridDim.x chunks): whether each token goes to d (one of its
+// top-k experts is d's) into in_rank [tokens, ranks]; its position among those going to d, in token
 // order, into slots [tokens, ranks] (-1 where it does not go); the tokens going to d in that order
 // into order [ranks, tokens] (its first summary[d] entries: what the scatter walks). A chunk's
 // first slot is the count of the chunks before it, found by a single-pass scan: each block
 // publishes its own count, then walks back over the flags of the chunks before it until one carries
 // its whole prefix, and publishes its own prefix. A block's chunk is the ticket it draws on start
 // (per destination), not its index, so every chunk it waits for belongs to a block that is already
-// running, in whatever order the GPU starts blocks. The block that finishes last writes the summary, on the device and
-// into `host` (page-locked memory the host reads once the kernel is done: no copy on the stream):
+// running, in whatever order the GPU starts blocks. The block that finishes last writes the
+// summary, on the device and into `host` (page-locked memory the host reads once the kernel is
+// done: no copy on the stream):
 // [0, ranks) tokens per destination; [ranks, 2 ranks) zeros, left for the tokens received from each
 // source (dispatch_receive_body); [2 ranks] the complement of the first out-of-range flat index t *
 // k + j (0: none; the complement lets atomicMax over zeroed memory find the first); [2 ranks + 1, 2

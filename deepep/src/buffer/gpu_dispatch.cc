@@ -140,7 +140,8 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
                                             address(out.recv_topk_idx), address(out.recv_topk_weights),
                                             address(recv_src)}};
   int64_t max_chunks = 0;
-  for (int64_t n : p.recv_counts) max_chunks = std::max<int64_t>(max_chunks, kernels::chunk_count(n, R, kernels::kDispatchChunkRows));
+  for (int64_t n : p.recv_counts)
+    max_chunks = std::max<int64_t>(max_chunks, kernels::chunk_count(n, R, kernels::kDispatchChunkRows));
   if (!scattered && p.cached) plane.wait_event(a.previous_event);  // else the routing waited for it
   launch_numbered(plane, "dispatch", [&] {
     const NormalSignals sig =
