@@ -3,7 +3,7 @@
 // r % visible GPUs, so several ranks share a GPU when there are fewer GPUs than ranks).
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
-//                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G]
+//                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G] [--num-sms N]
 //                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1] [--transport shm|tcp]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
@@ -38,7 +38,8 @@
 //             it is named in CommOptions::transport.
 // With --gpu, memcpy is not run, every call's
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
-// --window bytes per rank, and the first dispatch and combine are checked bit for bit against the
+// --window bytes per rank (--num-sms N: dispatch and combine's kernels sized for N SMs,
+// Buffer::set_num_sms), and the first dispatch and combine are checked bit for bit against the
 // CPU path on the same inputs.
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -80,6 +81,7 @@ struct Options {
   int64_t ar_min = 1 << 10;
   int64_t ar_max = int64_t(1) << 30;
   int64_t window = int64_t(1) << 30;
+  int num_sms = 0;  // --num-sms: the GPU dispatch/combine kernels sized for this many SMs (0: all)
   bool gpu = false;
   std::string skip;
   int nodes = 1;
@@ -333,6 +335,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
   const rt::Device dev = data_device(o, me);
   if (want("dispatch")) {
     deepep::Buffer buf(g, o.gpu ? o.window : int64_t(R - 1) * (2 << 20), 0, false, comm_options(o, me));
+    if (o.gpu) buf.set_num_sms(o.num_sms);
     const int64_t T = o.tokens, H = o.hidden, S = H / 128;
     deepep::DispatchArgs a;  // on the CPU; `on` is the same on the benchmark's device
     a.x = random_fill({T, H}, rt::DType::F8E4M3, uint64_t(me) + 1);
@@ -404,6 +407,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
                   o.gpu ? " on the GPU (cuda_ipc)" : "", R, o.tokens, o.hidden, o.topk, o.experts);
       std::printf("   received rows: %.0f per rank (each token to %.2f ranks on average)\n", double(total_rows) / R,
                   double(total_rows) / (double(R) * o.tokens));
+      if (o.gpu && o.num_sms > 0) std::printf("   kernels sized for %d SMs (Buffer::set_num_sms)\n", o.num_sms);
       std::printf("   dispatch: %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", md * 1e3, dbytes / R / md * 1e-9,
                   dbytes / md * 1e-9);
       std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
@@ -596,6 +600,7 @@ int main(int argc, char** argv) {
     else if (a == "--ar-max") o.ar_max = parse_size(next());
     else if (a == "--skip") o.skip = next();
     else if (a == "--window") o.window = parse_size(next());
+    else if (a == "--num-sms") o.num_sms = std::stoi(next());
     else if (a == "--gpu") o.gpu = true;
     else if (a == "--nodes") o.nodes = std::stoi(next());
     else if (a == "--transport") o.transport = next();

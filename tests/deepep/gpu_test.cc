@@ -68,9 +68,10 @@ rt::Tensor random_bf16(const rt::Shape& shape, uint64_t seed) {
 }
 
 // Dispatch (BF16 or FP8), combine, a second combine in f32 and a cached dispatch, on both paths
-// (with `faults` injected on both communicators), through Buffers of `window_bytes`.
+// (with `faults` injected on both communicators), through Buffers of `window_bytes`, the GPU one's
+// kernels sized for `num_sms` SMs (0: all).
 void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faults = {},
-                               int64_t window_bytes = 8 << 20) {
+                               int64_t window_bytes = 8 << 20, int num_sms = 0) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = device_of(me);
@@ -78,6 +79,7 @@ void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faul
     cpu_options.faults = device_options.faults = faults;
     deepep::Buffer cpu(g, window_bytes, 0, false, cpu_options);
     deepep::Buffer gpu(g, window_bytes, 0, false, device_options);
+    gpu.set_num_sms(num_sms);
     for (bool fp8 : {false, true}) {
       const deepep::DispatchArgs a = c.dispatch_args(me, fp8, 4);
       deepep::DispatchArgs ag = a;
@@ -154,6 +156,14 @@ TEST(DeepEPGpu, DispatchCombineManyTokens) {
   c.min_tokens = 33 * 256 + 1;  // 34 to 36 chunks a rank
   c.max_tokens = 36 * 256;
   dispatch_combine_like_cpu(c, {}, 32 << 20);
+}
+
+// The normal-mode kernels sized for 3 SMs (Buffer::set_num_sms): a few blocks take every chunk.
+TEST(DeepEPGpu, DispatchCombineOnFewSms) {
+  REQUIRE_GPU();
+  MoeCase c = make(3, 24, 4, Routing::Uniform, 256);
+  c.max_tokens = 600;
+  dispatch_combine_like_cpu(c, {}, 8 << 20, 3);
 }
 
 // Lost and corrupted frames on the host transport (the control plane; the device data moves by
@@ -941,6 +951,15 @@ TEST(DeepEPGpu, CudaTensorsNeedADevicePlane) {
                            deepep::all_reduce(comm, t);
                          }),
                          {"is on cuda:0", "CommOptions::cuda_device"});
+}
+
+// Buffer::set_num_sms: a negative count, or a Buffer without a GPU data plane, is a user error.
+TEST(DeepEPGpu, NumSmsErrors) {
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
+    expect_throws([&] { buf.set_num_sms(-1); }, "num_sms=-1 must be >= 0", "a negative SM count");
+    expect_throws([&] { buf.set_num_sms(8); }, "has no GPU data plane", "set_num_sms on a CPU Buffer");
+  }));
 }
 
 // The window regions of normal-mode dispatch and combine (kernels/normal_layout.h, shared by the

@@ -26,7 +26,9 @@ void expect_exact_cover(const tl::SplitKPlan& plan, int tiles, int k_blocks, int
     ASSERT_LE(unit.kb1, k_blocks);
     for (int kb = unit.kb0; kb < unit.kb1; ++kb) ++covered[size_t(unit.tile) * k_blocks + kb];
     if (unit.piece < 0) {
-      if (plan.splits > 1) EXPECT_LT(unit.tile, plan.dp_tiles) << "a whole tile among the split ones";
+      if (plan.splits > 1) {
+        EXPECT_LT(unit.tile, plan.dp_tiles) << "a whole tile among the split ones";
+      }
       EXPECT_EQ(unit.kb0, 0);
       EXPECT_EQ(unit.kb1, k_blocks);
     } else {

@@ -257,6 +257,14 @@ class Buffer {
   // Waits for the low-latency calls queued so far and raises the errors they met.
   void synchronize_low_latency();
 
+  // The normal-mode dispatch and combine of CUDA tensors size their kernels for this many SMs
+  // (0, the default: every SM of the device): two scatter blocks and one receive block (dispatch)
+  // or two reduce blocks (combine) per SM, so that work on other streams keeps the rest of the GPU
+  // (DeepEP's Buffer.set_num_sms). The GPU places the blocks: it is a budget of blocks, not a set
+  // of SMs. Local (ranks may choose differently). A user error for num_sms < 0 or without a GPU
+  // data plane (CommOptions::cuda_device).
+  void set_num_sms(int num_sms);
+
  private:
   std::shared_ptr<Group> group_;
   std::unique_ptr<Comm> comm_;

@@ -12,6 +12,7 @@
 #include "engine/engine.h"
 #include "rt/env.h"
 #include "rt/error.h"
+#include "transport/cuda_ipc/device_plane.h"
 
 namespace deepep {
 
@@ -68,6 +69,13 @@ rt::Tensor Buffer::alloc_shared_tensor(const rt::Shape& shape, rt::DType dtype) 
 int Buffer::rank() const { return group_->rank(); }
 int Buffer::size() const { return group_->size(); }
 std::vector<LinkStats> Buffer::link_stats() const { return comm_->link_stats(); }
+
+void Buffer::set_num_sms(int num_sms) {
+  RT_USER_CHECK(num_sms >= 0, "deepep set_num_sms: num_sms=", num_sms, " must be >= 0 (0: every SM)");
+  DevicePlane* const plane = comm_->device_plane();
+  RT_USER_CHECK(plane, "deepep set_num_sms: the communicator has no GPU data plane (CommOptions::cuda_device)");
+  plane->set_num_sms(num_sms);
+}
 
 int64_t Buffer::low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts) {
   RT_USER_CHECK(max_tokens_per_rank > 0 && hidden > 0 && num_ranks > 0 && num_experts > 0 &&

@@ -434,7 +434,7 @@ void DevicePlane::dispatch_scatter(uint64_t x, uint64_t scales, uint64_t topk, b
   const rt::CudaKernel kern = kernel(dispatch_scatter_text());
   const int topk_flag = topk_i64 ? 1 : 0;
   const int64_t region = region_bytes();
-  const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;
+  const unsigned blocks = unsigned(normal_sms() * 2);
   kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, 0, stream(), x, scales, topk, topk_flag, k, weights, order, tokens,
                    summary, rows, region, experts_per_rank, sig);
 }
@@ -447,7 +447,7 @@ void DevicePlane::dispatch_receive(uint64_t x, uint64_t scales, uint64_t topk, b
   const int topk_flag = topk_i64 ? 1 : 0;
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
-  const unsigned blocks = unsigned(std::clamp<int64_t>(max_chunks * size_, 1, rt::cuda_device(device()).sm_count));
+  const unsigned blocks = unsigned(std::clamp<int64_t>(max_chunks * size_, 1, normal_sms()));
   const size_t shared = size_t(2 * size_) * 8;  // dispatch_receive_body's per-rank words
   if (overlap_receive_)
     kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), x, scales, topk, topk_flag, k,
@@ -462,7 +462,7 @@ void DevicePlane::combine_scatter(uint64_t x, uint64_t weights, int k, uint64_t 
                                   const kernels::RegionRows& rows, const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_scatter_text());
   const int64_t region = region_bytes();
-  const unsigned blocks = unsigned(rt::cuda_device(device()).sm_count) * 2;  // as dispatch_scatter
+  const unsigned blocks = unsigned(normal_sms() * 2);  // as dispatch_scatter
   const size_t shared = size_t(size_ + 1) * 8;  // combine_scatter_body's per-rank words
   kern.launch_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), x, weights, k, summary, rows, region, sig);
 }
@@ -473,7 +473,7 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, 
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
   // Two blocks per SM, beside the scatter's two (combine_reduce_text's registers): a token's rows
   // are a chain of dependent loads (flags, slots, rows), so one block per SM would fall behind.
-  const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, int64_t(rt::cuda_device(device()).sm_count) * 2));
+  const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, normal_sms() * 2));
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
   const size_t shared = size_t(4 * size_) * 8;  // combine_reduce_body's per-rank words
@@ -492,6 +492,11 @@ void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, out,
                    count, in_off, in_stride, out_off, size_, rank_);
+}
+
+int64_t DevicePlane::normal_sms() const {
+  const int64_t all = rt::cuda_device(device()).sm_count;
+  return num_sms_ > 0 ? std::min<int64_t>(num_sms_, all) : all;
 }
 
 uint64_t DevicePlane::timeout_ns() const { return uint64_t(engine_.timeout().count()) * 1000000ull; }

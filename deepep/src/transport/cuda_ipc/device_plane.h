@@ -180,6 +180,8 @@ class DevicePlane {
   // they need no host step between them. They run on ll_stream(): the plane's stream, or the one
   // set by set_ll_stream (Buffer::set_low_latency_stream: calls queued there without waiting).
   void set_ll_stream(rt::CuStream stream) { ll_stream_ = stream; }
+  // Buffer::set_num_sms: the SMs the normal-mode kernels are sized for (0: every SM).
+  void set_num_sms(int num_sms) { num_sms_ = num_sms; }
   void reset_ll_stream() { ll_stream_.reset(); }
   bool ll_on_user_stream() const { return ll_stream_.has_value(); }
   rt::CuStream ll_stream() const { return ll_stream_ ? *ll_stream_ : stream(); }
@@ -240,6 +242,8 @@ class DevicePlane {
   bool profile_ = false;
   bool overlap_receive_ = true;  // DEEPEP_OVERLAP_RECEIVE=0: a receive waits for its scatter's end
   std::vector<std::string> jit_flags_;  // DEEPEP_JIT_FLAGS: more NVRTC options for the kernels (experiments)
+  int num_sms_ = 0;                     // set_num_sms
+  int64_t normal_sms() const;           // the SMs the normal-mode kernels are sized for
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
   uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
