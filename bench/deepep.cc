@@ -4,6 +4,7 @@
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
 //                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G] [--num-sms N]
+//                [--timeline]
 //                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1] [--transport shm|tcp]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
@@ -40,7 +41,10 @@
 // time includes its host synchronization (the GPU path is synchronous), the device windows are
 // --window bytes per rank (--num-sms N: dispatch and combine's kernels sized for N SMs,
 // Buffer::set_num_sms), and the first dispatch and combine are checked bit for bit against the
-// CPU path on the same inputs.
+// CPU path on the same inputs. --gpu --timeline builds the normal-mode kernels with their timeline
+// (deepep/kernels/timeline.h) and, after the timed calls, prints per rank when each scatter block
+// started and ended, how long its chunks took from first row to raised flag, and when the receive
+// saw them, for one more dispatch and one more combine.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -53,14 +57,17 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
 #include <random>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "deepep/deepep.h"
+#include "deepep/kernels/timeline.h"
 #include "deepgemm/deepgemm.h"
 #include "rt/cuda_device.h"
+#include "rt/cuda_memory.h"
 #include "rt/cuda_stream.h"
 #include "rt/error.h"
 #include "tl/device/numeric.h"
@@ -83,6 +90,7 @@ struct Options {
   int64_t window = int64_t(1) << 30;
   int num_sms = 0;  // --num-sms: the GPU dispatch/combine kernels sized for this many SMs (0: all)
   bool gpu = false;
+  bool timeline = false;  // --timeline: dispatch/combine kernels built with their timeline (GPU)
   std::string skip;
   int nodes = 1;
   std::string transport;  // CommOptions::transport ("": shm on one host, emulated nodes or not)
@@ -327,6 +335,56 @@ void run_moe_step(const std::shared_ptr<deepep::Group>& g, const Options& o) {
   }
 }
 
+// One operation's timeline (deepep/kernels/timeline.h), summarized: microseconds from its first
+// record.
+std::string timeline_summary(const std::vector<uint64_t>& words) {
+  using namespace deepep::kernels;
+  const uint64_t n = std::min<uint64_t>(words[0], kTimelineRecords);
+  if (n == 0) return "   no records\n";
+  uint64_t t0 = ~0ull;
+  for (uint64_t i = 0; i < n; ++i) t0 = std::min(t0, words[1 + 2 * i]);
+  auto us = [&](uint64_t ns) { return double(ns - t0) * 1e-3; };
+  struct Span {
+    double first = 1e30, last = -1;
+    int64_t count = 0;
+    void add(double t) { first = std::min(first, t), last = std::max(last, t), ++count; }
+  };
+  Span span[kTimelineEvents];
+  std::map<uint64_t, double> begun;  // (peer, block, chunk) -> when its rows began
+  std::vector<double> took;          // each chunk: first row to raised flag
+  std::vector<int64_t> flags_per_10us;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint64_t tag = words[2 + 2 * i];
+    const unsigned e = timeline_event(tag);
+    if (e == 0 || e >= kTimelineEvents) continue;
+    const double t = us(words[1 + 2 * i]);
+    span[e].add(t);
+    const uint64_t key = tag & ((1ull << 56) - 1);
+    if (e == kChunkBegin) begun[key] = t;
+    if (e == kChunkFlagged) {
+      if (auto it = begun.find(key); it != begun.end()) took.push_back(t - it->second);
+      const size_t bucket = size_t(t / 10);
+      if (flags_per_10us.size() <= bucket) flags_per_10us.resize(bucket + 1);
+      ++flags_per_10us[bucket];
+    }
+  }
+  std::sort(took.begin(), took.end());
+  auto range = [&](const Span& s) {
+    return s.count ? rt::str(s.count, " at ", int64_t(s.first), "..", int64_t(s.last), " us") : std::string("none");
+  };
+  std::string out = rt::str("   scatter blocks start ", range(span[kScatterStart]), ", end ", range(span[kScatterEnd]),
+                            "\n   chunks ", took.size());
+  if (!took.empty())
+    out += rt::str(": first row to flag ", int64_t(took.front()), " / ", int64_t(took[took.size() / 2]), " / ",
+                   int64_t(took.back()), " us (min / median / max); flags ", range(span[kChunkFlagged]));
+  out += "\n   flags per 10 us:";
+  for (int64_t f : flags_per_10us) out += rt::str(" ", f);
+  out += rt::str("\n   receive blocks start ", range(span[kReceiveStart]), ", chunks seen ", range(span[kChunkArrived]),
+                 ", end ", range(span[kReceiveEnd]), "\n");
+  if (words[0] > n) out += rt::str("   (", words[0] - n, " records dropped)\n");
+  return out;
+}
+
 void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double memcpy_bw) {
   const int R = g->size(), me = g->rank();
   const bool lead = me == 0;
@@ -334,6 +392,13 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
 
   const rt::Device dev = data_device(o, me);
   if (want("dispatch")) {
+    // --timeline: the stamps' buffer, its address baked into the kernels the Buffer builds.
+    rt::Tensor stamps;
+    if (o.gpu && o.timeline) {
+      stamps = rt::Tensor::empty({int64_t(deepep::kernels::kTimelineWords)}, rt::DType::I64, dev);
+      setenv("DEEPEP_JIT_FLAGS", rt::str("-DDEEPEP_TIMELINE=", reinterpret_cast<uintptr_t>(stamps.data()), "ull").c_str(),
+             1);
+    }
     deepep::Buffer buf(g, o.gpu ? o.window : int64_t(R - 1) * (2 << 20), 0, false, comm_options(o, me));
     if (o.gpu) buf.set_num_sms(o.num_sms);
     const int64_t T = o.tokens, H = o.hidden, S = H / 128;
@@ -387,6 +452,22 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
         const deepep::CombineResult cc = cpu.combine(y.to(rt::Device::cpu()), *dc.handle, dc.recv_topk_weights);
         check_same_results(*g, dc, cc, d, c, "the GPU dispatch/combine (against the CPU path)");
         if (lead) std::printf("\n   check: GPU dispatch and combine equal the CPU path bit for bit on every rank\n");
+      }
+    }
+    if (stamps.defined()) {  // one more dispatch and combine, each with the stamps zeroed before it
+      deepep::DispatchResult d;
+      for (const char* op : {"dispatch", "combine"}) {
+        rt::cuda_memset(dev.id, reinterpret_cast<rt::CuDevicePtr>(stamps.data()), 0, size_t(stamps.nbytes()));
+        deepep::barrier(buf.comm());
+        if (op[0] == 'd')
+          d = buf.dispatch(on);
+        else
+          buf.combine(y, *d.handle, d.recv_topk_weights);
+        const rt::Tensor host = stamps.to(rt::Device::cpu());
+        const uint64_t* w = static_cast<const uint64_t*>(host.data());
+        const auto all = g->allgather(timeline_summary(std::vector<uint64_t>(w, w + host.numel())), "timeline");
+        if (lead)
+          for (int r = 0; r < R; ++r) std::printf("\n== %s timeline, rank %d\n%s", op, r, all[size_t(r)].c_str());
       }
     }
     td = slowest(*g, td);
@@ -602,6 +683,7 @@ int main(int argc, char** argv) {
     else if (a == "--window") o.window = parse_size(next());
     else if (a == "--num-sms") o.num_sms = std::stoi(next());
     else if (a == "--gpu") o.gpu = true;
+    else if (a == "--timeline") o.timeline = true;
     else if (a == "--nodes") o.nodes = std::stoi(next());
     else if (a == "--transport") o.transport = next();
     else {

@@ -10,6 +10,7 @@
 
 #include "deepep/kernels/normal_layout.h"
 #include "deepep/kernels/signal_layout.h"
+#include "deepep/kernels/timeline.h"
 
 namespace deepep::kernels {
 
@@ -62,6 +63,20 @@ __device__ __forceinline__ u64 global_ns() {
   u64 t;
   asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
   return t;
+}
+
+// Thread 0 of a block appends a record to the timeline (timeline.h) when the kernels are built with
+// DEEPEP_TIMELINE; otherwise nothing.
+__device__ __forceinline__ void timeline_stamp(unsigned event, i64 peer, i64 chunk) {
+#ifdef DEEPEP_TIMELINE
+  if (threadIdx.x != 0) return;
+  u64* const stamps = reinterpret_cast<u64*>(DEEPEP_TIMELINE);
+  const u64 i = atomicAdd(reinterpret_cast<unsigned long long*>(stamps), 1ull);
+  if (i < kTimelineRecords) {
+    stamps[1 + 2 * i] = global_ns();
+    stamps[2 + 2 * i] = timeline_tag(event, u64(peer), blockIdx.x, u64(chunk));
+  }
+#endif
 }
 
 // What a flag must carry: the sequence `seq` in its upper 32 bits (a flag_word), that or a later
@@ -459,18 +474,22 @@ __device__ __forceinline__ void scatter_chunks(const NormalSignals& g, bool skip
     if (!skip_me || d != g.me) atomicMax(&most, u64(chunk_count(rows(d), g.ranks, least)));
   __syncthreads();
   const int dests = skip_me ? g.ranks - 1 : g.ranks;
+  timeline_stamp(kScatterStart, 0, 0);
   for (i64 u = blockIdx.x; u < i64(most) * dests; u += gridDim.x) {
     const i64 j = u / dests;
     const int p = int(u - j * dests), d = skip_me && p >= g.me ? p + 1 : p;
     const i64 n = rows(d), per = chunk_rows(n, g.ranks, least), first = j * per;
     if (first >= n) continue;
+    timeline_stamp(kChunkBegin, d, j);
     write(d, n, first, first + per < n ? first + per : n);
     __syncthreads();
     if (threadIdx.x == 0) {  // the fence is cumulative: it publishes the block's rows (last_block_arrives)
       __threadfence_system();
       store_relaxed_sys(chunk_flags(g, d, g.me) + j, g.op);
+      timeline_stamp(kChunkFlagged, d, j);
     }
   }
+  timeline_stamp(kScatterEnd, 0, 0);
 }
 
 // order: [ranks, tokens], the tokens going to each rank in slot order (dispatch_route_body);
@@ -527,6 +546,7 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
   if (threadIdx.x == 0)
     for (i64 r = 0, at = 0; r < g.ranks; at += count[r++]) first_out[r] = at;
   __syncthreads();
+  timeline_stamp(kReceiveStart, 0, 0);
   const int lane = threadIdx.x & 31, warp = threadIdx.x / 32, warps = blockDim.x / 32;
   const i64 own_chunks = chunk_count(count[g.me], g.ranks, kDispatchChunkRows);
   for (i64 u = blockIdx.x; u < own_chunks + max_chunks * (g.ranks - 1); u += gridDim.x) {
@@ -542,6 +562,7 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
       continue;
     }
     if (threadIdx.x == 0) wait_rank(g, chunk_flags(g, g.me, s) + j, g.op, s, FlagMatch::kWhole);
+    timeline_stamp(kChunkArrived, s, j);
     if (__syncthreads_or(threadIdx.x == 0 && normal_gave_up(g))) return;
     i64 off[kRegionArrays];
     region_offsets(rows, n, off);
@@ -556,6 +577,7 @@ __device__ __forceinline__ void dispatch_receive_body(const unsigned char* x, co
           warp_copy(dst + at, src + at, bytes - at < kChunkPiece ? bytes - at : kChunkPiece, lane);
     }
   }
+  timeline_stamp(kReceiveEnd, 0, 0);
 }
 
 // One warp per received row, back into this rank's region of its source's window (normal_layout.h:
@@ -670,6 +692,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
   // each thread takes two columns so that two loads per row are in flight.
   const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
   const i64 step = vec ? V : 1;
+  timeline_stamp(kReceiveStart, 0, 0);
   for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
     __syncthreads();  // the previous token's rows are no longer read
     bool late = false;  // a chunk of this token's that did not come (then nothing more is read)
@@ -742,6 +765,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
       out_w[t * k + threadIdx.x] = sum;
     }
   }
+  timeline_stamp(kReceiveEnd, 0, 0);
 }
 
 // --- all-reduce -----------------------------------------------------------------------------------

@@ -1320,7 +1320,9 @@ TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
   EXPECT_GT(unsafe, 0) << "the model finds no overwrite even without the consumed words";
 }
 
-// Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed).
+// Every kernel of the data plane compiles for sm_90a (NVRTC only; no GPU needed), also with the
+// normal-mode timeline built in (kernels/timeline.h: bench_deepep --timeline), whose stamps then
+// reach the baked-in address.
 TEST(DeepEPGpu, KernelsCompileForHopper) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   rt::NvrtcOptions options;
@@ -1331,6 +1333,12 @@ TEST(DeepEPGpu, KernelsCompileForHopper) {
   for (const auto& [name, source] : sources) {
     const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
     EXPECT_NE(r.ptx.find(name), std::string::npos) << name;
+  }
+  options.extra = {"-DDEEPEP_TIMELINE=123456789008ull"};
+  for (const auto& [name, source] : sources) {
+    if (name.find("scatter") == std::string::npos && name.find("receive") == std::string::npos) continue;
+    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+    EXPECT_NE(r.ptx.find("123456789008"), std::string::npos) << name << " stamps no timeline record";
   }
 }
 
