@@ -400,6 +400,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
              1);
     }
     deepep::Buffer buf(g, o.gpu ? o.window : int64_t(R - 1) * (2 << 20), 0, false, comm_options(o, me));
+    if (stamps.defined()) unsetenv("DEEPEP_JIT_FLAGS");  // read by this Buffer only: later ones build without it
     if (o.gpu) buf.set_num_sms(o.num_sms);
     const int64_t T = o.tokens, H = o.hidden, S = H / 128;
     deepep::DispatchArgs a;  // on the CPU; `on` is the same on the benchmark's device
