@@ -394,13 +394,15 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
   if (want("dispatch")) {
     // --timeline: the stamps' buffer, its address baked into the kernels the Buffer builds.
     rt::Tensor stamps;
+    const char* const flags = std::getenv("DEEPEP_JIT_FLAGS");
+    const std::string user_flags = flags ? flags : "";
     if (o.gpu && o.timeline) {
       stamps = rt::Tensor::empty({int64_t(deepep::kernels::kTimelineWords)}, rt::DType::I64, dev);
-      setenv("DEEPEP_JIT_FLAGS", rt::str("-DDEEPEP_TIMELINE=", reinterpret_cast<uintptr_t>(stamps.data()), "ull").c_str(),
-             1);
+      setenv("DEEPEP_JIT_FLAGS",
+             rt::str(user_flags, " -DDEEPEP_TIMELINE=", reinterpret_cast<uintptr_t>(stamps.data()), "ull").c_str(), 1);
     }
     deepep::Buffer buf(g, o.gpu ? o.window : int64_t(R - 1) * (2 << 20), 0, false, comm_options(o, me));
-    if (stamps.defined()) unsetenv("DEEPEP_JIT_FLAGS");  // read by this Buffer only: later ones build without it
+    if (stamps.defined()) setenv("DEEPEP_JIT_FLAGS", user_flags.c_str(), 1);  // later Buffers build without it
     if (o.gpu) buf.set_num_sms(o.num_sms);
     const int64_t T = o.tokens, H = o.hidden, S = H / 128;
     deepep::DispatchArgs a;  // on the CPU; `on` is the same on the benchmark's device
