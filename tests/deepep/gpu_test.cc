@@ -140,11 +140,17 @@ TEST(DeepEPGpu, DispatchCombineTwoRanks) {
   dispatch_combine_like_cpu(make(2, 16, 4, Routing::Uniform, 512));
 }
 
-TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
-  REQUIRE_GPU();
+// Four ranks, uneven, the last sending no tokens (and, Sparse, receiving none): the GPU case below
+// and the signalling models further down, which replay its traffic.
+MoeCase four_ranks_with_empty_rank() {
   MoeCase c = make(4, 32, 6, Routing::Sparse, 384);
   c.zero_tokens_rank = true;
-  dispatch_combine_like_cpu(c);
+  return c;
+}
+
+TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
+  REQUIRE_GPU();
+  dispatch_combine_like_cpu(four_ranks_with_empty_rank());
 }
 
 // Many chunks of 256 tokens per rank (the routing kernel's scan walks back over the chunks before
@@ -1259,11 +1265,9 @@ void expect_random_schedules_finish_safely(NormalSignalModel& m) {
 // check for `prev` or later (op_reached) finishes every schedule without a rank reading rows of
 // another call. Runs without a GPU.
 TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
-  MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
-  empty.zero_tokens_rank = true;
   NormalSignalModel model;
   model.ranks = 4;
-  model.sent = rows_between_ranks(empty);
+  model.sent = rows_between_ranks(four_ranks_with_empty_rank());
   for (int r = 0; r < 4; ++r) {
     EXPECT_EQ(model.sent[3][size_t(r)], 0);
     EXPECT_EQ(model.sent[size_t(r)][3], 0);
@@ -1296,11 +1300,9 @@ TEST(DeepEPGpu, NormalSignalsFinishInEverySchedule) {
 // The check has teeth: a scatter that does not wait for the consumed words at all overwrites rows a
 // receive still reads in some schedule. Runs without a GPU.
 TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
-  MoeCase empty = make(4, 32, 6, Routing::Sparse, 384);
-  empty.zero_tokens_rank = true;
   NormalSignalModel four;
   four.ranks = 4;
-  four.sent = rows_between_ranks(empty);
+  four.sent = rows_between_ranks(four_ranks_with_empty_rank());
   // dispatch, dispatch (failed), combine, combine (failed), combine, dispatch (failed), cached
   // dispatch, combine: numbered as the engine counts agreements, failed ones included.
   const bool kinds[] = {true, true, false, false, false, true, true, false};
