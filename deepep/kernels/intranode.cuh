@@ -80,9 +80,9 @@ __device__ __forceinline__ void timeline_stamp(unsigned event, i64 peer, i64 chu
 }
 
 // What a flag must carry: the sequence `seq` in its upper 32 bits (a flag_word), that or a later
-// one (op_reached), or the whole word equal to `seq` (the normal-mode chunk flags, which carry the
-// full 64-bit operation number and no count).
-enum class FlagMatch { kSeq, kSeqOrLater, kWhole };
+// one (op_reached), the whole word equal to `seq` (the normal-mode chunk flags, which carry the
+// full 64-bit operation number and no count), or that or a larger one (the device barriers).
+enum class FlagMatch { kSeq, kSeqOrLater, kWhole, kWholeOrLater };
 
 // Polls *flag until it carries `seq` as `match` says and returns it, or until timeout_ns pass
 // (returns 0).
@@ -90,9 +90,11 @@ __device__ __forceinline__ u64 wait_flag(const u64* flag, u64 seq, u64 timeout_n
   const u64 start = global_ns();
   for (;;) {
     const u64 v = load_acquire_sys(flag);
-    if (match == FlagMatch::kWhole ? v == seq
-                                   : (match == FlagMatch::kSeqOrLater ? op_reached(v >> 32, seq) : (v >> 32) == seq))
-      return v;
+    const bool ok = match == FlagMatch::kWhole          ? v == seq
+                    : match == FlagMatch::kWholeOrLater ? v >= seq
+                    : match == FlagMatch::kSeqOrLater   ? op_reached(v >> 32, seq)
+                                                        : (v >> 32) == seq;
+    if (ok) return v;
     if (global_ns() - start > timeout_ns) return 0;
   }
 }
@@ -189,6 +191,12 @@ struct CopyDesc {
   i64 bytes;
 };
 
+// Whether a wait of this rank has timed out (its signal area's kNormalGaveUp word, `gave_up`):
+// then the collectives' kernels queued behind a device barrier that gave up do nothing.
+__device__ __forceinline__ bool rank_gave_up(const u64* gave_up) {
+  return *reinterpret_cast<const volatile u64*>(gave_up) != 0;
+}
+
 // One copy cut into kCopyPiece pieces over the warps of blockIdx.x.
 __device__ __forceinline__ void copy_pieces(const CopyDesc& c) {
   const int lane = threadIdx.x & 31;
@@ -201,7 +209,9 @@ __device__ __forceinline__ void copy_pieces(const CopyDesc& c) {
   }
 }
 
-__device__ __forceinline__ void multi_copy_body(const CopyDesc* descs) { copy_pieces(descs[blockIdx.y]); }
+__device__ __forceinline__ void multi_copy_body(const CopyDesc* descs, const u64* gave_up) {
+  if (!rank_gave_up(gave_up)) copy_pieces(descs[blockIdx.y]);
+}
 
 // --- dispatch -------------------------------------------------------------------------------------
 
@@ -418,7 +428,7 @@ __device__ __forceinline__ void wait_rank(const NormalSignals& g, const u64* wor
 // Whether a wait of this rank has timed out (in this kernel or an earlier one): the communicator
 // is broken then, and the kernels only run to their end without touching any window.
 __device__ __forceinline__ bool normal_gave_up(const NormalSignals& g) {
-  return *reinterpret_cast<volatile u64*>(signals_of(g, g.me) + kNormalGaveUp) != 0;
+  return rank_gave_up(signals_of(g, g.me) + kNormalGaveUp);
 }
 
 // Before a scatter's writes: true (the same in every thread of the block) when every peer has read
@@ -657,7 +667,11 @@ struct Elem<f16_t> {
 // that went nowhere. Each row is read once its chunk's flag is there (the reduce overlaps the
 // scatters: "dispatch and combine in chunks", above). bf16 starts from the first row and the others
 // from 0, as the CPU path does, so both give the same bits. With weights, out_w[t] sums the staged
-// weights the same way. Dynamic shared memory: 4 ranks words.
+// weights the same way. Dynamic shared memory: 3 ranks words.
+//
+// One warp per token, so that a token whose rows are late holds only its warp: with a block per
+// token (a barrier between the flags, the rows and the next token) the reduce fell ~60 us behind
+// the last chunk on the H200 x2 (docs/perf.md, stop 20).
 // V elements of one 16-byte vector.
 template <class T>
 union Vec16 {
@@ -665,13 +679,71 @@ union Vec16 {
   T e[16 / sizeof(T)];
 };
 
+// The staged rows of a token for ranks [base, base + 32): lane i's is rank base + i's row (its first
+// element in the window), -1 where the token did not go; `present` has a bit per row there.
+struct TokenRows {
+  i64 row;
+  unsigned present;
+};
+__device__ __forceinline__ TokenRows token_rows(const int* slot, const i64* x_at, i64 t, int ranks, int base,
+                                                i64 hidden, int lane) {
+  const int r = base + lane;
+  const int s = r < ranks ? slot[t * ranks + r] : -1;
+  const i64 row = s >= 0 ? x_at[r] + i64(s) * hidden : -1;
+  return {row, __ballot_sync(0xffffffffu, s >= 0)};
+}
+
+// acc[u][*] (+)= the token's rows' units u, in rank order: `load(row, u, q)` loads unit u of the row
+// starting at element `row` into q (nothing past the row's end). Rows go two at a time, both loads in flight
+// before either is added (the sums keep the rank order, so the bits do not change).
+template <class T, int U, int V, class Load>
+__device__ __forceinline__ void sum_rows(float (&acc)[U][V], const int* slot, const i64* x_at, i64 t, int ranks,
+                                         i64 hidden, const TokenRows& first_group, int lane, Load load) {
+  constexpr bool kFromFirst = same_type<T, bf16_t>::value;
+#pragma unroll
+  for (int u = 0; u < U; ++u)
+#pragma unroll
+    for (int j = 0; j < V; ++j) acc[u][j] = 0.0f;
+  bool first = true;
+  auto add = [&](const Vec16<T> (&q)[U]) {
+#pragma unroll
+    for (int u = 0; u < U; ++u)
+#pragma unroll
+      for (int j = 0; j < V; ++j) {
+        const float x = Elem<T>::load(q[u].e, j);
+        acc[u][j] = kFromFirst && first ? x : acc[u][j] + x;
+      }
+    first = false;
+  };
+  for (int base = 0; base < ranks; base += 32) {
+    const TokenRows g = base == 0 ? first_group : token_rows(slot, x_at, t, ranks, base, hidden, lane);
+    unsigned left = g.present;
+    while (left != 0) {
+      const int a = __ffs(left) - 1;
+      left &= left - 1;
+      const int b = left != 0 ? __ffs(left) - 1 : -1;
+      if (b >= 0) left &= left - 1;
+      const i64 row_a = __shfl_sync(0xffffffffu, g.row, a);
+      const i64 row_b = __shfl_sync(0xffffffffu, g.row, b < 0 ? a : b);
+      Vec16<T> qa[U], qb[U];
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        load(row_a, u, qa[u]);
+        if (b >= 0) load(row_b, u, qb[u]);
+      }
+      add(qa);
+      if (b >= 0) add(qb);
+    }
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
                                                     const i64* sent, const RegionRows& layout, i64 region,
                                                     i64 tokens, float* out_w, int k, const NormalSignals& g) {
   const int ranks = g.ranks;
   constexpr int V = 16 / sizeof(T);
-  constexpr bool kFromFirst = same_type<T, bf16_t>::value;
+  constexpr int U = 1;  // 16-byte units per lane and row in flight (x2 rows): 48 registers, no spills
   // Each rank's region: where its rows and its weights start, in elements of the window.
   i64* const x_at = shared_words();  // [ranks] each
   i64* const w_at = x_at + ranks;
@@ -683,86 +755,61 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
     w_at[r] = (i64(r) * region + off[3]) / 4;
     per[r] = chunk_rows(sent[r], ranks, kCombineChunkRows);
   }
+  __syncthreads();
   const T* const stage = reinterpret_cast<const T*>(window);
   const float* const stage_w = reinterpret_cast<const float*>(window);
-  // The token's staged rows, in rank order (found once per token, not per column).
-  i64* const rows = per + ranks;
-  __shared__ int nrows;
-  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element;
-  // each thread takes two columns so that two loads per row are in flight.
+  const int lane = threadIdx.x & 31, warps = blockDim.x / 32;
+  // Rows of whole 16-byte vectors are read and written as such (the usual case), else by element.
   const bool vec = ((u64(out) | u64(stage) | u64(hidden * i64(sizeof(T)))) & 15) == 0;
-  const i64 step = vec ? V : 1;
   timeline_stamp(kReceiveStart, 0, 0);
-  for (i64 t = blockIdx.x; t < tokens; t += gridDim.x) {
-    __syncthreads();  // the previous token's rows are no longer read
+  for (i64 t = i64(blockIdx.x) * warps + threadIdx.x / 32; t < tokens; t += i64(gridDim.x) * warps) {
     bool late = false;  // a chunk of this token's that did not come (then nothing more is read)
-    for (int r = threadIdx.x; r < ranks; r += blockDim.x) {
+    for (int r = lane; r < ranks; r += 32) {
       const int s = slot[t * ranks + r];
       if (s >= 0) {
         wait_rank(g, chunk_flags(g, g.me, r) + s / per[r], g.op, r, FlagMatch::kWhole);
         late |= normal_gave_up(g);
       }
     }
-    if (threadIdx.x == 0) {
-      int n = 0;
-      for (int r = 0; r < ranks; ++r) {
-        const int s = slot[t * ranks + r];
-        if (s >= 0) rows[n++] = x_at[r] + s * hidden;
-      }
-      nrows = n;
-    }
-    if (__syncthreads_or(late)) return;
-    const int n = nrows;
-    for (i64 c0 = threadIdx.x * step; c0 < hidden; c0 += 2 * blockDim.x * step) {
-      const i64 c1 = c0 + blockDim.x * step;
-      const bool two = c1 < hidden;
-      float acc0[V], acc1[V];
-      for (int j = 0; j < V; ++j) acc0[j] = acc1[j] = 0.0f;
-      for (int i = 0; i < n; ++i) {
-        const bool from_first = kFromFirst && i == 0;
-        if (vec) {
-          Vec16<T> a, b;
-          a.q = *reinterpret_cast<const int4*>(stage + rows[i] + c0);
-          if (two) b.q = *reinterpret_cast<const int4*>(stage + rows[i] + c1);
+    if (__any_sync(0xffffffffu, late)) break;
+    __syncwarp();  // the rows the flags published, to every lane
+    const TokenRows first_group = token_rows(slot, x_at, t, ranks, 0, hidden, lane);
+    T* const dst = out + t * hidden;
+    if (vec) {
+      const i64 units = hidden / V;
+      for (i64 c0 = 0; c0 < units; c0 += 32 * U) {  // bounds the same for the whole warp (shuffles)
+        const i64 c = c0 + lane;
+        float acc[U][V];
+        sum_rows<T, U, V>(acc, slot, x_at, t, ranks, hidden, first_group, lane,
+                          [&](i64 row, int u, Vec16<T>& q) {
+                            if (c + 32 * u < units) q.q = reinterpret_cast<const int4*>(stage + row)[c + 32 * u];
+                          });
 #pragma unroll
-          for (int j = 0; j < V; ++j) {
-            const float x = Elem<T>::load(a.e, j);
-            acc0[j] = from_first ? x : acc0[j] + x;
-            if (two) {
-              const float y = Elem<T>::load(b.e, j);
-              acc1[j] = from_first ? y : acc1[j] + y;
-            }
-          }
-        } else {
-          const float x = Elem<T>::load(stage, rows[i] + c0);
-          acc0[0] = from_first ? x : acc0[0] + x;
-          if (two) {
-            const float y = Elem<T>::load(stage, rows[i] + c1);
-            acc1[0] = from_first ? y : acc1[0] + y;
-          }
+        for (int u = 0; u < U; ++u) {
+          if (c + 32 * u >= units) continue;
+          Vec16<T> o;
+#pragma unroll
+          for (int j = 0; j < V; ++j) Elem<T>::store(o.e, j, acc[u][j]);
+          reinterpret_cast<int4*>(dst)[c + 32 * u] = o.q;
         }
       }
-      if (vec) {
-        Vec16<T> o0, o1;
-#pragma unroll
-        for (int j = 0; j < V; ++j) {
-          Elem<T>::store(o0.e, j, acc0[j]);
-          Elem<T>::store(o1.e, j, acc1[j]);
-        }
-        *reinterpret_cast<int4*>(out + t * hidden + c0) = o0.q;
-        if (two) *reinterpret_cast<int4*>(out + t * hidden + c1) = o1.q;
-      } else {
-        Elem<T>::store(out, t * hidden + c0, acc0[0]);
-        if (two) Elem<T>::store(out, t * hidden + c1, acc1[0]);
+    } else {
+      for (i64 c0 = 0; c0 < hidden; c0 += 32) {
+        const i64 c = c0 + lane;
+        float acc[1][1];
+        sum_rows<T, 1, 1>(acc, slot, x_at, t, ranks, hidden, first_group, lane, [&](i64 row, int, Vec16<T>& q) {
+          if (c < hidden) q.e[0] = stage[row + c];
+        });
+        if (c < hidden) Elem<T>::store(dst, c, acc[0][0]);
       }
     }
-    if (out_w != nullptr && threadIdx.x < k) {
+    for (int q = lane; out_w != nullptr && q < k; q += 32) {
       float sum = 0.0f;
       for (int r = 0; r < ranks; ++r) {
         const int s = slot[t * ranks + r];
-        if (s >= 0) sum += stage_w[w_at[r] + s * k + threadIdx.x];
+        if (s >= 0) sum += stage_w[w_at[r] + s * k + q];
       }
-      out_w[t * k + threadIdx.x] = sum;
+      out_w[t * k + q] = sum;
     }
   }
   timeline_stamp(kReceiveEnd, 0, 0);
@@ -805,7 +852,9 @@ __device__ __forceinline__ T round_elem(Acc v) {
 // rank's window at in_off + r * in_stride.
 template <class T, class Acc, int kOp>
 __device__ __forceinline__ void all_reduce_part_body(const u64* windows, const T* mine, T* out, i64 count, i64 in_off,
-                                                     i64 in_stride, i64 out_off, int ranks, int me) {
+                                                     i64 in_stride, i64 out_off, int ranks, int me,
+                                                     const u64* gave_up) {
+  if (rank_gave_up(gave_up)) return;
   constexpr int V = 16 / sizeof(T);
   const unsigned char* own = reinterpret_cast<const unsigned char*>(windows[me]);
   auto source = [&](int r) { return r == me ? mine : reinterpret_cast<const T*>(own + in_off + r * in_stride); };
@@ -843,6 +892,20 @@ __device__ __forceinline__ void all_reduce_part_body(const u64* windows, const T
     for (int r = 0; push && r < ranks; ++r)
       if (r != me) reinterpret_cast<T*>(windows[r] + out_off)[i] = result;
   }
+}
+
+// A barrier between the ranks' streams, between the collectives' phases: this rank's work queued
+// before it is complete (stream order) and published (the fence) before it raises g.op in every
+// peer; it ends once every peer has raised g.op or a later number (FlagMatch::kWholeOrLater). A
+// timeout marks the rank as given up (wait_rank): the collectives' kernels queued after it then do
+// nothing, and the host raises the error when it next looks (DevicePlane::check_signals). One block.
+__device__ __forceinline__ void device_barrier_body(const NormalSignals& g) {
+  if (normal_gave_up(g)) return;
+  __threadfence_system();
+  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+    if (r != g.me) store_relaxed_sys(signals_of(g, r) + kBarrierFlags + g.me, g.op);
+  for (int r = threadIdx.x; r < g.ranks; r += blockDim.x)
+    if (r != g.me) wait_rank(g, signals_of(g, g.me) + kBarrierFlags + r, g.op, r, FlagMatch::kWholeOrLater);
 }
 
 }  // namespace deepep::kernels

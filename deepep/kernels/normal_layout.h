@@ -20,7 +20,7 @@ namespace deepep::kernels {
 
 constexpr int kRegionArrays = 5;
 // Ranks a combine runs over at most. Its kernels keep a few words per rank in shared memory, sized
-// at launch (combine_reduce_body: 4 a rank, 8 KiB a block here); the limit dates from static arrays
+// at launch (combine_reduce_body: 3 a rank, 6 KiB a block here); the limit dates from static arrays
 // of this size, and more ranks would fit, but none past 4 has run on a GPU.
 constexpr int kMaxCombineRanks = 256;
 

@@ -26,7 +26,11 @@ constexpr long long kNormalGaveUp = kNormalConsumed + 2;  // nonzero once a wait
 // call's number for a long time: it holds the operation's whole 64-bit number (NormalSignals::op),
 // which never comes round again.
 constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
-constexpr long long kNormalChunkWords = 14336;
-constexpr long long kSignalWords = kNormalChunkFlags + kNormalChunkWords;
+constexpr long long kNormalChunkWords = 13312;
+// The device barriers between the collectives' phases (intranode.cuh: device_barrier_body): source
+// s's latest barrier number at kBarrierFlags + s. The numbers only grow, so a peer that has already
+// raised its next barrier's number here has passed this one too.
+constexpr long long kBarrierFlags = kNormalChunkFlags + kNormalChunkWords;
+constexpr long long kSignalWords = kBarrierFlags + kNormalMaxRanks;
 
 }  // namespace deepep::kernels

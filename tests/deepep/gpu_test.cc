@@ -443,6 +443,34 @@ TEST(DeepEPGpu, DeviceTimeoutIsStickyForQueuedWork) {
   }));
 }
 
+// The collectives' phases meet at device barriers (DevicePlane::device_barrier), with no host step
+// between them: a rank whose all_reduce is held back on its device (a spin on the legacy default
+// stream, which the communication stream follows) past the timeout gives the punctual rank the
+// clear device timeout, naming it, well before the late rank's work runs; the late rank then times
+// out at its next barrier (the punctual one gave up and raises no more) with the same error. Nothing
+// hangs, and neither result is taken as valid.
+TEST(DeepEPGpu, LateRankInAllReduceIsADeviceTimeout) {
+  REQUIRE_GPU();
+  const MoeCase c = make(2, 8, 4, Routing::Uniform, 256);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    TimeoutCase t(g, c);
+    rt::Tensor v = rt::Tensor::empty({4096}, rt::DType::F32);
+    for (int64_t i = 0; i < 4096; ++i) v.data_as<float>()[i] = float(i + g->rank());
+    const rt::Tensor d = v.to(t.dev);
+    deepep::all_reduce(t.gpu.comm(), d);  // loads the collectives' kernels (a load waits for the device)
+    spin(t.compute.handle(), t.dev.id, 1);  // and the spin's
+    t.compute.synchronize();
+    g->barrier("kernels loaded");
+    if (g->rank() == 1) spin(rt::CuStream{}, t.dev.id, 4000);
+    const auto start = std::chrono::steady_clock::now();
+    expect_throws([&] { deepep::all_reduce(t.gpu.comm(), d); }, "data did not arrive",
+                  rt::str("rank ", g->rank(), "'s all_reduce with rank 1 held back"));
+    if (g->rank() == 0)
+      EP_CHECK(std::chrono::steady_clock::now() - start < std::chrono::milliseconds(3500),
+               "the punctual rank's error comes from its device timeout (1.5 s), not after the late rank's spin");
+  }));
+}
+
 // The Event API without device work: CPU calls return complete events (async_finish changes
 // nothing there) with the synchronous calls' results; a device that does not exist is a clear error
 // (runs without a GPU; with one, a recorded event completes).

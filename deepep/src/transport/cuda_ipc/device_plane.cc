@@ -73,7 +73,11 @@ unsigned grid_for(int device, int64_t work_items, int64_t items_per_block) {
   return unsigned(std::clamp<int64_t>((work_items + items_per_block - 1) / items_per_block, 1, cap));
 }
 
-KernelText multi_copy_text() { return {"deepep_multi_copy", "const CopyDesc* d", "multi_copy_body(d);"}; }
+KernelText multi_copy_text() {
+  return {"deepep_multi_copy", "const CopyDesc* d, const u64* gave_up", "multi_copy_body(d, gave_up);"};
+}
+
+KernelText device_barrier_text() { return {"deepep_device_barrier", "NormalSignals sig", "device_barrier_body(sig);"}; }
 
 KernelText dispatch_route_text(bool topk_i64) {
   const char* index = topk_i64 ? "i64" : "int";
@@ -134,9 +138,9 @@ KernelText all_reduce_text(rt::DType dtype, int op) {
   RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce_part of ", rt::name(dtype), " op ", op);
   return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
           rt::str("const u64* windows, const ", t, "* mine, ", t,
-                  "* out, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me"),
+                  "* out, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me, const u64* gave_up"),
           rt::str("all_reduce_part_body<", t, ", ", accumulator_type(dtype), ", ", op,
-                  ">(windows, mine, out, count, in_off, in_stride, out_off, ranks, me);")};
+                  ">(windows, mine, out, count, in_off, in_stride, out_off, ranks, me, gave_up);")};
 }
 
 const char* index_type(bool i64) { return i64 ? "i64" : "int"; }
@@ -187,7 +191,8 @@ constexpr rt::DType kReducible[] = {rt::DType::F32, rt::DType::BF16, rt::DType::
 }  // namespace
 
 std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
-  std::vector<KernelText> all = {multi_copy_text(), dispatch_route_text(false), dispatch_route_text(true),
+  std::vector<KernelText> all = {multi_copy_text(), device_barrier_text(), dispatch_route_text(false),
+                                 dispatch_route_text(true),
                                  dispatch_scatter_text(), dispatch_receive_text(),
                                  combine_scatter_text()};
   for (rt::DType d : {rt::DType::F32, rt::DType::BF16, rt::DType::F16}) all.push_back(combine_reduce_text(d));
@@ -386,9 +391,21 @@ void DevicePlane::report(const char* operation) {
   marks_.clear();
 }
 
-void DevicePlane::sync_and_barrier(const std::string& what) {
-  sync();
-  engine_.barrier(what);
+void DevicePlane::device_barrier() {
+  if (size_ == 1) return;
+  const uint64_t agreement = engine_.agreements();
+  if (agreement != barrier_agreement_) {
+    barrier_agreement_ = agreement;
+    barriers_in_op_ = 0;
+  }
+  RT_ICHECK(++barriers_in_op_ < (uint64_t(1) << 24), "deepep: more than 2^24 device barriers in one operation");
+  NormalSignals sig = normal_signals(agreement);
+  sig.op = agreement << 24 | barriers_in_op_;  // grows from barrier to barrier (FlagMatch::kWholeOrLater)
+  kernel(device_barrier_text()).launch_with({1, 1, 1}, {kThreads, 1, 1}, 0, stream(), sig);
+}
+
+uint64_t DevicePlane::gave_up_word() const {
+  return window_.window(rank_) + uint64_t(window_.signal_offset() + kernels::kNormalGaveUp * 8);
 }
 
 void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
@@ -396,7 +413,7 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
   const rt::CudaKernel k = kernel(multi_copy_text());
   constexpr int64_t kPiece = 8 << 10;  // kernels::kCopyPiece
   const unsigned gx = grid_for(device(), (max_bytes + kPiece - 1) / kPiece, kThreads / 32);
-  k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs);
+  k.launch_with({gx, unsigned(count), 1}, {kThreads, 1, 1}, 0, stream(), descs, gave_up_word());
 }
 
 // One block per destination and chunk of kThreads tokens (at least one chunk: the last block writes
@@ -471,12 +488,14 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, 
                                  const kernels::RegionRows& rows, int64_t tokens, uint64_t out_w, int k,
                                  const NormalSignals& sig) {
   const rt::CudaKernel kern = kernel(combine_reduce_text(dtype));
-  // Two blocks per SM, beside the scatter's two (combine_reduce_text's registers): a token's rows
-  // are a chain of dependent loads (flags, slots, rows), so one block per SM would fall behind.
-  const unsigned blocks = unsigned(std::clamp<int64_t>(tokens, 1, normal_sms() * 2));
+  // A warp per token, two blocks per SM beside the scatter's two (combine_reduce_text's
+  // registers): a token's rows are a chain of dependent loads (flags, slots, rows), so the more
+  // tokens in flight the better.
+  const int64_t per_block = kThreads / 32;
+  const unsigned blocks = unsigned(std::clamp<int64_t>((tokens + per_block - 1) / per_block, 1, normal_sms() * 2));
   const uint64_t window = window_.window(rank_);
   const int64_t region = region_bytes();
-  const size_t shared = size_t(4 * size_) * 8;  // combine_reduce_body's per-rank words
+  const size_t shared = size_t(3 * size_) * 8;  // combine_reduce_body's per-rank words
   if (overlap_receive_)
     kern.launch_overlapping_with({blocks, 1, 1}, {kThreads, 1, 1}, shared, stream(), out, window, hidden, slots,
                                  summary, rows, region, tokens, out_w, k, sig);
@@ -491,7 +510,7 @@ void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64
   const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, out,
-                   count, in_off, in_stride, out_off, size_, rank_);
+                   count, in_off, in_stride, out_off, size_, rank_, gave_up_word());
 }
 
 int64_t DevicePlane::normal_sms() const {

@@ -1,10 +1,11 @@
 // The cuda_ipc data plane of a communicator: the device windows (IpcWindow), a private stream (the
 // communication stream) and the kernels of kernels/intranode.cuh, JIT-compiled per device. The
-// collectives of CUDA tensors (collectives/gpu_collectives.cc) run as phases: kernels on the stream,
-// then sync_and_barrier(), so every rank's writes into the windows are complete before anyone
-// reads. Normal-mode dispatch and combine (buffer/gpu_dispatch.cc) signal each other through the
-// windows instead and may return before their kernels have run (an Event). The stream synchronizes
-// with the legacy default stream, where rt::Tensor's copies run.
+// collectives of CUDA tensors (collectives/gpu_collectives.cc) run as phases: kernels on the stream
+// with a device_barrier() between them, so every rank's writes into the windows are complete before
+// anyone reads, and no host step sits between the phases. Normal-mode dispatch and combine
+// (buffer/gpu_dispatch.cc) signal each other through the windows too and may return before their
+// kernels have run (an Event). The stream synchronizes with the legacy default stream, where
+// rt::Tensor's copies run.
 #pragma once
 
 #include <cstdint>
@@ -91,9 +92,12 @@ class DevicePlane {
   // Uploads `tables` in stream order (kernels queued before still read the previous ones); returns
   // the device address of offset 0.
   uint64_t upload(const DeviceTables& tables);
-  // Waits for this rank's kernels, then for every rank (the engine's barrier, bounded like every
-  // wait of the communicator).
-  void sync_and_barrier(const std::string& what);
+  // Queues a barrier of every rank's stream (kernels/intranode.cuh: device_barrier_body): the work
+  // queued after it on any rank starts once every rank's work queued before it is done. A rank that
+  // does not come within the communicator's timeout gives the others the device timeout (the
+  // kernels after it do nothing; finish() or check_signals() raises it). Numbered within the
+  // operation of the engine's current agreement, so every rank of a collective calls it equally often.
+  void device_barrier();
   void sync();
   // Runs before every agreement of the communicator (Comm sets the engine's hook): waits for the
   // low-latency calls queued on a user stream and notes the window operation; unless the coming
@@ -219,6 +223,7 @@ class DevicePlane {
  private:
   rt::CudaKernel kernel(const KernelText& text);  // compiled and loaded once per plane
   uint64_t timeout_ns() const;                     // the communicator's bound on waiting for a peer
+  uint64_t gave_up_word() const;                   // this rank's kNormalGaveUp word (device address)
   unsigned ll_blocks_per_expert(int local_experts) const;
 
   Engine& engine_;
@@ -247,6 +252,8 @@ class DevicePlane {
   std::optional<rt::CuStream> ll_stream_;
   int32_t* status_words_ = nullptr;  // in status_, zeroed once
   uint64_t normal_seq_ = 0;          // the last normal-mode operation with a receive queued
+  uint64_t barrier_agreement_ = 0;   // device_barrier: the operation its count is of,
+  uint64_t barriers_in_op_ = 0;      // and the barriers queued in it so far
   bool signalled_next_ = false;
   bool windows_ordered_ = false;
   // Async normal-mode operations the stream may not have run yet, oldest first, with their inputs.
