@@ -53,10 +53,10 @@ DEEPEP_HOST_DEVICE long long region_offsets(const RegionRows& r, long long rows,
 // the operation's rows per chunk (below), unless that many chunks would not fit s's share of the
 // flags. A chunk ends with a fence (its rows written before its flag): a dispatch's rows (FP8 at
 // hidden 7168: 7 KiB) go 32 a chunk, four a warp (8 and 16 measured 5-8% slower on the H200 x2);
-// a combine's 8, a row a warp (its reduce keeps up with the rows as they land; 16 and 32 measured
-// 3-8% slower).
+// a combine's 4, a row a warp of half the block's warps (with the reduce a warp per token, 4 rows
+// measured 6% faster than 8, 2 rows 4%, 16 2% slower: docs/perf.md, stop 20).
 constexpr long long kDispatchChunkRows = 32;
-constexpr long long kCombineChunkRows = 8;
+constexpr long long kCombineChunkRows = 4;
 DEEPEP_HOST_DEVICE long long chunk_rows(long long rows, int ranks, long long least) {
   const long long share = kNormalChunkWords / ranks, need = (rows + share - 1) / share;
   return need > least ? need : least;
