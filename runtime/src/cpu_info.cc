@@ -96,6 +96,13 @@ CpuInfo probe_cpu_info() {
   info.has_fma = true;  // part of AArch64 Advanced SIMD
 #endif
   info.simd_bits = info.has_avx512f ? 512 : info.has_avx2 ? 256 : 128;
+  // TL_CPU_SIMD_BITS (128, 256 or 512): pretend this vector width in the compiler's CPU schedule
+  // (the gemm micro-tile it blocks for; the code itself still uses the ISA it was built for, whose
+  // kernels round any blocking to their own tile). Golden tests pin it with the cache sizes.
+  const int64_t simd = env_int("TL_CPU_SIMD_BITS", info.simd_bits);
+  RT_USER_CHECK(simd == 128 || simd == 256 || simd == 512, "environment variable TL_CPU_SIMD_BITS=", simd,
+                " must be 128, 256 or 512");
+  info.simd_bits = static_cast<int>(simd);
   info.model = proc_cpuinfo("model name");
   if (info.model.empty()) info.model = "unknown";
   info.features = proc_cpuinfo("flags");                                // x86

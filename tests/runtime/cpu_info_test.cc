@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <string>
+
 #include "test_util.h"
 
 namespace {
@@ -29,6 +31,17 @@ TEST(CpuInfo, NumThreadsOverridesCores) {
   for (const char* bad : {"0", "-2", "many"}) {
     ScopedEnv threads("TL_NUM_THREADS", bad);
     rt_test::expect_error([] { rt::probe_cpu_info(); }, rt::ErrorKind::User, "TL_NUM_THREADS");
+  }
+}
+
+TEST(CpuInfo, SimdBitsOverride) {
+  for (const char* bits : {"128", "256", "512"}) {
+    ScopedEnv simd("TL_CPU_SIMD_BITS", bits);
+    EXPECT_EQ(rt::probe_cpu_info().simd_bits, std::stoi(bits));
+  }
+  for (const char* bad : {"0", "384", "wide"}) {
+    ScopedEnv simd("TL_CPU_SIMD_BITS", bad);
+    rt_test::expect_error([] { rt::probe_cpu_info(); }, rt::ErrorKind::User, "TL_CPU_SIMD_BITS");
   }
 }
 

@@ -85,12 +85,13 @@ struct Result {
 };
 
 // Runs `tl ARGS...` in the repository root, with no shell interpretation of the arguments, the
-// CPU device forced, four CPU threads (the CPU schedule depends on the core count) and no IR
-// dumps; a run longer than 120 s counts as a hang (exit code 124).
+// CPU device forced, the CPU described the same on every host (four threads, the cache sizes and
+// the vector width: the CPU schedule depends on them) and no IR dumps; a run longer than 120 s
+// counts as a hang (exit code 124).
 inline Result run_tl(const std::vector<std::string>& args) {
   TempDir tmp;
   const std::string out_path = tmp.path() + "/stdout", err_path = tmp.path() + "/stderr";
-  std::string cmd = "cd " + shell_quote(source_dir()) + " && env -u TL_DUMP_IR -u TL_JIT_VERBOSE TL_DEVICE=cpu TL_NUM_THREADS=4 TL_CPU_L1D_BYTES=49152 TL_CPU_L2_BYTES=2097152 TL_CPU_L3_BYTES=33554432 timeout 120 " +
+  std::string cmd = "cd " + shell_quote(source_dir()) + " && env -u TL_DUMP_IR -u TL_JIT_VERBOSE TL_DEVICE=cpu TL_NUM_THREADS=4 TL_CPU_L1D_BYTES=49152 TL_CPU_L2_BYTES=2097152 TL_CPU_L3_BYTES=33554432 TL_CPU_SIMD_BITS=512 timeout 120 " +
                     shell_quote(tool_path());
   for (const std::string& a : args) cmd += " " + shell_quote(a);
   cmd += " >" + shell_quote(out_path) + " 2>" + shell_quote(err_path) + " </dev/null";

@@ -11,7 +11,7 @@ struct CpuInfo {
   int64_t l1d_bytes = 0;
   int64_t l2_bytes = 0;
   int64_t l3_bytes = 0;
-  int simd_bits = 128;  // widest vector: 512 (AVX-512F), 256 (AVX2), 128
+  int simd_bits = 128;  // widest vector: 512 (AVX-512F), 256 (AVX2), 128; TL_CPU_SIMD_BITS overrides
   bool has_fma = false;
   bool has_avx512f = false;
   bool has_avx2 = false;
