@@ -845,21 +845,17 @@ __device__ __forceinline__ T round_elem(Acc v) {
   }
 }
 
-// This rank's part of a chunk (`count` elements at `mine`, in the caller's tensor): every rank's
-// copy of it reduced in rank order in f32 (f64 for double, exactly for integers), rounded once,
-// written to `out` (all_reduce: `mine` itself) and, when out_off >= 0, pushed into every other
-// rank's window at out_off. Rank r's copy is `mine` for r = me, else the part r pushed into this
-// rank's window at in_off + r * in_stride.
+// Elements [0, count) of this rank's part: every rank's copy reduced in rank order in f32 (f64 for
+// double, exactly for integers), rounded once, written to `out` and, when out_off >= 0, pushed into
+// every other rank's window at out_off. Rank r's copy is `mine` for r = me, else at in_off + r *
+// in_stride of this rank's window. Thread `tid` of `threads` takes every threads-th 16-byte vector
+// (where every address allows: windows are 256-byte aligned), then every threads-th element left.
 template <class T, class Acc, int kOp>
-__device__ __forceinline__ void all_reduce_part_body(const u64* windows, const T* mine, T* out, i64 count, i64 in_off,
-                                                     i64 in_stride, i64 out_off, int ranks, int me,
-                                                     const u64* gave_up) {
-  if (rank_gave_up(gave_up)) return;
+__device__ __forceinline__ void reduce_range(const u64* windows, const T* mine, T* out, i64 count, i64 in_off,
+                                             i64 in_stride, i64 out_off, int ranks, int me, i64 tid, i64 threads) {
   constexpr int V = 16 / sizeof(T);
   const unsigned char* own = reinterpret_cast<const unsigned char*>(windows[me]);
   auto source = [&](int r) { return r == me ? mine : reinterpret_cast<const T*>(own + in_off + r * in_stride); };
-  const i64 tid = i64(blockIdx.x) * blockDim.x + threadIdx.x, threads = i64(gridDim.x) * blockDim.x;
-  // 16-byte vectors where every address allows (windows are 256-byte aligned), then the rest.
   const bool push = out_off >= 0;
   const bool vec = ((u64(mine) | u64(out) | u64(in_off) | u64(in_stride) | u64(push ? out_off : 0)) & 15) == 0;
   const i64 vectors = vec ? count / V : 0;
@@ -891,6 +887,105 @@ __device__ __forceinline__ void all_reduce_part_body(const u64* windows, const T
     out[i] = result;
     for (int r = 0; push && r < ranks; ++r)
       if (r != me) reinterpret_cast<T*>(windows[r] + out_off)[i] = result;
+  }
+}
+
+// The reduction step of the phased collectives (all_reduce in several chunks, reduce_scatter):
+// reduce_range over the grid, nothing after a device barrier that gave up.
+template <class T, class Acc, int kOp>
+__device__ __forceinline__ void reduce_part_body(const u64* windows, const T* mine, T* out, i64 count, i64 in_off,
+                                                 i64 in_stride, i64 out_off, int ranks, int me, const u64* gave_up) {
+  if (rank_gave_up(gave_up)) return;
+  reduce_range<T, Acc, kOp>(windows, mine, out, count, in_off, in_stride, out_off, ranks, me,
+                            i64(blockIdx.x) * blockDim.x + threadIdx.x, i64(gridDim.x) * blockDim.x);
+}
+
+// `bytes` from src to dst by the block's warps, each a contiguous share.
+__device__ __forceinline__ void block_copy(unsigned char* dst, const unsigned char* src, i64 bytes) {
+  const i64 warps = blockDim.x / 32, share = (bytes + warps * 16 - 1) / (warps * 16) * 16;
+  const i64 at = i64(threadIdx.x / 32) * share;
+  if (at < bytes) warp_copy(dst + at, src + at, bytes - at < share ? bytes - at : share, threadIdx.x & 31);
+}
+
+// All-reduce of this rank's tensor (`count` elements at `data`, reduced in place) in chunks of
+// `chunk` elements through the windows. A chunk is cut into one part per rank (parts of `part`
+// elements, a multiple of 16 bytes; rank p reduces part p), and every part into one piece per block:
+// block b takes piece b of every part of every chunk through three steps by itself, signalling only
+// block b of the other ranks (flags per source and block: signal_layout.h kReduceFlags):
+//   push:    its pieces of the other ranks' parts into their windows (source region `me`, `stride`
+//            bytes a source), then flag A in each;
+//   reduce:  once every peer's A is there, its piece of this rank's part summed in rank order (its
+//            own copy from `data`, the others from its window), rounded once, into `data` and into
+//            every peer's result region (at `out_off`, where the part sits in the chunk), then
+//            flag B in each;
+//   collect: once every peer's B is there, the peers' parts' pieces from its result region into
+//            `data`.
+// So blocks never wait for each other and the links stay busy while other blocks reduce or
+// collect. Reuse is ordered by the same flags: block b pushes chunk c + 1 into a peer once it saw
+// that peer's B of chunk c (the peer's block b has read its source region), and writes a result
+// into a peer once it saw that peer's A of chunk c + 1 (the peer's block b has collected chunk c).
+// Flag values are g.op + chunk (growing: FlagMatch::kWholeOrLater). After a timeout the block
+// stops (gave_up; the host raises it). A block waits only for the same block of the other ranks,
+// and blocks start in index order, so the lowest unfinished block runs on every rank even when
+// other work holds SMs (the grid is at most two blocks an SM, so it is usually resident whole).
+template <class T, class Acc, int kOp>
+__device__ __forceinline__ void all_reduce_body(T* data, i64 count, i64 chunk, i64 part, i64 stride, i64 out_off,
+                                                const NormalSignals& g) {
+  if (normal_gave_up(g)) return;
+  const int ranks = g.ranks, me = g.me;
+  const i64 blocks = gridDim.x, b = blockIdx.x, es = sizeof(T), unit = 16 / es;
+  const i64 piece = (part + blocks * unit - 1) / (blocks * unit) * unit;  // elements of a part a block takes
+  const i64 p0 = b * piece;
+  auto flag = [&](int owner, int source, int which) {
+    return signals_of(g, owner) + kReduceFlags + 2 * (i64(source) * blocks + b) + which;
+  };
+  // Raises flag `which` for value v in every peer, after this block's writes (the fence is cumulative).
+  auto raise = [&](int which, u64 v) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+      __threadfence_system();
+      for (int r = 0; r < ranks; ++r)
+        if (r != me) store_relaxed_sys(flag(r, me, which), v);
+    }
+  };
+  // Waits for every peer's flag `which` of value v (or later); false after a timeout.
+  auto await = [&](int which, u64 v) {
+    for (int r = threadIdx.x; r < ranks; r += blockDim.x)
+      if (r != me) wait_rank(g, flag(me, r, which), v, r, FlagMatch::kWholeOrLater);
+    return !__syncthreads_or(normal_gave_up(g));
+  };
+  for (i64 c0 = 0, k = 0; c0 < count; c0 += chunk, ++k) {
+    const i64 c = count - c0 < chunk ? count - c0 : chunk;
+    const u64 value = g.op + u64(k);
+    // Part q: elements [q * part, min((q + 1) * part, c)) of the chunk; this block's piece of it.
+    auto piece_of = [&](int q, i64& first, i64& n) {
+      const i64 len = c - q * part < part ? (c - q * part > 0 ? c - q * part : 0) : part;
+      first = q * part + p0;
+      n = len - p0 < piece ? (len - p0 > 0 ? len - p0 : 0) : piece;
+    };
+    i64 first, n;
+    for (int p = 0; p < ranks; ++p) {
+      if (p == me) continue;
+      piece_of(p, first, n);
+      if (n > 0)
+        block_copy(reinterpret_cast<unsigned char*>(g.windows[p]) + i64(me) * stride + p0 * es,
+                   reinterpret_cast<const unsigned char*>(data + c0 + first), n * es);
+    }
+    raise(0, value);
+    if (!await(0, value)) return;
+    piece_of(me, first, n);
+    if (n > 0)
+      reduce_range<T, Acc, kOp>(g.windows, data + c0 + first, data + c0 + first, n, p0 * es, stride,
+                                out_off + first * es, ranks, me, threadIdx.x, blockDim.x);
+    raise(1, value);
+    if (!await(1, value)) return;
+    for (int s = 0; s < ranks; ++s) {
+      if (s == me) continue;
+      piece_of(s, first, n);
+      if (n > 0)
+        block_copy(reinterpret_cast<unsigned char*>(data + c0 + first),
+                   reinterpret_cast<const unsigned char*>(g.windows[me]) + out_off + first * es, n * es);
+    }
   }
 }
 

@@ -26,11 +26,16 @@ constexpr long long kNormalGaveUp = kNormalConsumed + 2;  // nonzero once a wait
 // call's number for a long time: it holds the operation's whole 64-bit number (NormalSignals::op),
 // which never comes round again.
 constexpr long long kNormalChunkFlags = kNormalGaveUp + 1;
-constexpr long long kNormalChunkWords = 13312;
+constexpr long long kNormalChunkWords = 9216;
 // The device barriers between the collectives' phases (intranode.cuh: device_barrier_body): source
 // s's latest barrier number at kBarrierFlags + s. The numbers only grow, so a peer that has already
 // raised its next barrier's number here has passed this one too.
 constexpr long long kBarrierFlags = kNormalChunkFlags + kNormalChunkWords;
-constexpr long long kSignalWords = kBarrierFlags + kNormalMaxRanks;
+// The all-reduce's flags (intranode.cuh: all_reduce_body), two per source rank and block of its
+// grid: source s's block b at kReduceFlags + 2 (s * blocks + b), "pushed" then "reduced"; so the
+// grid has at most kReduceFlagWords / (2 ranks) blocks.
+constexpr long long kReduceFlags = kBarrierFlags + kNormalMaxRanks;
+constexpr long long kReduceFlagWords = 4096;
+constexpr long long kSignalWords = kReduceFlags + kReduceFlagWords;
 
 }  // namespace deepep::kernels

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 
-#include "collectives/parts.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
 
@@ -16,59 +15,69 @@ int64_t align256(int64_t v) { return (v + 255) / 256 * 256; }
 }  // namespace
 
 // All-reduce of a CUDA tensor through the device windows, in chunks, each cut into one part per
-// rank. Every rank pushes part p of its chunk into rank p's window (a region per source); after a
-// barrier rank p reduces its part (its own copy in place, the others from its window) in rank order
-// and pushes the result into every other rank's window; after another barrier every rank copies
-// the other parts' results from its window into its tensor. Each rank writes 2 (n-1)/n of the data
-// over the links (the bandwidth-optimal amount; writes, which the links carry better than reads),
-// and nothing is copied in first: the reduction reads its own part where it is. The barriers here
-// and in the other collectives are on the device (DevicePlane::device_barrier): every phase's
-// kernels are queued at once and the host waits only at the end (a host barrier cost ~30 us: 16 of
-// them at 4 GiB through 1 GiB windows).
+// rank (parts of `part` elements, a multiple of 16 bytes): every rank pushes part p of its chunk
+// into rank p's window (a region per source), rank p reduces its part (its own copy in place, the
+// others from its window) in rank order and pushes the result into every other rank's window, and
+// every rank copies the other parts' results from its window into its tensor. Each rank writes
+// 2 (n-1)/n of the data over the links (the bandwidth-optimal amount; writes, which the links carry
+// better than reads), and nothing is copied in first. Two ways to run it, by what measured faster
+// on the H200 x2 (docs/perf.md, stop 20):
+//   - a tensor of one chunk: one kernel (intranode.cuh: all_reduce_body), each block taking its
+//     piece of every part through the three steps and signalling the same block of the others
+//     (24 us at up to 256 KiB against 42 for the phases, equal at 256 MiB);
+//   - more chunks: the steps as phases of the whole chunk, device barriers between them, a chunk's
+//     collects and the next chunk's pushes in one launch (1-2.5% faster at 1-4 GiB than the one
+//     kernel, not understood).
 void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp op) {
   const int R = plane.size(), me = plane.rank();
-  const int64_t es = rt::bits(tensor.dtype()) / 8, n = tensor.numel();
+  const int64_t es = rt::bits(tensor.dtype()) / 8, n = tensor.numel(), unit = 16 / es;
   // Window: R source regions of one part each, then the chunk's results.
   const int64_t W = plane.window().bytes();
-  int64_t chunk = std::max<int64_t>(1, (W / 2 - 256 * int64_t(R)) / es);
-  auto part_bytes = [&](int64_t c) { return (((c + R - 1) / R) * es + 255) / 256 * 256; };
-  while (chunk > 1 && part_bytes(chunk) * R + chunk * es > W) chunk /= 2;
-  const int64_t stride = part_bytes(chunk), out_off = stride * R;
+  auto part_of = [&](int64_t c) { return ((c + R - 1) / R + unit - 1) / unit * unit; };
+  int64_t chunk = std::max<int64_t>(1, std::min(n, W / 2 / es));
+  while (chunk > 1 && align256(part_of(chunk) * es) * R + chunk * es > W) chunk /= 2;
+  const int64_t part = part_of(chunk), stride = align256(part * es), out_off = stride * R;
   RT_USER_CHECK(stride * R + chunk * es <= W, "deepep all_reduce: the device window (", W,
                 " bytes) is too small for ", R, " ranks");
   const uint64_t data = reinterpret_cast<uint64_t>(tensor.data());
+  const int opcode = opcode_of(op);
+  if (n <= chunk) {
+    plane.all_reduce(tensor.dtype(), opcode, data, n, chunk, part, stride, out_off);
+    plane.finish(false, {}, "all_reduce");
+    return;
+  }
+  // Part q of a chunk of c elements: [first(q), first(q) + len(q)).
+  auto first = [&](int q, int64_t c) { return std::min(q * part, c); };
+  auto len = [&](int q, int64_t c) { return std::min(part, c - first(q, c)); };
   std::vector<CopyDesc> copies;  // per chunk: the R - 1 pushes, then the R - 1 collects
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    const int64_t c = std::min(chunk, n - c0);
     for (int r = 0; r < R; ++r)
       if (r != me)
-        copies.push_back({plane.window().window(r) + uint64_t(me * stride), data + (uint64_t(c0) + p.off[size_t(r)]) * es,
-                          int64_t(p.len[size_t(r)]) * es});
+        copies.push_back({plane.window().window(r) + uint64_t(me * stride), data + uint64_t((c0 + first(r, c)) * es),
+                          len(r, c) * es});
     for (int r = 0; r < R; ++r)
       if (r != me)
-        copies.push_back({data + (uint64_t(c0) + p.off[size_t(r)]) * es,
-                          plane.window().window(me) + uint64_t(out_off) + p.off[size_t(r)] * es,
-                          int64_t(p.len[size_t(r)]) * es});
+        copies.push_back({data + uint64_t((c0 + first(r, c)) * es),
+                          plane.window().window(me) + uint64_t(out_off + first(r, c) * es), len(r, c) * es});
   }
   DeviceTables tables;
   tables.add(copies);
   const uint64_t descs = plane.upload(tables);
-  const int opcode = opcode_of(op);
   // A chunk's collects (local copies out of this rank's results) and the next chunk's pushes (writes
   // into the peers' source regions, free since their reductions passed the barrier) are adjacent in
   // the table and go in one launch, so the local copies overlap the link writes.
   const uint64_t group = uint64_t(R - 1) * sizeof(CopyDesc);
-  plane.multi_copy(descs, R - 1, int64_t(split(size_t(std::min(chunk, n)), R).len[0]) * es);
+  plane.multi_copy(descs, R - 1, part * es);
   uint64_t at = descs + group;
   for (int64_t c0 = 0; c0 < n; c0 += chunk) {
-    const Parts p = split(size_t(std::min(chunk, n - c0)), R);
+    const int64_t c = std::min(chunk, n - c0);
     plane.device_barrier();
-    const uint64_t mine = data + (uint64_t(c0) + p.off[size_t(me)]) * es;
-    plane.all_reduce_part(tensor.dtype(), opcode, mine, mine, int64_t(p.len[size_t(me)]), 0, stride,
-                          out_off + int64_t(p.off[size_t(me)]) * es);
+    const uint64_t mine = data + uint64_t((c0 + first(me, c)) * es);
+    plane.reduce_part(tensor.dtype(), opcode, mine, mine, len(me, c), 0, stride, out_off + first(me, c) * es);
     plane.device_barrier();
     const bool last = c0 + chunk >= n;
-    plane.multi_copy(at, last ? R - 1 : 2 * (R - 1), int64_t(p.len[0]) * es);
+    plane.multi_copy(at, last ? R - 1 : 2 * (R - 1), part * es);
     at += last ? group : 2 * group;
   }
   plane.finish(false, {}, "all_reduce");
@@ -100,8 +109,8 @@ void reduce_scatter_on_device(DevicePlane& plane, const rt::Tensor& output, cons
     plane.multi_copy(at, R - 1, len * es);
     at += uint64_t(R - 1) * sizeof(CopyDesc);
     plane.device_barrier();
-    plane.all_reduce_part(input.dtype(), opcode_of(op), in + uint64_t((me * n + c0) * es), out + uint64_t(c0 * es), len,
-                          0, stride, -1);
+    plane.reduce_part(input.dtype(), opcode_of(op), in + uint64_t((me * n + c0) * es), out + uint64_t(c0 * es), len,
+                      0, stride, -1);
     if (c0 + chunk < n) plane.device_barrier();
   }
   plane.finish(false, {}, "reduce_scatter");

@@ -133,14 +133,24 @@ KernelText combine_reduce_text(rt::DType dtype) {
           "intranode.cuh", 5};  // 48 registers (no spills): two blocks per SM beside the scatter's two
 }
 
-KernelText all_reduce_text(rt::DType dtype, int op) {
+KernelText reduce_part_text(rt::DType dtype, int op) {
   const char* t = element_type(dtype);
-  RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce_part of ", rt::name(dtype), " op ", op);
-  return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
+  RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "reduce_part of ", rt::name(dtype), " op ", op);
+  return {rt::str("deepep_reduce_part_", rt::name(dtype), "_", op),
           rt::str("const u64* windows, const ", t, "* mine, ", t,
                   "* out, i64 count, i64 in_off, i64 in_stride, i64 out_off, int ranks, int me, const u64* gave_up"),
-          rt::str("all_reduce_part_body<", t, ", ", accumulator_type(dtype), ", ", op,
+          rt::str("reduce_part_body<", t, ", ", accumulator_type(dtype), ", ", op,
                   ">(windows, mine, out, count, in_off, in_stride, out_off, ranks, me, gave_up);")};
+}
+
+KernelText all_reduce_text(rt::DType dtype, int op) {
+  const char* t = element_type(dtype);
+  RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce of ", rt::name(dtype), " op ", op);
+  return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
+          rt::str(t, "* data, i64 count, i64 chunk, i64 part, i64 stride, i64 out_off, NormalSignals sig"),
+          rt::str("all_reduce_body<", t, ", ", accumulator_type(dtype), ", ", op,
+                  ">(data, count, chunk, part, stride, out_off, sig);"),
+          "intranode.cuh", 2};  // two blocks per SM (DevicePlane::all_reduce)
 }
 
 const char* index_type(bool i64) { return i64 ? "i64" : "int"; }
@@ -203,7 +213,10 @@ std::vector<std::pair<std::string, std::string>> device_kernel_sources() {
   all.push_back(ll_dispatch_recv_text());
   all.push_back(ll_combine_send_text());
   for (rt::DType d : kReducible)
-    for (int op = 0; op < 3; ++op) all.push_back(all_reduce_text(d, op));
+    for (int op = 0; op < 3; ++op) {
+      all.push_back(reduce_part_text(d, op));
+      all.push_back(all_reduce_text(d, op));
+    }
   std::vector<std::pair<std::string, std::string>> out;
   for (const KernelText& k : all) out.emplace_back(k.name, k.source());
   return out;
@@ -504,13 +517,31 @@ void DevicePlane::combine_reduce(rt::DType dtype, uint64_t out, int64_t hidden, 
                      region, tokens, out_w, k, sig);
 }
 
-void DevicePlane::all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
-                                  int64_t in_stride, int64_t out_off) {
+void DevicePlane::reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
+                              int64_t in_stride, int64_t out_off) {
   if (count <= 0) return;
-  const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
+  const rt::CudaKernel kern = kernel(reduce_part_text(dtype, op));
   const uint64_t windows = window_.window_table();
   kern.launch_with({grid_for(device(), count, kThreads * 4), 1, 1}, {kThreads, 1, 1}, 0, stream(), windows, mine, out,
                    count, in_off, in_stride, out_off, size_, rank_, gave_up_word());
+}
+
+// Two blocks per SM at most (its registers allow two; all_reduce_body's blocks wait for the same
+// blocks of the other ranks, best all resident), as many as the flags allow, a block per 256
+// elements of a part at least.
+void DevicePlane::all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t chunk, int64_t part,
+                             int64_t stride, int64_t out_off) {
+  if (count <= 0) return;
+  const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
+  const uint64_t agreement = engine_.agreements();
+  RT_ICHECK((count + chunk - 1) / chunk < (int64_t(1) << 24), "deepep all_reduce: more than 2^24 chunks");
+  NormalSignals sig = normal_signals(agreement);
+  sig.op = agreement << 24;  // chunk k's flags carry op + k
+  const int64_t resident = 2 * int64_t(rt::cuda_device(device()).sm_count);
+  const int64_t blocks =
+      std::clamp<int64_t>(std::min<int64_t>(resident, kernels::kReduceFlagWords / (2 * size_)), 1, (part + 255) / 256);
+  kern.launch_with({unsigned(blocks), 1, 1}, {kThreads, 1, 1}, 0, stream(), data, count, chunk, part, stride, out_off,
+                   sig);
 }
 
 int64_t DevicePlane::normal_sms() const {

@@ -216,9 +216,15 @@ class DevicePlane {
                        uint64_t src_slot);
   void ll_combine_recv(int64_t tokens, int64_t hidden, int k, uint64_t routing, uint64_t topk, bool topk_i64,
                        uint64_t weights, uint64_t out, bool after_send);
-  // kernels/intranode.cuh's all_reduce_part_body; op: 0 sum, 1 max, 2 min; out_off < 0: no push.
-  void all_reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
-                       int64_t in_stride, int64_t out_off);
+  // kernels/intranode.cuh's reduce_part_body (the phased collectives' reduction); op: 0 sum, 1 max,
+  // 2 min; out_off < 0: no push.
+  void reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
+                   int64_t in_stride, int64_t out_off);
+  // kernels/intranode.cuh's all_reduce_body: the whole all-reduce of `count` elements at `data` in
+  // one kernel (chunks of `chunk` elements, parts of `part`, source regions `stride` bytes apart,
+  // the results at `out_off` of every window).
+  void all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t chunk, int64_t part, int64_t stride,
+                  int64_t out_off);
 
  private:
   rt::CudaKernel kernel(const KernelText& text);  // compiled and loaded once per plane
