@@ -693,9 +693,9 @@ __device__ __forceinline__ TokenRows token_rows(const int* slot, const i64* x_at
   return {row, __ballot_sync(0xffffffffu, s >= 0)};
 }
 
-// acc[u][*] (+)= the token's rows' units u, in rank order: `load(row, u, q)` loads unit u of the row
-// starting at element `row` into q (nothing past the row's end). Rows go two at a time, both loads in flight
-// before either is added (the sums keep the rank order, so the bits do not change).
+// acc[u][*] (+)= the token's rows' units u, in rank order: `load(row, u, q)` loads unit u of the
+// row starting at element `row` into q (nothing past the row's end). Rows go two at a time, both
+// loads in flight before either is added (the sums keep the rank order, so the bits do not change).
 template <class T, int U, int V, class Load>
 __device__ __forceinline__ void sum_rows(float (&acc)[U][V], const int* slot, const i64* x_at, i64 t, int ranks,
                                          i64 hidden, const TokenRows& first_group, int lane, Load load) {
@@ -907,29 +907,28 @@ __device__ __forceinline__ void block_copy(unsigned char* dst, const unsigned ch
   if (at < bytes) warp_copy(dst + at, src + at, bytes - at < share ? bytes - at : share, threadIdx.x & 31);
 }
 
-// All-reduce of this rank's tensor (`count` elements at `data`, reduced in place) in chunks of
-// `chunk` elements through the windows. A chunk is cut into one part per rank (parts of `part`
-// elements, a multiple of 16 bytes; rank p reduces part p), and every part into one piece per block:
-// block b takes piece b of every part of every chunk through three steps by itself, signalling only
-// block b of the other ranks (flags per source and block: signal_layout.h kReduceFlags):
+// All-reduce of this rank's tensor (`count` elements at `data`, reduced in place) through the
+// windows in one kernel, for a tensor that fits them at once (gpu_collectives.cc: one chunk). It is
+// cut into one part per rank (parts of `part` elements, a multiple of 16 bytes; rank p reduces part
+// p), and every part into one piece per block: block b takes piece b of every part through three
+// steps by itself, signalling only block b of the other ranks (flags per source and block:
+// signal_layout.h kReduceFlags):
 //   push:    its pieces of the other ranks' parts into their windows (source region `me`, `stride`
 //            bytes a source), then flag A in each;
 //   reduce:  once every peer's A is there, its piece of this rank's part summed in rank order (its
 //            own copy from `data`, the others from its window), rounded once, into `data` and into
-//            every peer's result region (at `out_off`, where the part sits in the chunk), then
+//            every peer's result region (at `out_off`, where the part sits in the tensor), then
 //            flag B in each;
 //   collect: once every peer's B is there, the peers' parts' pieces from its result region into
 //            `data`.
-// So blocks never wait for each other and the links stay busy while other blocks reduce or
-// collect. Reuse is ordered by the same flags: block b pushes chunk c + 1 into a peer once it saw
-// that peer's B of chunk c (the peer's block b has read its source region), and writes a result
-// into a peer once it saw that peer's A of chunk c + 1 (the peer's block b has collected chunk c).
-// Flag values are g.op + chunk (growing: FlagMatch::kWholeOrLater). After a timeout the block
+// So no step waits for the whole grid: one launch, no barrier kernels. The flags carry g.op (the
+// operation's agreement number, growing: FlagMatch::kWholeOrLater); the windows' reuse by the next
+// operation is ordered by its agreement, as for the other collectives. After a timeout the block
 // stops (gave_up; the host raises it). A block waits only for the same block of the other ranks,
 // and blocks start in index order, so the lowest unfinished block runs on every rank even when
 // other work holds SMs (the grid is at most two blocks an SM, so it is usually resident whole).
 template <class T, class Acc, int kOp>
-__device__ __forceinline__ void all_reduce_body(T* data, i64 count, i64 chunk, i64 part, i64 stride, i64 out_off,
+__device__ __forceinline__ void all_reduce_body(T* data, i64 count, i64 part, i64 stride, i64 out_off,
                                                 const NormalSignals& g) {
   if (normal_gave_up(g)) return;
   const int ranks = g.ranks, me = g.me;
@@ -939,53 +938,49 @@ __device__ __forceinline__ void all_reduce_body(T* data, i64 count, i64 chunk, i
   auto flag = [&](int owner, int source, int which) {
     return signals_of(g, owner) + kReduceFlags + 2 * (i64(source) * blocks + b) + which;
   };
-  // Raises flag `which` for value v in every peer, after this block's writes (the fence is cumulative).
-  auto raise = [&](int which, u64 v) {
+  // Raises flag `which` in every peer, after this block's writes (the fence is cumulative).
+  auto raise = [&](int which) {
     __syncthreads();
     if (threadIdx.x == 0) {
       __threadfence_system();
       for (int r = 0; r < ranks; ++r)
-        if (r != me) store_relaxed_sys(flag(r, me, which), v);
+        if (r != me) store_relaxed_sys(flag(r, me, which), g.op);
     }
   };
-  // Waits for every peer's flag `which` of value v (or later); false after a timeout.
-  auto await = [&](int which, u64 v) {
+  // Waits for every peer's flag `which`; false after a timeout.
+  auto await = [&](int which) {
     for (int r = threadIdx.x; r < ranks; r += blockDim.x)
-      if (r != me) wait_rank(g, flag(me, r, which), v, r, FlagMatch::kWholeOrLater);
+      if (r != me) wait_rank(g, flag(me, r, which), g.op, r, FlagMatch::kWholeOrLater);
     return !__syncthreads_or(normal_gave_up(g));
   };
-  for (i64 c0 = 0, k = 0; c0 < count; c0 += chunk, ++k) {
-    const i64 c = count - c0 < chunk ? count - c0 : chunk;
-    const u64 value = g.op + u64(k);
-    // Part q: elements [q * part, min((q + 1) * part, c)) of the chunk; this block's piece of it.
-    auto piece_of = [&](int q, i64& first, i64& n) {
-      const i64 len = c - q * part < part ? (c - q * part > 0 ? c - q * part : 0) : part;
-      first = q * part + p0;
-      n = len - p0 < piece ? (len - p0 > 0 ? len - p0 : 0) : piece;
-    };
-    i64 first, n;
-    for (int p = 0; p < ranks; ++p) {
-      if (p == me) continue;
-      piece_of(p, first, n);
-      if (n > 0)
-        block_copy(reinterpret_cast<unsigned char*>(g.windows[p]) + i64(me) * stride + p0 * es,
-                   reinterpret_cast<const unsigned char*>(data + c0 + first), n * es);
-    }
-    raise(0, value);
-    if (!await(0, value)) return;
-    piece_of(me, first, n);
+  // Part q: elements [q * part, min((q + 1) * part, count)); this block's piece of it.
+  auto piece_of = [&](int q, i64& first, i64& n) {
+    const i64 len = count - q * part < part ? (count - q * part > 0 ? count - q * part : 0) : part;
+    first = q * part + p0;
+    n = len - p0 < piece ? (len - p0 > 0 ? len - p0 : 0) : piece;
+  };
+  i64 first, n;
+  for (int p = 0; p < ranks; ++p) {
+    if (p == me) continue;
+    piece_of(p, first, n);
     if (n > 0)
-      reduce_range<T, Acc, kOp>(g.windows, data + c0 + first, data + c0 + first, n, p0 * es, stride,
-                                out_off + first * es, ranks, me, threadIdx.x, blockDim.x);
-    raise(1, value);
-    if (!await(1, value)) return;
-    for (int s = 0; s < ranks; ++s) {
-      if (s == me) continue;
-      piece_of(s, first, n);
-      if (n > 0)
-        block_copy(reinterpret_cast<unsigned char*>(data + c0 + first),
-                   reinterpret_cast<const unsigned char*>(g.windows[me]) + out_off + first * es, n * es);
-    }
+      block_copy(reinterpret_cast<unsigned char*>(g.windows[p]) + i64(me) * stride + p0 * es,
+                 reinterpret_cast<const unsigned char*>(data + first), n * es);
+  }
+  raise(0);
+  if (!await(0)) return;
+  piece_of(me, first, n);
+  if (n > 0)
+    reduce_range<T, Acc, kOp>(g.windows, data + first, data + first, n, p0 * es, stride, out_off + first * es, ranks,
+                              me, threadIdx.x, blockDim.x);
+  raise(1);
+  if (!await(1)) return;
+  for (int s = 0; s < ranks; ++s) {
+    if (s == me) continue;
+    piece_of(s, first, n);
+    if (n > 0)
+      block_copy(reinterpret_cast<unsigned char*>(data + first),
+                 reinterpret_cast<const unsigned char*>(g.windows[me]) + out_off + first * es, n * es);
   }
 }
 

@@ -42,7 +42,7 @@ void all_reduce_on_device(DevicePlane& plane, const rt::Tensor& tensor, ReduceOp
   const uint64_t data = reinterpret_cast<uint64_t>(tensor.data());
   const int opcode = opcode_of(op);
   if (n <= chunk) {
-    plane.all_reduce(tensor.dtype(), opcode, data, n, chunk, part, stride, out_off);
+    plane.all_reduce(tensor.dtype(), opcode, data, n, part, stride, out_off);
     plane.finish(false, {}, "all_reduce");
     return;
   }

@@ -147,9 +147,9 @@ KernelText all_reduce_text(rt::DType dtype, int op) {
   const char* t = element_type(dtype);
   RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce of ", rt::name(dtype), " op ", op);
   return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
-          rt::str(t, "* data, i64 count, i64 chunk, i64 part, i64 stride, i64 out_off, NormalSignals sig"),
+          rt::str(t, "* data, i64 count, i64 part, i64 stride, i64 out_off, NormalSignals sig"),
           rt::str("all_reduce_body<", t, ", ", accumulator_type(dtype), ", ", op,
-                  ">(data, count, chunk, part, stride, out_off, sig);"),
+                  ">(data, count, part, stride, out_off, sig);"),
           "intranode.cuh", 2};  // two blocks per SM (DevicePlane::all_reduce)
 }
 
@@ -529,19 +529,15 @@ void DevicePlane::reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t o
 // Two blocks per SM at most (its registers allow two; all_reduce_body's blocks wait for the same
 // blocks of the other ranks, best all resident), as many as the flags allow, a block per 256
 // elements of a part at least.
-void DevicePlane::all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t chunk, int64_t part,
-                             int64_t stride, int64_t out_off) {
+void DevicePlane::all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t part, int64_t stride,
+                             int64_t out_off) {
   if (count <= 0) return;
   const rt::CudaKernel kern = kernel(all_reduce_text(dtype, op));
-  const uint64_t agreement = engine_.agreements();
-  RT_ICHECK((count + chunk - 1) / chunk < (int64_t(1) << 24), "deepep all_reduce: more than 2^24 chunks");
-  NormalSignals sig = normal_signals(agreement);
-  sig.op = agreement << 24;  // chunk k's flags carry op + k
+  const NormalSignals sig = normal_signals(engine_.agreements());  // the flags carry sig.op
   const int64_t resident = 2 * int64_t(rt::cuda_device(device()).sm_count);
   const int64_t blocks =
       std::clamp<int64_t>(std::min<int64_t>(resident, kernels::kReduceFlagWords / (2 * size_)), 1, (part + 255) / 256);
-  kern.launch_with({unsigned(blocks), 1, 1}, {kThreads, 1, 1}, 0, stream(), data, count, chunk, part, stride, out_off,
-                   sig);
+  kern.launch_with({unsigned(blocks), 1, 1}, {kThreads, 1, 1}, 0, stream(), data, count, part, stride, out_off, sig);
 }
 
 int64_t DevicePlane::normal_sms() const {

@@ -221,9 +221,9 @@ class DevicePlane {
   void reduce_part(rt::DType dtype, int op, uint64_t mine, uint64_t out, int64_t count, int64_t in_off,
                    int64_t in_stride, int64_t out_off);
   // kernels/intranode.cuh's all_reduce_body: the whole all-reduce of `count` elements at `data` in
-  // one kernel (chunks of `chunk` elements, parts of `part`, source regions `stride` bytes apart,
-  // the results at `out_off` of every window).
-  void all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t chunk, int64_t part, int64_t stride,
+  // one kernel, for a tensor the windows hold at once (parts of `part` elements, source regions
+  // `stride` bytes apart, the results at `out_off` of every window).
+  void all_reduce(rt::DType dtype, int op, uint64_t data, int64_t count, int64_t part, int64_t stride,
                   int64_t out_off);
 
  private:
