@@ -1,8 +1,9 @@
 // Device code of the cuda_ipc data plane (src/transport/cuda_ipc/): kernels that move tokens and
 // reduce tensors through the device windows every rank of the host maps (IpcWindow). The
-// collectives' kernels run between host barriers: none of them waits for another rank, each only
-// reads or writes memory the protocol gave it for this phase. Normal-mode dispatch and combine
-// signal each other through the windows' signal areas instead ("Signals between ranks", below).
+// collectives' kernels run between device barriers (device_barrier_body): each only reads or
+// writes memory the protocol gave it for that phase (the one-kernel all_reduce_body signals block
+// by block instead). Normal-mode dispatch and combine signal each other through the windows'
+// signal areas ("Signals between ranks", below).
 // JIT-compiled by NVRTC (device_plane.cc) with no toolkit headers: conversions are PTX.
 //
 // Launch shapes: every kernel loops grid-stride, so any grid works; device_plane.cc picks them.

@@ -1,6 +1,7 @@
 // The collectives on CUDA tensors, through the device plane's windows (collectives.cc checks the
-// inputs and agrees on the call first). Phases are separated by the plane's host barriers, as in
-// the normal-mode dispatch: kernels write into the peers' windows, then every rank reads its own.
+// inputs and agrees on the call first). Phases are separated by the plane's device barriers
+// (DevicePlane::device_barrier): kernels write into the peers' windows, then every rank reads its
+// own; a one-chunk all_reduce signals block by block inside one kernel.
 #pragma once
 
 #include <cstdint>

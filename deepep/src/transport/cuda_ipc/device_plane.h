@@ -102,9 +102,9 @@ class DevicePlane {
   // Runs before every agreement of the communicator (Comm sets the engine's hook): waits for the
   // low-latency calls queued on a user stream and notes the window operation; unless the coming
   // operation is a normal-mode dispatch or combine of CUDA tensors (next_agreement_signalled), which
-  // orders itself after the earlier ones on the device, waits for this rank's stream: the others use
-  // the windows with host barriers and assume no kernel of any rank still does. Then raises what
-  // the finished normal-mode kernels reported.
+  // orders itself after the earlier ones on the device, waits for this rank's stream: the others
+  // assume no kernel of any rank still uses the windows when their agreement is reached. Then
+  // raises what the finished normal-mode kernels reported.
   void before_agreement();
   void next_agreement_signalled() { signalled_next_ = true; }
 
