@@ -3,7 +3,8 @@
 // SDPA backends on (the peers, in the same scripts/gpu_check.sh run); and the JIT compile time of
 // the kernel, cold (empty cache) and from the disk cache.
 //
-//   bench_gpu_attention [--quick | --main] [--causal] [--dim D]   (--dim: another head dim, 16-256)
+//   bench_gpu_attention [--quick | --main] [--causal] [--dim D] [--keys N]
+//       (--dim: another head dim, 16-256; --keys: 128-query tiles of N keys, 16-256, beside the default)
 //
 // Device events, warm-up, median. Sampled query rows are checked against a float64 reference.
 #include <chrono>
@@ -82,8 +83,9 @@ int main(int argc, char** argv) {
   try {
     // --quick: the first shape only; --main: every shape, only the FA3-scheduled tilings with a
     // producer and P in registers (the ones to compare with the peers); --causal (after either or
-    // alone): causal rows only.
+    // alone): causal rows only; --keys N: only 128 x N tiles on two consumers against the default.
     bool quick = false, main_only = false, causal_only = false;
+    int64_t keys = 0;
     for (int i = 1; i < argc; ++i) {
       if (std::strcmp(argv[i], "--quick") == 0) quick = true;
       else if (std::strcmp(argv[i], "--main") == 0) main_only = true;
@@ -91,8 +93,11 @@ int main(int argc, char** argv) {
       else if (std::strcmp(argv[i], "--dim") == 0 && i + 1 < argc && std::atoll(argv[i + 1]) >= 16 &&
                std::atoll(argv[i + 1]) <= 256)
         g_dim = std::atoll(argv[++i]);
+      else if (std::strcmp(argv[i], "--keys") == 0 && i + 1 < argc && std::atoll(argv[i + 1]) >= 16 &&
+               std::atoll(argv[i + 1]) <= 256 && std::atoll(argv[i + 1]) % 16 == 0)
+        keys = std::atoll(argv[++i]);
       else {
-        std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main] [--causal] [--dim 16-256]\n");
+        std::fprintf(stderr, "usage: bench_gpu_attention [--quick | --main] [--causal] [--dim 16-256] [--keys 16-256, a multiple of 16]\n");
         return 2;
       }
     }
@@ -113,6 +118,7 @@ int main(int argc, char** argv) {
                                    {64, 64, 128, "False", true},         {64, 64, 128, "False", false},      {128, 128, 256, "None", true},
                                    {128, 128, 256, "None", true, false}, {128, 128, 256, "None", false}};
     if (main_only) tilings = {{128, 128, 256, "None", true}, {64, 64, 128, "None", true}};
+    if (keys > 0) tilings = {{128, keys, 256, "None", true}, {128, 128, 256, "None", true}};
     std::printf("\n| batch x heads x seq | causal | block_M x block_N, threads | warp_specialize | pipelined_softmax | P | ours TFLOPS | JIT cold s | JIT cached s | sampled rel. error |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for (const Shape& sh : shapes) {
       // Fresh inputs per shape (generating them on the host is most of this benchmark's time).

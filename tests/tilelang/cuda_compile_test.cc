@@ -432,6 +432,28 @@ TEST(CudaCompile, AttentionPFeedsWgmmaFromRegisters) {
       }
 }
 
+// Key tiles of 48, 80, 96 or 112 give P rows that suit no shared-memory swizzle (96-224 bytes):
+// with P in registers both gemms still run on wgmma (S = Q K^T as m64nNk16, P V in the RS form);
+// staged (wgmma_register_a = false) P would need a swizzled tile, so the kernel keeps mma.sync.
+TEST(CudaCompile, AttentionKeyTilesNoSwizzleFitsRunOnWgmmaFromRegisters) {
+  for (const char* n : {"48", "80", "96", "112"})
+    for (bool registers : {true, false}) {
+      Case c{"attention", "examples/flash_attention.py", "flash_attention",
+             {{"batch", "1"}, {"heads", "2"}, {"seq_len", "512"}, {"dim", "128"}, {"block_M", "128"}, {"block_N", n}, {"threads", "256"}}, {}};
+      const std::string what = rt::str("block_N ", n, " wgmma_register_a=", registers);
+      tilelang::Kernel k = kernel_for(c, "sm_90a", registers);
+      const std::string cuda = k.emit(tilelang::Stage::Cuda);
+      EXPECT_EQ(cuda.find("tile_gemm_wgmma_rs<tl::bfloat16_t") != std::string::npos, registers) << what;
+      EXPECT_EQ(cuda.find("tile_gemm_mma") == std::string::npos, registers) << what;
+      if (!registers || !rt::nvrtc_available()) continue;
+      const std::string ptx = k.emit(tilelang::Stage::Ptx);
+      EXPECT_NE(ptx.find(rt::str("wgmma.mma_async.sync.aligned.m64n", n, "k16")), std::string::npos) << what;
+      auto [rs, all] = wgmma_register_a_count(ptx);
+      EXPECT_GT(rs, 0) << what;
+      EXPECT_LT(rs, all) << what;
+    }
+}
+
 // A 16-bit A operand wgmma cannot read from registers as it stands (transposed) goes through a
 // shared tile; not transposed, the same chain of gemms reads it from registers (on one warpgroup or
 // two, and with two 64-row tiles on one).

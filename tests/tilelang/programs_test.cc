@@ -397,18 +397,22 @@ TEST(Numerics, RoundingIntoFloat4) {
 // pipelined_softmax (the FA3 schedule: the loop rotated, P V a step late); the last the tiling and
 // P's form (AttentionForm). 200 keys: 4 steps of 64, the last ragged, so the rotated loop has a first
 // step (no P V yet), steady steps and a last one (no S = Q K^T).
-enum class AttentionForm { kDefault, kWide, kStagedP };  // 64 x 64 tiles; 128 x 128 on two warpgroups; P through shared memory
+// kOddKeys: 128 x 80 tiles (P's 160-byte rows suit no swizzle, so on sm_90a P V runs on wgmma only
+// from registers; 200 keys: steps of 80, 80 and 40).
+enum class AttentionForm { kDefault, kWide, kStagedP, kOddKeys };  // 64 x 64 tiles; 128 x 128 on two warpgroups; P through shared memory
 class FlashAttention : public ::testing::TestWithParam<std::tuple<DType, bool, int64_t, const char*, bool, AttentionForm>> {};
 
 TEST_P(FlashAttention, MatchesReference) {
   auto [dtype, causal, d, ws, pipelined, form] = GetParam();
   const int64_t b = 1, h = 2, s = 200;
-  const char* tile = form == AttentionForm::kWide ? "128" : "64";
+  const bool two_warpgroups = form == AttentionForm::kWide || form == AttentionForm::kOddKeys;
+  const char* tile_m = two_warpgroups ? "128" : "64";
+  const char* tile_n = form == AttentionForm::kWide ? "128" : form == AttentionForm::kOddKeys ? "80" : "64";
   tilelang::CompileOptions o;
   o.target = tltest::test_target();
   o.params = {{"batch", "1"}, {"heads", "2"}, {"seq_len", std::to_string(s)}, {"dim", std::to_string(d)}, {"is_causal", causal ? "True" : "False"},
               {"dtype", rt::name(dtype)}, {"warp_specialize", ws}, {"pipelined_softmax", pipelined ? "True" : "False"},
-              {"block_M", tile}, {"block_N", tile}, {"threads", form == AttentionForm::kWide ? "256" : "128"}};
+              {"block_M", tile_m}, {"block_N", tile_n}, {"threads", two_warpgroups ? "256" : "128"}};
   o.wgmma_register_a = form != AttentionForm::kStagedP;
   tilelang::Kernel k = tilelang::Module::load(tltest::source_path("examples/flash_attention.py")).kernel("flash_attention", o);
   rt::Tensor q = random({b, s, h, d}, dtype), kk = random({b, s, h, d}, dtype), v = random({b, s, h, d}, dtype);
@@ -444,7 +448,11 @@ TEST_P(FlashAttention, MatchesReference) {
 std::string attention_name(const ::testing::TestParamInfo<std::tuple<DType, bool, int64_t, const char*, bool, AttentionForm>>& p) {
   const AttentionForm form = std::get<5>(p.param);
   return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_causal" : "_full", "_d", std::get<2>(p.param),
-                 std::get<4>(p.param) ? "_pipelined_softmax" : "", form == AttentionForm::kWide ? "_128x128" : form == AttentionForm::kStagedP ? "_staged_p" : "");
+                 std::get<4>(p.param) ? "_pipelined_softmax" : "",
+                 form == AttentionForm::kWide       ? "_128x128"
+                 : form == AttentionForm::kStagedP  ? "_staged_p"
+                 : form == AttentionForm::kOddKeys ? "_128x80"
+                                                    : "");
 }
 
 INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
@@ -457,11 +465,12 @@ INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, FlashAttention,
                                             ::testing::Bool(), ::testing::Values(AttentionForm::kDefault)),
                          attention_name);
 
-// 128-query tiles on two consumer warpgroups (each reads its own rows of P from registers), and P
-// staged through a shared tile (wgmma_register_a = false, the form before P in registers).
+// 128-query tiles on two consumer warpgroups (each reads its own rows of P from registers), P
+// staged through a shared tile (wgmma_register_a = false, the form before P in registers), and
+// 80-key tiles.
 INSTANTIATE_TEST_SUITE_P(Forms, FlashAttention,
                          ::testing::Combine(::testing::Values(DType::BF16), ::testing::Bool(), ::testing::Values(128), ::testing::Values("None"),
-                                            ::testing::Bool(), ::testing::Values(AttentionForm::kWide, AttentionForm::kStagedP)),
+                                            ::testing::Bool(), ::testing::Values(AttentionForm::kWide, AttentionForm::kStagedP, AttentionForm::kOddKeys)),
                          attention_name);
 
 // Two gemms chained through a 16-bit fragment (tests/tilelang/programs/gemm_register_a.py): on

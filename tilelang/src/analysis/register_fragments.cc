@@ -185,21 +185,28 @@ class Screen : public FragmentWalk {
   }
   // Operands are used whole; the accumulator may take registers (the only other way in), and so
   // may a 16-bit A of a wgmma gemm that is its whole tile, not transposed, of the accumulator's
-  // rows: its layout is then the A fragment of wgmma's register form (tile_gemm_wgmma_rs). The
-  // gemm's operands must also suit shared memory: the A fragment falls back there if struck later.
+  // rows: its layout is then the A fragment of wgmma's register form (tile_gemm_wgmma_rs), and it
+  // need not suit shared memory (P of attention with block_N 80: 160-byte rows no swizzle fits).
+  // Should it be staged after all (the register budget, register_fragments), the plan's last check
+  // (GemmOperandsSwizzled) finds it unswizzled and the kernel takes mma.sync instead.
   void visit(const ir::GemmNode& n) override {
     strike(n.b.buffer.get());
     auto it = candidates_.find(n.c.buffer.get());
     std::optional<ir::FragmentLayout> acc;
+    auto a = candidates_.find(n.a.buffer.get());
+    auto register_a_of = [&](const ir::FragmentLayout& c) {
+      return a != candidates_.end() && is_16bit_float(a->first->dtype) && c.warpgroup && !n.trans_a && whole(n.a) && a->second.rows == c.rows;
+    };
     if (it != candidates_.end()) {
       bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c);
-      if (it->second.warpgroup) ok = ok && wgmma_operand(n.a, !n.trans_a) && wgmma_operand(n.b, n.trans_b) && (n.trans_b || it->second.cols % 64 == 0);
+      if (it->second.warpgroup)
+        ok = ok && (register_a_of(it->second) || wgmma_operand(n.a, !n.trans_a)) && wgmma_operand(n.b, n.trans_b) &&
+             (n.trans_b || it->second.cols % 64 == 0);
       else ok = ok && ldmatrix_operand(n.a) && ldmatrix_operand(n.b);
       if (ok) accumulated.insert(it->first), acc = it->second;
       else strike(it->first);
     }
-    auto a = candidates_.find(n.a.buffer.get());
-    if (a != candidates_.end() && is_16bit_float(a->first->dtype) && acc && acc->warpgroup && !n.trans_a && whole(n.a) && a->second.rows == acc->rows)
+    if (acc && register_a_of(*acc))
       register_a[a->first].push_back(n.c.buffer.get());
     else
       strike(n.a.buffer.get());
