@@ -85,7 +85,11 @@ if [ -z "${TL_SKIP_DEEPGEMM:-}" ]; then
 step deepgemm_tests gpu-bundle/deepgemm_tests --gtest_brief=1
 step sanitizer_deepgemm compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/deepgemm_tests \
   --gtest_filter='GpuFp8Gemm.AllLayouts:GpuGrouped.*:GpuBf16Gemm.*'
-[ -z "${TL_SKIP_BENCH:-}" ] && step bench_gpu_deepgemm gpu-bundle/bench_gpu_deepgemm
+if [ -z "${TL_SKIP_BENCH:-}" ]; then
+  step bench_gpu_deepgemm gpu-bundle/bench_gpu_deepgemm
+  # The same table's kernel-only times (as DeepGEMM's own figures are measured), under ncu.
+  step deepgemm_kernel_times python3 bench/deepgemm_kernel_times.py gpu-bundle/bench_gpu_deepgemm
+fi
 fi
 if [ -z "${TL_SKIP_TILELANG:-}" ]; then  # TL_SKIP_TILELANG=1: the deepgemm steps only
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
