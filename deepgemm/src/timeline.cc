@@ -262,7 +262,8 @@ std::string timeline_report(const std::vector<TimelineStream>& streams, int stag
   out += rt::str("\n| CTA | SM MHz (clock64 / globaltimer) | start (ns after the first) | TMA issue -> data passed, "
                  "where waited (cycles, k-blocks) | TMA issue -> consumer asks (cycles) | last release -> refill "
                  "TMA issue, where the producer waited (cycles, k-blocks), ",
-                 stages, " stages |\n|---|---|---|---|---|---|\n");
+                 stages, " stages | first consumer warp's life (ns): start -> first data, loop, last release -> end "
+                 "|\n|---|---|---|---|---|---|---|\n");
   for (const auto& [cta, list] : by_cta) {
     const TimelineStream& s = list.front();
     const double ns = diff(s.globaltimer_end, s.globaltimer_start);
@@ -270,10 +271,24 @@ std::string timeline_report(const std::vector<TimelineStream>& streams, int stag
                               ? diff(s.events.back().second, s.events.front().second)
                               : 0;
     const TimelineRoundTrip r = timeline_round_trip(list, stages);
-    char mhz[32] = "-", row[256];
+    char mhz[32] = "-", life[96] = "-", row[384];
     if (ns > 0 && cycles > 0) std::snprintf(mhz, sizeof(mhz), "%.0f", cycles / ns * 1000.0);
-    std::snprintf(row, sizeof(row), "| %d | %s | %.0f | %.0f (%d) | %.0f | %.0f (%d) |\n", cta, mhz,
-                  diff(s.globaltimer_start, first_start), r.data_latency, r.data_n, r.lead, r.refill, r.refill_n);
+    // Where a short kernel's time goes: the pipeline's fill, the k-block loop and what follows it
+    // (epilogue, split-K fixup), on the first consumer warp's clock converted by its SM's rate.
+    const auto warp = std::find_if(list.begin(), list.end(), [](const TimelineStream& t) { return t.stream == 1; });
+    if (warp != list.end() && warp->stamped == int64_t(warp->events.size()) && warp->events.size() >= 2) {
+      const std::vector<uint64_t> data = times_of(*warp, TimelineEvent::FullWaitEnd);
+      const std::vector<uint64_t> released = times_of(*warp, TimelineEvent::Release);
+      const double warp_ns = diff(warp->globaltimer_end, warp->globaltimer_start);
+      const double warp_cycles = diff(warp->events.back().second, warp->events.front().second);
+      if (!data.empty() && !released.empty() && warp_ns > 0 && warp_cycles > 0) {
+        const double per_ns = warp_cycles / warp_ns;
+        std::snprintf(life, sizeof(life), "%.0f, %.0f, %.0f", diff(data.front(), warp->events.front().second) / per_ns,
+                      diff(released.back(), data.front()) / per_ns, diff(warp->events.back().second, released.back()) / per_ns);
+      }
+    }
+    std::snprintf(row, sizeof(row), "| %d | %s | %.0f | %.0f (%d) | %.0f | %.0f (%d) | %s |\n", cta, mhz,
+                  diff(s.globaltimer_start, first_start), r.data_latency, r.data_n, r.lead, r.refill, r.refill_n, life);
     out += row;
   }
 

@@ -187,7 +187,9 @@ TEST(Timeline, Report) {
   EXPECT_NE(report.find("| 0 | 7 | c0.w0 | 6 | 200 | 10 (5%) | 100 (50%) | 10 (5%) |"), std::string::npos) << report;
   EXPECT_NE(report.find("| 0 | 7 | producer | 6 | 262 | - | - | - | - | - | - | 244 (93%) | 10 (4%) | 8 (3%) |"), std::string::npos) << report;
   EXPECT_NE(report.find("| all | - | consumer warps (2) | - | 200 | 10 (5%) | 100 (50%) |"), std::string::npos) << report;
-  EXPECT_NE(report.find("| 0 | 2000 | 0 | 423 (12) | 323 | 40 (4) |"), std::string::npos) << report;
+  // Warp c0.w0 (1400 cycles in 700 ns): first data 200 cycles after its start, its last release 1050
+  // cycles later, its end 150 after that.
+  EXPECT_NE(report.find("| 0 | 2000 | 0 | 423 (12) | 323 | 40 (4) | 100, 525, 75 |"), std::string::npos) << report;
   // The excerpt starts at warp 0's wait for k-block 3 (1600): both warps' waits, then the data.
   EXPECT_NE(report.find("+0  c0.w0     full wait     k-block 3\n       +0  c0.w1     full wait     k-block 3\n"),
             std::string::npos)
