@@ -476,6 +476,18 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
   const std::string cuda = cuda_for(c, "sm_90a").code;
   EXPECT_NE(cuda.find("tl::bfloat16_t P[64];"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, 2, 64, 64,"), std::string::npos) << cuda;
+  // P 80 columns wide: rows of 160 bytes, which no swizzle fits. In registers wgmma reads it all the
+  // same; kept out of registers (p_corner reads P[i, 0] outside a tile nest) it would need a shared
+  // tile wgmma cannot read, and the kernel runs on mma.sync instead.
+  for (bool p_corner : {false, true}) {
+    Case w{"chain", "tests/tilelang/programs/gemm_register_a.py", "chain",
+           {{"M", "128"}, {"width", "80"}, {"p_corner", p_corner ? "True" : "False"}}, {}};
+    const std::string code = cuda_for(w, "sm_90a").code, what = rt::str("width 80 p_corner=", p_corner);
+    EXPECT_EQ(code.find("tile_gemm_wgmma_rs<tl::bfloat16_t, false, 1, 64, 80,") != std::string::npos, !p_corner) << what << "\n" << code;
+    EXPECT_EQ(code.find("tile_gemm_mma") != std::string::npos, p_corner) << what;
+    if (p_corner || !rt::nvrtc_available()) continue;
+    EXPECT_NE(ptx_for(w, "sm_90a").find("wgmma.mma_async.sync.aligned.m64n80k16"), std::string::npos) << what;
+  }
 }
 
 // A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of

@@ -477,38 +477,63 @@ INSTANTIATE_TEST_SUITE_P(Forms, FlashAttention,
 // sm_90a the second reads it from registers (M = 64: one warpgroup, 128: two), or from a shared tile
 // when transposed; `twice`, a third gemm reads it beside the second (both in flight at once);
 // `threads` other than 0 (the default, a warpgroup per 64 rows): 128 with M = 128, two 64-row
-// tiles of P in one warpgroup.
-class RegisterA : public ::testing::TestWithParam<std::tuple<DType, int64_t, bool, bool, int64_t>> {};
+// tiles of P in one warpgroup; `width` P's columns (80: no swizzle fits its rows, so wgmma reads it
+// only from registers); `p_corner` an extra read of P that keeps it out of registers (at width 80
+// the kernel then runs on mma.sync).
+struct RegisterACase {
+  DType dtype;
+  int64_t m;
+  bool trans_a, twice;
+  int64_t threads, width;
+  bool p_corner;
+};
+class RegisterA : public ::testing::TestWithParam<RegisterACase> {};
 
 TEST_P(RegisterA, MatchesReference) {
-  auto [dtype, m, trans_a, twice, threads] = GetParam();
-  std::map<std::string, std::string> params{{"M", std::to_string(m)}, {"trans_a", trans_a ? "True" : "False"}, {"dtype", rt::name(dtype)}, {"twice", twice ? "True" : "False"}};
+  const auto [dtype, m, trans_a, twice, threads, w, p_corner] = GetParam();
+  std::map<std::string, std::string> params{{"M", std::to_string(m)},         {"trans_a", trans_a ? "True" : "False"},
+                                            {"dtype", rt::name(dtype)},        {"twice", twice ? "True" : "False"},
+                                            {"width", std::to_string(w)},      {"p_corner", p_corner ? "True" : "False"}};
   if (threads > 0) params["threads"] = std::to_string(threads);
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_register_a.py", "chain", params);
-  rt::Tensor a = random({m, 64}, dtype), bb = random({64, 64}, dtype), c = random({64, 64}, dtype);
+  rt::Tensor a = random({m, 64}, dtype), bb = random({w, 64}, dtype), c = random({w, 64}, dtype);
   const std::vector<double> x = f64(a), y = f64(bb), z = f64(c);
-  // P rounded to the dtype as the kernel rounds it (through a tensor of that dtype).
-  std::vector<double> p = matmul_ref(x, y, m, 64, 64);
-  rt::Tensor pt = rt::Tensor::empty({m, 64}, dtype, rt::Device::cpu());
+  // S = A B^T, P rounded to the dtype as the kernel rounds it (through a tensor of that dtype).
+  std::vector<double> p(static_cast<size_t>(m * w), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < w; ++j)
+      for (int64_t q = 0; q < 64; ++q) p[i * w + j] += x[i * 64 + q] * y[j * 64 + q];
+  rt::Tensor pt = rt::Tensor::empty({m, w}, dtype, rt::Device::cpu());
   testutil::from_f64(pt, p);
   p = f64(pt);
+  // O = op(P) C (+ op(P) C^T with twice, where C is square); trans_a needs M == width.
   std::vector<double> ref(static_cast<size_t>(m * 64), 0.0);
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < 64; ++j)
-      for (int64_t q = 0; q < 64; ++q) ref[i * 64 + j] += (trans_a ? p[q * 64 + i] : p[i * 64 + q]) * (z[q * 64 + j] + (twice ? z[j * 64 + q] : 0.0));
+      for (int64_t q = 0; q < w; ++q)
+        ref[i * 64 + j] += (trans_a ? p[q * w + i] : p[i * w + q]) * (z[q * 64 + j] + (twice ? z[j * 64 + q] : 0.0));
+  if (p_corner)
+    for (int64_t i = 0; i < m; ++i) ref[i * 64] += p[i * w];
   auto out = run(k, {a, bb, c}, {{{m, 64}, DType::F32}});
   // (S in float32 may round to P one unit apart from the float64 S: a few elements of 2^-8.)
   const double err = testutil::rel_error(f64(out[0]), ref);
-  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a << " twice=" << twice << " threads=" << threads;
+  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a << " twice=" << twice << " threads=" << threads
+                       << " width=" << w << " p_corner=" << p_corner;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
-                         ::testing::Values(std::tuple{DType::BF16, int64_t{64}, false, false, int64_t{0}}, std::tuple{DType::F16, int64_t{128}, false, false, int64_t{0}},
-                                           std::tuple{DType::BF16, int64_t{64}, true, false, int64_t{0}}, std::tuple{DType::BF16, int64_t{128}, false, true, int64_t{0}},
-                                           std::tuple{DType::BF16, int64_t{128}, false, false, int64_t{128}}),
+                         ::testing::Values(RegisterACase{DType::BF16, 64, false, false, 0, 64, false},
+                                           RegisterACase{DType::F16, 128, false, false, 0, 64, false},
+                                           RegisterACase{DType::BF16, 64, true, false, 0, 64, false},
+                                           RegisterACase{DType::BF16, 128, false, true, 0, 64, false},
+                                           RegisterACase{DType::BF16, 128, false, false, 128, 64, false},
+                                           RegisterACase{DType::BF16, 128, false, false, 0, 80, false},
+                                           RegisterACase{DType::BF16, 128, false, false, 0, 80, true}),
                          [](const auto& p) {
-                           return rt::str(rt::name(std::get<0>(p.param)), "_M", std::get<1>(p.param), std::get<2>(p.param) ? "_At" : "_A",
-                                          std::get<3>(p.param) ? "_twice" : "", std::get<4>(p.param) > 0 ? rt::str("_t", std::get<4>(p.param)) : std::string());
+                           const RegisterACase& c = p.param;
+                           return rt::str(rt::name(c.dtype), "_M", c.m, c.trans_a ? "_At" : "_A", c.twice ? "_twice" : "",
+                                          c.threads > 0 ? rt::str("_t", c.threads) : std::string(),
+                                          c.width != 64 ? rt::str("_w", c.width) : std::string(), c.p_corner ? "_corner" : "");
                          });
 
 }  // namespace
