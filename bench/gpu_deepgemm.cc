@@ -11,6 +11,10 @@
 //   bench_gpu_deepgemm --timeline M N K  the kernel at one shape with its cycle timeline compiled in
 //                                  (deepgemm/kernels/sm90_timeline.h): TFLOPS with and without it,
 //                                  then per CTA and warp the cycles of a k-block by loop step
+//   bench_gpu_deepgemm --chain M N K  a chain of calls queued back to back on one stream (eight
+//                                  B matrices in turn, so L2 does not keep them), each launched
+//                                  overlapping the one before (DG_GPU_PDL=1) and not (0): the time
+//                                  per call in a stream of them, beside the single call's
 //   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
@@ -275,6 +279,36 @@ bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64
   return ok;
 }
 
+// --chain: kCalls calls queued back to back, timed as one (no flush between: eight B matrices in
+// turn keep each call's B out of L2 unless it fits there eight times), with and without the
+// overlapping launch; per call, against one call timed alone (L2 flushed).
+bool chain(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t n, int64_t k) {
+  constexpr int kMatrices = 8, kCalls = 64;
+  Fp8Inputs x{m, n, k, 1, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen), random_fp8(n, k, gen),
+              random_scales({(n + 127) / 128, (k + 127) / 128}, gen)};
+  const rt::Tensor a = x.a.to(kGpu), sfa = gpu_aligned_scales(x.sfa), sfb = x.sfb.to(kGpu);
+  std::vector<rt::Tensor> b;
+  for (int i = 0; i < kMatrices; ++i) b.push_back(i == 0 ? x.b.to(kGpu) : random_fp8(n, k, gen).to(kGpu));
+  rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+  const double flops = 2.0 * double(m) * double(n) * double(k);
+  deepgemm::fp8_gemm_nt(a, sfa, b[0], sfb, d);
+  const bool ok = spot_check(x, d, m, 0, gen);
+  const double alone = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b[0], sfb, d); });
+  const rt::CudaTimer whole(nullptr, 0, rt::CudaTimer::Options{2, 10, false});
+  std::printf("%ld x %ld x %ld (%s): one call %.1f us (%.0f TFLOPS)%s\n", long(m), long(n), long(k),
+              deepgemm::last_config().to_string().c_str(), alone * 1e3, tflops(flops, alone), ok ? "" : " MISMATCH");
+  for (const char* pdl : {"1", "0"}) {
+    setenv("DG_GPU_PDL", pdl, 1);
+    const double ms = whole.median_ms([&](rt::CuStream) {
+      for (int i = 0; i < kCalls; ++i) deepgemm::fp8_gemm_nt(a, sfa, b[i % kMatrices], sfb, d);
+    });
+    std::printf("  %d calls in a row, DG_GPU_PDL=%s: %.1f us a call (%.0f TFLOPS)\n", kCalls, pdl, ms * 1e3 / kCalls,
+                tflops(flops, ms / kCalls));
+  }
+  unsetenv("DG_GPU_PDL");
+  return ok;
+}
+
 // Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
 void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
@@ -410,6 +444,8 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
+    if (argc == 5 && std::strcmp(argv[1], "--chain") == 0)
+      return chain(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
     if (argc == 5 && std::strcmp(argv[1], "--timeline") == 0)
       return timeline(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
     LtFp8 lt;

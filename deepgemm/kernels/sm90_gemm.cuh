@@ -286,6 +286,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     cluster_sync();
   else
     __syncthreads();
+  // Launched overlapping the kernel before it (gpu.cc, DG_GPU_PDL): the setup above touched no
+  // global memory, so it ran beside that kernel's tail; from here on its writes are visible. The
+  // next kernel may be scheduled as soon as SMs free up (it waits for this one the same way).
+  griddep_launch_dependents();
+  griddep_wait();
 
   const Sm90Tiles<Cfg> tiles = Sm90Tiles<Cfg>::make(p);
   // The pieces of a split tile wait for each other: a launch that cannot run them at once would hang.

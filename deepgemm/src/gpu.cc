@@ -416,9 +416,15 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
                   const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
                   &map_d,                                 &params};
+  // Launched overlapping the kernel before it on the stream (programmatic dependent launch): its
+  // launch and setup hide under that kernel's tail, since the kernel waits for it before touching
+  // global memory (sm90_gemm.cuh). DG_GPU_PDL=0: a plain launch. Multicast launches take clusters.
   if (blk.multicast > 1)
     kernel.launch_cluster(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
                           rt::Dim3{unsigned(blk.multicast), 1, 1}, size_t(blk.smem_bytes), stream, args);
+  else if (rt::env_int("DG_GPU_PDL", 1) != 0)
+    kernel.launch_overlapping(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
+                              size_t(blk.smem_bytes), stream, args);
   else
     kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
                   stream, args);

@@ -22,6 +22,7 @@
 #include "deepgemm/kernels/sm90_timeline.h"
 #include "dg_test_util.h"
 #include "rt/cuda_device.h"
+#include "rt/error.h"
 #include "timeline.h"
 
 namespace {
@@ -272,6 +273,32 @@ TEST(GpuFp8Gemm, SplitK) {
     rt::Tensor d2 = gpu(poisoned({64, 64}, rt::DType::BF16));
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"DG_GPU_SPLIT_K=3", "(2 here)"});
+  }
+}
+
+// Calls queued back to back on one stream, each launched overlapping the one before (DG_GPU_PDL,
+// the default): the second reads the first's output as C. Its tiles leave most SMs free, so the
+// second kernel starts while the first still runs; D1 starts poisoned (NaN), so a read of C before
+// the kernel waits for the first one's end would show. And with DG_GPU_PDL=0, the same result.
+TEST(GpuFp8Gemm, ChainedCallsOverlapSafely) {
+  REQUIRE_HOPPER();
+  const int64_t m = 128, n = 1024, k = 2048;
+  const Fp8Problem p1 = make_problem(m, n, k, false), p2 = make_problem(m, n, k, false);
+  const Ref r1 = dgtest::ref_gemm(p1.deq_a.data(), p1.deq_b.data(), m, n, k);
+  for (const char* pdl : {"1", "0"}) {
+    dgtest::ScopedEnv env("DG_GPU_PDL", pdl);
+    for (int rep = 0; rep < 3; ++rep) {
+      const rt::Tensor a1 = gpu(p1.qa), sfa1 = gpu(p1.sfa), b1 = gpu(p1.qb), sfb1 = gpu(p1.sfb);
+      const rt::Tensor a2 = gpu(p2.qa), sfa2 = gpu(p2.sfa), b2 = gpu(p2.qb), sfb2 = gpu(p2.sfb);
+      rt::Tensor d1 = gpu(poisoned({m, n}, rt::DType::F32)), d2 = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(a1, sfa1, b1, sfb1, d1);
+      deepgemm::fp8_gemm_nt(a2, sfa2, b2, sfb2, d2, d1);
+      const std::vector<double> first = host(d1);
+      const std::string what = rt::str("DG_GPU_PDL=", pdl, " rep ", rep);
+      expect_close(first, r1, k, false, what + ": the first call");
+      expect_close(host(d2), dgtest::ref_gemm(p2.deq_a.data(), p2.deq_b.data(), m, n, k, first.data()), k, false,
+                   what + ": the second, on the first's output");
+    }
   }
 }
 

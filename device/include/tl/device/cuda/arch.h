@@ -143,6 +143,14 @@ TL_DEVICE uint32_t cluster_nctarank() {
   asm volatile("mov.u32 %0, %%cluster_nctarank;" : "=r"(r));
   return r;
 }
+// Programmatic dependent launch (sm_90; no-ops in a kernel not launched that way, see
+// rt::CudaKernel::launch_overlapping): griddep_launch_dependents lets the kernel queued after this
+// one start once every block of this one has executed it (or exited); griddep_wait blocks until the
+// kernel before this one has completed and its writes are visible. A kernel that touches no global
+// memory before griddep_wait may be launched overlapping whatever precedes it.
+TL_DEVICE void griddep_launch_dependents() { asm volatile("griddepcontrol.launch_dependents;" ::: "memory"); }
+TL_DEVICE void griddep_wait() { asm volatile("griddepcontrol.wait;" ::: "memory"); }
+
 // All threads of all CTAs in the cluster.
 TL_DEVICE void cluster_sync() {
   asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
