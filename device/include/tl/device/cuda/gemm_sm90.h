@@ -360,6 +360,10 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
     if constexpr (Cfg::kTmaStore) tma_prefetch_descriptor(&tma_c);
   }
   __syncthreads();
+  // Launched overlapping the kernel before it (a programmatic dependent launch): nothing above
+  // touched global memory; from here on that kernel's writes are visible.
+  griddep_launch_dependents();
+  griddep_wait();
 
   const GroupedTileScheduler sched = GroupedTileScheduler::make(M, N, kBlockM, kBlockN, raster_group);
   const int num_tiles = sched.num_tiles();
