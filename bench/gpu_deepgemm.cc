@@ -14,7 +14,9 @@
 //   bench_gpu_deepgemm --chain M N K  a chain of calls queued back to back on one stream (eight
 //                                  B matrices in turn, so L2 does not keep them), each launched
 //                                  overlapping the one before (DG_GPU_PDL=1) and not (0): the time
-//                                  per call in a stream of them, beside the single call's
+//                                  per call in a stream of them and the host's enqueue time per
+//                                  call, then the same chain replayed from a CUDA graph (the
+//                                  kernels alone), beside the single call's
 //   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
@@ -28,6 +30,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -302,9 +305,33 @@ bool chain(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t 
     const double ms = whole.median_ms([&](rt::CuStream) {
       for (int i = 0; i < kCalls; ++i) deepgemm::fp8_gemm_nt(a, sfa, b[i % kMatrices], sfb, d);
     });
-    std::printf("  %d calls in a row, DG_GPU_PDL=%s: %.1f us a call (%.0f TFLOPS)\n", kCalls, pdl, ms * 1e3 / kCalls,
-                tflops(flops, ms / kCalls));
+    // The host's share: the calls' enqueue time alone (the launches are asynchronous). Near the
+    // per-call time above, the chain is bound by the host, not by the kernels.
+    rt::CudaEvent done;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < kCalls; ++i) deepgemm::fp8_gemm_nt(a, sfa, b[i % kMatrices], sfb, d);
+    const double host_us = std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count();
+    done.record();
+    done.synchronize();
+    std::printf("  %d calls in a row, DG_GPU_PDL=%s: %.1f us a call (%.0f TFLOPS); the host enqueues one in %.1f us\n",
+                kCalls, pdl, ms * 1e3 / kCalls, tflops(flops, ms / kCalls), host_us / kCalls);
   }
+  // The same chain captured in a CUDA graph and replayed: no host work per call, so the kernels'
+  // own back-to-back time (what the overlapping launch should shorten, without the host's share).
+  const rt::CudaStream stream(0, true);
+  deepgemm::set_stream(stream.handle());
+  const rt::CudaTimer replay(stream.handle(), 0, rt::CudaTimer::Options{2, 10, false});
+  for (const char* pdl : {"1", "0"}) {
+    setenv("DG_GPU_PDL", pdl, 1);
+    deepgemm::fp8_gemm_nt(a, sfa, b[0], sfb, d);  // this stream's scratch, before the capture
+    const rt::CudaGraph graph(stream.handle(), 0, [&] {
+      for (int i = 0; i < kCalls; ++i) deepgemm::fp8_gemm_nt(a, sfa, b[i % kMatrices], sfb, d);
+    });
+    const double ms = replay.median_ms([&](rt::CuStream s) { graph.launch(s); });
+    std::printf("  the same %d in a CUDA graph, DG_GPU_PDL=%s: %.1f us a call (%.0f TFLOPS)\n", kCalls, pdl,
+                ms * 1e3 / kCalls, tflops(flops, ms / kCalls));
+  }
+  deepgemm::set_stream(nullptr);
   unsetenv("DG_GPU_PDL");
   return ok;
 }

@@ -335,7 +335,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.multicast = blk.multicast;
   spec.k_interleave = blk.k_interleave;
   spec.smem_bytes = blk.smem_bytes;
-  const rt::CudaKernel kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
+  const Sm90Kernel gemm = sm90_kernel(spec, device);
 
   // With K = 0 the kernel reads neither operand (D = C, or zeros), but the maps must still be valid:
   // they then cover a small scratch buffer.
@@ -420,19 +420,17 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   // launch and setup hide under that kernel's tail, since the kernel waits for it before touching
   // global memory (sm90_gemm.cuh). DG_GPU_PDL=0: a plain launch. Multicast launches take clusters.
   if (blk.multicast > 1)
-    kernel.launch_cluster(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
+    gemm.kernel.launch_cluster(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
                           rt::Dim3{unsigned(blk.multicast), 1, 1}, size_t(blk.smem_bytes), stream, args);
   else if (rt::env_int("DG_GPU_PDL", 1) != 0)
-    kernel.launch_overlapping(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
+    gemm.kernel.launch_overlapping(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1},
                               size_t(blk.smem_bytes), stream, args);
   else
-    kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
+    gemm.kernel.launch(rt::Dim3{unsigned(blk.grid), 1, 1}, rt::Dim3{unsigned(threads), 1, 1}, size_t(blk.smem_bytes),
                   stream, args);
 
   GemmConfig cfg;
-  cfg.kernel = rt::str("cuda.sm90_", x.fp8 ? "fp8" : "bf16", "_gemm", x.sfb_per_row ? ".sfb_per_row" : "",
-                       x.fp4_b ? ".fp4_b" : "", fold ? ".folded_scales" : "", blk.k_interleave ? ".k_interleave" : "",
-                       blk.tma_store ? (blk.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
+  cfg.kernel = gemm.name;
   cfg.split_k = blk.splits;
   cfg.block_m = blk.block_m;
   cfg.block_n = blk.block_n;

@@ -1,5 +1,7 @@
 #include "gpu_kernels.h"
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "rt/env.h"
@@ -75,6 +77,25 @@ rt::NvrtcOptions jit_options(const std::string& arch) {
 
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device) {
   return rt::jit_kernel(source, name, device, kernel_headers(), jit_options("").extra);
+}
+
+Sm90Kernel sm90_kernel(const Sm90KernelSpec& spec, int device) {
+  using Key = std::tuple<int, decltype(spec.key()), std::vector<std::string>>;
+  static std::mutex mutex;
+  static std::map<Key, Sm90Kernel> loaded;
+  Key key{device, spec.key(), rt::env_words("DG_JIT_FLAGS")};
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    if (auto it = loaded.find(key); it != loaded.end()) return it->second;
+  }
+  Sm90Kernel k;
+  k.kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
+  k.name = rt::str("cuda.sm90_", spec.fp8 ? "fp8" : "bf16", "_gemm", spec.sfb_per_row ? ".sfb_per_row" : "",
+                   spec.fp4_b ? ".fp4_b" : "", spec.fold_scales ? ".folded_scales" : "",
+                   spec.k_interleave ? ".k_interleave" : "",
+                   spec.tma_store ? (spec.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
+  std::lock_guard<std::mutex> lock(mutex);
+  return loaded.emplace(std::move(key), std::move(k)).first->second;
 }
 
 std::string quant_cast_source(QuantCast cast, rt::DType in) {

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "rt/cuda_module.h"
@@ -30,6 +31,17 @@ struct Sm90KernelSpec {
   int multicast = 1;       // clusters of 2 sharing B's tile
   bool k_interleave = false;  // 64-row FP8 tiles on two consumers taking alternate k-blocks
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
+
+  auto key() const {
+    return std::make_tuple(fp8, out, block_m, block_n, stages, grouping, has_c, tma_store, epilogue_buffers, fp4_b,
+                           fold_scales, sfb_per_row, promotion_k, multicast, k_interleave, smem_bytes);
+  }
+};
+
+// The loaded kernel of one spec and its name as GemmConfig::kernel reports it.
+struct Sm90Kernel {
+  rt::CudaKernel kernel;
+  std::string name;
 };
 
 inline constexpr const char* kSm90GemmKernel = "deepgemm_sm90_gemm";
@@ -61,5 +73,9 @@ rt::NvrtcOptions jit_options(const std::string& arch);
 // The extern "C" kernel `name` of `source`, compiled for CUDA device `device` once per process and
 // set of options.
 rt::CudaKernel jit_kernel(const std::string& source, const std::string& name, int device);
+
+// The GEMM kernel of `spec` on `device` (jit_kernel), then found by the spec and DG_JIT_FLAGS alone:
+// later calls generate no source (which cost microseconds on every call).
+Sm90Kernel sm90_kernel(const Sm90KernelSpec& spec, int device);
 
 }  // namespace deepgemm::detail

@@ -25,6 +25,13 @@ bool stride_aligned(int64_t elements, rt::DType dtype) {
   return (elements * rt::bits(dtype)) % (kTmaAlignBytes * 8) == 0;
 }
 
+// DG_CHECK(checker, cond, parts...): fails with the message's parts, which are evaluated only when
+// the check fails (every call is validated: building the messages eagerly cost microseconds).
+#define DG_CHECK(checker, cond, ...)          \
+  do {                                        \
+    if (!(cond)) (checker).fail(__VA_ARGS__); \
+  } while (0)
+
 class Checker {
  public:
   explicit Checker(const std::string& function) : fn_(function) {}
@@ -33,17 +40,13 @@ class Checker {
   [[noreturn]] void fail(const Args&... args) const {
     rt::throw_user_error(rt::str("deepgemm::", fn_, ": ", args...));
   }
-  template <class... Args>
-  void check(bool ok, const Args&... args) const {
-    if (!ok) fail(args...);
-  }
 
   void defined(const rt::Tensor& t, const char* name) const {
-    check(t.defined(), name, " is an undefined tensor (a tensor is required)");
+    DG_CHECK(*this, t.defined(), name, " is an undefined tensor (a tensor is required)");
   }
   void same_device(const rt::Tensor& t, const char* name, const rt::Tensor& ref, const char* ref_name) const {
-    check(t.device() == ref.device(), name, " is on ", t.device().to_string(), " but ", ref_name, " is on ",
-          ref.device().to_string(), "; all tensors of a call must be on one device");
+    DG_CHECK(*this, t.device() == ref.device(), name, " is on ", t.device().to_string(), " but ", ref_name, " is on ",
+             ref.device().to_string(), "; all tensors of a call must be on one device");
   }
   // Every tensor given (null ones are skipped) is defined, and on the device of the first.
   void on_one_device(std::initializer_list<std::pair<const rt::Tensor*, const char*>> tensors) const {
@@ -66,27 +69,28 @@ class Checker {
     fail(name, " must be ", list, " (got ", rt::name(t.dtype()), ")");
   }
   void dims(const rt::Tensor& t, const char* name, int64_t nd, const std::string& doc) const {
-    check(t.dim() == nd, name, " must be a ", nd, "-d tensor ", doc, " (got shape ", t.shape_string(), ")");
+    DG_CHECK(*this, t.dim() == nd, name, " must be a ", nd, "-d tensor ", doc, " (got shape ", t.shape_string(), ")");
   }
   void shape(const rt::Tensor& t, const char* name, const rt::Shape& want, const std::string& doc) const {
-    check(t.shape() == want, name, " must have shape ", doc, " = ", shape_str(want), " (got ", t.shape_string(), ")");
+    DG_CHECK(*this, t.shape() == want, name, " must have shape ", doc, " = ", shape_str(want), " (got ",
+             t.shape_string(), ")");
   }
   void no_negative_strides(const rt::Tensor& t, const char* name) const {
     for (int64_t s : t.strides())
-      check(s >= 0, name, " has a negative stride (strides ", shape_str(t.strides()), "); not supported");
+      DG_CHECK(*this, s >= 0, name, " has a negative stride (strides ", shape_str(t.strides()), "); not supported");
   }
   void aligned(const rt::Tensor& t, const char* name) const {
-    check(reinterpret_cast<uintptr_t>(t.data()) % kTmaAlignBytes == 0, name, "'s data pointer ", t.data(),
-          " is not 16-byte aligned (TMA needs 16-byte aligned addresses)");
+    DG_CHECK(*this, reinterpret_cast<uintptr_t>(t.data()) % kTmaAlignBytes == 0, name, "'s data pointer ", t.data(),
+             " is not 16-byte aligned (TMA needs 16-byte aligned addresses)");
   }
   // The group stride of a 3-d tensor: past one group's matrix, and 16-byte aligned when required.
   void group_stride(const rt::Tensor& t, const char* name, bool require_aligned) const {
     if (t.dim() != 3 || t.size(0) <= 1 || t.size(1) == 0 || t.size(2) == 0) return;
     const int64_t span = (t.size(1) - 1) * t.stride(1) + (t.size(2) - 1) * t.stride(2) + 1;
-    check(t.stride(0) >= span, name, "'s groups overlap: stride ", t.stride(0), " of dimension 0 is below the ",
-          span, " elements one group spans (strides ", shape_str(t.strides()), ")");
-    check(!require_aligned || stride_aligned(t.stride(0), t.dtype()), name, "'s group stride (", t.stride(0),
-          " elements) is not a multiple of 16 bytes (TMA); strides ", shape_str(t.strides()));
+    DG_CHECK(*this, t.stride(0) >= span, name, "'s groups overlap: stride ", t.stride(0),
+             " of dimension 0 is below the ", span, " elements one group spans (strides ", shape_str(t.strides()), ")");
+    DG_CHECK(*this, !require_aligned || stride_aligned(t.stride(0), t.dtype()), name, "'s group stride (", t.stride(0),
+             " elements) is not a multiple of 16 bytes (TMA); strides ", shape_str(t.strides()));
   }
 
   // An operand or output as given: last dimension contiguous, the one before it a 16-byte multiple
@@ -96,15 +100,16 @@ class Checker {
     aligned(t, name);
     const int64_t nd = t.dim();
     const int64_t rows = t.size(nd - 2), cols = t.size(nd - 1);
-    check(cols <= 1 || t.stride(nd - 1) == 1, name, " must be contiguous in its last dimension (stride 1); got shape ",
-          t.shape_string(), " with strides ", shape_str(t.strides()));
+    DG_CHECK(*this, cols <= 1 || t.stride(nd - 1) == 1, name,
+             " must be contiguous in its last dimension (stride 1); got shape ", t.shape_string(), " with strides ",
+             shape_str(t.strides()));
     if (rows > 1) {
       const int64_t ld = t.stride(nd - 2);
-      check(ld >= cols, name, "'s rows overlap: stride ", ld, " of dimension ", nd - 2, " is below its ", cols,
-            " columns (strides ", shape_str(t.strides()), ")");
-      check(stride_aligned(ld, t.dtype()), name, "'s row stride (", ld, " elements of ", rt::name(t.dtype()),
-            ") is not a multiple of 16 bytes, which TMA needs; shape ", t.shape_string(), ", strides ",
-            shape_str(t.strides()), " (pad the rows)");
+      DG_CHECK(*this, ld >= cols, name, "'s rows overlap: stride ", ld, " of dimension ", nd - 2, " is below its ",
+               cols, " columns (strides ", shape_str(t.strides()), ")");
+      DG_CHECK(*this, stride_aligned(ld, t.dtype()), name, "'s row stride (", ld, " elements of ", rt::name(t.dtype()),
+               ") is not a multiple of 16 bytes, which TMA needs; shape ", t.shape_string(), ", strides ",
+               shape_str(t.strides()), " (pad the rows)");
     }
     group_stride(t, name, true);
   }
@@ -120,15 +125,17 @@ class Checker {
     aligned(t, name);
     const bool k_major = (v.cols <= 1 || v.s_c == 1) && (v.rows <= 1 || v.s_r >= v.cols);
     const bool mn_major = (v.rows <= 1 || v.s_r == 1) && (v.cols <= 1 || v.s_c >= v.rows);
-    check(k_major || mn_major, name, " must be stored K-major (stride 1 along K) or MN-major (stride 1 along M/N, ",
-          "get_mn_major_tma_aligned_tensor()); got shape ", t.shape_string(), " with strides ",
-          shape_str(t.strides()));
+    DG_CHECK(*this, k_major || mn_major, name,
+             " must be stored K-major (stride 1 along K) or MN-major (stride 1 along M/N, ",
+             "get_mn_major_tma_aligned_tensor()); got shape ", t.shape_string(), " with strides ",
+             shape_str(t.strides()));
     const bool tma = !k_major && v.gran_r == 1;
     if (tma) {
-      check(v.cols <= 1 || stride_aligned(v.s_c, t.dtype()), name, " is MN-major with a leading stride of ", v.s_c,
-            " elements, not a multiple of 16 bytes (TMA); use get_mn_major_tma_aligned_tensor() or the K-major "
-            "form (shape ",
-            t.shape_string(), ", strides ", shape_str(t.strides()), ")");
+      DG_CHECK(*this, v.cols <= 1 || stride_aligned(v.s_c, t.dtype()), name, " is MN-major with a leading stride of ",
+               v.s_c,
+               " elements, not a multiple of 16 bytes (TMA); use get_mn_major_tma_aligned_tensor() or the K-major "
+               "form (shape ",
+               t.shape_string(), ", strides ", shape_str(t.strides()), ")");
     }
     group_stride(t, name, tma);
   }
@@ -172,14 +179,15 @@ void check_output_overlaps(const Checker& ck, const Problem& p) {
       {&p.a.tensor, "a"},           {&p.b.tensor, "b"},        {&p.sfa.tensor, "a_scales"},
       {&p.sfb.tensor, "b_scales"}, {&p.m_indices, "m_indices"}, {&p.masked_m, "masked_m"}};
   for (const auto& [t, name] : inputs)
-    if (t->defined()) ck.check(!overlaps(d, *t), "d overlaps ", name, " in memory; the output must not alias an input");
+    if (t->defined())
+      DG_CHECK(ck, !overlaps(d, *t), "d overlaps ", name, " in memory; the output must not alias an input");
   if (p.c.present()) {
     const rt::Tensor& c = p.c.tensor;
     if (c.data() == d.data())
-      ck.check(c.strides() == d.strides(), "c and d share memory with different strides (",
-               shape_str(c.strides()), " vs ", shape_str(d.strides()), "); c may be d itself, nothing else");
+      DG_CHECK(ck, c.strides() == d.strides(), "c and d share memory with different strides (", shape_str(c.strides()),
+               " vs ", shape_str(d.strides()), "); c may be d itself, nothing else");
     else
-      ck.check(!overlaps(d, c), "d overlaps c in memory without being c; c may be d itself, nothing else");
+      DG_CHECK(ck, !overlaps(d, c), "d overlaps c in memory without being c; c may be d itself, nothing else");
   }
 }
 
@@ -198,7 +206,7 @@ void check_m_indices(const Checker& ck, const rt::Tensor& m_indices, int64_t num
   const int32_t* idx = static_cast<const int32_t*>(m_indices.data());
   const int64_t m = m_indices.size(0);
   for (int64_t r = 0; r < m; ++r)
-    ck.check(idx[r] >= -1 && idx[r] < num_groups, "m_indices[", r, "] = ", idx[r], " is out of range for ",
+    DG_CHECK(ck, idx[r] >= -1 && idx[r] < num_groups, "m_indices[", r, "] = ", idx[r], " is out of range for ",
              num_groups, " groups (valid: 0..", num_groups - 1, ", or -1 for a padding row)");
   for (int64_t b0 = 0; b0 < m; b0 += kBlockK) {
     const int64_t b1 = std::min(m, b0 + kBlockK);
@@ -210,11 +218,12 @@ void check_m_indices(const Checker& ck, const rt::Tensor& m_indices, int64_t num
         continue;
       }
       if (group < 0) group = idx[r];
-      ck.check(idx[r] == group, "m_indices: rows ", b0, "..", b1 - 1, " (one 128-row block) hold rows of groups ",
+      DG_CHECK(ck, idx[r] == group, "m_indices: rows ", b0, "..", b1 - 1, " (one 128-row block) hold rows of groups ",
                group, " and ", idx[r], "; each group's segment must start at a multiple of 128 rows ",
                "(get_mk_alignment_for_contiguous_layout())");
-      ck.check(!padding_seen, "m_indices[", r, "] = ", idx[r], " follows a padding row (-1) in the same 128-row block (rows ",
-               b0, "..", b1 - 1, "); padding rows must come at the end of a group's segment");
+      DG_CHECK(ck, !padding_seen, "m_indices[", r, "] = ", idx[r],
+               " follows a padding row (-1) in the same 128-row block (rows ", b0, "..", b1 - 1,
+               "); padding rows must come at the end of a group's segment");
     }
   }
 }
@@ -241,7 +250,8 @@ void check_output(const Checker& ck, Problem& p, const rt::Tensor& d, const rt::
   p.d = view<MatrixArg>(d, false);
   if (c.defined()) {
     ck.dtype(c, "c", {rt::DType::F32});
-    ck.check(d.dtype() == rt::DType::F32, "with c (accumulation), d must be float32 (got ", rt::name(d.dtype()), ")");
+    DG_CHECK(ck, d.dtype() == rt::DType::F32, "with c (accumulation), d must be float32 (got ", rt::name(d.dtype()),
+             ")");
     ck.dims(c, "c", int64_t(shape.size()), doc);
     ck.shape(c, "c", shape, doc);
     ck.operand(c, "c");
@@ -264,7 +274,7 @@ void bind_operands(const Checker& ck, Problem& p, const rt::Tensor& a, const rt:
   p.m = p.a.rows;
   p.k = p.a.cols;
   p.n = p.b.rows;
-  ck.check(p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
+  DG_CHECK(ck, p.b.cols == p.k, "b ", major_doc(major_b, false), " = ", b.shape_string(), " has K = ", p.b.cols,
            " but a ", major_doc(major_a, true), " = ", a.shape_string(), " has K = ", p.k);
   check_output(ck, p, d, c, {p.m, p.n}, "[M, N]", false);
 }
@@ -407,13 +417,13 @@ Problem make_m_grouped_contiguous(const std::string& function, Kind kind, const 
   p.k = p.a.cols;
   p.n = p.b.rows;
   p.num_groups = b.size(0);
-  ck.check(p.num_groups >= 1, "b [G, N, K] = ", b.shape_string(), " has no groups");
-  ck.check(p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols, " but a [M, K] = ",
-           a.shape_string(), " has K = ", p.k);
+  DG_CHECK(ck, p.num_groups >= 1, "b [G, N, K] = ", b.shape_string(), " has no groups");
+  DG_CHECK(ck, p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols,
+           " but a [M, K] = ", a.shape_string(), " has K = ", p.k);
   check_output(ck, p, d, {}, {p.m, p.n}, "[M, N]", false);
   ck.dims(m_indices, "m_indices", 1, "[M]");
   ck.shape(m_indices, "m_indices", {p.m}, "[M]");
-  ck.check(p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
+  DG_CHECK(ck, p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
   ck.operand(a, "a");
   ck.operand(b, "b");
   if (kind != Kind::Bf16) {
@@ -445,16 +455,18 @@ Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::
   p.m = p.a.rows;
   p.k = p.a.cols;
   p.n = p.b.rows;
-  ck.check(p.num_groups >= 1, "a [G, max_M, K] = ", a.shape_string(), " has no groups");
-  ck.check(b.size(0) == p.num_groups, "b [G, N, K] = ", b.shape_string(), " has ", b.size(0),
+  DG_CHECK(ck, p.num_groups >= 1, "a [G, max_M, K] = ", a.shape_string(), " has no groups");
+  DG_CHECK(ck, b.size(0) == p.num_groups, "b [G, N, K] = ", b.shape_string(), " has ", b.size(0),
            " groups but a [G, max_M, K] = ", a.shape_string(), " has ", p.num_groups);
-  ck.check(p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols, " but a [G, max_M, K] = ",
-           a.shape_string(), " has K = ", p.k);
+  DG_CHECK(ck, p.b.cols == p.k, "b [G, N, K] = ", b.shape_string(), " has K = ", p.b.cols,
+           " but a [G, max_M, K] = ", a.shape_string(), " has K = ", p.k);
   check_output(ck, p, d, {}, {p.num_groups, p.m, p.n}, "[G, max_M, N]", false);
   ck.dims(masked_m, "masked_m", 1, "[G]");
   ck.shape(masked_m, "masked_m", {p.num_groups}, "[G]");
-  ck.check(p.num_groups <= 1 || masked_m.stride(0) == 1, "masked_m must be contiguous (stride ", masked_m.stride(0), ")");
-  ck.check(expected_m > 0, "expected_m = ", expected_m, " must be positive (the typical number of valid rows per group)");
+  DG_CHECK(ck, p.num_groups <= 1 || masked_m.stride(0) == 1, "masked_m must be contiguous (stride ", masked_m.stride(0),
+           ")");
+  DG_CHECK(ck, expected_m > 0, "expected_m = ", expected_m,
+           " must be positive (the typical number of valid rows per group)");
   ck.operand(a, "a");
   ck.operand(b, "b");
   if (kind != Kind::Bf16) {
@@ -472,7 +484,8 @@ Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::
   if (masked_m.device().is_cpu()) {
     const int32_t* mm = static_cast<const int32_t*>(masked_m.data());
     for (int64_t g = 0; g < p.num_groups; ++g)
-      ck.check(mm[g] >= 0 && mm[g] <= p.m, "masked_m[", g, "] = ", mm[g], " is out of range [0, max_M = ", p.m, "]");
+      DG_CHECK(ck, mm[g] >= 0 && mm[g] <= p.m, "masked_m[", g, "] = ", mm[g], " is out of range [0, max_M = ", p.m,
+               "]");
   }
   return p;
 }
@@ -487,11 +500,11 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   ck.dtype(b, "b", {rt::DType::F8E4M3});
   ck.dtype(sfa, "a_scales", {rt::DType::F32, rt::DType::UE8M0});
   ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
-  ck.check(!ks.empty(), "ks is empty (one K per group, at least one group)");
+  DG_CHECK(ck, !ks.empty(), "ks is empty (one K per group, at least one group)");
   p.num_groups = int64_t(ks.size());
   int64_t sum = 0;
   for (size_t g = 0; g < ks.size(); ++g) {
-    ck.check(ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
+    DG_CHECK(ck, ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
              " must be a non-negative multiple of 128 (the scale block along K)");
     sum += ks[g];
   }
@@ -502,8 +515,8 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   p.m = p.a.rows;
   p.n = p.b.rows;
   p.k = p.a.cols;
-  ck.check(p.k == sum, "a [sum(ks), M] = ", a.shape_string(), " has ", p.k, " rows but sum(ks) = ", sum);
-  ck.check(p.b.cols == sum, "b [sum(ks), N] = ", b.shape_string(), " has ", p.b.cols, " rows but sum(ks) = ", sum);
+  DG_CHECK(ck, p.k == sum, "a [sum(ks), M] = ", a.shape_string(), " has ", p.k, " rows but sum(ks) = ", sum);
+  DG_CHECK(ck, p.b.cols == sum, "b [sum(ks), N] = ", b.shape_string(), " has ", p.b.cols, " rows but sum(ks) = ", sum);
   check_output(ck, p, d, c, {p.num_groups, p.m, p.n}, "[G, M, N]", true);
   ck.operand(a, "a");
   ck.operand(b, "b");

@@ -78,46 +78,47 @@ int swizzle_span_bytes(TmaSwizzle swizzle) {
 }
 
 void validate_tensor_map(const TensorMapSpec& s) {
-  const std::string who = str("tensor map '", s.name, "' (", name(s.dtype), list(s.global_dims), ")");
+  // Named in messages only (built on failure: maps are encoded on every GEMM call).
+  const auto who = [&s] { return str("tensor map '", s.name, "' (", name(s.dtype), list(s.global_dims), ")"); };
   const int rank = static_cast<int>(s.global_dims.size());
-  RT_USER_CHECK(rank >= 1 && rank <= kMaxRank, who, ": rank ", rank, " is out of range; TMA takes 1 to ", kMaxRank,
+  RT_USER_CHECK(rank >= 1 && rank <= kMaxRank, who(), ": rank ", rank, " is out of range; TMA takes 1 to ", kMaxRank,
                 " dimensions");
-  RT_USER_CHECK(s.global_strides.size() == static_cast<size_t>(rank - 1), who, ": ", s.global_strides.size(),
+  RT_USER_CHECK(s.global_strides.size() == static_cast<size_t>(rank - 1), who(), ": ", s.global_strides.size(),
                 " global strides for rank ", rank, "; give the byte strides of dimensions 1..rank-1 (", rank - 1,
                 " entries)");
-  RT_USER_CHECK(s.box_dims.size() == static_cast<size_t>(rank), who, ": box ", list(s.box_dims), " has ",
+  RT_USER_CHECK(s.box_dims.size() == static_cast<size_t>(rank), who(), ": box ", list(s.box_dims), " has ",
                 s.box_dims.size(), " dimensions, the tensor ", rank);
-  RT_USER_CHECK(s.element_strides.empty() || s.element_strides.size() == static_cast<size_t>(rank), who,
+  RT_USER_CHECK(s.element_strides.empty() || s.element_strides.size() == static_cast<size_t>(rank), who(),
                 ": element strides ", list(s.element_strides), " have ", s.element_strides.size(),
                 " dimensions, the tensor ", rank);
   const int elem_bytes = bits(s.dtype) / 8;
   tensor_map_data_type(s.dtype);  // rejects packed fp4
   const auto address = reinterpret_cast<uintptr_t>(s.global_address);
-  RT_USER_CHECK(address != 0, who, ": null global address");
-  RT_USER_CHECK(address % kAlignment == 0, who, ": the global address 0x", std::hex, address, std::dec,
+  RT_USER_CHECK(address != 0, who(), ": null global address");
+  RT_USER_CHECK(address % kAlignment == 0, who(), ": the global address 0x", std::hex, address, std::dec,
                 " is not 16-byte aligned (TMA needs a 16-byte aligned base)");
   for (int i = 0; i < rank; ++i)
-    RT_USER_CHECK(s.global_dims[i] >= 1 && s.global_dims[i] <= kMaxGlobalDim, who, ": dimension ", i, " has size ",
+    RT_USER_CHECK(s.global_dims[i] >= 1 && s.global_dims[i] <= kMaxGlobalDim, who(), ": dimension ", i, " has size ",
                   s.global_dims[i], "; TMA takes sizes 1 to 2^32");
   for (int i = 0; i < rank - 1; ++i) {
     const uint64_t stride = s.global_strides[i];
-    RT_USER_CHECK(stride % kAlignment == 0, who, ": the stride of dimension ", i + 1, " is ", stride,
+    RT_USER_CHECK(stride % kAlignment == 0, who(), ": the stride of dimension ", i + 1, " is ", stride,
                   " bytes, not a multiple of 16 (TMA needs 16-byte multiples; pad the rows)");
-    RT_USER_CHECK(stride < kMaxGlobalStride, who, ": the stride of dimension ", i + 1, " is ", stride,
+    RT_USER_CHECK(stride < kMaxGlobalStride, who(), ": the stride of dimension ", i + 1, " is ", stride,
                   " bytes; TMA takes strides below 2^40");
   }
   for (int i = 0; i < rank; ++i)
-    RT_USER_CHECK(s.box_dims[i] >= 1 && s.box_dims[i] <= kMaxBoxDim, who, ": box dimension ", i, " is ", s.box_dims[i],
+    RT_USER_CHECK(s.box_dims[i] >= 1 && s.box_dims[i] <= kMaxBoxDim, who(), ": box dimension ", i, " is ", s.box_dims[i],
                   "; TMA boxes are 1 to 256 elements in each dimension");
   const uint64_t inner_bytes = uint64_t(s.box_dims[0]) * elem_bytes;
-  RT_USER_CHECK(inner_bytes % kAlignment == 0, who, ": the box's inner dimension is ", s.box_dims[0], " x ", elem_bytes,
+  RT_USER_CHECK(inner_bytes % kAlignment == 0, who(), ": the box's inner dimension is ", s.box_dims[0], " x ", elem_bytes,
                 " = ", inner_bytes, " bytes, not a multiple of 16");
   if (const int span = swizzle_span_bytes(s.swizzle); span > 0)
-    RT_USER_CHECK(inner_bytes <= static_cast<uint64_t>(span), who, ": the box's inner dimension is ", s.box_dims[0],
+    RT_USER_CHECK(inner_bytes <= static_cast<uint64_t>(span), who(), ": the box's inner dimension is ", s.box_dims[0],
                   " x ", elem_bytes, " = ", inner_bytes, " bytes, more than the ", span, "B swizzle span; use at most ",
                   span / elem_bytes, " elements or a wider swizzle");
   for (size_t i = 0; i < s.element_strides.size(); ++i)
-    RT_USER_CHECK(s.element_strides[i] >= 1 && s.element_strides[i] <= kMaxElementStride, who,
+    RT_USER_CHECK(s.element_strides[i] >= 1 && s.element_strides[i] <= kMaxElementStride, who(),
                   ": element stride of dimension ", i, " is ", s.element_strides[i], "; TMA takes 1 to 8");
 }
 
