@@ -346,7 +346,7 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   // 64-row tiles on two k-interleaved consumers (the default) and on one ("c1").
   const char* configs[] = {"256x128x3x1", "256x128x3x2", "128x128x5x1", "128x128x5x2", "128x192x4x1",
                            "128x192x4x2", "128x112x5",   "128x160x5",   "128x64x7",    "64x128x7",
-                           "64x128x8c1",  "64x64x11",    "64x64x12c1"};
+                           "64x128x8c1",  "64x64x11",    "64x64x12c1",  "64x32x12"};
   std::printf("\n| M | N | K | heuristic | TFLOPS |");
   for (const char* c : configs) std::printf(" %s |", c);
   std::printf("\n|---|---|---|---|---|");

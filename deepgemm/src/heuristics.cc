@@ -133,12 +133,16 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   };
   // 128 x 64 at 0.75, not its 0.71 at M = 4096: at M = 128 it beat 64 x 128 (same tile count) by
   // 1-7%, and the 2% tie rule below then prefers it (docs/perf.md, 2026-11-30).
+  // 64 x 32 (plain FP8 only, where it was measured): a guess at its full-wave rate that makes it win
+  // only where 64 x 64 tiles fill at most half the SMs; there one wave of whole tiles beat 64 x 64
+  // split in K (stop 22, kernel times: 128 x 2112 x 7168 14.2 -> 12.0 us, 64 x 4096 x 7168 15.6 ->
+  // 12.7, 64 x 2112 x 7168 12.2 -> 11.3).
   // 192 x 128 (three consumers, each promotion under the other two's wgmmas) runs a full wave 3-5%
   // faster per tile than 256 x 128 (A/B on three shapes, docs/perf.md stop 14), but its tile count
   // often leaves a partial wave: the cost below decides.
   static const Candidate kFp8[] = {{192, 128, 1.04}, {256, 128, 1.00}, {128, 128, 0.92}, {128, 192, 0.79}, {64, 128, 0.76},
                                    {128, 112, 0.75}, {128, 64, 0.75},  {128, 160, 0.72}, {128, 96, 0.70},
-                                   {256, 96, 0.68},  {64, 64, 0.58},   {64, 96, 0.55}};
+                                   {256, 96, 0.68},  {64, 64, 0.58},   {64, 96, 0.55},  {64, 32, 0.35}};
   static const Candidate kBf16[] = {{128, 256, 1.00}, {128, 192, 0.95}, {256, 128, 0.90} /*~*/, {128, 128, 0.80},
                                     {128, 160, 0.80} /*~*/, {64, 256, 0.75} /*~*/, {128, 96, 0.70} /*~*/,
                                     {64, 128, 0.60} /*~*/, {64, 64, 0.40} /*~*/};
@@ -149,7 +153,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   double best_cost = 0;
   for (int i = 0; i < num_candidates; ++i) {
     const Candidate& c = candidates[i];
-    if (c.bm > max_block_m || (c.bm == 192 && !plain_fp8)) continue;
+    if (c.bm > max_block_m || ((c.bm == 192 || c.bn == 32) && !plain_fp8)) continue;
     // The fewest stages worth running: smaller tiles fit more.
     if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b) >
         smem_limit)

@@ -224,6 +224,18 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   // (FP4 B, the K-grouped GEMM) never do.
   EXPECT_TRUE(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem).k_interleave);
   EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem, 1).k_interleave);
+  // Where 64 x 64 tiles fill at most half the SMs, plain FP8 GEMMs take one wave of 64 x 32 tiles
+  // (no split in K); grouped ones keep 64 x 64.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{128, 2112}, {64, 4096}, {64, 2112}}) {
+    const auto b = deepgemm::detail::choose_gpu_blocking(true, m, n, 7168, 1, 2, true, 132, smem, 0, 256, false, true);
+    EXPECT_EQ(b.block_m * 1000 + b.block_n, 64 * 1000 + 32) << m << "x" << n;
+  }
+  EXPECT_EQ(deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem, 0, 256, false, false)
+                .block_n,
+            64);
+  EXPECT_EQ(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem, 0, 256, false, true)
+                .block_n,
+            64);
   // 256 x 128 FP8 tiles: three stages with two epilogue buffers per consumer; a forced fourth stage
   // fits with one buffer. 128 x 128 tiles fit five stages with two.
   auto wide = deepgemm::detail::choose_gpu_blocking(true, 4096, 4096, 7168, 1, 2, true, 132, smem);
