@@ -8,11 +8,13 @@ bench_gpu_deepgemm times with CUDA events around each call, which adds the launc
 sides (2-4 us, 15-25% of an M = 128 call; docs/perf.md, stop 21). This script runs
 `bench_gpu_deepgemm --time M N K` under Nsight Compute collecting only gpu__time_duration (caches
 flushed before every kernel as the bench's L2 flush does, clocks left as they run) and prints, per
-shape, the median kernel duration of ours and of cuBLASLt's FP8 kernel beside DeepGEMM's figures.
+shape, the median kernel duration of ours and of cuBLASLt's FP8 kernel beside DeepGEMM's figures,
+and the configuration our call used.
 BENCH: the bench binary (default gpu-bundle/bench_gpu_deepgemm).
 """
 
 import csv
+import re
 import statistics
 import subprocess
 import sys
@@ -27,12 +29,21 @@ TABLE = ([(4096, n, k, d) for (n, k), d in zip(NK, DG4096)] + [(4096, 7168, 576,
 MIN_RUN = 10  # consecutive launches of one kernel that make a timed series (not a check or a warm-up)
 
 
+def configuration(out):
+    """The configuration our call used, from the bench's own line in `out` (GemmConfig::to_string)."""
+    found = re.search(r"block (\d+)x(\d+)x\d+.*? stages (\d+)(?:.*? split-k (\d+))?", out)
+    if not found:
+        return "?"
+    bm, bn, stages, split = found.groups()
+    return f"{bm}x{bn}, {stages} stages" + (f", split {split}" if split else "")
+
+
 def launches(bench, m, n, k):
-    """The kernels one `--time` process launched, in order: [(name, ns), ...]."""
+    """The kernels one `--time` process launched, in order: [(name, ns), ...], and our configuration."""
     cmd = ["ncu", "--clock-control", "none", "--cache-control", "all", "--metrics", "gpu__time_duration.sum", "--csv",
            bench, "--time", str(m), str(n), str(k)]
-    out = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
-    rows = list(csv.reader(line for line in out.splitlines() if line.startswith('"')))
+    text = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
+    rows = list(csv.reader(line for line in text.splitlines() if line.startswith('"')))
     if not rows:
         raise RuntimeError(f"no ncu records for {m} x {n} x {k}: {' '.join(cmd)}")
     header = rows[0]
@@ -44,7 +55,7 @@ def launches(bench, m, n, k):
         ns = float(rec["Metric Value"].replace(",", ""))
         ns *= {"ns": 1, "us": 1e3, "usecond": 1e3, "nsecond": 1, "ms": 1e6, "msecond": 1e6}.get(rec["Metric Unit"], 1)
         out.append((rec["Kernel Name"], ns))
-    return out
+    return out, configuration(text)
 
 
 def ours_calls(kernels):
@@ -86,16 +97,16 @@ def main():
         shapes = [tuple(int(v) for v in s.split(",")) for s in args[1:]]
         table = [(m, n, k, published.get((m, n, k), 0)) for m, n, k in shapes]
     print("| M | N | K | ours kernel us | ours TFLOPS | DeepGEMM TFLOPS | ours/DeepGEMM | cuBLASLt kernel us | "
-          "cuBLASLt TFLOPS | ours/cuBLASLt |\n|---|---|---|---|---|---|---|---|---|---|")
+          "cuBLASLt TFLOPS | ours/cuBLASLt | our configuration |\n|---|---|---|---|---|---|---|---|---|---|---|")
     for m, n, k, dg in table:
-        kernels = launches(bench, m, n, k)
+        kernels, config = launches(bench, m, n, k)
         ours, peer = ours_calls(kernels), peer_calls(kernels)
         flops = 2.0 * m * n * k
         t_ours = statistics.median(ours) if ours else float("nan")
         t_peer = statistics.median(peer) if peer else float("nan")
         tf_ours, tf_peer = flops / t_ours / 1e3, flops / t_peer / 1e3
         print(f"| {m} | {n} | {k} | {t_ours / 1e3:.1f} | {tf_ours:.0f} | {dg or '-'} | "
-              f"{f'{tf_ours / dg:.2f}' if dg else '-'} | {t_peer / 1e3:.1f} | {tf_peer:.0f} | {tf_ours / tf_peer:.2f} |",
+              f"{f'{tf_ours / dg:.2f}' if dg else '-'} | {t_peer / 1e3:.1f} | {tf_peer:.0f} | {tf_ours / tf_peer:.2f} | {config} |",
               flush=True)
 
 
