@@ -354,12 +354,12 @@ __device__ __forceinline__ void dispatch_row(const ArrayAddresses& to, i64 row, 
   const i64 x_row = rows.bytes[0], s_row = rows.bytes[1];
   warp_copy(reinterpret_cast<unsigned char*>(to.at[0]) + row * x_row, x + t * x_row, x_row, lane);
   if (to.at[1]) warp_copy(reinterpret_cast<unsigned char*>(to.at[1]) + row * s_row, scales + t * s_row, s_row, lane);
-  if (to.at[2] && lane < k) {
-    const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + lane] : static_cast<const int*>(topk)[t * k + lane];
+  for (int q = lane; to.at[2] && q < k; q += 32) {
+    const i64 e = topk_i64 ? static_cast<const i64*>(topk)[t * k + q] : static_cast<const int*>(topk)[t * k + q];
     const i64 lo = i64(d) * experts_per_rank;
     const bool local = e >= lo && e < lo + experts_per_rank;
-    reinterpret_cast<i64*>(to.at[2])[row * k + lane] = local ? e - lo : -1;
-    if (to.at[3]) reinterpret_cast<float*>(to.at[3])[row * k + lane] = local ? weights[t * k + lane] : 0.0f;
+    reinterpret_cast<i64*>(to.at[2])[row * k + q] = local ? e - lo : -1;
+    if (to.at[3]) reinterpret_cast<float*>(to.at[3])[row * k + q] = local ? weights[t * k + q] : 0.0f;
   }
   if (to.at[4] && lane == 0) reinterpret_cast<int*>(to.at[4])[row] = int(t);
 }
@@ -617,8 +617,8 @@ __device__ __forceinline__ void combine_scatter_body(const unsigned char* x, con
                    for (i64 row = first + warp; row < end; row += warps) {
                      const i64 i = begin[s] + row;
                      warp_copy(base + off[0] + row * x_row, x + i * x_row, x_row, lane);
-                     if (off[3] >= 0 && lane < k)
-                       reinterpret_cast<float*>(base + off[3])[row * k + lane] = weights[i * k + lane];
+                     for (int q = lane; off[3] >= 0 && q < k; q += 32)
+                       reinterpret_cast<float*>(base + off[3])[row * k + q] = weights[i * k + q];
                    }
                  });
 }
@@ -738,13 +738,62 @@ __device__ __forceinline__ void sum_rows(float (&acc)[U][V], const int* slot, co
   }
 }
 
+// Token t's rows summed in rank order into out[t] (sum_rows; 0 for a token that went nowhere) and,
+// with out_w, its weights into out_w[t] (from 0, in rank order): rank r's row of the token starts at
+// element x_at[r] + slot * hidden of stage, its weights at w_at[r] + slot * k of stage_w. One warp;
+// `vec`: out, stage and the rows are 16-byte aligned. Shared by the cuda_ipc reduce (below) and the
+// nccl plane's (nccl_normal.cuh), so both give the CPU path's bits.
+template <class T>
+__device__ __forceinline__ void reduce_token(T* out, const T* stage, const float* stage_w, const i64* x_at,
+                                             const i64* w_at, const int* slot, i64 t, int ranks, i64 hidden,
+                                             float* out_w, int k, bool vec, int lane) {
+  constexpr int V = 16 / sizeof(T);
+  constexpr int U = 1;  // 16-byte units per lane and row in flight (x2 rows): 48 registers, no spills
+  const TokenRows first_group = token_rows(slot, x_at, t, ranks, 0, hidden, lane);
+  T* const dst = out + t * hidden;
+  if (vec) {
+    const i64 units = hidden / V;
+    for (i64 c0 = 0; c0 < units; c0 += 32 * U) {  // bounds the same for the whole warp (shuffles)
+      const i64 c = c0 + lane;
+      float acc[U][V];
+      sum_rows<T, U, V>(acc, slot, x_at, t, ranks, hidden, first_group, lane,
+                        [&](i64 row, int u, Vec16<T>& q) {
+                          if (c + 32 * u < units) q.q = reinterpret_cast<const int4*>(stage + row)[c + 32 * u];
+                        });
+#pragma unroll
+      for (int u = 0; u < U; ++u) {
+        if (c + 32 * u >= units) continue;
+        Vec16<T> o;
+#pragma unroll
+        for (int j = 0; j < V; ++j) Elem<T>::store(o.e, j, acc[u][j]);
+        reinterpret_cast<int4*>(dst)[c + 32 * u] = o.q;
+      }
+    }
+  } else {
+    for (i64 c0 = 0; c0 < hidden; c0 += 32) {
+      const i64 c = c0 + lane;
+      float acc[1][1];
+      sum_rows<T, 1, 1>(acc, slot, x_at, t, ranks, hidden, first_group, lane, [&](i64 row, int, Vec16<T>& q) {
+        if (c < hidden) q.e[0] = stage[row + c];
+      });
+      if (c < hidden) Elem<T>::store(dst, c, acc[0][0]);
+    }
+  }
+  for (int q = lane; out_w != nullptr && q < k; q += 32) {
+    float sum = 0.0f;
+    for (int r = 0; r < ranks; ++r) {
+      const int s = slot[t * ranks + r];
+      if (s >= 0) sum += stage_w[w_at[r] + s * k + q];
+    }
+    out_w[t * k + q] = sum;
+  }
+}
+
 template <class T>
 __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char* window, i64 hidden, const int* slot,
                                                     const i64* sent, const RegionRows& layout, i64 region,
                                                     i64 tokens, float* out_w, int k, const NormalSignals& g) {
   const int ranks = g.ranks;
-  constexpr int V = 16 / sizeof(T);
-  constexpr int U = 1;  // 16-byte units per lane and row in flight (x2 rows): 48 registers, no spills
   // Each rank's region: where its rows and its weights start, in elements of the window.
   i64* const x_at = shared_words();  // [ranks] each
   i64* const w_at = x_at + ranks;
@@ -774,44 +823,7 @@ __device__ __forceinline__ void combine_reduce_body(T* out, const unsigned char*
     }
     if (__any_sync(0xffffffffu, late)) break;
     __syncwarp();  // the rows the flags published, to every lane
-    const TokenRows first_group = token_rows(slot, x_at, t, ranks, 0, hidden, lane);
-    T* const dst = out + t * hidden;
-    if (vec) {
-      const i64 units = hidden / V;
-      for (i64 c0 = 0; c0 < units; c0 += 32 * U) {  // bounds the same for the whole warp (shuffles)
-        const i64 c = c0 + lane;
-        float acc[U][V];
-        sum_rows<T, U, V>(acc, slot, x_at, t, ranks, hidden, first_group, lane,
-                          [&](i64 row, int u, Vec16<T>& q) {
-                            if (c + 32 * u < units) q.q = reinterpret_cast<const int4*>(stage + row)[c + 32 * u];
-                          });
-#pragma unroll
-        for (int u = 0; u < U; ++u) {
-          if (c + 32 * u >= units) continue;
-          Vec16<T> o;
-#pragma unroll
-          for (int j = 0; j < V; ++j) Elem<T>::store(o.e, j, acc[u][j]);
-          reinterpret_cast<int4*>(dst)[c + 32 * u] = o.q;
-        }
-      }
-    } else {
-      for (i64 c0 = 0; c0 < hidden; c0 += 32) {
-        const i64 c = c0 + lane;
-        float acc[1][1];
-        sum_rows<T, 1, 1>(acc, slot, x_at, t, ranks, hidden, first_group, lane, [&](i64 row, int, Vec16<T>& q) {
-          if (c < hidden) q.e[0] = stage[row + c];
-        });
-        if (c < hidden) Elem<T>::store(dst, c, acc[0][0]);
-      }
-    }
-    for (int q = lane; out_w != nullptr && q < k; q += 32) {
-      float sum = 0.0f;
-      for (int r = 0; r < ranks; ++r) {
-        const int s = slot[t * ranks + r];
-        if (s >= 0) sum += stage_w[w_at[r] + s * k + q];
-      }
-      out_w[t * k + q] = sum;
-    }
+    reduce_token(out, stage, stage_w, x_at, w_at, slot, t, ranks, hidden, out_w, k, vec, lane);
   }
   timeline_stamp(kReceiveEnd, 0, 0);
 }

@@ -13,6 +13,7 @@
 #include <random>
 #include <tuple>
 
+#include "gpu_dispatch_check.h"
 #include "gpu_probe.h"
 #include "moe_ref.h"
 #include "rt/cuda_device.h"
@@ -25,9 +26,12 @@
 namespace {
 
 using deepep_test::expect_all_failed_with;
+using deepep_test::dispatch_combine_like_cpu;
 using deepep_test::expect_all_ok;
+using deepep_test::expect_same;
 using deepep_test::expect_throws;
 using deepep_test::MoeCase;
+using deepep_test::random_bf16;
 using deepep_test::Routing;
 using deepep_test::run_ranks;
 using deepep_test::test_options;
@@ -45,99 +49,13 @@ deepep::CommOptions gpu_options(int rank) {
 
 rt::Device device_of(int rank) { return rt::Device::cuda(rank % rt::cuda_device_count()); }
 
-void expect_same(const rt::Tensor& cpu, const rt::Tensor& gpu, const char* what) {
-  EP_CHECK(cpu.defined() == gpu.defined(), what, ": defined on one path only");
-  if (!cpu.defined()) return;
-  EP_CHECK(gpu.device().is_cuda(), what, " is on ", gpu.device().to_string());
-  EP_CHECK(cpu.shape() == gpu.shape() && cpu.dtype() == gpu.dtype(), what, ": ", cpu.shape_string(), " vs ",
-           gpu.shape_string());
-  const rt::Tensor back = gpu.to(rt::Device::cpu());
-  const auto* a = static_cast<const uint8_t*>(cpu.data());
-  const auto* b = static_cast<const uint8_t*>(back.data());
-  for (int64_t i = 0; i < cpu.nbytes(); ++i)
-    EP_CHECK(a[i] == b[i], what, ": byte ", i, " differs (cpu ", int(a[i]), ", gpu ", int(b[i]), ")");
-}
-
-// Random bf16 rows, the same on both paths.
-rt::Tensor random_bf16(const rt::Shape& shape, uint64_t seed) {
-  rt::Tensor t = rt::Tensor::empty(shape, rt::DType::BF16);
-  std::mt19937_64 gen(seed);
-  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
-  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<tl::bfloat16_t>()[i] = tl::bfloat16_t::from_float(u(gen));
-  return t;
-}
-
-// Dispatch (BF16 or FP8), combine, a second combine in f32 and a cached dispatch, on both paths
-// (with `faults` injected on both communicators), through Buffers of `window_bytes`, the GPU one's
-// kernels sized for `num_sms` SMs (0: all).
-void dispatch_combine_like_cpu(const MoeCase& c, const deepep::FaultConfig& faults = {},
-                               int64_t window_bytes = 8 << 20, int num_sms = 0) {
-  expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
-    const int me = g->rank();
-    const rt::Device dev = device_of(me);
-    deepep::CommOptions cpu_options = test_options(), device_options = gpu_options(me);
-    cpu_options.faults = device_options.faults = faults;
-    deepep::Buffer cpu(g, window_bytes, 0, false, cpu_options);
-    deepep::Buffer gpu(g, window_bytes, 0, false, device_options);
-    gpu.set_num_sms(num_sms);
-    for (bool fp8 : {false, true}) {
-      const deepep::DispatchArgs a = c.dispatch_args(me, fp8, 4);
-      deepep::DispatchArgs ag = a;
-      ag.x = a.x.to(dev);
-      if (fp8) ag.x_scales = a.x_scales.to(dev);
-      ag.topk_idx = a.topk_idx.to(dev);
-      ag.topk_weights = a.topk_weights.to(dev);
-      // With FP8 the GPU dispatch also gets a layout (checked against its routing on the device).
-      const deepep::DispatchLayout layout = cpu.get_dispatch_layout(a.topk_idx, c.experts);
-      if (fp8) ag.layout = &layout;
-      const deepep::DispatchResult dc = cpu.dispatch(a), dg = gpu.dispatch(ag);
-      expect_same(dc.recv_x, dg.recv_x, "recv_x");
-      expect_same(dc.recv_x_scales, dg.recv_x_scales, "recv_x_scales");
-      expect_same(dc.recv_topk_idx, dg.recv_topk_idx, "recv_topk_idx");
-      expect_same(dc.recv_topk_weights, dg.recv_topk_weights, "recv_topk_weights");
-      expect_same(dc.handle->recv_src_idx, dg.handle->recv_src_idx, "recv_src_idx");
-      EP_CHECK(dc.num_recv_tokens_per_expert == dg.num_recv_tokens_per_expert, "num_recv_tokens_per_expert");
-      expect_same(dc.handle->rank_prefix_matrix, dg.handle->rank_prefix_matrix.to(dev), "rank_prefix_matrix");
-      expect_same(dc.handle->is_token_in_rank, dg.handle->is_token_in_rank, "is_token_in_rank");
-
-      const int64_t N = dc.recv_x.size(0);
-      const rt::Tensor y = random_bf16({N, c.hidden}, test_seed() + uint64_t(me) * 7 + fp8);
-      const deepep::CombineResult cc = cpu.combine(y, *dc.handle, dc.recv_topk_weights);
-      const deepep::CombineResult cg = gpu.combine(y.to(dev), *dg.handle, dg.recv_topk_weights);
-      expect_same(cc.combined_x, cg.combined_x, "combined_x");
-      expect_same(cc.combined_topk_weights, cg.combined_topk_weights, "combined_topk_weights");
-
-      // f32 rows, no weights, the same handle again.
-      rt::Tensor y32 = rt::Tensor::empty({N, c.hidden}, rt::DType::F32);
-      for (int64_t i = 0; i < y32.numel(); ++i) y32.data_as<float>()[i] = y.data_as<tl::bfloat16_t>()[i].to_float() * 3;
-      expect_same(cpu.combine(y32, *dc.handle).combined_x, gpu.combine(y32.to(dev), *dg.handle).combined_x,
-                  "combined_x (f32)");
-
-      // Cached: new rows along the same routing.
-      MoeCase c2 = c;
-      c2.data_seed = c.seed + 11;
-      deepep::DispatchArgs cached;
-      cached.x = fp8 ? c2.x_fp8(me) : c2.x_bf16(me);
-      if (fp8) cached.x_scales = c2.x_scales(me);
-      cached.handle = dc.handle;
-      deepep::DispatchArgs cached_g;
-      cached_g.x = cached.x.to(dev);
-      if (fp8) cached_g.x_scales = cached.x_scales.to(dev);
-      cached_g.handle = dg.handle;
-      const deepep::DispatchResult kc = cpu.dispatch(cached), kg = gpu.dispatch(cached_g);
-      expect_same(kc.recv_x, kg.recv_x, "cached recv_x");
-      expect_same(kc.recv_x_scales, kg.recv_x_scales, "cached recv_x_scales");
-    }
-  }));
-}
-
 MoeCase make(int ranks, int experts, int topk, Routing routing, int hidden) {
   return moe_case(0x6770, ranks, experts, topk, routing, hidden);
 }
 
 TEST(DeepEPGpu, DispatchCombineTwoRanks) {
   REQUIRE_GPU();
-  dispatch_combine_like_cpu(make(2, 16, 4, Routing::Uniform, 512));
+  dispatch_combine_like_cpu(make(2, 16, 4, Routing::Uniform, 512), gpu_options);
 }
 
 // Four ranks, uneven, the last sending no tokens (and, Sparse, receiving none): the GPU case below
@@ -150,7 +68,7 @@ MoeCase four_ranks_with_empty_rank() {
 
 TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
   REQUIRE_GPU();
-  dispatch_combine_like_cpu(four_ranks_with_empty_rank());
+  dispatch_combine_like_cpu(four_ranks_with_empty_rank(), gpu_options);
 }
 
 // Many chunks of 256 tokens per rank (the routing kernel's scan walks back over the chunks before
@@ -161,7 +79,7 @@ TEST(DeepEPGpu, DispatchCombineManyTokens) {
   MoeCase c = make(2, 16, 4, Routing::Uniform, 128);
   c.min_tokens = 33 * 256 + 1;  // 34 to 36 chunks a rank
   c.max_tokens = 36 * 256;
-  dispatch_combine_like_cpu(c, {}, 32 << 20);
+  dispatch_combine_like_cpu(c, gpu_options, {}, 32 << 20);
 }
 
 // The normal-mode kernels sized for 3 SMs (Buffer::set_num_sms): a few blocks take every chunk.
@@ -169,7 +87,7 @@ TEST(DeepEPGpu, DispatchCombineOnFewSms) {
   REQUIRE_GPU();
   MoeCase c = make(3, 24, 4, Routing::Uniform, 256);
   c.max_tokens = 600;
-  dispatch_combine_like_cpu(c, {}, 8 << 20, 3);
+  dispatch_combine_like_cpu(c, gpu_options, {}, 8 << 20, 3);
 }
 
 // Lost and corrupted frames on the host transport (the control plane; the device data moves by
@@ -180,7 +98,7 @@ TEST(DeepEPGpu, DispatchCombineWithInjectedLoss) {
   faults.drop = 0.10;
   faults.corrupt = 0.05;
   faults.seed = test_seed();
-  dispatch_combine_like_cpu(make(3, 24, 4, Routing::Uniform, 256), faults);
+  dispatch_combine_like_cpu(make(3, 24, 4, Routing::Uniform, 256), gpu_options, faults);
 }
 
 // A rank killed as it starts the combine: the others get the clear error within the bound.

@@ -1,7 +1,8 @@
 // The nccl device transport: NCCL loaded at run time (a clear error without it), the options that
-// select it, and on 2 GPUs every collective of CUDA tensors through NCCL against a float64 reference,
-// Group::from_nccl, dispatch's error on this plane and a rank killed in the middle of a call. NCCL
-// needs one GPU per rank: the GPU tests skip with fewer than 2 GPUs or without libnccl.so.2.
+// select it, its dispatch and combine kernels compiled for sm_90a, and on 2 GPUs every collective of
+// CUDA tensors through NCCL against a float64 reference, dispatch and combine against the CPU path,
+// their errors, Group::from_nccl and a rank killed in the middle of a call. NCCL needs one GPU per
+// rank: the GPU tests skip with fewer than 2 GPUs or without libnccl.so.2.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -12,18 +13,27 @@
 #include <random>
 #include <string>
 
+#include "buffer/dispatch_plan.h"
+#include "gpu_dispatch_check.h"
 #include "gpu_probe.h"
 #include "harness.h"
 #include "tl/device/numeric.h"
 #include "rt/cuda_device.h"
+#include "rt/nvrtc.h"
+#include "transport/cuda_ipc/device_plane.h"
 #include "transport/nccl/nccl_library.h"
 #include "transport/nccl/nccl_plane.h"
 
 namespace {
 
+using deepep_test::dispatch_combine_like_cpu;
 using deepep_test::expect_all_failed_with;
 using deepep_test::expect_all_ok;
+using deepep_test::expect_same;
 using deepep_test::expect_throws;
+using deepep_test::moe_case;
+using deepep_test::MoeCase;
+using deepep_test::Routing;
 using deepep_test::run_ranks;
 using deepep_test::test_options;
 using deepep_test::test_seed;
@@ -119,6 +129,21 @@ TEST(DeepEPNccl, OptionsAreChecked) {
     ADD_FAILURE() << "a null communicator was accepted";
   } catch (const rt::Error& e) {
     EXPECT_NE(std::string(e.what()).find("the NCCL communicator is null"), std::string::npos) << e.what();
+  }
+}
+
+// The kernels of dispatch and combine on this plane (kernels/nccl_normal.cuh) compile for sm_90a
+// (NVRTC only; no GPU needed).
+TEST(DeepEPNccl, KernelsCompileForHopper) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  rt::NvrtcOptions options;
+  options.arch = "sm_90a";
+  options.want_cubin = false;
+  const auto sources = deepep::detail::nccl_kernel_sources();
+  EXPECT_EQ(sources.size(), 4u);
+  for (const auto& [name, source] : sources) {
+    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+    EXPECT_NE(r.ptx.find(name), std::string::npos) << name;
   }
 }
 
@@ -279,31 +304,89 @@ TEST(DeepEPNcclGpu, CollectivesAgainstAFloat64Reference) {
   }));
 }
 
-// Dispatch and combine write into the cuda_ipc windows: on the nccl plane they are a clear error on
-// every rank, and the communicator still works.
-TEST(DeepEPNcclGpu, DispatchNeedsTheCudaIpcPlane) {
+// Dispatch (BF16, FP8 with scales and a layout), combine (bf16 with weights, f32 without) and a cached
+// dispatch through NCCL, bit for bit as the CPU path: uniform routing, then sparse routing (rank 1's
+// experts never picked, so it receives nothing, and some tokens pick no expert: their combined rows
+// are 0) with the gather and reduce on one SM's blocks (Buffer::set_num_sms: each block walks many
+// rows), then uneven routing with rank 1 sending no tokens.
+TEST(DeepEPNcclGpu, DispatchCombineLikeCpu) {
   REQUIRE_NCCL_GPUS();
-  expect_all_ok(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+  dispatch_combine_like_cpu(moe_case(0x6e63, 2, 16, 4, Routing::Uniform, 512), nccl_options);
+}
+
+TEST(DeepEPNcclGpu, DispatchCombineSparseRankReceivesNothing) {
+  REQUIRE_NCCL_GPUS();
+  dispatch_combine_like_cpu(moe_case(0x6e63, 2, 16, 6, Routing::Sparse, 384), nccl_options, {}, 8 << 20, 1);
+}
+
+TEST(DeepEPNcclGpu, DispatchCombineUnevenRankSendsNothing) {
+  REQUIRE_NCCL_GPUS();
+  MoeCase c = moe_case(0x6e63, 2, 8, 3, Routing::Uneven, 256);
+  c.zero_tokens_rank = true;
+  dispatch_combine_like_cpu(c, nccl_options);
+}
+
+// Bad input on the nccl plane: a top-k index out of range on rank 1 is the same clear error on
+// every rank, before anything moves; a handle of the other plane and a low-latency call (which needs
+// the cuda_ipc windows) are clear errors too. Then the communicator still works: a dispatch with
+// int32 top-k indices and a combine against the CPU path, and an all_reduce.
+TEST(DeepEPNcclGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
+  REQUIRE_NCCL_GPUS();
+  const MoeCase c = moe_case(0x6e64, 2, 16, 4, Routing::Uniform, 256);
+  expect_all_ok(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
     const rt::Device dev = rt::Device::cuda(me);
-    deepep::Buffer buffer(g, 1 << 20, 0, false, nccl_options(me));
-    deepep::DispatchArgs a;
-    rt::Tensor x = rt::Tensor::empty({4, 64}, rt::DType::BF16);
-    std::memcpy(x.data(), inputs(me, 4 * 64, 1, rt::DType::BF16).data(), size_t(x.nbytes()));
-    a.x = x.to(dev);
-    rt::Tensor topk = rt::Tensor::empty({4, 1}, rt::DType::I64);
-    for (int64_t t = 0; t < 4; ++t) topk.data_as<int64_t>()[t] = t % 2;
-    a.topk_idx = topk.to(dev);
-    a.num_experts = 2;
-    expect_throws([&] { buffer.dispatch(a); }, "device transport is nccl, which runs the collectives only",
-                  "dispatch of CUDA tensors on the nccl plane");
+    // In low-latency mode, so that its low-latency call reaches the plane check (normal-mode calls
+    // ignore the mode).
+    deepep::Buffer buf(g, 8 << 20, 0, true, nccl_options(me));
+    deepep::Buffer cpu(g, 8 << 20, 0, false, test_options());
+    deepep::DispatchArgs a = c.dispatch_args(me, false, 1);
+    deepep::DispatchArgs bad = a;
+    rt::Tensor bad_topk = c.topk_tensor(me);
+    if (me == 1) bad_topk.data_as<int64_t>()[5 * c.topk + 2] = c.experts + 3;
+    bad.x = a.x.to(dev);
+    bad.topk_idx = bad_topk.to(dev);
+    bad.topk_weights = a.topk_weights.to(dev);
+    expect_throws([&] { buf.dispatch(bad); }, rt::str("rank 1: topk_idx[5, 2] = ", c.experts + 3, " is out of range"),
+                  "a dispatch with an expert out of range on rank 1");
+    // The valid call, with int32 indices, against the CPU path.
+    rt::Tensor topk32 = rt::Tensor::empty(a.topk_idx.shape(), rt::DType::I32);
+    for (int64_t i = 0; i < topk32.numel(); ++i) topk32.data_as<int32_t>()[i] = int32_t(a.topk_idx.data_as<int64_t>()[i]);
+    deepep::DispatchArgs good = bad;
+    good.topk_idx = topk32.to(dev);
+    const deepep::DispatchResult dc = cpu.dispatch(a), dg = buf.dispatch(good);
+    expect_same(dc.recv_x, dg.recv_x, "recv_x");
+    expect_same(dc.recv_topk_idx, dg.recv_topk_idx, "recv_topk_idx");
+    expect_same(dc.recv_topk_weights, dg.recv_topk_weights, "recv_topk_weights");
+    EP_CHECK(dg.handle->device_transport == "nccl", dg.handle->device_transport);
+    const deepep::CombineResult cc = cpu.combine(dc.recv_x, *dc.handle, dc.recv_topk_weights);
+    const deepep::CombineResult cg = buf.combine(dg.recv_x, *dg.handle, dg.recv_topk_weights);
+    expect_same(cc.combined_x, cg.combined_x, "combined_x");
+    expect_same(cc.combined_topk_weights, cg.combined_topk_weights, "combined_topk_weights");
+    // A handle of the cuda_ipc plane on this one, and this plane's on the cuda_ipc one.
+    deepep::CommOptions ipc_options = test_options();
+    ipc_options.cuda_device = me;
+    deepep::Buffer ipc(g, 8 << 20, 0, false, ipc_options);
+    const deepep::DispatchResult di = ipc.dispatch(good);
+    expect_throws([&] { buf.combine(di.recv_x, *di.handle); },
+                  "the handle is from a dispatch on the cuda_ipc device plane but this communicator's is nccl",
+                  "a combine on the nccl plane with a cuda_ipc dispatch's handle");
+    deepep::DispatchArgs cached;
+    cached.x = good.x;
+    cached.handle = dg.handle;
+    expect_throws([&] { ipc.dispatch(cached); },
+                  "the handle is from a dispatch on the nccl device plane but this communicator's is cuda_ipc",
+                  "a cached dispatch on the cuda_ipc plane with an nccl dispatch's handle");
+    expect_throws([&] { buf.low_latency_dispatch(good.x, good.topk_idx, 128, c.experts, false); },
+                  "low-latency calls of CUDA tensors need CommOptions::device_transport \"cuda_ipc\"",
+                  "a low-latency dispatch on the nccl plane");
     const rt::Tensor t = inputs(me, 100, 2, rt::DType::F32).to(dev);
-    deepep::all_reduce(buffer.comm(), t);
+    deepep::all_reduce(buf.comm(), t);
     expect_close(t, [](int64_t i) { return input_value(0, i, 2, rt::DType::F32) + input_value(1, i, 2, rt::DType::F32); },
                  [](int64_t i) {
                    return std::fabs(input_value(0, i, 2, rt::DType::F32)) + std::fabs(input_value(1, i, 2, rt::DType::F32));
                  },
-                 false, "all_reduce after the error");
+                 false, "all_reduce after the errors");
   }));
 }
 

@@ -24,8 +24,9 @@
 // e4m3 * scale). Normal dispatch moves FP8 given by the caller; low_latency_dispatch with use_fp8
 // quantizes BF16 input: scale = max(amax, 1e-4) / 448 per 128-channel block.
 //
-// Calls on CPU tensors are synchronous (the returned Event is complete). Dispatch and combine of
-// CUDA tensors run on the Buffer's communication stream (a private stream of the device plane):
+// Calls on CPU tensors, and dispatch and combine on the nccl device plane, are synchronous (the
+// returned Event is complete). On the cuda_ipc plane dispatch and combine of CUDA tensors run on
+// the Buffer's communication stream (a private stream of the device plane):
 // with previous_event that stream first waits for it (say, an Event::record on the stream computing
 // the inputs); with async_finish the call returns once its kernels are queued and its Event
 // completes with them (event.stream_wait(stream) orders a stream of the caller after it), else the
@@ -81,11 +82,15 @@ struct DispatchHandle {
   // tokens sent to rank r, in token order (-1 when t did not go to r); the device combine reduces by it.
   rt::Tensor device_slots;
   // GPU dispatches only: [size, num_tokens] int32 on the device, the tokens sent to rank r in order
-  // (the first of them for r's count); a cached dispatch's scatter walks it.
+  // (the first of them for r's count); a cached dispatch's scatter (nccl plane: gather) walks it.
   rt::Tensor device_order;
   // GPU dispatches only: int64 on the device, [0, size) the tokens sent to each rank, [size, 2 size)
-  // those received from each (then scratch of the routing); the kernels place rows by them.
+  // those received from each (then scratch of the routing; the nccl plane's has the first part
+  // only); the kernels place rows by them.
   rt::Tensor device_counts;
+  // GPU dispatches only: the device transport that moved it ("cuda_ipc" or "nccl",
+  // CommOptions::device_transport); its handle serves only calls on that plane.
+  std::string device_transport;
   // CPU dispatches that took the hierarchical route (a group of several nodes): which tokens went
   // to each node and what this rank forwarded inside its node (buffer/internode.h); null otherwise.
   std::shared_ptr<const detail::InternodeRoute> internode;
@@ -103,13 +108,14 @@ struct DispatchArgs {
   std::shared_ptr<const DispatchHandle> handle;
   int expert_alignment = 1;  // num_recv_tokens_per_expert is rounded up to a multiple of it
   // CUDA tensors: the communication stream waits for this event before reading the inputs (CPU
-  // tensors: the host waits for it). A default Event is complete: no wait.
+  // tensors, and CUDA tensors on the nccl plane, whose calls are synchronous: the host waits for
+  // it). A default Event is complete: no wait.
   Event previous_event;
   // CUDA tensors: return once the work is queued; the result's event completes with it. Inputs are
   // kept alive until then; outputs are written by then (read them after event.wait() or on a stream
   // after event.stream_wait()). A non-cached dispatch still waits on the host for its routing
   // counts (they size the outputs), which come after the stream's earlier work. No effect on CPU
-  // tensors (their calls are synchronous).
+  // tensors or on the nccl plane (their calls are synchronous: NCCL's waits are bounded on the host).
   bool async_finish = false;
 };
 
@@ -260,9 +266,10 @@ class Buffer {
   // The normal-mode dispatch and combine of CUDA tensors size their kernels for this many SMs
   // (0, the default: every SM of the device): two scatter blocks and one receive block (dispatch)
   // or two reduce blocks (combine) per SM, so that work on other streams keeps the rest of the GPU
-  // (DeepEP's Buffer.set_num_sms). The GPU places the blocks: it is a budget of blocks, not a set
-  // of SMs. Local (ranks may choose differently). A user error for num_sms < 0 or without a GPU
-  // data plane (CommOptions::cuda_device).
+  // (DeepEP's Buffer.set_num_sms; on the nccl plane: two blocks per SM for its gather and reduce,
+  // NCCL's own kernels take what NCCL decides). The GPU places the blocks: it is a budget of blocks,
+  // not a set of SMs. Local (ranks may choose differently). A user error for num_sms < 0 or without
+  // a GPU data plane (CommOptions::cuda_device).
   void set_num_sms(int num_sms);
 
  private:

@@ -47,9 +47,10 @@ struct CommOptions {
   // Each rank names its own device (ranks may share one).
   int cuda_device = -1;
   int64_t device_window_bytes = 256 << 20;
-  // Which data plane moves the CUDA tensors: "cuda_ipc" (the windows above; every operation) or
-  // "nccl" (an NCCL communicator, loaded at run time, and no windows: the collectives only, since
-  // dispatch and combine of CUDA tensors write into the cuda_ipc windows). Ranks must agree.
+  // Which data plane moves the CUDA tensors: "cuda_ipc" (the windows above; every operation, one
+  // host) or "nccl" (an NCCL communicator, loaded at run time, and no windows: the collectives and
+  // normal-mode dispatch and combine, on GPUs of any hosts; not the low-latency calls, which write
+  // into the windows). Ranks must agree.
   std::string device_transport = "cuda_ipc";
   // The most a Buffer's shared arena (Buffer::alloc_shared_tensor) may hold on this rank: reserved
   // as address space when the Buffer is created, memory committed as tensors take it. 0: none.

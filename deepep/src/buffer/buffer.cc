@@ -13,6 +13,7 @@
 #include "rt/env.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 
 namespace deepep {
 
@@ -72,6 +73,7 @@ std::vector<LinkStats> Buffer::link_stats() const { return comm_->link_stats(); 
 
 void Buffer::set_num_sms(int num_sms) {
   RT_USER_CHECK(num_sms >= 0, "deepep set_num_sms: num_sms=", num_sms, " must be >= 0 (0: every SM)");
+  if (NcclPlane* const nccl = comm_->nccl_plane()) return nccl->set_num_sms(num_sms);
   DevicePlane* const plane = comm_->device_plane();
   RT_USER_CHECK(plane, "deepep set_num_sms: the communicator has no GPU data plane (CommOptions::cuda_device)");
   plane->set_num_sms(num_sms);

@@ -37,8 +37,8 @@ std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm,
   if (!x.defined() || x.device().is_cpu()) return "";
   if (comm.nccl_plane() != nullptr && use == PlaneUse::Windows)
     return rt::str(role, " is on ", x.device().to_string(),
-                   ": this communicator's device transport is nccl, which runs the collectives only; dispatch and "
-                   "combine of CUDA tensors need CommOptions::device_transport \"cuda_ipc\"");
+                   ": this communicator's device transport is nccl, which has no device windows; low-latency calls "
+                   "of CUDA tensors need CommOptions::device_transport \"cuda_ipc\"");
   const int plane_device = comm.nccl_plane()    ? comm.nccl_plane()->device()
                            : comm.device_plane() ? comm.device_plane()->device()
                                                  : -1;
@@ -49,6 +49,10 @@ std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm,
     return rt::str(role, " is on ", x.device().to_string(), " but this rank's communicator uses cuda:", plane_device);
   *device = x.device();
   return "";
+}
+
+std::string device_transport(const Comm& comm) {
+  return comm.nccl_plane() ? "nccl" : comm.device_plane() ? "cuda_ipc" : "";
 }
 
 std::string check_experts(int num_experts, int num_ranks) {

@@ -16,14 +16,15 @@ namespace deepep::detail {
 // A contiguous 2-d tensor of one of `dtypes` on `device` (rows, cols: -1 for any).
 std::string check_matrix(const rt::Tensor& t, const char* role, std::initializer_list<rt::DType> dtypes,
                          int64_t rows = -1, int64_t cols = -1, rt::Device device = rt::Device::cpu());
-// What an operation needs of a device plane: the Buffer's operations write into the cuda_ipc
-// windows; the collectives run on either plane (cuda_ipc, nccl).
-enum class PlaneUse { Windows, Collectives };
+// What an operation needs of a device plane: the low-latency calls write into the cuda_ipc windows;
+// the collectives and normal-mode dispatch and combine run on either plane (cuda_ipc, nccl).
+enum class PlaneUse { Windows, Either };
 // Where an operation's data lives, from its main tensor `x` (named `role` in errors): the CPU, or the CUDA device of the
 // communicator's device plane. Sets *device; returns an error when x is on a device the
 // communicator cannot move (no device plane, another GPU, a plane that cannot serve `use`).
-std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device,
-                        PlaneUse use = PlaneUse::Windows);
+std::string data_device(const rt::Tensor& x, const char* role, const Comm& comm, rt::Device* device, PlaneUse use);
+// The device plane this communicator moves CUDA tensors with ("cuda_ipc" or "nccl"; "" for none).
+std::string device_transport(const Comm& comm);
 // topk_idx: [rows, k] int64/int32 with entries in [-1, num_experts); with `distinct`, no expert twice
 // in a row.
 std::string check_topk(const rt::Tensor& topk_idx, int64_t rows, int num_experts, bool distinct);

@@ -20,6 +20,7 @@
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 #include "tl/device/numeric.h"
 
 namespace deepep {
@@ -329,21 +330,28 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
                               const Event& previous_event, bool async_finish) {
   Engine& e = comm_->engine();
   const std::string what = "combine";
+  // CUDA tensors move on the communicator's device plane: the cuda_ipc windows or NCCL.
   DevicePlane* const plane = x.defined() && x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  NcclPlane* const nccl = x.defined() && x.device().is_cuda() ? comm_->nccl_plane() : nullptr;
   if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size();
   using rt::DType;
   rt::Device dev;
-  std::string err = detail::data_device(x, "x", *comm_, &dev);
+  std::string err = detail::data_device(x, "x", *comm_, &dev, detail::PlaneUse::Either);
   const bool gpu = dev.is_cuda();
-  // CPU calls are synchronous; a GPU one's stream waits for the event instead.
-  if (!gpu && err.empty()) err = detail::wait_on_host(previous_event);
+  // CPU calls and the nccl plane's are synchronous (dispatch.cc); a cuda_ipc call's stream waits for
+  // the event instead.
+  if ((!gpu || nccl) && err.empty()) err = detail::wait_on_host(previous_event);
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
   if (err.empty() && gpu != handle.device_slots.defined())
     err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors; combine with the handle of a GPU dispatch"
               : "x is on the CPU but the handle is from a dispatch of GPU tensors; combine with the handle of a CPU dispatch";
+  if (err.empty() && gpu && handle.device_transport != detail::device_transport(*comm_))
+    err = rt::str("the handle is from a dispatch on the ", handle.device_transport,
+                  " device plane but this communicator's is ", detail::device_transport(*comm_),
+                  "; combine with a handle of this Buffer's");
   if (err.empty())
     err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens, -1, dev);
   const bool weights = topk_weights.defined();
@@ -360,7 +368,7 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   // The GPU path's scatter needs nothing from the agreement: when the windows' reuse is ordered by
   // the signals (DevicePlane::windows_ordered_by_signals) it goes now, beside the agreement.
   std::optional<NormalSignals> scattered;
-  if (err.empty() && gpu) {
+  if (err.empty() && plane) {
     const kernels::RegionRows rows = detail::combine_rows(x, topk_weights);
     err = detail::check_combine_fits(*plane, handle, rows);
     if (err.empty() && plane->windows_ordered_by_signals()) {
@@ -393,6 +401,7 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     throw;
   }
   if (plane) plane->mark("agree");
+  if (nccl) return detail::combine_over_nccl(*nccl, x, handle, topk_weights);
   if (gpu)
     return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish, e.agreements(),
                                      scattered ? &*scattered : nullptr);

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "rt/error.h"
 #include "transport/cuda_ipc/device_plane.h"
+#include "transport/nccl/nccl_plane.h"
 
 namespace deepep {
 namespace {
@@ -215,18 +216,22 @@ void dispatch_hierarchical(Engine& e, const detail::NodeMap& nodes, const Record
 DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   Engine& e = comm_->engine();
   const std::string what = "dispatch";
+  // CUDA tensors move on the communicator's device plane: the cuda_ipc windows or NCCL.
   DevicePlane* const plane = a.x.defined() && a.x.device().is_cuda() ? comm_->device_plane() : nullptr;
+  NcclPlane* const nccl = a.x.defined() && a.x.device().is_cuda() ? comm_->nccl_plane() : nullptr;
   if (plane) plane->mark("start");
   e.begin_op(what);
   const int R = size(), me = rank();
   const bool cached = a.handle != nullptr;
   using rt::DType;
   rt::Device dev;
-  std::string err = detail::data_device(a.x, "x", *comm_, &dev);
+  std::string err = detail::data_device(a.x, "x", *comm_, &dev, detail::PlaneUse::Either);
   if (err.empty()) err = detail::check_matrix(a.x, "x", {DType::BF16, DType::F16, DType::F32, DType::F8E4M3}, -1, -1, dev);
   const bool gpu = dev.is_cuda();
-  // CPU calls are synchronous; a GPU one's stream waits for the event instead.
-  if (!gpu && err.empty()) err = detail::wait_on_host(a.previous_event);
+  // CPU calls and the nccl plane's are synchronous (the host routes the latter, and its waits on
+  // NCCL are bounded by the timeout, which must not count the caller's work); a cuda_ipc call's
+  // stream waits for the event instead.
+  if ((!gpu || nccl) && err.empty()) err = detail::wait_on_host(a.previous_event);
   const bool fp8 = err.empty() && a.x.dtype() == DType::F8E4M3;
   const int64_t T = err.empty() ? a.x.size(0) : 0, H = err.empty() ? a.x.size(1) : 0;
   int64_t S = 0, K = 0;
@@ -239,7 +244,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     err = rt::str("x_scales were given for ", rt::name(a.x.dtype()), " x; scales go with f8e4m3 x only");
   }
   if (err.empty() && a.expert_alignment < 1) err = rt::str("expert_alignment=", a.expert_alignment, " must be >= 1");
-  if (err.empty() && gpu && R > kernels::kNormalMaxRanks)
+  if (err.empty() && plane && R > kernels::kNormalMaxRanks)
     err = rt::str("the GPU path takes at most ", kernels::kNormalMaxRanks, " ranks, this group has ", R);
   const DispatchHandle* h = a.handle.get();
   if (err.empty() && cached) {
@@ -253,6 +258,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   if (err.empty() && cached && gpu != h->device_slots.defined())
     err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors; use the handle of a GPU dispatch"
               : "x is on the CPU but the handle is from a dispatch of GPU tensors; use the handle of a CPU dispatch";
+  if (err.empty() && cached && gpu && h->device_transport != detail::device_transport(*comm_))
+    err = rt::str("the handle is from a dispatch on the ", h->device_transport, " device plane but this communicator's is ",
+                  detail::device_transport(*comm_), "; use a handle of this Buffer's");
   if (err.empty() && !cached) {
     err = detail::check_experts(a.num_experts, R);
     if (err.empty()) err = detail::check_topk_shape(a.topk_idx, T, dev);  // the values: in the routing below
@@ -270,7 +278,16 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   const kernels::RegionRows rows = detail::dispatch_rows(x_row, S, K, cached, weights);
   detail::DeviceRoute route;
   std::optional<NormalSignals> scattered;  // the scatter, when queued before the agreement
-  if (err.empty() && !cached && gpu) {
+  // The nccl plane routes on the host, as the CPU path does, from a copy of topk_idx.
+  rt::Tensor topk_on_host = nccl ? rt::Tensor() : a.topk_idx;
+  if (err.empty() && !cached && nccl) {
+    try {
+      topk_on_host = a.topk_idx.to(rt::Device::cpu());
+    } catch (const rt::Error& ex) {  // shared through the agreement, so no rank waits for this one
+      err = rt::str("copying topk_idx to the host: ", ex.what());
+    }
+  }
+  if (err.empty() && !cached && plane) {
     try {
       plane->mark("checks");
       route = detail::route_on_device(*plane, a.topk_idx, a.num_experts, a.layout != nullptr, a.previous_event);
@@ -294,7 +311,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   } else if (err.empty() && !cached) {
     expert_counts.assign(size_t(a.num_experts), 0);
     const std::vector<int32_t> owner = detail::expert_owners(a.num_experts, R);
-    const detail::TopkReader ids(a.topk_idx);
+    const detail::TopkReader ids(topk_on_host);
     in_rank.assign(size_t(T * R), 0);
     for (int64_t t = 0; t < T && err.empty(); ++t)
       for (int64_t k = 0; k < K; ++k) {
@@ -331,8 +348,8 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
     for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
   }
-  if (err.empty() && gpu) err = detail::check_dispatch_fits(*plane, rows, counts);
-  if (err.empty() && gpu && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
+  if (err.empty() && plane) err = detail::check_dispatch_fits(*plane, rows, counts);
+  if (err.empty() && plane && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
     try {
       plane->wait_event(a.previous_event);
       scattered = detail::scatter_on_device(*plane, a, h->device_order, h->device_counts, rows, 0, 0, e.agreements() + 1);
@@ -426,6 +443,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   p.device_order = cached ? h->device_order : std::move(route.order);
   p.device_in_rank = std::move(route.in_rank_on_device);
   p.device_counts = cached ? h->device_counts : std::move(route.summary);
+  if (nccl) return detail::dispatch_over_nccl(*nccl, e.pool(), a, std::move(p));
   if (gpu)
     return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p), e.agreements(), scattered ? &*scattered : nullptr);
   const int64_t N = p.prefix[size_t(R)];
@@ -569,9 +587,11 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
 
 namespace detail {
 
-std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt::Tensor recv_src_idx, TensorPool& pool) {
+std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt::Tensor recv_src_idx, TensorPool& pool,
+                                                     std::string device_transport) {
   using rt::DType;
   auto handle = std::make_shared<DispatchHandle>();
+  handle->device_transport = std::move(device_transport);
   handle->id = p.id;
   handle->num_ranks = R;
   handle->num_tokens = p.T;

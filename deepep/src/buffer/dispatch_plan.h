@@ -1,10 +1,12 @@
 // What a normal dispatch decided before any data moved (dispatch.cc: inputs checked, routing
 // computed, counts agreed by every rank), shared by its CPU path (the engine's exchange) and its
-// GPU path (gpu_dispatch.cc: kernels through the device windows).
+// GPU paths (gpu_dispatch.cc: kernels through the cuda_ipc windows; nccl_dispatch.cc: NCCL).
 #pragma once
 
 #include <cstdint>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "deepep/buffer.h"
@@ -14,6 +16,7 @@
 namespace deepep {
 
 class DevicePlane;
+class NcclPlane;
 struct NormalSignals;
 
 namespace detail {
@@ -24,7 +27,8 @@ struct DispatchPlan {
   bool fp8 = false, cached = false, weights = false;
   int experts_per_rank = 0;  // 0 in cached mode
   // The routing. CPU dispatches: on the host (send_lists; in_rank not in cached mode). GPU
-  // dispatches: on the device (device_slots; device_in_rank not in cached mode), the host lists empty.
+  // dispatches: on the device (device_slots; device_in_rank not in cached mode), the host lists empty
+  // -- except on the nccl plane, whose routing is on the host and goes to the device after the agreement.
   std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
   std::vector<uint8_t> in_rank;                  // [T, size]: token t goes to rank r
   rt::Tensor device_slots;                       // [T, size] int32: t's position in rank r's list, -1: none
@@ -71,9 +75,10 @@ NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, co
                                 const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
                                 int experts_per_rank, uint64_t agreement);
 
-// The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device).
+// The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device);
+// device_transport: the GPU plane that moved it ("cuda_ipc", "nccl"; "" for CPU tensors).
 std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int num_ranks, rt::Tensor recv_src_idx,
-                                                     TensorPool& pool);
+                                                     TensorPool& pool, std::string device_transport = "");
 
 // The GPU paths (gpu_dispatch.cc), after the agreement numbered `agreement`. `scattered`: the
 // scatter queued before the agreement (null: none yet).
@@ -90,6 +95,16 @@ NormalSignals combine_scatter_on_device(DevicePlane& plane, const rt::Tensor& x,
 CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
                                 const rt::Tensor& topk_weights, const Event& previous_event, bool async_finish,
                                 uint64_t agreement, const NormalSignals* scattered);
+
+// The nccl plane's paths (nccl_dispatch.cc), after the agreement: complete when they return (the
+// results' events are complete); the routing's device tables go into the handle, the rank prefix
+// matrix into `host_pool`.
+DispatchResult dispatch_over_nccl(NcclPlane& plane, TensorPool& host_pool, const DispatchArgs& args, DispatchPlan&& plan);
+CombineResult combine_over_nccl(NcclPlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
+                                const rt::Tensor& topk_weights);
+// Every kernel those compile, as (name, NVRTC source; headers: device_kernel_headers()): what the
+// CPU-only tests compile for sm_90a.
+std::vector<std::pair<std::string, std::string>> nccl_kernel_sources();
 
 }  // namespace detail
 }  // namespace deepep

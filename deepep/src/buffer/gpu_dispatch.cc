@@ -162,7 +162,7 @@ DispatchResult dispatch_on_device(DevicePlane& plane, TensorPool& pool, const Di
     return out;
   }
   out.num_recv_tokens_per_expert = p.recv_per_expert;
-  out.handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), pool);
+  out.handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), pool, "cuda_ipc");
   plane.mark("handle");
   plane.report("dispatch");
   return out;

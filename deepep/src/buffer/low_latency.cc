@@ -115,7 +115,7 @@ LowLatencyDispatchResult Buffer::low_latency_dispatch(const rt::Tensor& x, const
   if (!low_latency_mode_) err = "the Buffer was created with low_latency_mode = false";
   if (err.empty() && max_tokens_per_rank <= 0) err = rt::str("max_tokens_per_rank=", max_tokens_per_rank, " must be positive");
   rt::Device dev;
-  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev);
+  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev, detail::PlaneUse::Windows);
   const bool gpu = dev.is_cuda();
   if (err.empty()) err = detail::check_matrix(x, "x", {DType::BF16}, -1, -1, dev);
   const int64_t T = err.empty() ? x.size(0) : 0, H = err.empty() ? x.size(1) : 0;
@@ -296,7 +296,7 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   if (err.empty() && handle.num_ranks != R)
     err = rt::str("the handle is from a group of ", handle.num_ranks, " ranks, this one has ", R);
   rt::Device dev;
-  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev);
+  if (err.empty()) err = detail::data_device(x, "x", *comm_, &dev, detail::PlaneUse::Windows);
   const bool gpu = dev.is_cuda();
   if (err.empty() && gpu != handle.recv_src_slot.defined())
     err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors"

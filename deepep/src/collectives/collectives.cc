@@ -37,7 +37,7 @@ std::string check_tensor(const rt::Tensor& t, const char* role, rt::Device devic
 // Where the input lives (data_device), check_tensor of both there, then that the output has the
 // input's dtype ("" when all hold).
 std::string check_in_out(const Comm& comm, const rt::Tensor& input, const rt::Tensor& output, rt::Device* device) {
-  std::string err = detail::data_device(input, "the input", comm, device, detail::PlaneUse::Collectives);
+  std::string err = detail::data_device(input, "the input", comm, device, detail::PlaneUse::Either);
   if (err.empty()) err = check_tensor(input, "the input", *device);
   if (err.empty()) err = check_tensor(output, "the output", *device);
   if (err.empty() && output.dtype() != input.dtype())
@@ -288,7 +288,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   const std::string what = "all_reduce";
   e.begin_op(what);
   rt::Device dev;
-  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Collectives);
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Either);
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
@@ -514,7 +514,7 @@ void broadcast(Comm& comm, const rt::Tensor& tensor, int root) {
   const std::string what = "broadcast";
   e.begin_op(what);
   rt::Device dev;
-  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Collectives);
+  std::string err = detail::data_device(tensor, "the tensor", comm, &dev, detail::PlaneUse::Either);
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && (root < 0 || root >= comm.size()))
     err = rt::str("root ", root, " is out of range for a group of ", comm.size());

@@ -64,34 +64,44 @@ void broadcast_nccl(NcclPlane& plane, const rt::Tensor& tensor, int root) {
   });
 }
 
-void exchange_nccl(NcclPlane& plane, const std::vector<DevicePiece>& send, const std::vector<DevicePiece>& recv,
-                   const char* what) {
+void enqueue_exchanges(const NcclPlane& plane, nccl::Comm comm, rt::CuStream stream,
+                       const std::vector<std::vector<DevicePiece>>& send,
+                       const std::vector<std::vector<DevicePiece>>& recv, const char* what) {
   const int me = plane.rank(), R = plane.size();
-  RT_ICHECK(send.size() == size_t(R) && recv.size() == size_t(R), what, ": ", send.size(), " and ", recv.size(),
-            " pieces for ", R, " ranks");
-  RT_ICHECK(send[size_t(me)].bytes == recv[size_t(me)].bytes, what, ": the local piece's sizes differ");
-  plane.run(what, [&](nccl::Comm comm, rt::CuStream stream) {
-    const nccl::Library& l = plane.library();
-    if (send[size_t(me)].bytes > 0)
-      RT_CU_CHECK(rt::cuda_driver().cuMemcpyDtoDAsync(recv[size_t(me)].address, send[size_t(me)].address,
-                                                      size_t(send[size_t(me)].bytes), stream),
+  RT_ICHECK(send.size() == recv.size(), what, ": ", send.size(), " arrays sent, ", recv.size(), " received");
+  for (size_t i = 0; i < send.size(); ++i) {
+    RT_ICHECK(send[i].size() == size_t(R) && recv[i].size() == size_t(R), what, ": ", send[i].size(), " and ",
+              recv[i].size(), " pieces for ", R, " ranks");
+    const DevicePiece &s = send[i][size_t(me)], &r = recv[i][size_t(me)];
+    RT_ICHECK(s.bytes == r.bytes, what, ": the local piece's sizes differ");
+    if (s.bytes > 0)
+      RT_CU_CHECK(rt::cuda_driver().cuMemcpyDtoDAsync(r.address, s.address, size_t(s.bytes), stream),
                   "cuMemcpyDtoDAsync", what, ": this rank's own piece");
-    nccl::check(l.ncclGroupStart(), "ncclGroupStart", what);
-    // The group is closed even when a call in it fails, so that later NCCL calls of this thread
-    // are not swallowed into it.
-    nccl::Result rc = nccl::kSuccess;
-    for (int j = 0; j < R && rc == nccl::kSuccess; ++j) {
-      if (j == me) continue;
-      const DevicePiece& s = send[size_t(j)];
-      const DevicePiece& r = recv[size_t(j)];
+  }
+  const nccl::Library& l = plane.library();
+  nccl::check(l.ncclGroupStart(), "ncclGroupStart", what);
+  // The group is closed even when a call in it fails, so that later NCCL calls of this thread
+  // are not swallowed into it. NCCL matches a pair's calls in the order they are posted: every rank
+  // posts the arrays in the same order.
+  nccl::Result rc = nccl::kSuccess;
+  for (int j = 0; j < R && rc == nccl::kSuccess; ++j) {
+    if (j == me) continue;
+    for (size_t i = 0; i < send.size() && rc == nccl::kSuccess; ++i) {
+      const DevicePiece& s = send[i][size_t(j)];
+      const DevicePiece& r = recv[i][size_t(j)];
       if (s.bytes > 0) rc = l.ncclSend(device_address(s.address), size_t(s.bytes), nccl::kUint8, j, comm, stream);
       if (rc == nccl::kSuccess && r.bytes > 0)
         rc = l.ncclRecv(device_address(r.address), size_t(r.bytes), nccl::kUint8, j, comm, stream);
     }
-    const nccl::Result end = l.ncclGroupEnd();
-    nccl::check(rc, "ncclSend/ncclRecv", what);
-    nccl::check(end, "ncclGroupEnd", what);
-  });
+  }
+  const nccl::Result end = l.ncclGroupEnd();
+  nccl::check(rc, "ncclSend/ncclRecv", what);
+  nccl::check(end, "ncclGroupEnd", what);
+}
+
+void exchange_nccl(NcclPlane& plane, const std::vector<DevicePiece>& send, const std::vector<DevicePiece>& recv,
+                   const char* what) {
+  plane.run(what, [&](nccl::Comm comm, rt::CuStream stream) { enqueue_exchanges(plane, comm, stream, {send}, {recv}, what); });
 }
 
 }  // namespace deepep

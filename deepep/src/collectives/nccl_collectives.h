@@ -8,6 +8,7 @@
 #include "collectives/gpu_collectives.h"
 #include "deepep/collectives.h"
 #include "rt/tensor.h"
+#include "transport/nccl/nccl_library.h"
 
 namespace deepep {
 
@@ -22,5 +23,10 @@ void broadcast_nccl(NcclPlane& plane, const rt::Tensor& tensor, int root);
 // sides' byte counts must agree (the callers agreed on them); empty pieces are not posted.
 void exchange_nccl(NcclPlane& plane, const std::vector<DevicePiece>& send, const std::vector<DevicePiece>& recv,
                    const char* what);
+// Several such exchanges (send[i], recv[i]: array i's pieces, one per rank) queued as one NCCL group
+// on `stream`, inside NcclPlane::run (which passes the communicator and the stream, and waits).
+void enqueue_exchanges(const NcclPlane& plane, nccl::Comm comm, rt::CuStream stream,
+                       const std::vector<std::vector<DevicePiece>>& send,
+                       const std::vector<std::vector<DevicePiece>>& recv, const char* what);
 
 }  // namespace deepep

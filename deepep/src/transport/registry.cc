@@ -36,7 +36,7 @@ void register_builtins() {
                                             "communicator a device with CommOptions::cuda_device (docs/deepep.md)");
                        },
                        nullptr});
-    table().push_back({"nccl", "GPUs through NCCL (loaded at run time): the collectives of CUDA tensors",
+    table().push_back({"nccl", "GPUs through NCCL (loaded at run time): the collectives, dispatch and combine of CUDA tensors",
                        [](const Group&) {
                          return std::string("it carries CUDA tensors beside a host transport, not frames: give the "
                                             "communicator a device with CommOptions::cuda_device and "

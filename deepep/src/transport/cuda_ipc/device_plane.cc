@@ -31,21 +31,7 @@ const std::vector<rt::EmbeddedFile>& device_kernel_headers() {
   return headers;
 }
 
-// One kernel: extern "C" name(params) { body }, from kernels/<header>.
-struct KernelText {
-  std::string name, params, body;
-  std::string header = "intranode.cuh";
-  int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
-  std::string source() const {
-    return rt::str("#include \"deepep/kernels/", header, "\"\nusing namespace deepep::kernels;\n",
-                   "extern \"C\" __global__ void __launch_bounds__(256, ", min_blocks, ") ", name, "(", params,
-                   ") {\n  ", body, "\n}\n");
-  }
-};
-
-namespace {
-
-const char* element_type(rt::DType dtype) {
+const char* kernel_element_type(rt::DType dtype) {
   switch (dtype) {
     case rt::DType::F32: return "float";
     case rt::DType::BF16: return "bf16_t";
@@ -56,6 +42,8 @@ const char* element_type(rt::DType dtype) {
     default: return nullptr;
   }
 }
+
+namespace {
 
 const char* accumulator_type(rt::DType dtype) {
   switch (dtype) {
@@ -122,7 +110,7 @@ KernelText combine_scatter_text() {
 }
 
 KernelText combine_reduce_text(rt::DType dtype) {
-  const char* t = element_type(dtype);
+  const char* t = kernel_element_type(dtype);
   RT_ICHECK(dtype == rt::DType::F32 || dtype == rt::DType::BF16 || dtype == rt::DType::F16, "combine_reduce of ",
             rt::name(dtype));
   return {rt::str("deepep_combine_reduce_", rt::name(dtype)),
@@ -134,7 +122,7 @@ KernelText combine_reduce_text(rt::DType dtype) {
 }
 
 KernelText reduce_part_text(rt::DType dtype, int op) {
-  const char* t = element_type(dtype);
+  const char* t = kernel_element_type(dtype);
   RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "reduce_part of ", rt::name(dtype), " op ", op);
   return {rt::str("deepep_reduce_part_", rt::name(dtype), "_", op),
           rt::str("const u64* windows, const ", t, "* mine, ", t,
@@ -144,7 +132,7 @@ KernelText reduce_part_text(rt::DType dtype, int op) {
 }
 
 KernelText all_reduce_text(rt::DType dtype, int op) {
-  const char* t = element_type(dtype);
+  const char* t = kernel_element_type(dtype);
   RT_ICHECK(t != nullptr && op >= 0 && op <= 2, "all_reduce of ", rt::name(dtype), " op ", op);
   return {rt::str("deepep_all_reduce_", rt::name(dtype), "_", op),
           rt::str(t, "* data, i64 count, i64 part, i64 stride, i64 out_off, NormalSignals sig"),

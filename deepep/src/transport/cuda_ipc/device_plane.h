@@ -28,12 +28,28 @@
 #include "rt/cuda_stream.h"
 #include "rt/dtype.h"
 #include "rt/embedded_file.h"
+#include "rt/error.h"
 #include "transport/cuda_ipc/ipc_window.h"
 
 namespace deepep {
 
 class Engine;
-struct KernelText;  // device_plane.cc: one generated kernel
+// One kernel of kernels/<header>: extern "C" name(params) { body }, compiled with
+// device_kernel_headers() (below). The nccl plane's dispatch and combine build theirs the same way.
+struct KernelText {
+  std::string name, params, body;
+  std::string header = "intranode.cuh";
+  int min_blocks = 1;  // blocks per SM the registers must allow (__launch_bounds__)
+  std::string source() const {
+    return rt::str("#include \"deepep/kernels/", header, "\"\nusing namespace deepep::kernels;\n",
+                   "extern \"C\" __global__ void __launch_bounds__(256, ", min_blocks, ") ", name, "(", params,
+                   ") {\n  ", body, "\n}\n");
+  }
+};
+
+// The kernels' name of a dtype's element type (intranode.cuh: float, bf16_t, f16_t, double, int,
+// long long); null for the others.
+const char* kernel_element_type(rt::DType dtype);
 
 // Mirrors of the kernels' structures (kernels/intranode.cuh), laid out identically.
 struct CopyDesc {

@@ -10,7 +10,8 @@
 
 namespace deepep {
 
-NcclPlane::NcclPlane(Group& group, Engine& engine, int device) : engine_(engine), device_(device) {
+NcclPlane::NcclPlane(Group& group, Engine& engine, int device)
+    : engine_(engine), device_(device), pool_(rt::Device::cuda(device)) {
   const auto adopted = static_cast<nccl::Comm>(group.nccl_comm());
   std::string error;
   nccl::UniqueId id{};

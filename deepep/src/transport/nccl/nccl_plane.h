@@ -1,6 +1,7 @@
 // The nccl data plane of a communicator (CommOptions::device_transport = "nccl"): an NCCL
-// communicator and a private stream on the rank's device. The collectives of CUDA tensors
-// (collectives/nccl_collectives.cc) queue NCCL calls here after the engine's agreement, and
+// communicator, a private stream and a pool of device memory on the rank's device. The collectives
+// of CUDA tensors (collectives/nccl_collectives.cc) and normal-mode dispatch and combine
+// (buffer/nccl_dispatch.cc) queue NCCL calls and kernels here after the engine's agreement, and
 // complete() waits for them with a bound: NCCL's asynchronous errors, a peer that died or the
 // communicator's timeout end the wait with a CommError (the communicator aborted), never a hang.
 // The stream synchronizes with the legacy default stream, where rt::Tensor's copies run.
@@ -10,6 +11,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/tensor_pool.h"
 #include "rt/cuda_stream.h"
 #include "transport/nccl/nccl_library.h"
 
@@ -33,6 +35,12 @@ class NcclPlane {
   int device() const { return device_; }
   rt::CuStream stream() const { return stream_->handle(); }
   bool owns_communicator() const { return owned_; }
+  // Outputs and staging of dispatch and combine (a caching pool on this device). Every operation
+  // on this plane completes before it returns, so a block given back is free for the next one.
+  TensorPool& pool() { return pool_; }
+  // Buffer::set_num_sms: the SMs dispatch's gather and combine's reduce are sized for (0: every SM).
+  void set_num_sms(int num_sms) { num_sms_ = num_sms; }
+  int num_sms() const { return num_sms_; }
 
   // The library the communicator was made with (DEEPEP_NCCL_LIBRARY may name another later).
   const nccl::Library& library() const { return *lib_; }
@@ -54,6 +62,8 @@ class NcclPlane {
   nccl::Comm comm_ = nullptr;  // nullptr once aborted
   bool owned_ = false;         // created here (destroyed here), or the group's
   std::optional<rt::CudaStream> stream_;  // made once every rank's device is known to work
+  TensorPool pool_;
+  int num_sms_ = 0;
 };
 
 }  // namespace deepep
