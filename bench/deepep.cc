@@ -4,7 +4,7 @@
 //
 //   bench_deepep [--gpu] [--ranks 4] [--tokens 4096] [--hidden 7168] [--topk 8] [--experts 256]
 //                [--ll-tokens 128] [--moe-hidden N] [--iters 5] [--ar-min 1K] [--ar-max 1G] [--window 1G] [--num-sms N]
-//                [--timeline]
+//                [--timeline] [--device-transport cuda_ipc|nccl]
 //                [--skip memcpy,dispatch,ll,moe,allreduce] [--nodes 1] [--transport shm|tcp]
 //
 // Forks --ranks processes that rendezvous over TCP on 127.0.0.1 (or, when DEEPEP_RANK and
@@ -44,7 +44,9 @@
 // CPU path on the same inputs. --gpu --timeline builds the normal-mode kernels with their timeline
 // (deepep/kernels/timeline.h) and, after the timed calls, prints per rank when each scatter block
 // started and ended, how long its chunks took from first row to raised flag, and when the receive
-// saw them, for one more dispatch and one more combine.
+// saw them, for one more dispatch and one more combine. --device-transport nccl moves the CUDA
+// tensors over the nccl plane instead (CommOptions::device_transport; one GPU per rank; no
+// low-latency calls there: skip ll and moe).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -94,6 +96,7 @@ struct Options {
   std::string skip;
   int nodes = 1;
   std::string transport;  // CommOptions::transport ("": shm on one host, emulated nodes or not)
+  std::string device_transport = "cuda_ipc";  // CommOptions::device_transport (with --gpu)
 };
 
 int64_t parse_size(const std::string& s) {
@@ -216,6 +219,7 @@ deepep::CommOptions comm_options(const Options& o, int rank) {
   if (o.gpu) {
     co.cuda_device = data_device(o, rank).id;
     co.device_window_bytes = o.window;
+    co.device_transport = o.device_transport;
   }
   return co;
 }
@@ -488,7 +492,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
       const double dbytes = double(total_rows) * double(H + S * 4), cbytes = double(total_rows) * double(H * 2);
       const double md = median(td), mc = median(tc);
       std::printf("\n== dispatch (FP8 e4m3 + scales) and combine (BF16)%s: %d ranks, %d tokens/rank, hidden %d, top-%d of %d experts\n",
-                  o.gpu ? " on the GPU (cuda_ipc)" : "", R, o.tokens, o.hidden, o.topk, o.experts);
+                  o.gpu ? (" on the GPU (" + o.device_transport + ")").c_str() : "", R, o.tokens, o.hidden, o.topk, o.experts);
       std::printf("   received rows: %.0f per rank (each token to %.2f ranks on average)\n", double(total_rows) / R,
                   double(total_rows) / (double(R) * o.tokens));
       if (o.gpu && o.num_sms > 0) std::printf("   kernels sized for %d SMs (Buffer::set_num_sms)\n", o.num_sms);
@@ -618,7 +622,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
     if (lead) {
       std::printf("\n== Auto's model of this group: %s\n", comm.network().to_string().c_str());
       std::printf("\n== all_reduce f32 sum%s, %d ranks (nccl-tests: algbw = size / time, busbw = algbw * 2(n-1)/n)\n",
-                  o.gpu ? " on the GPU (cuda_ipc)" : "", R);
+                  o.gpu ? (" on the GPU (" + o.device_transport + ")").c_str() : "", R);
       std::printf("   %10s  %12s %9s %9s  %12s %9s %9s  %12s %9s %9s", "size", o.gpu ? "device us" : "direct us",
                   "algbw", "busbw", "ring us", "algbw", "busbw", "tree us", "algbw", "busbw");
       if (g->num_nodes() > 1) std::printf("  %12s %9s %9s", "hier. us", "algbw", "busbw");
@@ -689,10 +693,15 @@ int main(int argc, char** argv) {
     else if (a == "--timeline") o.timeline = true;
     else if (a == "--nodes") o.nodes = std::stoi(next());
     else if (a == "--transport") o.transport = next();
+    else if (a == "--device-transport") o.device_transport = next();
     else {
       std::fprintf(stderr, "unknown option %s (see the comment at the top of bench/deepep.cc)\n", a.c_str());
       return 2;
     }
+  }
+  if (o.device_transport == "nccl" && (!o.gpu || !skipped(o, "ll") || !skipped(o, "moe"))) {
+    std::fprintf(stderr, "--device-transport nccl: give --gpu, and --skip ll,moe (low-latency calls need cuda_ipc)\n");
+    return 2;
   }
   if (o.nodes < 1 || o.nodes > o.ranks) {
     std::fprintf(stderr, "--nodes %d: give 1 to --ranks (%d)\n", o.nodes, o.ranks);
@@ -709,8 +718,8 @@ int main(int argc, char** argv) {
     const double bw1 = skip_memcpy ? 0 : memcpy_bandwidth(1, 256 << 20);
     const double bwn = skip_memcpy ? 1 : memcpy_bandwidth(o.ranks, 256 << 20);
     if (o.gpu)
-      std::printf("deepep GPU benchmark: %d ranks over the cuda_ipc device windows (%s each)\n", o.ranks,
-                  human(double(o.window)).c_str());
+      std::printf("deepep GPU benchmark: %d ranks over the %s device plane%s\n", o.ranks, o.device_transport.c_str(),
+                  o.device_transport == "cuda_ipc" ? (" (windows of " + human(double(o.window)) + " each)").c_str() : "");
     else if (skip_memcpy)
       std::printf("deepep CPU benchmark: %u cores, transport %s; memcpy not measured (ratios below are meaningless)\n",
                   std::thread::hardware_concurrency(), o.transport.empty() ? "shm" : o.transport.c_str());
