@@ -29,6 +29,12 @@ TEST(DeepEPDispatch, Fp8WithScales) {
   c.hidden = 384;
   run_case(c, true, true);
 }
+// BF16 rows that the combine sums in two whole 512-column chunks and a partial third.
+TEST(DeepEPDispatch, Bf16RowsOfSeveralReduceChunks) {
+  MoeCase c = make(4, 16, 4, Routing::Uneven);
+  c.hidden = 1160;
+  run_case(c, false, true);
+}
 TEST(DeepEPDispatch, UnevenRoutingAndExpertAlignment) { run_case(make(4, 16, 3, Routing::Uneven), false, true, 4); }
 TEST(DeepEPDispatch, RanksAndExpertsReceivingNothingAndARankSendingNothing) {
   MoeCase c = make(4, 16, 4, Routing::Sparse);
