@@ -20,6 +20,7 @@
 #include "tl/device/numeric.h"
 #include "rt/cuda_device.h"
 #include "rt/nvrtc.h"
+#include "testutil/environment.h"
 #include "transport/cuda_ipc/device_plane.h"
 #include "transport/nccl/nccl_library.h"
 #include "transport/nccl/nccl_plane.h"
@@ -39,24 +40,7 @@ using deepep_test::test_options;
 using deepep_test::test_seed;
 using Clock = std::chrono::steady_clock;
 
-// Sets an environment variable for the scope (the forked ranks inherit it), restoring it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      setenv(name_, old_->c_str(), 1);
-    else
-      unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testutil::ScopedEnv;
 
 TEST(DeepEPNccl, MissingLibraryIsAClearUserError) {
   ScopedEnv missing("DEEPEP_NCCL_LIBRARY", "libnccl-absent.so.2");

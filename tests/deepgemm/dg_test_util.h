@@ -18,6 +18,7 @@
 #include "deepgemm/deepgemm.h"
 #include "rt/error.h"
 #include "rt/tensor.h"
+#include "testutil/environment.h"
 #include "testutil/tensors.h"
 #include "tl/device/numeric.h"
 
@@ -280,29 +281,7 @@ inline KGroupedProblem make_k_grouped(const std::vector<int64_t>& ks, int64_t m,
   return p;
 }
 
-// Fetches an environment variable's value and restores it when it goes out of scope.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    const char* old = std::getenv(name);
-    had_ = old != nullptr;
-    if (had_) old_ = old;
-    if (value)
-      setenv(name, value, 1);
-    else
-      unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
- private:
-  std::string name_, old_;
-  bool had_ = false;
-};
+using testutil::ScopedEnv;
 
 // Runs f, expecting an rt::Error of kind User whose message contains every one of `parts`.
 template <class F>

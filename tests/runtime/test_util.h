@@ -10,32 +10,11 @@
 #include <string>
 
 #include "rt/error.h"
+#include "testutil/environment.h"
 
 namespace rt_test {
 
-// Sets (or, with nullopt, unsets) an environment variable for the scope, then restores it.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, std::optional<std::string> value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    if (value)
-      ::setenv(name, value->c_str(), 1);
-    else
-      ::unsetenv(name);
-  }
-  ~ScopedEnv() {
-    if (old_)
-      ::setenv(name_, old_->c_str(), 1);
-    else
-      ::unsetenv(name_);
-  }
-  ScopedEnv(const ScopedEnv&) = delete;
-  ScopedEnv& operator=(const ScopedEnv&) = delete;
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
+using testutil::ScopedEnv;
 
 // A new empty directory for the running test, <tmp>/rt-test-<suite>.<test>-<pid>-<n>, removed at the end
 // of the scope. Unique per instance, so --gtest_repeat never sees a previous run's paths.

@@ -5,6 +5,21 @@
 
 namespace testutil {
 
+ScopedEnv::ScopedEnv(const char* name, const char* value) : name_(name) {
+  if (const char* old = std::getenv(name)) old_ = old;
+  if (value)
+    ::setenv(name, value, 1);
+  else
+    ::unsetenv(name);
+}
+
+ScopedEnv::~ScopedEnv() {
+  if (old_)
+    ::setenv(name_.c_str(), old_->c_str(), 1);
+  else
+    ::unsetenv(name_.c_str());
+}
+
 std::string source_path(const std::string& relative) {
   const char* env = std::getenv("TL_SOURCE_DIR");
   return std::string(env && *env ? env : TL_SOURCE_DIR) + "/" + relative;

@@ -1,9 +1,26 @@
 // Where a test, demo or benchmark runs: the repository's files, and how busy the machine is.
 #pragma once
 
+#include <optional>
 #include <string>
 
 namespace testutil {
+
+// Sets an environment variable for the scope (forked processes inherit it), restoring it after.
+// A null value or std::nullopt unsets it for the scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value);
+  ScopedEnv(const char* name, const std::string& value) : ScopedEnv(name, value.c_str()) {}
+  ScopedEnv(const char* name, std::nullopt_t) : ScopedEnv(name, static_cast<const char*>(nullptr)) {}
+  ~ScopedEnv();
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  std::string name_;
+  std::optional<std::string> old_;
+};
 
 // A file of the repository, `relative` to its root: the TL_SOURCE_DIR environment variable when set
 // (a binary that travelled to another machine, as scripts/gpu_check.sh runs them), else the
