@@ -1,5 +1,9 @@
 // Normal-mode dispatch and combine against references computed from every rank's inputs.
+#include <string>
+#include <utility>
+
 #include "dispatch_check.h"
+#include "testutil/environment.h"
 
 namespace {
 
@@ -42,29 +46,35 @@ TEST(DeepEPDispatch, RanksAndExpertsReceivingNothingAndARankSendingNothing) {
   run_case(c, false, true);
 }
 
-// Both data paths give the same results: the frames of the shm transport (DEEPEP_SINGLE_COPY=0,
-// fault injection, or a machine that forbids reading other processes) and the single copy.
-TEST(DeepEPDispatch, FramePathAndSingleCopyPath) {
+// Every data path gives the same results: the frames of the shm transport (DEEPEP_SINGLE_COPY=0,
+// fault injection, or a machine that forbids reading other processes), the single copy reading
+// private inputs in place (process_vm_readv; DEEPEP_COPY_INTO_ARENA=0), and the single copy reading
+// them from copies in the senders' arenas (the default).
+TEST(DeepEPDispatch, FramePathAndSingleCopyPaths) {
   MoeCase c = make(4, 16, 4, Routing::Uneven);
   c.hidden = 384;
   const bool readable = deepep_test::peer_memory_readable();
-  for (const std::string setting : {"0", "1"}) {
-    SCOPED_TRACE("DEEPEP_SINGLE_COPY=" + setting);
-    setenv("DEEPEP_SINGLE_COPY", setting.c_str(), 1);
+  for (const auto& [single, copy] : {std::pair{"0", "1"}, {"1", "0"}, {"1", "1"}}) {
+    SCOPED_TRACE(std::string("DEEPEP_SINGLE_COPY=") + single + " DEEPEP_COPY_INTO_ARENA=" + copy);
+    testutil::ScopedEnv single_copy("DEEPEP_SINGLE_COPY", single), copy_in("DEEPEP_COPY_INTO_ARENA", copy);
     expect_all_ok(run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
       deepep::Buffer buf(g, 4 << 20, 0, false, test_options());
       // (On a machine that forbids process_vm_readv the single copy is off whatever the setting.)
-      EP_CHECK(buf.single_copy() == (setting == "1" && readable));
+      EP_CHECK(buf.single_copy() == (std::string(single) == "1" && readable));
       for (bool fp8 : {false, true}) dispatch_and_check(buf, c, fp8, true, 2);
+      // Private inputs copied into the arena are read from the mappings; read in place, never.
+      EP_CHECK((buf.shared_bytes_read() > 0) == (buf.single_copy() && std::string(copy) == "1"), "read ",
+               buf.shared_bytes_read(), " bytes from the arenas");
     }));
   }
-  unsetenv("DEEPEP_SINGLE_COPY");
 }
 
 // Rows wider than the single-copy combine's block takes a few of (7168 bf16: 73 rows per MiB), and
-// enough of them for several blocks: each block stages every rank's run of rows together.
+// enough of them for several blocks: each block stages every rank's run of rows together (read in
+// place: the arena's reads over several blocks are shared_arena_test's).
 TEST(DeepEPDispatch, SingleCopyCombineOverSeveralBlocks) {
   if (!deepep_test::peer_memory_readable()) GTEST_SKIP() << "processes may not read each other's memory here";
+  testutil::ScopedEnv in_place("DEEPEP_COPY_INTO_ARENA", "0");
   MoeCase c = make(4, 16, 4, Routing::Uneven);
   c.hidden = 7168;
   c.max_tokens = 96;
@@ -74,10 +84,12 @@ TEST(DeepEPDispatch, SingleCopyCombineOverSeveralBlocks) {
   }));
 }
 
-// A rank dying while the others read its rows on the single-copy path: a clear error on every
-// other rank within the liveness bound, no hang (as on the frame path, healing_test.cc).
+// A rank dying while the others read its rows on the single-copy path (in place, with
+// process_vm_readv; from its arena: shared_arena_test): a clear error on every other rank within
+// the liveness bound, no hang (as on the frame path, healing_test.cc).
 TEST(DeepEPDispatch, RankDyingDuringSingleCopyDispatchIsAClearError) {
   if (!deepep_test::peer_memory_readable()) GTEST_SKIP() << "processes may not read each other's memory here";
+  testutil::ScopedEnv in_place("DEEPEP_COPY_INTO_ARENA", "0");
   MoeCase c = make(4, 16, 4, Routing::Uniform);
   c.hidden = 7168;
   deepep_test::expect_dying_rank_noticed_during_dispatch(c, [&](deepep::Buffer& buf) {

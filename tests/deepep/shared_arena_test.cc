@@ -4,9 +4,12 @@
 // tensor of another Buffer's arena; a rank dying while the others read its arena.
 #include <sys/statvfs.h>
 
+#include <cstdlib>
 #include <functional>
+#include <string>
 
 #include "dispatch_check.h"
+#include "testutil/environment.h"
 
 namespace {
 
@@ -56,6 +59,13 @@ int64_t expected_shared_bytes(const MoeCase& c, int me, bool fp8, const std::fun
   return bytes;
 }
 
+// Whether dispatch and combine copy private inputs into the arena first (DEEPEP_COPY_INTO_ARENA):
+// then every source is read from the arenas.
+bool copy_into_arena() {
+  const char* setting = std::getenv("DEEPEP_COPY_INTO_ARENA");
+  return !setting || std::string(setting) != "0";
+}
+
 // Dispatch and combine checked exactly, the ranks for which `shared` holds with every input in the
 // arena; every rank's reads from the arenas counted to the byte (0 without the single copy).
 void run_case(const MoeCase& c, bool fp8, const std::function<bool(int)>& shared,
@@ -65,7 +75,10 @@ void run_case(const MoeCase& c, bool fp8, const std::function<bool(int)>& shared
     const bool frame_faults = options.faults.drop > 0 || options.faults.corrupt > 0 || options.faults.delay_us > 0;
     EP_CHECK(buf.single_copy() == (single_copy_expected() && !frame_faults));
     dispatch_and_check(buf, c, fp8, true, 1, shared(buf.rank()));
-    const int64_t want = buf.single_copy() ? expected_shared_bytes(c, buf.rank(), fp8, shared) : 0;
+    const bool copied = copy_into_arena();
+    const int64_t want = buf.single_copy()
+                             ? expected_shared_bytes(c, buf.rank(), fp8, [&](int r) { return copied || shared(r); })
+                             : 0;
     EP_CHECK(buf.shared_bytes_read() == want, "read ", buf.shared_bytes_read(), " bytes from the arenas, expected ", want);
   }));
 }
@@ -104,14 +117,20 @@ TEST(DeepEPSharedArena, WideRowsOverSeveralCombineBlocks) {
   run_case(c, false, every_rank);
 }
 
-// Some ranks' inputs in their arenas, the others' not: each source is read its own way.
+// Some ranks' inputs in their arenas, the others' not: with DEEPEP_COPY_INTO_ARENA=0 each source
+// is read its own way (the private ones with process_vm_readv); by default the private ones are
+// copied into their arenas first and every source is read from the mappings.
 TEST(DeepEPSharedArena, MixedArenaAndPrivateInputs) {
   MoeCase four = make(4, 16, 4, Routing::Uneven);
   four.hidden = 256;
-  for (bool fp8 : {false, true}) run_case(four, fp8, [](int r) { return r % 2 == 0; });
   MoeCase eight = make(8, 32, 8, Routing::Uniform);
   eight.hidden = 256;
-  run_case(eight, false, [](int r) { return r < 3; });
+  for (const char* setting : {"0", "1"}) {
+    SCOPED_TRACE(std::string("DEEPEP_COPY_INTO_ARENA=") + setting);
+    testutil::ScopedEnv copy("DEEPEP_COPY_INTO_ARENA", setting);
+    for (bool fp8 : {false, true}) run_case(four, fp8, [](int r) { return r % 2 == 0; });
+    run_case(eight, false, [](int r) { return r < 3; });
+  }
 }
 
 // Fault injection and DEEPEP_SINGLE_COPY=0 keep the frame path: arena inputs move through it.
@@ -122,14 +141,8 @@ TEST(DeepEPSharedArena, FramePathWithArenaInputs) {
   faulty.faults.drop = 0.1;
   faulty.faults.seed = 5;
   for (bool fp8 : {false, true}) run_case(c, fp8, every_rank, faulty);
-  const char* before = std::getenv("DEEPEP_SINGLE_COPY");
-  const std::string saved = before ? before : "";
-  setenv("DEEPEP_SINGLE_COPY", "0", 1);
+  testutil::ScopedEnv frames("DEEPEP_SINGLE_COPY", "0");
   run_case(c, false, every_rank);
-  if (before)
-    setenv("DEEPEP_SINGLE_COPY", saved.c_str(), 1);
-  else
-    unsetenv("DEEPEP_SINGLE_COPY");
 }
 
 TEST(DeepEPSharedArena, AllocationErrorsAndReuse) {

@@ -209,6 +209,8 @@ class Buffer {
   // topk_weights lie there, the single copy reads them with plain loads from the receivers'
   // mappings -- memcpy speed, where process_vm_readv copies at about 0.4x of it -- and combine
   // reduces the rows straight from them; anything else moves as before. Local (no communication).
+  // Tensors elsewhere are copied into the arena by dispatch and combine themselves (a memcpy here
+  // and one at the reader beat process_vm_readv); allocating them there saves that copy.
   // The arena holds at most CommOptions::shared_arena_bytes per rank; a tensor that does not fit,
   // or memory the system will not commit, is a user error. The tensor may outlive the Buffer. Only
   // this Buffer's arena counts: a tensor of another Buffer's arena passed here is an error.
@@ -282,6 +284,9 @@ class Buffer {
   // (buffer/peer_memory.h), else empty.
   std::vector<int> peer_pids_;
   std::unique_ptr<detail::SharedArena> arena_;  // buffer/shared_arena.h
+  // The single copy's inputs that lie outside the arena are copied into it first, for peers to
+  // read at memcpy speed (SharedArena::copy_in); DEEPEP_COPY_INTO_ARENA=0: they read them in place.
+  bool copy_into_arena_ = true;
   int64_t shared_bytes_read_ = 0;
   bool hierarchical_ = false;
   InternodeTraffic internode_traffic_;

@@ -61,6 +61,7 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   const bool single_copy = !frame_faults && !several_nodes && rt::env_int("DEEPEP_SINGLE_COPY", 1) != 0;
   for (pid_t pid : detail::probe_peer_memory(*group_, single_copy)) peer_pids_.push_back(int(pid));
   arena_ = std::make_unique<detail::SharedArena>(*group_, options.shared_arena_bytes);
+  copy_into_arena_ = rt::env_int("DEEPEP_COPY_INTO_ARENA", 1) != 0;
 }
 
 Buffer::~Buffer() { *alive_ = false; }

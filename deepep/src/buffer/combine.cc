@@ -393,7 +393,14 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   // shared arena, where they lie there (shared_arena.h); where they are travels with the agreement.
   const bool single_copy = !gpu && !peer_pids_.empty();
   wire::Writer w;
-  if (single_copy && err.empty()) w.put(arena_->describe(x)).put(arena_->describe(topk_weights));
+  // Copies of x and the weights in this rank's arena, which the peers read instead (held past the
+  // closing barrier).
+  rt::Tensor x_in_arena = x, weights_in_arena = topk_weights;
+  if (single_copy && err.empty() && copy_into_arena_) {
+    x_in_arena = arena_->copy_in(x);
+    weights_in_arena = arena_->copy_in(topk_weights);
+  }
+  if (single_copy && err.empty()) w.put(arena_->describe(x_in_arena)).put(arena_->describe(weights_in_arena));
   if (plane) plane->next_agreement_signalled();
   std::vector<std::string> all;
   try {

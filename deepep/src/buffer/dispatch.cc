@@ -375,10 +375,13 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (const std::vector<int32_t>& list : internode_route.node_lists) node_counts.push_back(int64_t(list.size()));
     w.put_vec(node_counts);
   }
+  // Copies of the inputs in this rank's arena, which the peers read instead (held past the closing
+  // barrier: the readers are done by then).
+  std::vector<rt::Tensor> in_arena;
   if (single_copy && err.empty()) {
     w.put<uint64_t>(uint64_t(T)).put<uint64_t>(!cached && a.topk_idx.dtype() == DType::I32 ? 4 : 8);
     for (const rt::Tensor* t : {&a.x, &a.x_scales, &a.topk_idx, &a.topk_weights})  // empty ones in cached mode
-      w.put(arena_->describe(*t));
+      w.put(arena_->describe(copy_into_arena_ ? in_arena.emplace_back(arena_->copy_in(*t)) : *t));
     for (int r = 0; r < R; ++r) w.put<uint64_t>(reinterpret_cast<uint64_t>(send_lists[size_t(r)].data()));
   }
   if (plane) plane->next_agreement_signalled();

@@ -249,6 +249,19 @@ PeerTensor SharedArena::describe(const rt::Tensor& t) const {
   return p;
 }
 
+rt::Tensor SharedArena::copy_in(const rt::Tensor& t) {
+  if (!own_ || !t.defined() || t.numel() == 0 || !t.device().is_cpu() || !t.is_contiguous()) return t;
+  if (describe(t).arena_offset != PeerTensor::kNotShared) return t;
+  rt::Tensor copy;
+  try {
+    copy = alloc(t.shape(), t.dtype());
+  } catch (const rt::Error&) {  // full, or memory not committed: peers read t the slow way
+    return t;
+  }
+  std::memcpy(copy.data(), t.data(), size_t(t.nbytes()));
+  return copy;
+}
+
 std::string SharedArena::check_not_foreign(const rt::Tensor& t, const char* role) const {
   if (!t.defined()) return "";
   const Block* block = std::get_deleter<Block>(t.storage());

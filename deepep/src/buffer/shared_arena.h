@@ -52,6 +52,11 @@ class SharedArena {
   // "" unless `t` lies in another Buffer's arena: peers map only this Buffer's, so that is an
   // error naming `role` (passing it through the slow path silently would hide the mistake).
   std::string check_not_foreign(const rt::Tensor& t, const char* role) const;
+  // A copy of `t` in this rank's arena, for peers to read from their mapping: copying it in at
+  // memcpy speed and the peers reading it at memcpy speed beats one process_vm_readv (0.35-0.39x of
+  // memcpy). `t` itself when it needs no copy (undefined, empty, not a CPU tensor, already in this
+  // arena), cannot take one (not contiguous) or the arena has no room (the slow path still works).
+  rt::Tensor copy_in(const rt::Tensor& t);
   // The first `bytes` of rank `rank`'s tensor `p` as mapped in this process; nullptr when p is not
   // in that rank's arena (read it with process_vm_readv).
   const uint8_t* mapped(int rank, const PeerTensor& p, uint64_t bytes) const;
