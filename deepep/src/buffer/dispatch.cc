@@ -344,10 +344,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   for (const auto& [t, role] : {std::pair{&a.x, "x"}, {&a.x_scales, "x_scales"}, {&a.topk_idx, "topk_idx"},
                                 {&a.topk_weights, "topk_weights"}})
     if (err.empty()) err = arena_->check_not_foreign(*t, role);
-  if (err.empty() && cached) {
-    const int32_t* rp = h->rank_prefix_matrix.data_as<int32_t>();
-    for (int r = 0; r < R; ++r) counts[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
-  }
+  if (err.empty() && cached) counts = detail::sent_by(h->rank_prefix_matrix.data_as<int32_t>(), me, R);
   if (err.empty() && plane) err = detail::check_dispatch_fits(*plane, rows, counts);
   if (err.empty() && plane && cached && plane->windows_ordered_by_signals()) {  // as above, from the handle's routing
     try {
@@ -589,6 +586,12 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
 }
 
 namespace detail {
+
+std::vector<int64_t> sent_by(const int32_t* rp, int me, int R) {
+  std::vector<int64_t> sent(static_cast<size_t>(R));
+  for (int r = 0; r < R; ++r) sent[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
+  return sent;
+}
 
 std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& p, int R, rt::Tensor recv_src_idx, TensorPool& pool,
                                                      std::string device_transport) {

@@ -75,6 +75,10 @@ NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, co
                                 const rt::Tensor& summary, const kernels::RegionRows& rows, int64_t K,
                                 int experts_per_rank, uint64_t agreement);
 
+// Rows per rank: what rank `me` sent each of the R ranks in the dispatch whose rank prefix matrix
+// ([R, R] int32, DispatchHandle::rank_prefix_matrix) is `rp`.
+std::vector<int64_t> sent_by(const int32_t* rp, int me, int R);
+
 // The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device);
 // device_transport: the GPU plane that moved it ("cuda_ipc", "nccl"; "" for CPU tensors).
 std::shared_ptr<DispatchHandle> make_dispatch_handle(DispatchPlan&& plan, int num_ranks, rt::Tensor recv_src_idx,

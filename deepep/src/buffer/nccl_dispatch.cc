@@ -74,13 +74,6 @@ rt::Tensor upload(NcclPlane& plane, const rt::Shape& shape, rt::DType dtype, con
   return t;
 }
 
-// Rows per rank: what rank `me` sent each rank in the dispatch whose rank prefix matrix is `rp`.
-std::vector<int64_t> sent_by(const int32_t* rp, int me, int R) {
-  std::vector<int64_t> sent(static_cast<size_t>(R));
-  for (int r = 0; r < R; ++r) sent[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
-  return sent;
-}
-
 // Where each rank's rows start when `rows` are laid out rank after rank ([R + 1]).
 std::vector<int64_t> starts(const std::vector<int64_t>& rows) {
   std::vector<int64_t> at(rows.size() + 1, 0);
