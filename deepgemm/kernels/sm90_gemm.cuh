@@ -398,18 +398,29 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // block]; `split`: the tile's columns inside the 128-block of B's scales holding its first one.
     // B's two scales per k-block come straight from global memory (all lanes read the same two
     // values: broadcast loads), one k-block ahead so their latency hides behind the current one.
+    // In the two-partial-set loop (kOverlapPromotion) the loads are unconditional (past the
+    // tile's last k-block they read that one again): a load under `if` must leave the old value
+    // where it is not taken, which ptxas did there by copying the loaded register right after the
+    // load -- a wait for the load's full latency every k-block, the top stall of the 64 x 32
+    // kernel under ncu; unconditional, M = 128 calls ran 2-7% faster (docs/perf.md, stop 23). The
+    // 256 x 128 kernel keeps the guarded load: unconditional, it measured 1% slower.
     struct SfbPrefetch {
       const float* row0;  // the 128-block of B's scales holding the tile's first column
       const float* row1;  // the next one (row0 again past the last)
       int64_t step;       // floats between k-blocks (this consumer reads every kKStep-th)
-      int next_kb, end_kb;
-      float v0, v1;       // the values of k-block next_kb - 1
+      int next_kb, last_kb;
+      float v0, v1;       // the values of k-block next_kb - kKStep
     } sfb;
     [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
       if constexpr (!Cfg::kSfbPerRow) {
         sc.sb0 = sfb.v0;
         sc.sb1 = sfb.v1;
-        if (sfb.next_kb < sfb.end_kb) {
+        if constexpr (Cfg::kOverlapPromotion) {
+          const int64_t at = int64_t(sfb.next_kb < sfb.last_kb ? sfb.next_kb : sfb.last_kb) * sfb.step;
+          sfb.v0 = __ldg(sfb.row0 + at);
+          sfb.v1 = __ldg(sfb.row1 + at);
+          sfb.next_kb += kKStep;
+        } else if (sfb.next_kb <= sfb.last_kb) {
           sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
           sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
           sfb.next_kb += kKStep;
@@ -534,7 +545,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           sfb.v0 = first < kb1 ? __ldg(sfb.row0 + first * sfb.step) : 0.0f;
           sfb.v1 = first < kb1 ? __ldg(sfb.row1 + first * sfb.step) : 0.0f;
           sfb.next_kb = first + kKStep;
-          sfb.end_kb = kb1;
+          sfb.last_kb = kb1 - 1;
         }
         if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
