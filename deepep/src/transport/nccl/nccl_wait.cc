@@ -13,11 +13,11 @@ std::string wait_for_nccl(const Library& l, Comm comm, rt::CuStream stream, std:
   const rt::CudaDriver& d = rt::cuda_driver();
   const auto start = Clock::now();
   auto last_check = start;
-  // An operation on a stream is polled without sleeping for its first 2 ms: Linux sleeps at least
-  // ~50 us, so backing off from the start saw a dispatch ending at 0.43 ms only at ~0.6 (the nccl
-  // plane's dispatch and combine wait two or three times a call). After that, and for a
-  // communicator's creation (seconds), the pause doubles to 1 ms so that a long wait does not take
-  // a core from the ranks sharing it.
+  // An operation on a stream is polled without sleeping for its first 2 ms: a sleep lasts at least
+  // ~50 us on Linux, late by as much for an operation of a fraction of a millisecond (the nccl
+  // plane's combine waits twice a call: 0.51-0.58 -> 0.47-0.51 ms on the H200 x2, docs/perf.md). After
+  // that, and for a communicator's creation (seconds), the pause doubles to 1 ms so that a long
+  // wait does not take a core from the ranks sharing it.
   const auto spin_until = stream != nullptr ? start + std::chrono::milliseconds(2) : start;
   std::chrono::microseconds pause{0};
   while (true) {
