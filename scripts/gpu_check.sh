@@ -47,8 +47,8 @@ export TL_SOURCE_DIR=$PWD TL_CACHE_DIR=/tmp/tl-cache TL_TEST_TARGET=cuda
 export NCCL_NVLS_ENABLE=0
 summary=()
 # Every step runs under a time limit (TL_STEP_TIMEOUT seconds, 360 unless set): a kernel that hangs
-# (stop 23: a build that deadlocked at its start) then costs one step, "FAIL rc=124", not the whole
-# device call. A shell-function step (the program shards) limits its own commands.
+# (stop 23: a build that deadlocked at its start) then costs one step ("FAIL: timed out"), not the
+# whole device call. A shell-function step (the program shards) limits its own commands.
 step_limit=${TL_STEP_TIMEOUT:-360}
 step() {  # step NAME COMMAND...: runs, logs to $logs/NAME.log, records pass/fail and time
   local name=$1; shift
@@ -78,7 +78,7 @@ step deepep_topology gpu-bundle/deepep_topology
 if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
   # The NCCL tests in a process of their own: after the DeepEPGpu tests in the same process they
-  # hang (every time in stop 23; docs/perf.md); run apart they pass.
+  # hung (stop 14 once, stop 23 in its one such run; docs/perf.md); run apart they pass.
   step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='-DeepEPNcclGpu.*'
   step deepep_nccl gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='DeepEPNcclGpu.*'
   step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
