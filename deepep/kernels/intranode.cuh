@@ -973,8 +973,10 @@ __device__ __forceinline__ void all_reduce_body(T* data, i64 count, i64 part, i6
     n = len - p0 < piece ? (len - p0 > 0 ? len - p0 : 0) : piece;
   };
   i64 first, n;
-  for (int p = 0; p < ranks; ++p) {
-    if (p == me) continue;
+  // The peers in an order rotated by rank and block: at any moment every rank's links take an even
+  // share of the writes (all starting at one peer gave it every rank's writes at once; stop 24).
+  for (int i = 0; i < ranks - 1; ++i) {
+    const int p = (me + 1 + int((i + b) % (ranks - 1))) % ranks;
     piece_of(p, first, n);
     if (n > 0)
       block_copy(reinterpret_cast<unsigned char*>(g.windows[p]) + i64(me) * stride + p0 * es,
