@@ -84,11 +84,18 @@ if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
   step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
     gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks:DeepEPGpu.LowLatencyBf16TwoRanks'
   if [ -z "${TL_SKIP_BENCH:-}" ]; then
-    step bench_deepep_gpu gpu-bundle/bench_deepep --gpu --ranks $((ngpu > 1 ? ngpu : 2)) --ar-max 4G
     if [ "$ngpu" -gt 1 ]; then
-      step bench_nccl_deepep torchrun --nproc-per-node "$ngpu" bench/nccl_deepep.py --ar-max 4G
+      # Ours beside NCCL on the first 2, 4 and 8 GPUs (as many of those counts as the machine has).
+      for n in 2 4 8; do
+        [ "$n" -le "$ngpu" ] || break
+        gpus=$(seq -s, 0 $((n - 1)))
+        CUDA_VISIBLE_DEVICES=$gpus step "bench_deepep_gpu$n" gpu-bundle/bench_deepep --gpu --ranks "$n" --ar-max 4G
+        CUDA_VISIBLE_DEVICES=$gpus step "bench_nccl_deepep$n" torchrun --nproc-per-node "$n" bench/nccl_deepep.py --ar-max 4G
+      done
       # Two processes sharing one GPU: the protocol's efficiency against HBM rather than the links.
       CUDA_VISIBLE_DEVICES=0 step bench_deepep_one_gpu gpu-bundle/bench_deepep --gpu --ranks 2 --ar-max 1G
+    else
+      step bench_deepep_gpu gpu-bundle/bench_deepep --gpu --ranks 2 --ar-max 4G
     fi
   fi
 fi
