@@ -8,6 +8,7 @@
 #include <functional>
 
 #include "rt/cuda_device.h"
+#include "rt/nvrtc.h"
 
 namespace deepep_test {
 
@@ -34,6 +35,14 @@ inline int visible_gpus() {
     return n == 255 ? 0 : n;
   }();
   return count;
+}
+
+// Whether NVRTC loads, asked in a child like everything else here: with a GPU driver present,
+// libnvrtc loads libcuda, and a process that has loaded it forks ranks whose CUDA calls hang on the
+// driver's lock (stop 24: the NCCL tests after the kernel compile tests). The compile tests compile
+// in a forked rank for the same reason.
+inline bool nvrtc_usable() {
+  return ask_in_child([] { return rt::nvrtc_available() ? 0 : 1; }) == 0;
 }
 
 }  // namespace deepep_test

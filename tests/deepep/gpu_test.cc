@@ -1272,22 +1272,24 @@ TEST(DeepEPGpu, NormalSignalsSurviveFailedAgreements) {
 // normal-mode timeline built in (kernels/timeline.h: bench_deepep --timeline), whose stamps then
 // reach the baked-in address.
 TEST(DeepEPGpu, KernelsCompileForHopper) {
-  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
-  rt::NvrtcOptions options;
-  options.arch = "sm_90a";
-  options.want_cubin = false;
-  const auto sources = deepep::device_kernel_sources();
-  EXPECT_GE(sources.size(), 20u);
-  for (const auto& [name, source] : sources) {
-    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
-    EXPECT_NE(r.ptx.find(name), std::string::npos) << name;
-  }
-  options.extra = {"-DDEEPEP_TIMELINE=123456789008ull"};
-  for (const auto& [name, source] : sources) {
-    if (name.find("scatter") == std::string::npos && name.find("receive") == std::string::npos) continue;
-    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
-    EXPECT_NE(r.ptx.find("123456789008"), std::string::npos) << name << " stamps no timeline record";
-  }
+  if (!deepep_test::nvrtc_usable()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  expect_all_ok(run_ranks(1, [](const std::shared_ptr<deepep::Group>&) {  // NVRTC out of this process
+    rt::NvrtcOptions options;
+    options.arch = "sm_90a";
+    options.want_cubin = false;
+    const auto sources = deepep::device_kernel_sources();
+    EP_CHECK(sources.size() >= 20u, sources.size(), " kernels");
+    for (const auto& [name, source] : sources) {
+      const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+      EP_CHECK(r.ptx.find(name) != std::string::npos, name);
+    }
+    options.extra = {"-DDEEPEP_TIMELINE=123456789008ull"};
+    for (const auto& [name, source] : sources) {
+      if (name.find("scatter") == std::string::npos && name.find("receive") == std::string::npos) continue;
+      const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+      EP_CHECK(r.ptx.find("123456789008") != std::string::npos, name, " stamps no timeline record");
+    }
+  }));
 }
 
 }  // namespace

@@ -119,16 +119,18 @@ TEST(DeepEPNccl, OptionsAreChecked) {
 // The kernels of dispatch and combine on this plane (kernels/nccl_normal.cuh) compile for sm_90a
 // (NVRTC only; no GPU needed).
 TEST(DeepEPNccl, KernelsCompileForHopper) {
-  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
-  rt::NvrtcOptions options;
-  options.arch = "sm_90a";
-  options.want_cubin = false;
-  const auto sources = deepep::detail::nccl_kernel_sources();
-  EXPECT_EQ(sources.size(), 4u);
-  for (const auto& [name, source] : sources) {
-    const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
-    EXPECT_NE(r.ptx.find(name), std::string::npos) << name;
-  }
+  if (!deepep_test::nvrtc_usable()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  expect_all_ok(run_ranks(1, [](const std::shared_ptr<deepep::Group>&) {  // NVRTC out of this process
+    rt::NvrtcOptions options;
+    options.arch = "sm_90a";
+    options.want_cubin = false;
+    const auto sources = deepep::detail::nccl_kernel_sources();
+    EP_CHECK(sources.size() == 4u, sources.size(), " kernels");
+    for (const auto& [name, source] : sources) {
+      const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
+      EP_CHECK(r.ptx.find(name) != std::string::npos, name);
+    }
+  }));
 }
 
 // --- on 2 GPUs -------------------------------------------------------------------------------------
