@@ -394,14 +394,17 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     struct Cursor {
       PipelineState<kStages> st;
       StageRef at;
-      void advance() {
+      // n stages on (1 <= n <= kStages).
+      void advance(uint32_t n = 1) {
         constexpr uint64_t kStepA = Cfg::kStageBytesA >> 4, kStepB = Cfg::kStageBytesB >> 4;  // descriptor units
-        const bool wrap = st.index + 1 == uint32_t(kStages);
-        st.advance();
+        const bool wrap = st.index + n >= uint32_t(kStages);
+        const uint32_t back = wrap ? uint32_t(kStages) : 0u;
+        st.index = st.index + n - back;
+        st.phase ^= wrap ? 1u : 0u;
         at.index = st.index;
-        at.full = wrap ? at.full - 8u * (kStages - 1) : at.full + 8u;
-        at.da = wrap ? at.da - kStepA * (kStages - 1) : at.da + kStepA;
-        at.db = wrap ? at.db - kStepB * (kStages - 1) : at.db + kStepB;
+        at.full += 8u * (n - back);
+        at.da += kStepA * n - kStepA * back;
+        at.db += kStepB * n - kStepB * back;
       }
     };
     Cursor st{{}, {0u, smem_addr(pipe.full), desc_a0, desc_b0}};
@@ -410,7 +413,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // kKInterleave: this consumer reads the tile's k-blocks of its own parity; k_pos counts the
     // tile's k-blocks `st` has moved past (the other consumer's skipped without waiting).
     constexpr int kKStep = Cfg::kKInterleave ? 2 : 1;
-    [[maybe_unused]] int k_pos = 0;
+    [[maybe_unused]] int k_pos = 0, k_end = 0;  // k_end: the tile's k-blocks
 
     // FP8 steps. wait_fp8: waits for stage st, reads its scales, moves st on, returns the stage.
     // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
@@ -466,8 +469,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         sc.sa[w][1] = sf[r0 + 64 * w + 8];
       }
       const StageRef stage = s.at;
-      s.advance();
-      if constexpr (Cfg::kKInterleave) ++k_pos;
+      if constexpr (Cfg::kKInterleave) {  // straight to this consumer's next k-block (or the tile's end)
+        const int n = k_end - k_pos < kKStep ? k_end - k_pos : kKStep;
+        s.advance(uint32_t(n));
+        k_pos += n;
+      } else {
+        s.advance();
+      }
       return stage;
     };
     [[maybe_unused]] auto issue_fp8 = [&](const StageRef& stage, int w, auto& dst, int q = 0) {
@@ -556,6 +564,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         const int kb0 = tile.unit.kb0, kb1 = tile.unit.kb1;
         // The tile's k-blocks (its piece's range with split-K), and those this consumer reads.
         const int num_k_blocks = kb1 - kb0;
+        k_end = num_k_blocks;
         [[maybe_unused]] const int my_k_blocks =
             Cfg::kKInterleave ? (num_k_blocks + 1 - consumer) / 2 : num_k_blocks;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
@@ -616,9 +625,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             }
           }
           if constexpr (Cfg::kKInterleave) {  // past the other consumer's last k-block too
-            for (; k_pos < num_k_blocks; ++k_pos) {
+            if (k_pos < num_k_blocks) {
               DG_STAMP(Skip);
-              st.advance();
+              st.advance(uint32_t(num_k_blocks - k_pos));
             }
             k_pos = 0;
           }
