@@ -384,13 +384,36 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     float acc[kMmaM][kBlockN / 2];
     [[maybe_unused]] float part[kBlockN / 2];
     [[maybe_unused]] float part1[Cfg::kOverlapPromotion ? kBlockN / 2 : 1];
-    PipelineState<kStages> st;
+    // The consumers' place in the ring, with the stage's full barrier and wgmma descriptors carried
+    // along and advanced with it: recomputed from the shared-memory base at every use, ptxas
+    // re-derived that base from SR_CgaCtaId in every iteration (ncu's stall samples, stop 23).
+    struct StageRef {
+      uint32_t index, full;  // the stage and its full barrier's shared-memory address
+      uint64_t da, db;       // its descriptors: A (this consumer's rows) and B
+    };
+    struct Cursor {
+      PipelineState<kStages> st;
+      StageRef at;
+      // n stages on (1 <= n <= kStages).
+      void advance(uint32_t n = 1) {
+        constexpr uint64_t kStepA = Cfg::kStageBytesA >> 4, kStepB = Cfg::kStageBytesB >> 4;  // descriptor units
+        const bool wrap = st.index + n >= uint32_t(kStages);
+        const uint32_t back = wrap ? uint32_t(kStages) : 0u;
+        st.index = st.index + n - back;
+        st.phase ^= wrap ? 1u : 0u;
+        at.index = st.index;
+        at.full += 8u * (n - back);
+        at.da += kStepA * n - kStepA * back;
+        at.db += kStepB * n - kStepB * back;
+      }
+    };
+    Cursor st{{}, {0u, smem_addr(pipe.full), desc_a0, desc_b0}};
     uint32_t boxes_done = 0;
     using Scales = Sm90Scales<kMmaM>;
     // kKInterleave: this consumer reads the tile's k-blocks of its own parity; k_pos counts the
     // tile's k-blocks `st` has moved past (the other consumer's skipped without waiting).
     constexpr int kKStep = Cfg::kKInterleave ? 2 : 1;
-    [[maybe_unused]] int k_pos = 0;
+    [[maybe_unused]] int k_pos = 0, k_end = 0;  // k_end: the tile's k-blocks
 
     // FP8 steps. wait_fp8: waits for stage st, reads its scales, moves st on, returns the stage.
     // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
@@ -404,26 +427,28 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // load -- a wait for the load's full latency every k-block, the top stall of the 64 x 32
     // kernel under ncu; unconditional, M = 128 calls ran 2-7% faster (docs/perf.md, stop 23). The
     // 256 x 128 kernel keeps the guarded load: unconditional, it measured 1% slower.
+    // The next scale's address is carried and advanced (a 64-bit multiply of kernel parameters per
+    // k-block before).
     struct SfbPrefetch {
-      const float* row0;  // the 128-block of B's scales holding the tile's first column
-      const float* row1;  // the next one (row0 again past the last)
-      int64_t step;       // floats between k-blocks (this consumer reads every kKStep-th)
-      int next_kb, last_kb;
-      float v0, v1;       // the values of k-block next_kb - kKStep
+      const float* next;  // the next k-block's scale in the 128-block holding the tile's first column
+      const float* last;  // `next` at the tile's last k-block
+      int64_t gap;        // floats to the next 128-block's scale (0 past the last block)
+      int64_t stride;     // floats between this consumer's k-blocks (it reads every kKStep-th)
+      float v0, v1;       // the values loaded last
     } sfb;
-    [[maybe_unused]] auto wait_fp8 = [&](PipelineState<kStages>& s, Scales& sc) {
+    [[maybe_unused]] auto wait_fp8 = [&](Cursor& s, Scales& sc) {
       if constexpr (!Cfg::kSfbPerRow) {
         sc.sb0 = sfb.v0;
         sc.sb1 = sfb.v1;
         if constexpr (Cfg::kOverlapPromotion) {
-          const int64_t at = int64_t(sfb.next_kb < sfb.last_kb ? sfb.next_kb : sfb.last_kb) * sfb.step;
-          sfb.v0 = __ldg(sfb.row0 + at);
-          sfb.v1 = __ldg(sfb.row1 + at);
-          sfb.next_kb += kKStep;
-        } else if (sfb.next_kb <= sfb.last_kb) {
-          sfb.v0 = __ldg(sfb.row0 + sfb.next_kb * sfb.step);
-          sfb.v1 = __ldg(sfb.row1 + sfb.next_kb * sfb.step);
-          sfb.next_kb += kKStep;
+          const float* at = sfb.next <= sfb.last ? sfb.next : sfb.last;
+          sfb.v0 = __ldg(at);
+          sfb.v1 = __ldg(at + sfb.gap);
+          sfb.next += sfb.stride;
+        } else if (sfb.next <= sfb.last) {
+          sfb.v0 = __ldg(sfb.next);
+          sfb.v1 = __ldg(sfb.next + sfb.gap);
+          sfb.next += sfb.stride;
         }
       }
       if constexpr (Cfg::kKInterleave) {
@@ -434,24 +459,30 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
       }
       DG_STAMP(FullWaitBegin);
-      pipe.consumer_wait(s);
-      if constexpr (Cfg::kFp4B) mbarrier_wait_parity(&expanded[s.index], s.phase);
+      mbarrier_wait_parity(s.at.full, s.st.phase);
+      if constexpr (Cfg::kFp4B) mbarrier_wait_parity(&expanded[s.st.index], s.st.phase);
       DG_STAMP(FullWaitEnd);
-      const float* sf = smem_sf + s.index * kSfStride;
+      const float* sf = smem_sf + s.st.index * kSfStride;
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
         sc.sa[w][0] = sf[r0 + 64 * w];
         sc.sa[w][1] = sf[r0 + 64 * w + 8];
       }
-      const uint32_t stage = s.index;
-      s.advance();
-      if constexpr (Cfg::kKInterleave) ++k_pos;
+      const StageRef stage = s.at;
+      if constexpr (Cfg::kKInterleave) {  // straight to this consumer's next k-block (or the tile's end)
+        const int n = k_end - k_pos < kKStep ? k_end - k_pos : kKStep;
+        s.advance(uint32_t(n));
+        k_pos += n;
+        for (int i = 1; i < n; ++i) DG_STAMP(Skip);  // the timeline's count of the other's k-blocks
+      } else {
+        s.advance();
+      }
       return stage;
     };
-    [[maybe_unused]] auto issue_fp8 = [&](uint32_t stage, int w, auto& dst, int q = 0) {
+    [[maybe_unused]] auto issue_fp8 = [&](const StageRef& stage, int w, auto& dst, int q = 0) {
       constexpr int kSteps = Cfg::kPromotionK / 32;  // k32 steps per promotion
-      const uint64_t da = smem_desc_add(desc_a0, stage * uint32_t(Cfg::kStageBytesA) + uint32_t(w * 64 * 128));
-      const uint64_t db = smem_desc_add(desc_b0, stage * uint32_t(Cfg::kStageBytesB));
+      const uint64_t da = smem_desc_add(stage.da, uint32_t(w * 64 * 128));
+      const uint64_t db = stage.db;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk) {
@@ -495,11 +526,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     };
     // Every lane's reads of the stage (the folded FP4 path's scales included) come before the
     // arrive that lets the producer refill it: lanes of a warp need not run in step.
-    [[maybe_unused]] auto release = [&](uint32_t stage) {
+    [[maybe_unused]] auto release = [&](const StageRef& stage) {
       __syncwarp();
       if (lane == 0) {
-        pipe.consumer_release(stage);
-        if constexpr (Cfg::kMulticast > 1) mbarrier_arrive_cluster(&pipe.empty[stage], cta_rank ^ 1u);
+        mbarrier_arrive(stage.full + 8u * kStages);  // the stage's empty barrier (pipe.empty follows pipe.full)
+        if constexpr (Cfg::kMulticast > 1) mbarrier_arrive_cluster(&pipe.empty[stage.index], cta_rank ^ 1u);
       }
       DG_STAMP(Release);
     };
@@ -534,18 +565,19 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         const int kb0 = tile.unit.kb0, kb1 = tile.unit.kb1;
         // The tile's k-blocks (its piece's range with split-K), and those this consumer reads.
         const int num_k_blocks = kb1 - kb0;
+        k_end = num_k_blocks;
         [[maybe_unused]] const int my_k_blocks =
             Cfg::kKInterleave ? (num_k_blocks + 1 - consumer) / 2 : num_k_blocks;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
           const int first = kb0 + (Cfg::kKInterleave ? consumer : 0);
-          sfb.row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
-          sfb.row1 = block + 1 < p.sfb_rows ? sfb.row0 + p.sfb_sr : sfb.row0;
-          sfb.step = p.sfb_sc;
-          sfb.v0 = first < kb1 ? __ldg(sfb.row0 + first * sfb.step) : 0.0f;
-          sfb.v1 = first < kb1 ? __ldg(sfb.row1 + first * sfb.step) : 0.0f;
-          sfb.next_kb = first + kKStep;
-          sfb.last_kb = kb1 - 1;
+          const float* row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
+          sfb.gap = block + 1 < p.sfb_rows ? p.sfb_sr : 0;
+          sfb.stride = p.sfb_sc * kKStep;
+          sfb.v0 = first < kb1 ? __ldg(row0 + first * p.sfb_sc) : 0.0f;
+          sfb.v1 = first < kb1 ? __ldg(row0 + first * p.sfb_sc + sfb.gap) : 0.0f;
+          sfb.next = row0 + (first + kKStep) * p.sfb_sc;
+          sfb.last = row0 + int64_t(kb1 - 1) * p.sfb_sc;
         }
         if constexpr (Cfg::kOverlapPromotion) {
           // Two partial sets: k-block kb + 1's wgmmas are queued before kb's promotion, so the tensor
@@ -553,7 +585,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           // part1 alternate at compile time), so ptxas can see which set each wait retires.
           Scales sc0, sc1;
           if (my_k_blocks > 0) {
-            uint32_t stage0 = wait_fp8(st, sc0), stage1 = 0;
+            StageRef stage0 = wait_fp8(st, sc0), stage1{};
             issue_fp8(stage0, 0, part);
             int kb = 1;
             for (; kb + 1 < my_k_blocks; kb += 2) {
@@ -594,9 +626,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             }
           }
           if constexpr (Cfg::kKInterleave) {  // past the other consumer's last k-block too
-            for (; k_pos < num_k_blocks; ++k_pos) {
+            if (k_pos < num_k_blocks) {
               DG_STAMP(Skip);
-              st.advance();
+              st.advance(uint32_t(num_k_blocks - k_pos));
             }
             k_pos = 0;
           }
@@ -607,21 +639,21 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           [[maybe_unused]] const int expander =
               Cfg::kProducerExpanders + consumer * 128 + thread_idx_in_warpgroup();
           if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
-            if (num_k_blocks > 0) expand_share(st, expander);
+            if (num_k_blocks > 0) expand_share(st.st, expander);
           for (int kb = 0; kb < num_k_blocks; ++kb) {
             Scales sc;
-            const uint32_t stage = wait_fp8(st, sc);  // st moves on to the next k-block
+            const StageRef stage = wait_fp8(st, sc);  // st moves on to the next k-block
 #pragma unroll
             for (int q = 0; q < Cfg::kSubBlocks; ++q) {
 #pragma unroll
               for (int w = 0; w < kMmaM; ++w) {
                 issue_fp8(stage, w, part, q);
                 if constexpr (Cfg::kFp4B && Cfg::kConsumersExpand)
-                  if (q == 0 && w == 0 && kb + 1 < num_k_blocks) expand_share(st, expander);
+                  if (q == 0 && w == 0 && kb + 1 < num_k_blocks) expand_share(st.st, expander);
                 DG_STAMP(WgmmaWaitBegin);
                 wgmma_wait_group<0>();
                 DG_STAMP(WgmmaWaitEnd);
-                retire_fp8_per_row(part, sc, w, stage, q, acc[w]);
+                retire_fp8_per_row(part, sc, w, stage.index, q, acc[w]);
               }
             }
             release(stage);
@@ -629,7 +661,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         } else if constexpr (Cfg::kFp8) {
           for (int kb = 0; kb < num_k_blocks; ++kb) {
             Scales sc;
-            const uint32_t stage = wait_fp8(st, sc);
+            const StageRef stage = wait_fp8(st, sc);
 #pragma unroll
             for (int w = 0; w < kMmaM; ++w) {
               issue_fp8(stage, w, part);
@@ -641,11 +673,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             }
           }
         } else {
-          uint32_t prev_stage = 0;
+          StageRef prev_stage{};
           for (int kb = 0; kb < num_k_blocks; ++kb) {
-            pipe.consumer_wait(st);
-            const uint64_t da = smem_desc_add(desc_a0, st.index * uint32_t(Cfg::kStageBytesA));
-            const uint64_t db = smem_desc_add(desc_b0, st.index * uint32_t(Cfg::kStageBytesB));
+            mbarrier_wait_parity(st.at.full, st.st.phase);
+            const uint64_t da = st.at.da, db = st.at.db;
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < 4; ++k) {
@@ -658,7 +689,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             // The group of the previous k-block has completed: its stage can be refilled.
             wgmma_wait_group<1>();
             if (kb > 0) release(prev_stage);
-            prev_stage = st.index;
+            prev_stage = st.at;
             st.advance();
           }
           wgmma_wait_group<0>();

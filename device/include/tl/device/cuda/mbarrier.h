@@ -30,10 +30,11 @@ TL_DEVICE void mbarrier_init(mbarrier_t* bar, uint32_t arrivals) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" ::"r"(smem_addr(bar)), "r"(arrivals) : "memory");
 }
 
-// Plain arrival (release semantics at CTA scope).
-TL_DEVICE void mbarrier_arrive(mbarrier_t* bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(smem_addr(bar)) : "memory");
+// Plain arrival (release semantics at CTA scope); `bar` as a shared-memory address or a pointer.
+TL_DEVICE void mbarrier_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];" ::"r"(bar) : "memory");
 }
+TL_DEVICE void mbarrier_arrive(mbarrier_t* bar) { mbarrier_arrive(smem_addr(bar)); }
 
 // Arrival on the barrier of CTA `cta_rank` of the cluster at the same shared-memory offset (the
 // consumer side of TMA multicast: every CTA that received the data frees the stage in every
@@ -65,8 +66,9 @@ TL_DEVICE void mbarrier_expect_tx(mbarrier_t* bar, uint32_t bytes) {
 }
 
 // One non-blocking-ish probe (the hardware may suspend the thread briefly): true once the phase
-// with parity `parity` has completed. Acquire semantics at CTA scope.
-TL_DEVICE bool mbarrier_try_wait_parity(mbarrier_t* bar, uint32_t parity) {
+// with parity `parity` has completed. Acquire semantics at CTA scope. `bar`: the barrier's
+// shared-memory address (smem_addr), or (the overloads below) a pointer.
+TL_DEVICE bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
   uint32_t done;
   asm volatile(
       "{\n"
@@ -75,13 +77,13 @@ TL_DEVICE bool mbarrier_try_wait_parity(mbarrier_t* bar, uint32_t parity) {
       "selp.u32 %0, 1, 0, p;\n"
       "}\n"
       : "=r"(done)
-      : "r"(smem_addr(bar)), "r"(parity)
+      : "r"(bar), "r"(parity)
       : "memory");
   return done != 0;
 }
 
 // Blocks until the phase with parity `parity` has completed.
-TL_DEVICE void mbarrier_wait_parity(mbarrier_t* bar, uint32_t parity) {
+TL_DEVICE void mbarrier_wait_parity(uint32_t bar, uint32_t parity) {
 #if defined(TL_CUDA_WAIT_TIMEOUT_NS)
   if (mbarrier_try_wait_parity(bar, parity)) return;
   const uint64_t start = globaltimer_ns();
@@ -94,6 +96,7 @@ TL_DEVICE void mbarrier_wait_parity(mbarrier_t* bar, uint32_t parity) {
   }
 #endif
 }
+TL_DEVICE void mbarrier_wait_parity(mbarrier_t* bar, uint32_t parity) { mbarrier_wait_parity(smem_addr(bar), parity); }
 
 // ---------------------------------------------------------------------------------------------
 // Position in an N-stage ring: the stage index and the phase parity of the current lap.
