@@ -67,7 +67,7 @@ TL_DEVICE void mbarrier_expect_tx(mbarrier_t* bar, uint32_t bytes) {
 
 // One non-blocking-ish probe (the hardware may suspend the thread briefly): true once the phase
 // with parity `parity` has completed. Acquire semantics at CTA scope. `bar`: the barrier's
-// shared-memory address (smem_addr), or (the overloads below) a pointer.
+// shared-memory address (smem_addr).
 TL_DEVICE bool mbarrier_try_wait_parity(uint32_t bar, uint32_t parity) {
   uint32_t done;
   asm volatile(
