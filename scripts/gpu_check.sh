@@ -77,10 +77,7 @@ step deepep_topology gpu-bundle/deepep_topology
 # one GPU per rank: on one GPU, two processes share it and there is no NCCL peer).
 if [ -z "${TL_SKIP_DEEPEP:-}" ]; then
   ngpu=$(nvidia-smi -L 2>/dev/null | wc -l)
-  # The NCCL tests in a process of their own: after the DeepEPGpu tests in the same process they
-  # hung (stop 14 once, stop 23 in its one such run; docs/perf.md); run apart they pass.
-  step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='-DeepEPNcclGpu.*'
-  step deepep_nccl gpu-bundle/deepep_tests --gtest_brief=1 --gtest_filter='DeepEPNcclGpu.*'
+  step deepep_tests gpu-bundle/deepep_tests --gtest_brief=1
   step sanitizer_deepep compute-sanitizer --tool memcheck --error-exitcode 9 --target-processes all \
     gpu-bundle/deepep_tests --gtest_filter='DeepEPGpu.DispatchCombineTwoRanks:DeepEPGpu.AllReduceInChunks:DeepEPGpu.LowLatencyBf16TwoRanks'
   if [ -z "${TL_SKIP_BENCH:-}" ]; then
