@@ -39,13 +39,15 @@ inline rt::Tensor random_bf16(const rt::Shape& shape, uint64_t seed) {
 // and on a GPU Buffer of `device_options(rank)`'s communicator (its cuda_device and device plane),
 // with `faults` injected on both communicators, through Buffers of `window_bytes`, the GPU one's
 // normal-mode kernels sized for `num_sms` SMs (0: all). Every result must match the CPU path's bit
-// for bit.
+// for bit. `run` with host identities (on_nodes): the ranks on emulated nodes, where both paths take
+// the hierarchical route.
 inline void dispatch_combine_like_cpu(const MoeCase& c,
                                       const std::function<deepep::CommOptions(int rank)>& device_options,
                                       const deepep::FaultConfig& faults = {}, int64_t window_bytes = 8 << 20,
-                                      int num_sms = 0) {
+                                      int num_sms = 0, const RunOptions& run = {}) {
   expect_all_ok(run_ranks(c.ranks, [&](const std::shared_ptr<deepep::Group>& g) {
     const int me = g->rank();
+    if (run.host_of) setenv("DEEPEP_SHM_EMULATE_NODES", "1", 1);  // this rank's process only
     deepep::CommOptions cpu_options = test_options(), gpu_options = device_options(me);
     const rt::Device dev = rt::Device::cuda(gpu_options.cuda_device);
     cpu_options.faults = gpu_options.faults = faults;
@@ -71,6 +73,8 @@ inline void dispatch_combine_like_cpu(const MoeCase& c,
       EP_CHECK(dc.num_recv_tokens_per_expert == dg.num_recv_tokens_per_expert, "num_recv_tokens_per_expert");
       expect_same(dc.handle->rank_prefix_matrix, dg.handle->rank_prefix_matrix.to(dev), "rank_prefix_matrix");
       expect_same(dc.handle->is_token_in_rank, dg.handle->is_token_in_rank, "is_token_in_rank");
+      EP_CHECK((dg.handle->internode != nullptr) == (dc.handle->internode != nullptr),
+               "the GPU dispatch took the other route (hierarchical on the CPU path: ", dc.handle->internode != nullptr, ")");
 
       const int64_t N = dc.recv_x.size(0);
       const rt::Tensor y = random_bf16({N, c.hidden}, test_seed() + uint64_t(me) * 7 + fp8);
@@ -100,7 +104,13 @@ inline void dispatch_combine_like_cpu(const MoeCase& c,
       expect_same(kc.recv_x, kg.recv_x, "cached recv_x");
       expect_same(kc.recv_x_scales, kg.recv_x_scales, "cached recv_x_scales");
     }
-  }));
+    // Across nodes, the same rows crossed on both paths: once per token and destination node in
+    // dispatch, one partial per token and node in combine.
+    EP_CHECK(cpu.internode_traffic().dispatch_rows == gpu.internode_traffic().dispatch_rows, "dispatch rows across nodes: ",
+             cpu.internode_traffic().dispatch_rows, " on the CPU path, ", gpu.internode_traffic().dispatch_rows, " on the GPU");
+    EP_CHECK(cpu.internode_traffic().combine_rows == gpu.internode_traffic().combine_rows, "combine rows across nodes: ",
+             cpu.internode_traffic().combine_rows, " on the CPU path, ", gpu.internode_traffic().combine_rows, " on the GPU");
+  }, run));
 }
 
 }  // namespace deepep_test

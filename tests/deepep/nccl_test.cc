@@ -125,7 +125,7 @@ TEST(DeepEPNccl, KernelsCompileForHopper) {
     options.arch = "sm_90a";
     options.want_cubin = false;
     const auto sources = deepep::detail::nccl_kernel_sources();
-    EP_CHECK(sources.size() == 4u, sources.size(), " kernels");
+    EP_CHECK(sources.size() == 10u, sources.size(), " kernels");
     for (const auto& [name, source] : sources) {
       const rt::NvrtcResult r = rt::compile_cuda(source, name + ".cu", deepep::device_kernel_headers(), options);
       EP_CHECK(r.ptx.find(name) != std::string::npos, name);
@@ -316,6 +316,17 @@ TEST(DeepEPNcclGpu, DispatchCombineUnevenRankSendsNothing) {
 // every rank, before anything moves; a handle of the other plane and a low-latency call (which needs
 // the cuda_ipc windows) are clear errors too. Then the communicator still works: a dispatch with
 // int32 top-k indices and a combine against the CPU path, and an all_reduce.
+// The hierarchical route (a token crosses to another node once, to its forwarder there) on emulated
+// nodes, against the CPU path's hierarchical route bit for bit: with 4 GPUs two nodes of two ranks
+// (forwarders hand tokens on to the other rank of their node and sum its rows in combine), with 2
+// GPUs two nodes of one.
+TEST(DeepEPNcclGpu, DispatchCombineHierarchicalOnEmulatedNodes) {
+  REQUIRE_NCCL_GPUS();
+  const int ranks = deepep_test::visible_gpus() >= 4 ? 4 : 2;
+  dispatch_combine_like_cpu(moe_case(0x6e64, ranks, 8 * ranks, 6, Routing::Uniform, 384), nccl_options, {}, 8 << 20,
+                            0, deepep_test::nodes_of(ranks / 2));
+}
+
 TEST(DeepEPNcclGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
   REQUIRE_NCCL_GPUS();
   const MoeCase c = moe_case(0x6e64, 2, 16, 4, Routing::Uniform, 256);

@@ -75,7 +75,8 @@ struct DispatchHandle {
   rt::Tensor rank_prefix_matrix;  // [size, size] int32 (CPU): [i][j] = tokens ranks 0..i sent to rank j
   rt::Tensor recv_src_idx;        // [num_recv_tokens] int32: index of each received token at its source
   std::vector<int64_t> recv_counts;            // tokens received from each rank
-  // CPU dispatches only (empty for GPU ones, whose routing stays on the device):
+  // CPU dispatches only (empty for GPU ones, whose routing stays on the device; the nccl plane's on
+  // the hierarchical route keep send_lists for combine):
   std::vector<std::vector<int32_t>> send_lists;  // per destination rank: token indices, in order
   std::vector<int64_t> token_offset;  // per token: first staging row in combine (size num_tokens + 1)
   // GPU dispatches only: [num_tokens, size] int32 on the device, the position of token t among the
@@ -91,7 +92,7 @@ struct DispatchHandle {
   // GPU dispatches only: the device transport that moved it ("cuda_ipc" or "nccl",
   // CommOptions::device_transport); its handle serves only calls on that plane.
   std::string device_transport;
-  // CPU dispatches that took the hierarchical route (a group of several nodes): which tokens went
+  // Dispatches that took the hierarchical route (CPU or nccl plane, a group of several nodes): which tokens went
   // to each node and what this rank forwarded inside its node (buffer/internode.h); null otherwise.
   std::shared_ptr<const detail::InternodeRoute> internode;
 };

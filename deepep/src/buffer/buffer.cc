@@ -31,8 +31,9 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
   else if (options.shared_arena_bytes < 0)
     err = rt::str("negative shared_arena_bytes (", options.shared_arena_bytes, ")");
-  // Several nodes: the hierarchical route for CPU tensors unless DEEPEP_HIERARCHICAL_DISPATCH=0,
-  // which every rank must choose alike (it is part of what they agree on).
+  // Several nodes: the hierarchical route for CPU tensors and the nccl plane unless
+  // DEEPEP_HIERARCHICAL_DISPATCH=0, which every rank must choose alike (it is part of what they
+  // agree on).
   const bool several_nodes = group_->num_nodes() > 1;
   hierarchical_ = several_nodes && rt::env_int("DEEPEP_HIERARCHICAL_DISPATCH", 1) != 0;
   const std::vector<std::string> descs =

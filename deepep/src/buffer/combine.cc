@@ -416,6 +416,9 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     throw;
   }
   if (plane) plane->mark("agree");
+  if (nccl && handle.internode)
+    return detail::combine_over_nccl_hierarchical(*nccl, x, handle, topk_weights, detail::NodeMap(*group_),
+                                                  internode_traffic_);
   if (nccl) return detail::combine_over_nccl(*nccl, x, handle, topk_weights);
   if (gpu)
     return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish, e.agreements(),

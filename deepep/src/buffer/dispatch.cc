@@ -331,9 +331,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   }
   const detail::NodeMap nodes(*group_);
   if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, nodes, T, R);
-  // The hierarchical route (internode.h) for CPU tensors on a group of several nodes; a cached
-  // dispatch takes its handle's route.
-  const bool internode = !gpu && (cached ? err.empty() && h->internode != nullptr : hierarchical_);
+  // The hierarchical route (internode.h) for CPU tensors and the nccl plane's on a group of several
+  // nodes (the cuda_ipc plane serves one host); a cached dispatch takes its handle's route.
+  const bool internode = (!gpu || nccl) && (cached ? err.empty() && h->internode != nullptr : hierarchical_);
   detail::InternodeRoute internode_route;
   if (internode && err.empty()) {
     if (cached)
@@ -443,6 +443,9 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   p.device_order = cached ? h->device_order : std::move(route.order);
   p.device_in_rank = std::move(route.in_rank_on_device);
   p.device_counts = cached ? h->device_counts : std::move(route.summary);
+  if (nccl && internode)
+    return detail::dispatch_over_nccl_hierarchical(*nccl, e.pool(), a, std::move(p), nodes, node_count,
+                                                   std::move(internode_route), internode_traffic_);
   if (nccl) return detail::dispatch_over_nccl(*nccl, e.pool(), a, std::move(p));
   if (gpu)
     return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p), e.agreements(), scattered ? &*scattered : nullptr);

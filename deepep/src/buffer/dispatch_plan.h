@@ -21,6 +21,9 @@ struct NormalSignals;
 
 namespace detail {
 
+struct NodeMap;
+struct InternodeRoute;
+
 struct DispatchPlan {
   uint64_t id = 0;  // the handle's id
   int64_t T = 0, H = 0, S = 0, K = 0;  // tokens, hidden, scale columns (FP8), top-k
@@ -106,6 +109,16 @@ CombineResult combine_on_device(DevicePlane& plane, const rt::Tensor& x, const D
 DispatchResult dispatch_over_nccl(NcclPlane& plane, TensorPool& host_pool, const DispatchArgs& args, DispatchPlan&& plan);
 CombineResult combine_over_nccl(NcclPlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
                                 const rt::Tensor& topk_weights);
+// The hierarchical route (internode.h) on the nccl plane, for a group of several nodes: node_count[s]
+// is what rank s counted for each node in the agreement; the route's source side is set (its
+// forwarder side too for a cached dispatch) and goes into the handle.
+DispatchResult dispatch_over_nccl_hierarchical(NcclPlane& plane, TensorPool& host_pool, const DispatchArgs& args,
+                                               DispatchPlan&& plan, const NodeMap& nodes,
+                                               const std::vector<std::vector<int64_t>>& node_count,
+                                               InternodeRoute&& route, InternodeTraffic& traffic);
+CombineResult combine_over_nccl_hierarchical(NcclPlane& plane, const rt::Tensor& x, const DispatchHandle& handle,
+                                             const rt::Tensor& topk_weights, const NodeMap& nodes,
+                                             InternodeTraffic& traffic);
 // Every kernel those compile, as (name, NVRTC source; headers: device_kernel_headers()): what the
 // CPU-only tests compile for sm_90a.
 std::vector<std::pair<std::string, std::string>> nccl_kernel_sources();
