@@ -19,7 +19,8 @@
 //             combine's input in the Buffer's shared arena (alloc_shared_tensor: peers read them
 //             with memcpy from their mapping), checked bit for bit against the other run; with
 //             --nodes K > 1 also the route (hierarchical, or flat with DEEPEP_HIERARCHICAL_DISPATCH=0)
-//             and the rows and bytes that crossed the emulated nodes per call;
+//             and the rows and bytes that crossed the emulated nodes per call (CPU tensors and the
+//             nccl plane: --gpu --device-transport nccl --nodes K);
 //   ll        low-latency dispatch (FP8) and combine (BF16) with --ll-tokens per rank (with --gpu
 //             also queued on a stream: dispatches alone, dispatch + combine pairs, a CUDA graph);
 //   moe       a decode MoE layer step: --ll-tokens tokens per rank as two micro-batches, each through
@@ -500,7 +501,7 @@ void run_rank(const std::shared_ptr<deepep::Group>& g, const Options& o, double 
                   dbytes / md * 1e-9);
       std::printf("   combine:  %8.2f ms   per rank %6.2f GB/s   aggregate %6.2f GB/s\n", mc * 1e3, cbytes / R / mc * 1e-9,
                   cbytes / mc * 1e-9);
-      if (g->num_nodes() > 1 && !o.gpu) {
+      if (g->num_nodes() > 1 && (!o.gpu || o.device_transport == "nccl")) {  // the routes that know nodes
         int64_t dr = 0, cr = 0, b = 0;
         for (const std::string& c : crossings) {
           int64_t x, y, z;

@@ -419,7 +419,15 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
   if (nccl && handle.internode)
     return detail::combine_over_nccl_hierarchical(*nccl, x, handle, topk_weights, detail::NodeMap(*group_),
                                                   internode_traffic_);
-  if (nccl) return detail::combine_over_nccl(*nccl, x, handle, topk_weights);
+  if (nccl) {
+    const detail::NodeMap nodes(*group_);
+    for (int s = 0; s < R; ++s)
+      if (nodes.node_of[size_t(s)] != nodes.node_of[size_t(rank())]) {  // the flat route: every row crosses
+        internode_traffic_.combine_rows += handle.recv_counts[size_t(s)];
+        internode_traffic_.bytes += handle.recv_counts[size_t(s)] * (H * rt::bits(x.dtype()) / 8 + K * 4);
+      }
+    return detail::combine_over_nccl(*nccl, x, handle, topk_weights);
+  }
   if (gpu)
     return detail::combine_on_device(*plane, x, handle, topk_weights, previous_event, async_finish, e.agreements(),
                                      scattered ? &*scattered : nullptr);

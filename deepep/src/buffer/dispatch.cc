@@ -446,7 +446,16 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
   if (nccl && internode)
     return detail::dispatch_over_nccl_hierarchical(*nccl, e.pool(), a, std::move(p), nodes, node_count,
                                                    std::move(internode_route), internode_traffic_);
-  if (nccl) return detail::dispatch_over_nccl(*nccl, e.pool(), a, std::move(p));
+  if (nccl) {
+    int64_t record = 0;  // the bytes NCCL moves per row
+    for (long long b : rows.bytes) record += b;
+    for (int d = 0; d < R; ++d)
+      if (nodes.node_of[size_t(d)] != nodes.node_of[size_t(me)]) {  // the flat route crosses once per rank
+        internode_traffic_.dispatch_rows += counts[size_t(d)];
+        internode_traffic_.bytes += counts[size_t(d)] * record;
+      }
+    return detail::dispatch_over_nccl(*nccl, e.pool(), a, std::move(p));
+  }
   if (gpu)
     return detail::dispatch_on_device(*plane, e.pool(), a, std::move(p), e.agreements(), scattered ? &*scattered : nullptr);
   const int64_t N = p.prefix[size_t(R)];
