@@ -123,42 +123,107 @@ std::vector<int64_t> starts(const std::vector<int64_t>& rows) {
   return at;
 }
 
+// Staging for n rows of the arrays `rows` has, in one tensor of the plane's pool (held in `holder`):
+// the arrays' addresses (0: absent).
+kernels::ArrayAddresses stage_rows(NcclPlane& plane, const kernels::RegionRows& rows, int64_t n, rt::Tensor& holder) {
+  long long off[kernels::kRegionArrays];
+  holder = plane.pool().empty({int64_t(kernels::region_offsets(rows, n, off))}, rt::DType::U8);
+  kernels::ArrayAddresses to{};
+  for (int i = 0; i < kernels::kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? address(holder) + uint64_t(off[i]) : 0;
+  return to;
+}
+
+// What a gather reads: a dispatch's inputs, or a forwarder's staged records (global top-k, int64,
+// and each row's source index).
+struct GatherFrom {
+  uint64_t x = 0, scales = 0, topk = 0, weights = 0, src_of = 0;
+  int topk_i64 = 1, k = 0;
+};
+
+// Queues the gather kernel: the rows `order` names ([groups, tokens] int32 on the device; group g's
+// first sent[g] entries, sent: [groups] int64 on the device) of `from` into `to`, group after group.
+void launch_gather(NcclPlane& plane, rt::CuStream stream, const GatherFrom& from, uint64_t order, int64_t tokens,
+                   uint64_t sent, int groups, int64_t rows_total, const kernels::ArrayAddresses& to,
+                   const kernels::RegionRows& rows, int experts_per_rank, bool keep_global) {
+  if (rows_total == 0) return;
+  load(plane, gather_text())
+      .launch_with({warp_blocks(plane, rows_total), 1, 1}, {kThreads, 1, 1}, size_t(groups + 1) * 8, stream, from.x,
+                   from.scales, from.topk, from.topk_i64, from.k, from.weights, order, tokens, sent, groups, to, rows,
+                   experts_per_rank, keep_global ? 1 : 0, from.src_of);
+}
+
+// The gather of the rows lists[g] names (indices of `from`'s `tokens` rows) into `to`, group g after
+// group g - 1 (the groups: ranks or nodes); the tables go into `hold` (kept until the stream ran).
+void gather_rows(NcclPlane& plane, rt::CuStream stream, const GatherFrom& from, int64_t tokens,
+                 const std::vector<std::vector<int32_t>>& lists, const kernels::ArrayAddresses& to,
+                 const kernels::RegionRows& rows, int experts_per_rank, bool keep_global, std::deque<rt::Tensor>& hold) {
+  const int groups = int(lists.size());
+  std::vector<int32_t> order(size_t(groups) * size_t(tokens), 0);
+  std::vector<int64_t> sent(size_t(groups), 0);
+  int64_t total = 0;
+  for (int g = 0; g < groups; ++g) {
+    std::copy(lists[size_t(g)].begin(), lists[size_t(g)].end(), order.begin() + int64_t(g) * tokens);
+    sent[size_t(g)] = int64_t(lists[size_t(g)].size());
+    total += sent[size_t(g)];
+  }
+  if (total == 0) return;
+  const uint64_t order_t = address(hold.emplace_back(upload(plane, {groups, tokens}, rt::DType::I32, order.data())));
+  const uint64_t sent_t = address(hold.emplace_back(upload(plane, {groups}, rt::DType::I64, sent.data())));
+  launch_gather(plane, stream, from, order_t, tokens, sent_t, groups, total, to, rows, experts_per_rank, keep_global);
+}
+
+// A dispatch's outputs (the source index into recv_src), and for a new routing the handle's device
+// tables; the arrays' addresses as the gather writes them.
+kernels::ArrayAddresses dispatch_outputs(NcclPlane& plane, const DispatchArgs& a, DispatchPlan& p, DispatchResult& out,
+                                         rt::Tensor& recv_src, const std::vector<int64_t>& sent) {
+  const int64_t received = p.prefix.back();
+  out.recv_x = plane.pool().empty({received, p.H}, a.x.dtype());
+  if (p.fp8) out.recv_x_scales = plane.pool().empty({received, p.S}, rt::DType::F32);
+  if (!p.cached) {
+    out.recv_topk_idx = plane.pool().empty({received, p.K}, rt::DType::I64);
+    if (p.weights) out.recv_topk_weights = plane.pool().empty({received, p.K}, rt::DType::F32);
+    recv_src = plane.pool().empty({received}, rt::DType::I32);
+    upload_routing(plane, p, sent);
+  }
+  return {{address(out.recv_x), address(out.recv_x_scales), address(out.recv_topk_idx), address(out.recv_topk_weights),
+           address(recv_src)}};
+}
+
+// The result's handle: a cached dispatch's own, else a new one (with the hierarchical route and,
+// for its combine, the send lists).
+DispatchResult finish_dispatch(DispatchResult&& out, const DispatchArgs& a, DispatchPlan&& p, rt::Tensor recv_src,
+                               TensorPool& host_pool, std::shared_ptr<const InternodeRoute> route) {
+  if (p.cached) {
+    out.handle = a.handle;
+    return std::move(out);
+  }
+  out.num_recv_tokens_per_expert = p.recv_per_expert;
+  std::vector<std::vector<int32_t>> send_lists;
+  if (route) send_lists = p.send_lists;
+  const int R = int(p.recv_counts.size());
+  std::shared_ptr<DispatchHandle> handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), host_pool, "nccl");
+  handle->send_lists = std::move(send_lists);
+  handle->internode = std::move(route);
+  out.handle = std::move(handle);
+  return std::move(out);
+}
+
 }  // namespace
 
 DispatchResult dispatch_over_nccl(NcclPlane& plane, TensorPool& host_pool, const DispatchArgs& a, DispatchPlan&& p) {
-  using rt::DType;
   const int R = plane.size(), me = plane.rank();
   const kernels::RegionRows rows = dispatch_rows(p.H * rt::bits(a.x.dtype()) / 8, p.S, p.K, p.cached, p.weights);
   const std::vector<int64_t> sent = sent_by(p.rank_prefix.data(), me, R), send_at = starts(sent);
   DispatchResult out;
   rt::Tensor recv_src, stage;  // held until run() has waited for the stream
   plane.run("dispatch", [&](nccl::Comm comm, rt::CuStream stream) {
-    const int64_t N = p.prefix[size_t(R)];
-    out.recv_x = plane.pool().empty({N, p.H}, a.x.dtype());
-    if (p.fp8) out.recv_x_scales = plane.pool().empty({N, p.S}, DType::F32);
-    if (!p.cached) {
-      out.recv_topk_idx = plane.pool().empty({N, p.K}, DType::I64);
-      if (p.weights) out.recv_topk_weights = plane.pool().empty({N, p.K}, DType::F32);
-      recv_src = plane.pool().empty({N}, DType::I32);
-      upload_routing(plane, p, sent);
-    }
-    long long off[kernels::kRegionArrays];
-    const int64_t staged = send_at[size_t(R)];
-    stage = plane.pool().empty({int64_t(kernels::region_offsets(rows, staged, off))}, DType::U8);
-    kernels::ArrayAddresses to{};
-    for (int i = 0; i < kernels::kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? address(stage) + uint64_t(off[i]) : 0;
-    if (staged > 0) {
-      const int topk_i64 = !p.cached && a.topk_idx.dtype() == DType::I64 ? 1 : 0;
-      load(plane, gather_text())
-          .launch_with({warp_blocks(plane, staged), 1, 1}, {kThreads, 1, 1}, size_t(R + 1) * 8, stream,
-                       address(a.x), address(a.x_scales), address(a.topk_idx), topk_i64, int(p.K),
-                       address(a.topk_weights), address(p.device_order), p.T, address(p.device_counts), R, to, rows,
-                       p.experts_per_rank, 0, uint64_t(0));
-    }
+    const kernels::ArrayAddresses outputs = dispatch_outputs(plane, a, p, out, recv_src, sent);
+    const kernels::ArrayAddresses to = stage_rows(plane, rows, send_at[size_t(R)], stage);
+    const GatherFrom inputs{address(a.x), address(a.x_scales), address(a.topk_idx), address(a.topk_weights), 0,
+                            !p.cached && a.topk_idx.dtype() == rt::DType::I64 ? 1 : 0, int(p.K)};
+    launch_gather(plane, stream, inputs, address(p.device_order), p.T, address(p.device_counts), R, send_at[size_t(R)],
+                  to, rows, p.experts_per_rank, false);
     // Array i of destination d: its sent[d] staged rows; of source s: its rows in the outputs.
-    const kernels::ArrayAddresses outputs = {{address(out.recv_x), address(out.recv_x_scales),
-                                              address(out.recv_topk_idx), address(out.recv_topk_weights),
-                                              address(recv_src)}};
     std::vector<std::vector<DevicePiece>> sends, recvs;
     for (int i = 0; i < kernels::kRegionArrays; ++i) {
       const int64_t b = rows.bytes[i];
@@ -173,13 +238,7 @@ DispatchResult dispatch_over_nccl(NcclPlane& plane, TensorPool& host_pool, const
     }
     enqueue_exchanges(plane, comm, stream, sends, recvs, "dispatch");
   });
-  if (p.cached) {
-    out.handle = a.handle;
-    return out;
-  }
-  out.num_recv_tokens_per_expert = p.recv_per_expert;
-  out.handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), host_pool, "nccl");
-  return out;
+  return finish_dispatch(std::move(out), a, std::move(p), std::move(recv_src), host_pool, nullptr);
 }
 
 CombineResult combine_over_nccl(NcclPlane& plane, const rt::Tensor& x, const DispatchHandle& h,
@@ -230,46 +289,6 @@ CombineResult combine_over_nccl(NcclPlane& plane, const rt::Tensor& x, const Dis
 // --- the hierarchical route (internode.h), for groups of several nodes ------------------------------
 
 namespace {
-
-// Staging for n rows of the arrays `rows` has, in one tensor of the plane's pool (held in `holder`):
-// the arrays' addresses (0: absent).
-kernels::ArrayAddresses stage_rows(NcclPlane& plane, const kernels::RegionRows& rows, int64_t n, rt::Tensor& holder) {
-  long long off[kernels::kRegionArrays];
-  holder = plane.pool().empty({int64_t(kernels::region_offsets(rows, n, off))}, rt::DType::U8);
-  kernels::ArrayAddresses to{};
-  for (int i = 0; i < kernels::kRegionArrays; ++i) to.at[i] = off[i] >= 0 ? address(holder) + uint64_t(off[i]) : 0;
-  return to;
-}
-
-// What a gather reads: a dispatch's inputs, or a forwarder's staged records (global top-k, int64,
-// and each row's source index).
-struct GatherFrom {
-  uint64_t x = 0, scales = 0, topk = 0, weights = 0, src_of = 0;
-  int topk_i64 = 1, k = 0;
-};
-
-// Queues the gather of the rows lists[g] names (indices of `from`'s `tokens` rows) into `to`, group
-// g after group g - 1 (the groups: ranks or nodes). The tables go into `hold` (kept until the stream ran).
-void gather_rows(NcclPlane& plane, rt::CuStream stream, const GatherFrom& from, int64_t tokens,
-                 const std::vector<std::vector<int32_t>>& lists, const kernels::ArrayAddresses& to,
-                 const kernels::RegionRows& rows, int experts_per_rank, bool keep_global, std::deque<rt::Tensor>& hold) {
-  const int groups = int(lists.size());
-  std::vector<int32_t> order(size_t(groups) * size_t(tokens), 0);
-  std::vector<int64_t> sent(size_t(groups), 0);
-  int64_t total = 0;
-  for (int g = 0; g < groups; ++g) {
-    std::copy(lists[size_t(g)].begin(), lists[size_t(g)].end(), order.begin() + int64_t(g) * tokens);
-    sent[size_t(g)] = int64_t(lists[size_t(g)].size());
-    total += sent[size_t(g)];
-  }
-  if (total == 0) return;
-  const rt::Tensor& order_t = hold.emplace_back(upload(plane, {groups, tokens}, rt::DType::I32, order.data()));
-  const rt::Tensor& sent_t = hold.emplace_back(upload(plane, {groups}, rt::DType::I64, sent.data()));
-  load(plane, gather_text())
-      .launch_with({warp_blocks(plane, total), 1, 1}, {kThreads, 1, 1}, size_t(groups + 1) * 8, stream, from.x,
-                   from.scales, from.topk, from.topk_i64, from.k, from.weights, address(order_t), tokens,
-                   address(sent_t), groups, to, rows, experts_per_rank, keep_global ? 1 : 0, from.src_of);
-}
 
 // Tokens rank s sent rank r in the dispatch whose rank prefix matrix is rp.
 int64_t sent_between(const int32_t* rp, int R, int s, int r) { return rp[s * R + r] - (s ? rp[(s - 1) * R + r] : 0); }
@@ -333,17 +352,7 @@ DispatchResult dispatch_over_nccl_hierarchical(NcclPlane& plane, TensorPool& hos
   const GatherFrom inputs{address(a.x), address(a.x_scales), address(a.topk_idx), address(a.topk_weights), 0,
                           !p.cached && a.topk_idx.dtype() == DType::I64 ? 1 : 0, int(p.K)};
   plane.run("dispatch", [&](nccl::Comm comm, rt::CuStream stream) {
-    const int64_t received = p.prefix[size_t(R)];
-    out.recv_x = plane.pool().empty({received, p.H}, a.x.dtype());
-    if (p.fp8) out.recv_x_scales = plane.pool().empty({received, p.S}, DType::F32);
-    if (!p.cached) {
-      out.recv_topk_idx = plane.pool().empty({received, p.K}, DType::I64);
-      if (p.weights) out.recv_topk_weights = plane.pool().empty({received, p.K}, DType::F32);
-      recv_src = plane.pool().empty({received}, DType::I32);
-      upload_routing(plane, p, sent);  // the handle's tables, as on the flat route
-    }
-    outputs = {{address(out.recv_x), address(out.recv_x_scales), address(out.recv_topk_idx),
-                address(out.recv_topk_weights), address(recv_src)}};
+    outputs = dispatch_outputs(plane, a, p, out, recv_src, sent);
     const kernels::ArrayAddresses to_direct = stage_rows(plane, rows, direct_at[size_t(R)], direct_t);
     const kernels::ArrayAddresses to_cross = stage_rows(plane, rows, cross_at[size_t(N)], cross_t);
     fstage = stage_rows(plane, rows, staged, fstage_t);
@@ -423,17 +432,8 @@ DispatchResult dispatch_over_nccl_hierarchical(NcclPlane& plane, TensorPool& hos
     }
     enqueue_exchanges(plane, comm, stream, sends, recvs, "dispatch");
   });
-  if (p.cached) {
-    out.handle = a.handle;
-    return out;
-  }
-  out.num_recv_tokens_per_expert = p.recv_per_expert;
-  std::vector<std::vector<int32_t>> send_lists = p.send_lists;  // for combine's own-node rows
-  std::shared_ptr<DispatchHandle> handle = make_dispatch_handle(std::move(p), R, std::move(recv_src), host_pool, "nccl");
-  handle->send_lists = std::move(send_lists);
-  handle->internode = std::make_shared<const InternodeRoute>(std::move(route));
-  out.handle = std::move(handle);
-  return out;
+  return finish_dispatch(std::move(out), a, std::move(p), std::move(recv_src), host_pool,
+                         std::make_shared<const InternodeRoute>(std::move(route)));
 }
 
 // The route backwards, as the CPU path's (combine.cc combine_hierarchical, whose sums it repeats bit
