@@ -21,6 +21,9 @@
 //   bench_gpu_deepgemm --huge      one FP8 GEMM of 100,000^3: 64-bit indexing end to end; TFLOPS and a
 //                                  16-element spot check
 //
+// DG_BENCH_NUM_SMS=N: every mode runs with deepgemm::set_num_sms(N) (e.g. a grid of 128 CTAs where
+// 132 give the same tile rounds).
+//
 // FP8 e4m3 inputs with 1x128 (A) and 128x128 (B) FP32 scales, A's already in the kernel's
 // MN-major TMA-aligned form (as DeepGEMM's benchmark passes them; --time also times row-major ones,
 // which each call transposes first), BF16 output. Device events, warm-up,
@@ -391,6 +394,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     std::printf("device: %s, %d SMs\n", rt::cuda_device(0).name.c_str(), rt::cuda_device(0).sm_count);
+    if (const char* sms = std::getenv("DG_BENCH_NUM_SMS")) {
+      deepgemm::set_num_sms(std::atoi(sms));
+      std::printf("deepgemm::set_num_sms(%d)\n", deepgemm::get_num_sms());
+    }
     rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{3, quick ? 5 : 20, true});
     std::mt19937_64 gen(20261129);
     if (argc == 5 && std::strcmp(argv[1], "--one") == 0) {
