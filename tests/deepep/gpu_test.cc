@@ -71,6 +71,13 @@ TEST(DeepEPGpu, DispatchCombineFourRanksUnevenWithEmptyRank) {
   dispatch_combine_like_cpu(four_ranks_with_empty_rank(), gpu_options);
 }
 
+// Eight ranks (DeepEP's intranode size; four processes a GPU on two GPUs): every rank a source and a
+// destination of every other, top-8.
+TEST(DeepEPGpu, DispatchCombineEightRanks) {
+  REQUIRE_GPU();
+  dispatch_combine_like_cpu(make(8, 64, 8, Routing::Uniform, 256), gpu_options);
+}
+
 // Many chunks of 256 tokens per rank (the routing kernel's scan walks back over the chunks before
 // each one, 32 at a time), routings of different lengths on the ranks, several calls (its scratch
 // is left zeroed for the next).
@@ -547,6 +554,13 @@ TEST(DeepEPGpu, LowLatencyFp8FourRanksWithEmptyRankAndHook) {
   low_latency_like_cpu(c, true, true, 2);
 }
 
+TEST(DeepEPGpu, LowLatencyFp8EightRanks) {
+  REQUIRE_GPU();
+  MoeCase c = make(8, 32, 8, Routing::Uniform, 256);
+  c.max_tokens = 32;
+  low_latency_like_cpu(c, true, false, 2);
+}
+
 TEST(DeepEPGpu, LowLatencyQueuedOnAStream) {
   REQUIRE_GPU();
   const MoeCase c = two_rank_low_latency_case();
@@ -706,10 +720,11 @@ TEST(DeepEPGpu, LowLatencyErrors) {
   }));
 }
 
-// all_reduce against a float64 reference, with a window small enough to take several chunks.
+// all_reduce against a float64 reference, with a window small enough to take several chunks; 3 and
+// 8 ranks push to their peers in rotated orders (gpu_collectives.cc).
 TEST(DeepEPGpu, AllReduceInChunks) {
   REQUIRE_GPU();
-  for (int ranks : {2, 3}) {
+  for (int ranks : {2, 3, 8}) {
     expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
       const int me = g->rank(), R = g->size();
       deepep::CommOptions o = gpu_options(me);
@@ -762,7 +777,7 @@ TEST(DeepEPGpu, AllReduceInChunks) {
 // 64 KiB window so that the larger sizes take many rounds.
 TEST(DeepEPGpu, CollectivesLikeCpu) {
   REQUIRE_GPU();
-  for (int ranks : {2, 3}) {
+  for (int ranks : {2, 3, 8}) {
     expect_all_ok(run_ranks(ranks, [&](const std::shared_ptr<deepep::Group>& g) {
       const int me = g->rank(), R = g->size();
       deepep::CommOptions o = gpu_options(me);
