@@ -599,9 +599,11 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
 
 namespace detail {
 
+int64_t sent_between(const int32_t* rp, int R, int s, int r) { return rp[s * R + r] - (s ? rp[(s - 1) * R + r] : 0); }
+
 std::vector<int64_t> sent_by(const int32_t* rp, int me, int R) {
   std::vector<int64_t> sent(static_cast<size_t>(R));
-  for (int r = 0; r < R; ++r) sent[size_t(r)] = rp[me * R + r] - (me ? rp[(me - 1) * R + r] : 0);
+  for (int r = 0; r < R; ++r) sent[size_t(r)] = sent_between(rp, R, me, r);
   return sent;
 }
 

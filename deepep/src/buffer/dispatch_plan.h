@@ -81,6 +81,8 @@ NormalSignals scatter_on_device(DevicePlane& plane, const DispatchArgs& args, co
 // Rows per rank: what rank `me` sent each of the R ranks in the dispatch whose rank prefix matrix
 // ([R, R] int32, DispatchHandle::rank_prefix_matrix) is `rp`.
 std::vector<int64_t> sent_by(const int32_t* rp, int me, int R);
+// One entry of that: the rows rank s sent rank r.
+int64_t sent_between(const int32_t* rp, int R, int s, int r);
 
 // The handle of a (non-cached) dispatch; recv_src_idx is the per-row source index (CPU or device);
 // device_transport: the GPU plane that moved it ("cuda_ipc", "nccl"; "" for CPU tensors).

@@ -290,9 +290,6 @@ CombineResult combine_over_nccl(NcclPlane& plane, const rt::Tensor& x, const Dis
 
 namespace {
 
-// Tokens rank s sent rank r in the dispatch whose rank prefix matrix is rp.
-int64_t sent_between(const int32_t* rp, int R, int s, int r) { return rp[s * R + r] - (s ? rp[(s - 1) * R + r] : 0); }
-
 // Where source s's rows start in each of this node's ranks' block of rows a forwarder exchanges
 // with it (those blocks hold the sources it forwards for, in rank order): [R][R], by (r, s).
 std::vector<std::vector<int64_t>> forwarded_offsets(const NodeMap& nodes, int me, const int32_t* rp) {
