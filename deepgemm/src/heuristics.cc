@@ -4,6 +4,7 @@
 #include <iterator>
 
 #include "rt/cpu_info.h"
+#include "tl/device/split_k.h"
 
 namespace deepgemm::detail {
 namespace {
@@ -115,7 +116,8 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
   const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
   const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;
   b.multicast = multicast_ok && m_blocks % 2 == 0 && sms >= 2 ? 2 : 1;
-  b.grid = int(std::min<int64_t>(tiles / b.multicast, sms / b.multicast)) * b.multicast;
+  // The fewest clusters that take the tiles in as many rounds as one per SM would.
+  b.grid = tl::same_rounds_grid(int(tiles / b.multicast), sms / b.multicast) * b.multicast;
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
@@ -169,7 +171,6 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     if (!better) continue;
     best.block_m = c.bm;
     best.block_n = c.bn;
-    best.grid = int(std::min<int64_t>(tiles, sms));
     best_cost = cost;
   }
   choose_multicast(best, m, n, tile_groups, sms, false);

@@ -240,6 +240,7 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   // fits with one buffer. 128 x 128 tiles fit five stages with two.
   auto wide = deepgemm::detail::choose_gpu_blocking(true, 4096, 4096, 7168, 1, 2, true, 132, smem);
   ASSERT_EQ(wide.block_m, 256);
+  EXPECT_EQ(wide.grid, 128);  // 512 tiles: 4 rounds on 132 SMs, as on 128 CTAs
   EXPECT_EQ(wide.stages, 3);
   EXPECT_EQ(wide.epilogue_buffers, 2);
   ASSERT_TRUE(deepgemm::detail::choose_sm90_stages(wide, true, 2, 0, smem, 4));

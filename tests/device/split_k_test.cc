@@ -72,6 +72,11 @@ TEST(SplitK, SeedShapesOnTheH200) {
   EXPECT_EQ(tl::plan_split_k(264, 64, sms).splits, 1);
   EXPECT_EQ(tl::plan_split_k(512, 64, sms).splits, 1);
   EXPECT_EQ(tl::plan_split_k(2048, 128, sms).splits, 1);
+  // Unsplit, they launch the fewest CTAs that keep the rounds: 512 tiles in 4 rounds of 128, 2048 in
+  // 16 of 128; whole waves keep one CTA per SM.
+  EXPECT_EQ(tl::plan_split_k(512, 64, sms).grid, 128);
+  EXPECT_EQ(tl::plan_split_k(2048, 128, sms).grid, 128);
+  EXPECT_EQ(tl::plan_split_k(264, 64, sms).grid, sms);
   // One k-block cannot be split; neither can zero tiles.
   EXPECT_EQ(tl::plan_split_k(3, 1, sms).splits, 1);
   EXPECT_EQ(tl::plan_split_k(0, 100, sms).grid, 0);
@@ -96,6 +101,12 @@ TEST(SplitK, RandomPlansCoverExactly) {
     EXPECT_GE(p.grid, 1);
     EXPECT_LE(p.grid, sms);
     EXPECT_EQ(p.dp_tiles % p.grid, 0) << "whole tiles come in whole waves";
+    if (p.splits == 1) {
+      // As many rounds as one CTA per SM, and no CTA fewer would do.
+      const int rounds = (tiles + sms - 1) / sms;
+      EXPECT_EQ((tiles + p.grid - 1) / p.grid, rounds);
+      if (p.grid > 1) EXPECT_GT((tiles + p.grid - 2) / (p.grid - 1), rounds);
+    }
     if (force == 0 && p.splits > 1) {
       // The model never picks empty pieces.
       const int per = (k_blocks + p.splits - 1) / p.splits;
