@@ -881,6 +881,11 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
     on_cpu.x = c.x_bf16(me);
     on_cpu.topk_idx = c.topk_tensor(me);
     const deepep::DispatchResult dc = cpu_buf.dispatch(on_cpu), dg = buf.dispatch(a);
+    // The right layout passes its check (against the mask the routing kernel leaves in host memory).
+    const deepep::DispatchLayout right = cpu_buf.get_dispatch_layout(on_cpu.topk_idx, c.experts);
+    deepep::DispatchArgs with_layout = a;
+    with_layout.layout = &right;
+    expect_same(dc.recv_x, buf.dispatch(with_layout).recv_x, "recv_x of a dispatch with its layout");
     deepep::DispatchArgs cached;
     cached.x = a.x;
     cached.handle = dc.handle;

@@ -56,12 +56,12 @@ struct DeviceRoute {
   // [2 size + 1 + experts] int64 (DevicePlane::dispatch_route): [0, size) tokens to each rank,
   // [size, 2 size) tokens received from each (written by the dispatch's receive), then the routing's.
   rt::Tensor summary;
-  const int64_t* host_summary = nullptr;         // its host copy, once read_route has waited
-  std::vector<const unsigned char*> downloaded;  // in_rank's host copy, when asked for
+  const int64_t* host_summary = nullptr;  // its host copy, once read_route has waited,
+  const uint32_t* host_mask = nullptr;     // and in_rank's bits when asked for (DevicePlane::dispatch_route)
 };
-// Queues the routing kernel (after previous_event: it reads topk_idx), which leaves the counts in
-// page-locked memory, and, when asked for, the copy of the mask to the host; read_route waits for
-// those alone and fills the host fields.
+// Queues the routing kernel (after previous_event: it reads topk_idx), which leaves the counts and,
+// when asked for, in_rank's bits in page-locked memory; read_route waits for that kernel alone and
+// fills the host fields.
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
                             const Event& previous_event);
 void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_idx, int num_experts);

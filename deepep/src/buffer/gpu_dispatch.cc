@@ -59,12 +59,13 @@ DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int 
   route.order = plane.pool().empty({R, T}, DType::I32);
   route.in_rank_on_device = plane.pool().empty({T, R}, DType::Bool);
   route.summary = plane.pool().empty({2 * R + 1 + int64_t(num_experts)}, DType::I64);
-  route.host_summary =
+  const DevicePlane::HostRoute host =
       plane.dispatch_route(address(topk_idx), topk_idx.dtype() == DType::I64, T, int(K), num_experts,
                            address(route.slots), address(route.order), address(route.in_rank_on_device),
-                           address(route.summary));
+                           address(route.summary), want_host_in_rank);
+  route.host_summary = host.summary;
+  route.host_mask = host.mask;
   plane.mark("kernels");
-  if (want_host_in_rank) route.downloaded = plane.download({&route.in_rank_on_device});
   return route;
 }
 
@@ -75,9 +76,12 @@ void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_i
   const int64_t* host = route.host_summary;
   route.counts.assign(host, host + R);
   route.expert_pairs.assign(host + 2 * R + 1, host + 2 * R + 1 + num_experts);
-  if (!route.downloaded.empty()) {
-    plane.wait_download();
-    route.in_rank.assign(route.downloaded[0], route.downloaded[0] + T * R);
+  if (route.host_mask) {  // [R][T / 32 words] bits -> [T, R] bytes
+    const int64_t words = (T + 31) / 32;
+    route.in_rank.resize(size_t(T * R));
+    for (int d = 0; d < R; ++d)
+      for (int64_t t = 0; t < T; ++t)
+        route.in_rank[size_t(t * R + d)] = uint8_t(route.host_mask[d * words + t / 32] >> (t % 32) & 1u);
   }
   if (host[2 * R] != 0) {  // the complement of the first bad entry's index: read its value
     route.bad_index = int64_t(~uint64_t(host[2 * R]));

@@ -71,9 +71,10 @@ KernelText dispatch_route_text(bool topk_i64) {
   const char* index = topk_i64 ? "i64" : "int";
   return {rt::str("deepep_dispatch_route_", topk_i64 ? "i64" : "i32"),
           rt::str("const ", index, "* topk, i64 tokens, int k, int experts, int experts_per_rank, int ranks, ",
-                  "unsigned char* in_rank, int* slots, int* order, i64* summary, i64* host, u64* scratch"),
+                  "unsigned char* in_rank, int* slots, int* order, i64* summary, i64* host, u64* scratch, ",
+                  "unsigned* host_mask"),
           "dispatch_route_body(topk, tokens, k, experts, experts_per_rank, ranks, in_rank, slots, order, summary, host, "
-          "scratch);"};
+          "scratch, host_mask);"};
 }
 
 // The dispatch's scatter and receive read the same inputs (the receive moves the own rows).
@@ -219,8 +220,8 @@ int64_t DeviceTables::add(const void* data, size_t bytes) {
 
 DevicePlane::DevicePlane(Group& group, Engine& engine, int device, int64_t window_bytes)
     : engine_(engine), rank_(group.rank()), size_(group.size()), window_(group, device, window_bytes),
-      stream_(device), up_(device), down_(device), status_(device), routed_host_(device), uploaded_(device, false),
-      downloaded_(device, false), routed_(device, false),
+      stream_(device), up_(device), status_(device), routed_host_(device), uploaded_(device, false),
+      routed_(device, false),
       pool_(rt::Device::cuda(device)), profile_(rt::env_int("DEEPEP_PROFILE", 0) != 0),
       overlap_receive_(rt::env_int("DEEPEP_OVERLAP_RECEIVE", 1) != 0),
       jit_flags_(rt::env_words("DEEPEP_JIT_FLAGS")) {}
@@ -351,26 +352,6 @@ void DevicePlane::ll_sync() {
   RT_CU_CHECK(rt::cuda_driver().cuStreamSynchronize(ll_stream()), "cuStreamSynchronize", "deepep low-latency stream");
 }
 
-std::vector<const unsigned char*> DevicePlane::download(const std::vector<const rt::Tensor*>& tensors) {
-  size_t total = 0;
-  for (const rt::Tensor* t : tensors) total += (size_t(t->nbytes()) + 15) / 16 * 16;
-  unsigned char* const staged = down_.reserve(total, "deepep downloads");
-  const rt::CudaDriver& d = rt::cuda_driver();
-  rt::cuda_context(device());
-  std::vector<const unsigned char*> out;
-  size_t at = 0;
-  for (const rt::Tensor* t : tensors) {
-    out.push_back(staged + at);
-    if (t->nbytes() > 0)
-      RT_CU_CHECK(d.cuMemcpyDtoHAsync(staged + at, reinterpret_cast<rt::CuDevicePtr>(t->data()), size_t(t->nbytes()),
-                                      stream()),
-                  "cuMemcpyDtoHAsync", t->nbytes(), " bytes");
-    at += (size_t(t->nbytes()) + 15) / 16 * 16;
-  }
-  downloaded_.record(stream());
-  return out;
-}
-
 void DevicePlane::mark(const char* phase) {
   if (!profile_) return;
   if (std::string_view(phase) == "start") marks_.clear();  // an operation that failed left its marks
@@ -419,8 +400,9 @@ void DevicePlane::multi_copy(uint64_t descs, int count, int64_t max_bytes) {
 
 // One block per destination and chunk of kThreads tokens (at least one chunk: the last block writes
 // the summary even when there are no tokens).
-const int64_t* DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts,
-                                           uint64_t slots, uint64_t order, uint64_t in_rank, uint64_t summary) {
+DevicePlane::HostRoute DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts,
+                                                   uint64_t slots, uint64_t order, uint64_t in_rank, uint64_t summary,
+                                                   bool want_mask) {
   const int64_t chunks = std::max<int64_t>(1, (tokens + kThreads - 1) / kThreads);
   const int64_t words = size_ * chunks + experts + 2 + size_;  // dispatch_route_body's scratch
   if (route_scratch_words_ < words) {  // grown zeroed; the kernels leave it zeroed
@@ -430,15 +412,18 @@ const int64_t* DevicePlane::dispatch_route(uint64_t topk, bool topk_i64, int64_t
     route_scratch_ = rt::cuda_malloc(device(), size_t(route_scratch_words_) * 8, "deepep routing scratch");
     rt::cuda_memset(device(), route_scratch_, 0, size_t(route_scratch_words_) * 8);
   }
-  const int64_t summary_words = 2 * size_ + 1 + experts;
-  int64_t* const host = reinterpret_cast<int64_t*>(routed_host_.reserve(size_t(summary_words) * 8, "deepep routing"));
+  const int64_t summary_words = 2 * size_ + 1 + experts, mask_words = want_mask ? size_ * ((tokens + 31) / 32) : 0;
+  int64_t* const host =
+      reinterpret_cast<int64_t*>(routed_host_.reserve(size_t(summary_words * 8 + mask_words * 4), "deepep routing"));
+  unsigned* const mask = want_mask ? reinterpret_cast<unsigned*>(host + summary_words) : nullptr;
   const int experts_per_rank = experts / size_;
   const rt::Dim3 grid{unsigned(chunks), unsigned(size_), 1};
   kernel(dispatch_route_text(topk_i64))
       .launch_with(grid, {kThreads, 1, 1}, 0, stream(), topk, tokens, k, experts, experts_per_rank, size_, in_rank,
-                   slots, order, summary, reinterpret_cast<uint64_t>(host), route_scratch_);
+                   slots, order, summary, reinterpret_cast<uint64_t>(host), route_scratch_,
+                   reinterpret_cast<uint64_t>(mask));
   routed_.record(stream());
-  return host;
+  return {host, mask};
 }
 
 // The scatter and the receive share the GPU (the receive overlaps the scatter, three blocks per SM

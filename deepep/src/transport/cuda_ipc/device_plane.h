@@ -154,11 +154,6 @@ class DevicePlane {
   [[noreturn]] void fail(const std::string& what, const std::string& error);
   // Outputs of the device operations (a caching pool on this device).
   TensorPool& pool() { return pool_; }
-  // Queues copies of small device tensors to the host through page-locked memory; returns where
-  // each one's bytes will be once wait_download() returns (valid until the next download). Work
-  // queued after them does not delay the wait.
-  std::vector<const unsigned char*> download(const std::vector<const rt::Tensor*>& tensors);
-  void wait_download() { downloaded_.synchronize(); }
 
   // DEEPEP_PROFILE=1: an operation marks "start", then the end of each phase; report() prints the host time of
   // every phase on stderr (one line per operation and rank), and in brackets the time between the
@@ -170,10 +165,14 @@ class DevicePlane {
   void multi_copy(uint64_t descs, int count, int64_t max_bytes);
   // kernels/intranode.cuh's dispatch_route_body: slots [tokens, size] int32, order [size, tokens]
   // int32, in_rank [tokens, size] bool, summary [2 size + 1 + experts] int64. Returns where the
-  // kernel leaves the summary's host copy, to be read once wait_route() returns (valid until the
-  // next routing).
-  const int64_t* dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
-                                uint64_t order, uint64_t in_rank, uint64_t summary);
+  // kernel leaves the summary's host copy and, with want_mask, in_rank a bit per token (host_mask),
+  // to be read once wait_route() returns (valid until the next routing).
+  struct HostRoute {
+    const int64_t* summary;
+    const uint32_t* mask;  // [size][ceil(tokens / 32)] words; null unless asked for
+  };
+  HostRoute dispatch_route(uint64_t topk, bool topk_i64, int64_t tokens, int k, int experts, uint64_t slots,
+                           uint64_t order, uint64_t in_rank, uint64_t summary, bool want_mask);
   void wait_route() { routed_.synchronize(); }
   // The normal-mode kernels (intranode.cuh): each signals as `sig` says (every rank launches all
   // four, with or without rows, so that every flag is raised). `summary`: the dispatch's counts
@@ -255,14 +254,13 @@ class DevicePlane {
   rt::CudaStream stream_;
   rt::CuDevicePtr tables_ = 0;
   int64_t tables_capacity_ = 0;
-  // Page-locked staging of the small copies (the collectives' tables up, a routing's mask down):
+  // Page-locked staging of the small copies (the collectives' tables up):
   // pageable copies go through the driver's own staging and cost more than the kernels around them.
-  rt::PinnedBuffer up_, down_, status_;
+  rt::PinnedBuffer up_, status_;
   rt::PinnedBuffer routed_host_;        // the routing's summary, written by its kernel
   rt::CuDevicePtr route_scratch_ = 0;   // the routing's flags and counters (zero between calls)
   int64_t route_scratch_words_ = 0;
   rt::CudaEvent uploaded_;    // after the last upload's copy out of up_
-  rt::CudaEvent downloaded_;  // after the last download's copies
   rt::CudaEvent routed_;      // after the last routing kernel
   TensorPool pool_;
   std::string device_failure_;  // the first normal-mode wait that timed out ("": none)
