@@ -57,7 +57,7 @@ struct DeviceRoute {
   // [size, 2 size) tokens received from each (written by the dispatch's receive), then the routing's.
   rt::Tensor summary;
   const int64_t* host_summary = nullptr;  // its host copy, once read_route has waited,
-  const uint32_t* host_mask = nullptr;     // and in_rank's bits when asked for (DevicePlane::dispatch_route)
+  const uint32_t* host_mask = nullptr;    // and in_rank's bits when asked for (DevicePlane::dispatch_route)
 };
 // Queues the routing kernel (after previous_event: it reads topk_idx), which leaves the counts and,
 // when asked for, in_rank's bits in page-locked memory; read_route waits for that kernel alone and
