@@ -43,8 +43,8 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
                                 int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false);
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok` and M holds an even
-// number of blocks; otherwise 1. Sets b.multicast and b.grid: the fewest clusters that take the
-// tiles in as many rounds as one cluster per SM pair would (tl::same_rounds_grid).
+// number of blocks; otherwise 1. Sets b.multicast and b.grid: the fewest CTAs that take the tiles
+// in as many rounds as one CTA per SM would (tl::same_rounds_grid, counted in clusters).
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
 // Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64 (2 with
