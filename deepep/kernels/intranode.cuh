@@ -234,7 +234,7 @@ __device__ __forceinline__ void multi_copy_body(const CopyDesc* descs, const u64
 // ranks + 1 + experts) (token, k) pairs per expert.
 // host_mask (page-locked, or null): in_rank a bit per token, [ranks][ceil(tokens / 32)] words, bit
 // t % 32 of word t / 32 (a warp's ballot): what the host checks a given layout against, without a
-// copy queued between the routing and the scatter (one cost a 2-GPU dispatch 7-8%, stop 25).
+// copy queued between the routing and the scatter (one cost a 2-GPU dispatch 6-10%, stop 25).
 // scratch (route_scratch_words; zero before the first call, and left zero by every call's last
 // block, so no memset is queued): the chunks' flags [ranks, chunks], the pair counters [experts],
 // the first bad entry, the blocks arrived, the tickets drawn [ranks].

@@ -13,6 +13,7 @@
 #include <random>
 #include <tuple>
 
+#include "buffer/dispatch_plan.h"
 #include "gpu_dispatch_check.h"
 #include "gpu_probe.h"
 #include "moe_ref.h"
@@ -920,6 +921,26 @@ TEST(DeepEPGpu, ErrorsAreSharedAndLeaveTheBufferUsable) {
                            buf.dispatch(a);
                          }),
                          {"disagree", "on the GPU"});
+}
+
+// The routing kernel's in_rank bits as the host reads them (runs without a GPU): bits written as a
+// warp's ballot per 32 tokens and destination, unpacked to [tokens, ranks] bytes, over token counts
+// that end inside a word and ranks from 1 to 8.
+TEST(DeepEPGpu, RoutingMaskBitsUnpack) {
+  std::mt19937 rng(20261201);
+  for (int ranks : {1, 2, 3, 8}) {
+    for (int64_t tokens : {int64_t(0), int64_t(1), int64_t(31), int64_t(32), int64_t(33), int64_t(1000)}) {
+      const int64_t words = (tokens + 31) / 32;
+      std::vector<uint8_t> want(size_t(tokens * ranks));
+      for (auto& b : want) b = uint8_t(rng() % 2);
+      std::vector<uint32_t> bits(size_t(ranks * words), 0);
+      for (int d = 0; d < ranks; ++d)  // lane t % 32 of the ballot of the warp holding token t
+        for (int64_t t = 0; t < tokens; ++t)
+          if (want[size_t(t * ranks + d)]) bits[size_t(d * words + t / 32)] |= 1u << (t % 32);
+      EXPECT_EQ(deepep::detail::unpack_in_rank(bits.data(), tokens, ranks), want) << ranks << " ranks, " << tokens
+                                                                                 << " tokens";
+    }
+  }
 }
 
 // A CUDA tensor given to a communicator without a device plane (runs without a GPU: the check

@@ -65,6 +65,9 @@ struct DeviceRoute {
 DeviceRoute route_on_device(DevicePlane& plane, const rt::Tensor& topk_idx, int num_experts, bool want_host_in_rank,
                             const Event& previous_event);
 void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_idx, int num_experts);
+// in_rank [tokens, ranks] as bytes from the routing kernel's bits (kernels/intranode.cuh host_mask:
+// [ranks][ceil(tokens / 32)] words, bit t % 32 of word t / 32).
+std::vector<uint8_t> unpack_in_rank(const uint32_t* bits, int64_t tokens, int ranks);
 
 // Where a GPU dispatch's arrays go in the window regions: x (x_row bytes), scales (S floats), and,
 // unless cached, the top-k (K int64), weights (K floats) and source index.

