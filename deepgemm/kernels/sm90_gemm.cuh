@@ -72,14 +72,16 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // kMulticast_ 2: CTAs run in clusters of 2 on vertically adjacent tiles (same columns), each loading
 // half of the shared B tile and multicasting it to both (half the L2 traffic of B).
 // kEpilogueBuffers_: 64 x 64 staging buffers per consumer for the TMA-store epilogue, 2 (a box is
-// staged while the previous one is stored) or 1 (room for one more stage; heuristics.cc decides).
+// staged while the previous one is stored), 1 (room for one more stage) or, with
+// kEpilogueWholeSlice_, one per box of the consumer's slice (staged at once); heuristics.cc decides.
 // kFp4B_: B is packed e2m1, expanded to e4m3 in shared memory (per-row B scales).
 // kFoldScales_ (kFp4B, B's scales powers of two per 32 of K): the expansion folds each row's four
 // scales of a k-block into the values against the largest, and the promotion runs every 128 of K.
 // kKInterleave_ (BLOCK_M 64, FP8 with block scales): two consumers on alternate k-blocks.
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
-          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kKInterleave_ = false>
+          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kKInterleave_ = false,
+          bool kEpilogueWholeSlice_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -129,6 +131,7 @@ struct Sm90GemmConfig {
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBuffers = kEpilogueBuffers_;
+  static constexpr bool kEpilogueWholeSlice = kEpilogueWholeSlice_;
   static constexpr int kEpilogueBytes = kTmaStore ? kRowConsumers * kEpilogueBuffers * kBoxBytesC : 0;
   // kKInterleave: the second consumer's FP32 sum of a tile, handed to the first.
   static constexpr int kExchangeBytes = kKInterleave ? 64 * kBlockN * 4 : 0;
@@ -162,7 +165,9 @@ struct Sm90GemmConfig {
   static_assert(!kTmaStore || (is_same_v<TC, bfloat16_t> && kBlockN % 64 == 0),
                 "the TMA-store epilogue writes 64 x 64 boxes of bfloat16");
   static_assert(kStages >= 2, "at least two stages");
-  static_assert(kEpilogueBuffers == 1 || kEpilogueBuffers == 2, "one or two epilogue buffers per consumer");
+  static_assert(kEpilogueWholeSlice ? kEpilogueBuffers == kMmaM * (kBlockN / kBoxC)
+                                    : kEpilogueBuffers == 1 || kEpilogueBuffers == 2,
+                "one or two epilogue buffers per consumer, or one per box of its slice");
   static_assert(!kFp4B || (kFp8 && kSfbPerRow && kMulticast == 1),
                 "packed FP4 B: FP8 A, per-row B scales, no multicast");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
@@ -720,10 +725,12 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
       if (Cfg::kKInterleave && consumer == 1) continue;  // the first consumer stores the tile
 
+      DG_STAMP(StoreBegin);
       if (tile.unit.piece >= 0) {  // a piece of a split tile (plain GEMMs): its share of the tile's sum
         tl::cuda::detail::gemm_sm90_split_reduce<Cfg>(acc, p.split_k, tiles.tiles, tile.unit, consumer,
                                                       static_cast<TC*>(p.d), p.m, p.n, p.d_sr, tile.m0 + r0,
                                                       tile.n0 + c0, vec_ok);
+        DG_STAMP(StoreEnd);
         continue;
       }
 
@@ -757,6 +764,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         tl::cuda::detail::gemm_sm90_store_direct<Cfg>(acc, d, tile.row_limit, p.n, p.d_sr, tile.m0 + r0,
                                                       tile.n0 + c0, full_tile, vec_ok);
       }
+      DG_STAMP(StoreEnd);
     }
     DG_TIMELINE_CLOSE();
     // Shared memory must outlive the TMA stores that read it.

@@ -38,7 +38,9 @@ enum class TimelineEvent : tl::uint32_t {
   EmptyWaitEnd,
   TmaIssue,  // the stage's TMA loads issued
   // consumer warps again (appended: the values above are the decoder's)
-  Skip,  // k-interleaved consumers: a stage fill left to the other consumer
+  Skip,        // k-interleaved consumers: a stage fill left to the other consumer
+  StoreBegin,  // a tile's epilogue (split-K reduction or store) begins
+  StoreEnd,    // and ends
   Count
 };
 

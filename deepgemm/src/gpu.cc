@@ -286,6 +286,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     RT_USER_CHECK(blk.block_m != 192 || x.grouping == Grouping::None, "deepgemm::", fn, ": DG_GPU_CONFIG='", forced,
                   "': block_m 192 (three consumers) is for plain GEMMs, not grouped ones");
   }
+  choose_whole_slice_epilogue(blk, x.fp8, x.k, out_bytes, sfb_rows, info.smem_per_block_optin);
 
   // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
   // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
@@ -325,6 +326,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.has_c = x.c.present();
   spec.tma_store = blk.tma_store;
   spec.epilogue_buffers = blk.epilogue_buffers;
+  spec.epilogue_whole_slice = blk.epilogue_whole_slice;
   spec.fp4_b = x.fp4_b;
   // Folding pays on tiles of 128 or more columns (H200, 4096 rows: +24-30%); on the narrow tiles of
   // the M <= 128 shapes one thread per row expands too slowly (-27% to -41%): docs/perf.md.

@@ -34,7 +34,8 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      s.tma_store ? "true" : "false", ", ", s.sfb_per_row ? "true" : "false", ", ",
                                      s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ", ",
                                      s.fp4_b ? "true" : "false", ", ", s.fold_scales ? "true" : "false", ", ",
-                                     s.k_interleave ? "true" : "false", ">");
+                                     s.k_interleave ? "true" : "false", ", ",
+                                     s.epilogue_whole_slice ? "true" : "false", ">");
   return rt::str(
       "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
       "using Cfg = ", config, ";\n"
@@ -93,7 +94,10 @@ Sm90Kernel sm90_kernel(const Sm90KernelSpec& spec, int device) {
   k.name = rt::str("cuda.sm90_", spec.fp8 ? "fp8" : "bf16", "_gemm", spec.sfb_per_row ? ".sfb_per_row" : "",
                    spec.fp4_b ? ".fp4_b" : "", spec.fold_scales ? ".folded_scales" : "",
                    spec.k_interleave ? ".k_interleave" : "",
-                   spec.tma_store ? (spec.epilogue_buffers == 1 ? ".tma_store_1buf" : ".tma_store") : "");
+                   !spec.tma_store                ? ""
+                   : spec.epilogue_whole_slice  ? ".tma_store_slice"
+                   : spec.epilogue_buffers == 1 ? ".tma_store_1buf"
+                                                : ".tma_store");
   std::lock_guard<std::mutex> lock(mutex);
   return loaded.emplace(std::move(key), std::move(k)).first->second;
 }

@@ -23,7 +23,9 @@ struct Sm90KernelSpec {
   int grouping = 0;  // kernels::Sm90Grouping: 0 none, 1 M-contiguous, 2 M-masked
   bool has_c = false;
   bool tma_store = false;
-  int epilogue_buffers = 2;  // 64 x 64 staging buffers per consumer of the TMA-store epilogue (1 or 2)
+  int epilogue_buffers = 2;  // 64 x 64 staging buffers per consumer of the TMA-store epilogue (1 or 2, or
+                             // one per box of the slice with epilogue_whole_slice)
+  bool epilogue_whole_slice = false;
   bool fp4_b = false;        // B packed e2m1, expanded to e4m3 in the kernel
   bool fold_scales = false;  // fp4_b with power-of-two scales per 32 of K, folded into the values
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
@@ -33,8 +35,9 @@ struct Sm90KernelSpec {
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
 
   auto key() const {
-    return std::make_tuple(fp8, out, block_m, block_n, stages, grouping, has_c, tma_store, epilogue_buffers, fp4_b,
-                           fold_scales, sfb_per_row, promotion_k, multicast, k_interleave, smem_bytes);
+    return std::make_tuple(fp8, out, block_m, block_n, stages, grouping, has_c, tma_store, epilogue_buffers,
+                           epilogue_whole_slice, fp4_b, fold_scales, sfb_per_row, promotion_k, multicast,
+                           k_interleave, smem_bytes);
   }
 };
 

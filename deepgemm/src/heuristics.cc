@@ -112,6 +112,20 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
   return b.smem_bytes <= smem_limit;
 }
 
+void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_bytes, int sfb_rows,
+                                 int64_t smem_limit) {
+  const int boxes = sm90_slice_boxes(b.block_m, b.block_n);
+  const int64_t k_blocks = (std::max<int64_t>(k, 1) + b.block_k - 1) / b.block_k;
+  const int64_t smem = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, boxes, out_bytes, sfb_rows, b.fp4_b,
+                                       b.k_interleave);
+  if (!fp8 || b.fp4_b || !b.tma_store || b.epilogue_buffers != 2 || k_blocks > kWholeSliceMaxKBlocks ||
+      smem > smem_limit)
+    return;
+  b.epilogue_buffers = boxes;
+  b.epilogue_whole_slice = true;
+  b.smem_bytes = smem;
+}
+
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
   const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;

@@ -19,6 +19,7 @@ struct GpuBlocking {
   int block_m = 0, block_n = 0, block_k = 0, stages = 0;
   bool tma_store = false;    // epilogue through shared memory and TMA stores
   int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
+  bool epilogue_whole_slice = false;  // a buffer per box of a consumer's slice, staged at once
   bool fp4_b = false;        // B read packed (e2m1) and expanded in shared memory: a staging buffer per stage
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
@@ -52,6 +53,18 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 inline int sm90_consumers(int block_m, bool k_interleave = false) {
   return block_m == 64 ? 1 + int(k_interleave) : block_m == 192 ? 3 : 2;
 }
+// 64 x 64 boxes in one consumer's slice of a tile (the TMA-store epilogue's unit): its m64 waves
+// (2 for 256-row tiles, else 1) times BLOCK_N / 64.
+inline int sm90_slice_boxes(int block_m, int block_n) { return (block_m == 256 ? 2 : 1) * (block_n / 64); }
+// The TMA-store epilogue staging a consumer's whole slice at once (a buffer per box; one handshake a
+// tile instead of one a box) where K is short enough that the epilogue weighs (at most
+// kWholeSliceMaxKBlocks blocks of K: on the H200 4096 x 32768 x 512 and 4096 x 7168 x 576 ran 5-6%
+// faster, 4096 x 24576 x 1536 2%, while 16-56 k-blocks ran 1-2% slower; docs/perf.md, stop 26) and
+// the buffers fit beside the chosen stages; FP8 with e4m3 B only (measured there; BF16 and FP4 B
+// keep the box-by-box epilogue). Sets b.epilogue_buffers, b.epilogue_whole_slice and b.smem_bytes.
+inline constexpr int64_t kWholeSliceMaxKBlocks = 12;
+void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_bytes, int sfb_rows,
+                                 int64_t smem_limit);
 // Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
 // block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
 // wherever it can: +2-6% at M = 64/128 on the H200 in A/B runs, though one sweep read two shapes

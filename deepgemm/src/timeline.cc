@@ -22,6 +22,7 @@ TimelinePhase phase_of(int event) {
     case TimelineEvent::WgmmaWaitEnd: return TimelinePhase::WaitWgmma;
     case TimelineEvent::Release: return TimelinePhase::Release;
     case TimelineEvent::PromoteEnd: return TimelinePhase::Promote;
+    case TimelineEvent::StoreEnd: return TimelinePhase::Store;
     case TimelineEvent::EmptyWaitEnd: return TimelinePhase::WaitEmpty;
     case TimelineEvent::TmaIssue: return TimelinePhase::IssueTma;
     default: return TimelinePhase::Other;
@@ -32,7 +33,8 @@ const char* event_name(int event) {
   static const char* const names[] = {"?",           "start",          "end",          "tile",
                                       "full wait",   "full passed",    "wgmma issued", "wgmma wait",
                                       "wgmma done",  "release",        "promote",      "promoted",
-                                      "empty wait",  "empty passed",   "tma issued",   "skipped"};
+                                      "empty wait",  "empty passed",   "tma issued",   "skipped",
+                                      "store",       "stored"};
   static_assert(std::size(names) == size_t(TimelineEvent::Count));
   return event > 0 && event < int(TimelineEvent::Count) ? names[event] : "?";
 }
@@ -118,8 +120,8 @@ std::string phase_cells(const uint64_t (&phase)[int(TimelinePhase::Count)], int 
 }  // namespace
 
 const char* timeline_phase_name(TimelinePhase phase) {
-  static const char* const names[] = {"scales",  "wait data",  "issue",     "wait wgmma", "release",
-                                      "promote", "wait empty", "issue TMA", "other"};
+  static const char* const names[] = {"scales",     "wait data", "issue",     "wait wgmma", "release", "promote",
+                                      "store",      "wait empty", "issue TMA", "other"};
   static_assert(std::size(names) == size_t(TimelinePhase::Count));
   return names[int(phase)];
 }

@@ -20,6 +20,7 @@ enum class TimelinePhase : int {
   WaitWgmma,  // consumer: wgmma.wait_group
   Release,    // consumer: __syncwarp and the empty-barrier arrive
   Promote,    // consumer: partial * scales into the accumulators
+  Store,      // consumer: a tile's epilogue (its stores, or its split-K share)
   WaitEmpty,  // producer: waiting for a free stage
   IssueTma,   // producer: expect_tx and the TMA loads
   Other,      // the rest: between the steps, tiles and epilogues

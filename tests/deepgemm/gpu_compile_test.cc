@@ -125,6 +125,30 @@ TEST(GpuCompile, OneEpilogueBuffer) {
   EXPECT_EQ(ptx.find("cp.async.bulk.wait_group.read 1"), std::string::npos);
 }
 
+// The whole slice staged at once (a buffer per box): one bulk group a tile, against four with two
+// buffers taking the 256 x 128 tile's four boxes in turn.
+TEST(GpuCompile, EpilogueWholeSlice) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  auto commits = [](const std::string& ptx) {
+    int n = 0;
+    for (size_t at = ptx.find("cp.async.bulk.commit_group"); at != std::string::npos;
+         at = ptx.find("cp.async.bulk.commit_group", at + 1))
+      ++n;
+    return n;
+  };
+  for (int buffers : {2, 4}) {
+    Sm90KernelSpec s = spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true);
+    s.epilogue_buffers = buffers;
+    s.epilogue_whole_slice = buffers == 4;
+    s.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 256, 128, 3, buffers, 2);
+    const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
+    EXPECT_EQ(commits(ptx), buffers == 4 ? 1 : 4) << buffers;
+    EXPECT_NE(ptx.find(buffers == 4 ? "cp.async.bulk.wait_group.read 0" : "cp.async.bulk.wait_group.read 1"),
+              std::string::npos)
+        << buffers;
+  }
+}
+
 TEST(GpuCompile, HostAndKernelAgreeOnSharedMemory) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   Sm90KernelSpec s = spec(true, rt::DType::BF16, 128, 128, 4, 0, false, true);
@@ -243,6 +267,27 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   EXPECT_EQ(wide.grid, 128);  // 512 tiles: 4 rounds on 132 SMs, as on 128 CTAs
   EXPECT_EQ(wide.stages, 3);
   EXPECT_EQ(wide.epilogue_buffers, 2);
+  // K of 56 blocks: the epilogue keeps staging box by box.
+  deepgemm::detail::choose_whole_slice_epilogue(wide, true, 7168, 2, 0, smem);
+  EXPECT_FALSE(wide.epilogue_whole_slice);
+  EXPECT_EQ(wide.epilogue_buffers, 2);
+  // Short K: a buffer per box of a consumer's slice (two m64 waves of two boxes), still three stages.
+  auto short_k = deepgemm::detail::choose_gpu_blocking(true, 4096, 7168, 576, 1, 2, true, 132, smem);
+  ASSERT_EQ(short_k.block_m * 1000 + short_k.block_n, 256 * 1000 + 128);
+  deepgemm::detail::choose_whole_slice_epilogue(short_k, true, 576, 2, 0, smem);
+  EXPECT_TRUE(short_k.epilogue_whole_slice);
+  EXPECT_EQ(short_k.epilogue_buffers, 4);
+  EXPECT_EQ(short_k.stages, 3);
+  EXPECT_EQ(short_k.smem_bytes, deepgemm::detail::sm90_smem_bytes(true, 256, 128, 3, 4, 2));
+  // 192 x 128 (a slice of two boxes: the two buffers it has) at K = 512; none without the TMA store.
+  auto three = deepgemm::detail::choose_gpu_blocking(true, 4096, 32768, 512, 1, 2, true, 132, smem, 0, 256, false, true);
+  ASSERT_EQ(three.block_m, 192);
+  deepgemm::detail::choose_whole_slice_epilogue(three, true, 512, 2, 0, smem);
+  EXPECT_TRUE(three.epilogue_whole_slice);
+  EXPECT_EQ(three.epilogue_buffers, 2);
+  auto direct = deepgemm::detail::choose_gpu_blocking(true, 4096, 7168, 576, 1, 4, false, 132, smem);
+  deepgemm::detail::choose_whole_slice_epilogue(direct, true, 576, 4, 0, smem);
+  EXPECT_FALSE(direct.epilogue_whole_slice);
   ASSERT_TRUE(deepgemm::detail::choose_sm90_stages(wide, true, 2, 0, smem, 4));
   EXPECT_EQ(wide.epilogue_buffers, 1);
   EXPECT_EQ(wide.smem_bytes, deepgemm::detail::sm90_smem_bytes(true, 256, 128, 4, 1, 2));

@@ -61,9 +61,10 @@ void expect_close(const std::vector<double>& out, const Ref& ref, int64_t k, boo
 
 TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
   REQUIRE_HOPPER();
-  // Ragged M and N (partial tiles, N not a multiple of any block), DeepGEMM-like N/K, small M.
+  // Ragged M and N (partial tiles, N not a multiple of any block), DeepGEMM-like N/K, small M; K of
+  // 16 blocks for the TMA-store epilogue that stages box by box (shorter K stages whole slices).
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{1, 16, 128}, {77, 200, 384}, {128, 2112, 1024},
-                         {300, 576, 768}, {1024, 1536, 512}}) {
+                         {300, 576, 768}, {1024, 1536, 512}, {200, 384, 2048}}) {
     const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
     const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
@@ -600,8 +601,8 @@ TEST(GpuKGrouped, WeightGradient) {
 
 // The cycle timeline (kernels/sm90_timeline.h; bench_gpu_deepgemm --timeline): the stamped kernel
 // still computes D, and each recorded stream holds its k-blocks whole and in clock order -- one
-// full wait and one release per k-block and consumer warp, one TMA issue per k-block of the
-// producer (one tile per CTA here), every stream of a CTA on one SM.
+// full wait and one release per k-block and consumer warp, one epilogue per storing consumer warp,
+// one TMA issue per k-block of the producer (one tile per CTA here), every stream of a CTA on one SM.
 TEST(GpuTimeline, StampsEveryKBlock) {
   REQUIRE_HOPPER();
   using E = deepgemm::kernels::TimelineEvent;
@@ -652,6 +653,11 @@ TEST(GpuTimeline, StampsEveryKBlock) {
                                : std::vector<E>{E::FullWaitBegin, E::FullWaitEnd, E::Release})
         EXPECT_EQ(count[size_t(e)], reads) << what << " event " << int(e);
       EXPECT_EQ(count[size_t(E::Skip)], k_blocks - reads) << what;
+      // One epilogue per consumer and tile; the second of two k-interleaved consumers hands its sum
+      // to the first and stores nothing.
+      const int64_t stores = s.stream != 0 && !(interleaved && (s.stream - 1) / 4 == 1) ? 1 : 0;
+      EXPECT_EQ(count[size_t(E::StoreBegin)], stores) << what;
+      EXPECT_EQ(count[size_t(E::StoreEnd)], stores) << what;
       if (s.stream > 0) {
         EXPECT_GT(deepgemm::detail::timeline_stats(s).cycles_per_k_block, 0) << what;
       }

@@ -98,6 +98,7 @@ struct GemmSm90Config {
   static constexpr int kBoxC = 64;
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBuffers = 2;
+  static constexpr bool kEpilogueWholeSlice = false;  // gemm_sm90_store_tma; no gain measured here (stop 26)
   static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
   static constexpr int kBarrierBytes = 2 * kStages * 8;
   // + 1024: the dynamic shared memory base is aligned up to 1024 bytes inside the kernel.
@@ -187,12 +188,48 @@ TL_DEVICE void gemm_sm90_store_direct(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
   }
 }
 
-// TMA-store epilogue of one consumer: its kMmaM x (64 x BLOCK_N) slice goes out as 64 x 64 boxes,
-// each staged in one of the consumer's Cfg::kEpilogueBuffers (1 or 2) 128-byte-swizzled shared
-// buffers, in turn. `buf`: the buffers (kEpilogueBuffers x kBoxBytesC, 1024-byte aligned); (row0,
-// col0): the slice's first element in C; `boxes_done`: boxes this consumer has staged so far (kept
-// across tiles: it picks the buffer). One buffer waits for each box's store to leave shared memory
-// before staging the next; it leaves room for another pipeline stage.
+// One thread's share of staging box b (columns 64 b ..) of one m64 wave's accumulators `acc` as TC
+// in a 128-byte-swizzled 64 x 64 shared buffer; `at`: the buffer's shared address plus this thread's
+// row offset (gemm_sm90_store_tma).
+template <class Cfg>
+TL_DEVICE void gemm_sm90_stage_box(const float (&acc)[Cfg::kBlockN / 2], int b, uint32_t at, uint32_t xor_chunk) {
+  using TC = typename Cfg::TC;
+#pragma unroll
+  for (int jj = 0; jj < Cfg::kBoxC / 8; ++jj) {
+    const int j = b * (Cfg::kBoxC / 8) + jj;
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      const uint32_t word = pack2<TC>(acc[4 * j + 2 * h], acc[4 * j + 2 * h + 1]);
+      const uint32_t addr = at + uint32_t(h) * (8u * 128u) + ((uint32_t(jj) ^ xor_chunk) << 4);
+      asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(word) : "memory");
+    }
+  }
+}
+
+// The TMA store of one staged box whose first element is (row, col) of C; nothing for a box wholly
+// outside C (M x N).
+TL_DEVICE void gemm_sm90_store_box(const TmaDescriptor* tma_c, const uint8_t* src, int row, int col, int M, int N,
+                                   int group) {
+  if (row < M && col < N) {
+    if (group < 0)
+      tma_store_2d(tma_c, src, col, row);
+    else
+      tma_store_3d(tma_c, src, col, row, group);
+  }
+}
+
+// TMA-store epilogue of one consumer: its kMmaM x (64 x BLOCK_N) slice goes out as 64 x 64 boxes
+// staged in the consumer's Cfg::kEpilogueBuffers 128-byte-swizzled shared buffers. `buf`: the
+// buffers (kEpilogueBuffers x kBoxBytesC, 1024-byte aligned); (row0, col0): the slice's first
+// element in C; `boxes_done`: boxes this consumer has staged so far (kept across tiles: it picks the
+// buffer). Two ways (Cfg::kEpilogueWholeSlice):
+//   - a buffer per box of the slice: the whole slice is staged at once -- one wait for the previous
+//     tile's stores to have read the buffers (they had a whole mainloop to), one fence, two barriers
+//     and one bulk group per tile. DeepGEMM's tiles of at most 12 k-blocks ran 2-6% faster so (the
+//     per-box handshakes took ~540 cycles a box); longer ones 1-2% slower, not understood (its
+//     heuristic takes it for short K only: docs/perf.md, stop 26);
+//   - otherwise the boxes take the buffers (1 or 2) in turn, each waiting for the store that last
+//     read its buffer (one buffer leaves room for another pipeline stage).
 // The thread with thread_idx_in_warpgroup() == 0 issues and tracks the stores (bulk groups are per
 // thread), so it must be the same thread on every tile; it waits for them before the kernel ends.
 // `group` < 0: tma_c is a 2-D map {N, M}; otherwise a 3-D map {N, M, groups} and the boxes go to
@@ -201,7 +238,6 @@ template <class Cfg>
 TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], const TmaDescriptor* tma_c,
                                    uint8_t* buf, int consumer, int M, int N, int row0, int col0,
                                    uint32_t& boxes_done, int group = -1) {
-  using TC = typename Cfg::TC;
   constexpr int kBoxes = Cfg::kBlockN / Cfg::kBoxC;
   const int warp = warp_idx_in_warpgroup();
   const int lane = lane_idx();
@@ -212,6 +248,33 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
   const uint32_t base = smem_addr(buf);
   const uint32_t row_off = uint32_t(16 * warp + lane / 4) * 128u + uint32_t(lane % 4) * 4u;
   const uint32_t xor_chunk = uint32_t(lane / 4);
+  if constexpr (Cfg::kEpilogueWholeSlice) {
+    static_assert(Cfg::kEpilogueBuffers >= Cfg::kMmaM * kBoxes, "a whole slice needs a buffer per box");
+    if (leader) tma_store_wait_read<0>();
+    named_barrier_sync(bar_id, 128);
+#pragma unroll
+    for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+      for (int b = 0; b < kBoxes; ++b) {
+        gemm_sm90_stage_box<Cfg>(acc[s], b, base + uint32_t((s * kBoxes + b) * Cfg::kBoxBytesC) + row_off, xor_chunk);
+      }
+    }
+    fence_proxy_async_shared();  // make the generic-proxy writes visible to the TMA unit
+    named_barrier_sync(bar_id, 128);
+    if (leader) {
+#pragma unroll
+      for (int s = 0; s < Cfg::kMmaM; ++s) {
+#pragma unroll
+        for (int b = 0; b < kBoxes; ++b) {
+          gemm_sm90_store_box(tma_c, buf + (s * kBoxes + b) * Cfg::kBoxBytesC, row0 + 64 * s,
+                              col0 + Cfg::kBoxC * b, M, N, group);
+        }
+      }
+      tma_store_commit();  // one bulk group for the slice
+    }
+    boxes_done += uint32_t(Cfg::kMmaM * kBoxes);
+    return;
+  }
 #pragma unroll
   for (int s = 0; s < Cfg::kMmaM; ++s) {
 #pragma unroll
@@ -221,16 +284,7 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
       // The buffer was last used kEpilogueBuffers boxes ago: wait until its TMA store has read it.
       if (leader) tma_store_wait_read<Cfg::kEpilogueBuffers - 1>();
       named_barrier_sync(bar_id, 128);
-#pragma unroll
-      for (int jj = 0; jj < Cfg::kBoxC / 8; ++jj) {
-        const int j = b * (Cfg::kBoxC / 8) + jj;
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          const uint32_t word = pack2<TC>(acc[s][4 * j + 2 * h], acc[s][4 * j + 2 * h + 1]);
-          const uint32_t addr = slot + row_off + uint32_t(h) * (8u * 128u) + ((uint32_t(jj) ^ xor_chunk) << 4);
-          asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(word) : "memory");
-        }
-      }
+      gemm_sm90_stage_box<Cfg>(acc[s], b, slot + row_off, xor_chunk);
       fence_proxy_async_shared();  // make the generic-proxy writes visible to the TMA unit
       named_barrier_sync(bar_id, 128);
       // One bulk group per box, empty when the box lies wholly outside C: the wait above counts on
@@ -238,12 +292,7 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
       // tile.
       const int box_row = row0 + 64 * s, box_col = col0 + Cfg::kBoxC * b;
       if (leader) {
-        if (box_row < M && box_col < N) {
-          if (group < 0)
-            tma_store_2d(tma_c, buf + slot_index * Cfg::kBoxBytesC, box_col, box_row);
-          else
-            tma_store_3d(tma_c, buf + slot_index * Cfg::kBoxBytesC, box_col, box_row, group);
-        }
+        gemm_sm90_store_box(tma_c, buf + slot_index * Cfg::kBoxBytesC, box_row, box_col, M, N, group);
         tma_store_commit();
       }
     }
