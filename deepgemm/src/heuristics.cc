@@ -114,13 +114,12 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
 
 void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_bytes, int sfb_rows,
                                  int64_t smem_limit) {
+  const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
+  if (!fp8 || b.fp4_b || !b.tma_store || b.epilogue_buffers != 2 || k_blocks > kWholeSliceMaxKBlocks) return;
   const int boxes = sm90_slice_boxes(b.block_m, b.block_n);
-  const int64_t k_blocks = (std::max<int64_t>(k, 1) + b.block_k - 1) / b.block_k;
   const int64_t smem = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, boxes, out_bytes, sfb_rows, b.fp4_b,
                                        b.k_interleave);
-  if (!fp8 || b.fp4_b || !b.tma_store || b.epilogue_buffers != 2 || k_blocks > kWholeSliceMaxKBlocks ||
-      smem > smem_limit)
-    return;
+  if (smem > smem_limit) return;
   b.epilogue_buffers = boxes;
   b.epilogue_whole_slice = true;
   b.smem_bytes = smem;
