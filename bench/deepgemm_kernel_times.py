@@ -35,7 +35,8 @@ def configuration(out):
     if not found:
         return "?"
     bm, bn, stages, split = found.groups()
-    return f"{bm}x{bn}, {stages} stages" + (f", split {split}" if split else "")
+    return (f"{bm}x{bn}, {stages} stages" + (f", split {split}" if split else "") +
+            (", whole-slice epilogue" if ".tma_store_slice" in out else ""))
 
 
 def launches(bench, m, n, k):
