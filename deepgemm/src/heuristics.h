@@ -59,7 +59,7 @@ inline int sm90_slice_boxes(int block_m, int block_n) { return (block_m == 256 ?
 // The TMA-store epilogue staging a consumer's whole slice at once (a buffer per box; one handshake a
 // tile instead of one a box) where K is short enough that the epilogue weighs (at most
 // kWholeSliceMaxKBlocks blocks of K: on the H200 4096 x 32768 x 512 and 4096 x 7168 x 576 ran 5-6%
-// faster, 4096 x 24576 x 1536 2%, while 16-56 k-blocks ran 1-2% slower; docs/perf.md, stop 26) and
+// faster, 4096 x 24576 x 1536 2%, while 16-56 k-blocks ran 0.7-1.6% slower; docs/perf.md, stop 26) and
 // the buffers fit beside the chosen stages; FP8 with e4m3 B only (measured there; BF16 and FP4 B
 // keep the box-by-box epilogue). Sets b.epilogue_buffers, b.epilogue_whole_slice and b.smem_bytes.
 inline constexpr int64_t kWholeSliceMaxKBlocks = 12;

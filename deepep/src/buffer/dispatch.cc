@@ -52,8 +52,9 @@ std::string check_layout(const DispatchLayout& layout, const std::vector<uint8_t
                     counts[size_t(r)], " tokens there");
   check_counts(per_node, "num_tokens_per_rdma_rank", N, "the group's nodes");
   // A token's scan of a node's ranks ends at its first destination there: with DeepEP's routing most
-  // tokens reach a node's first rank (8 ranks, 4096 tokens: 26 -> 6 us on a 2-core machine; this
-  // runs between the routing and the agreement, GPU idle time).
+  // tokens reach a node's first rank (8 ranks, 4096 tokens, on a 2-core machine: 6 us against ~26,
+  // the old scan's share of 47 us for unpack, compare and scan). This runs between the routing and
+  // the agreement: GPU idle time.
   for (int node = 0; err.empty() && node < N; ++node) {
     int64_t want = 0;
     for (int64_t t = 0; t < T; ++t) {

@@ -226,7 +226,7 @@ TL_DEVICE void gemm_sm90_store_box(const TmaDescriptor* tma_c, const uint8_t* sr
 //   - a buffer per box of the slice: the whole slice is staged at once -- one wait for the previous
 //     tile's stores to have read the buffers (they had a whole mainloop to), one fence, two barriers
 //     and one bulk group per tile. DeepGEMM's tiles of at most 12 k-blocks ran 2-6% faster so (the
-//     per-box handshakes took ~540 cycles a box); longer ones 1-2% slower, not understood (its
+//     per-box handshakes took ~540 cycles a box); longer ones 0.7-1.6% slower, not understood (its
 //     heuristic takes it for short K only: docs/perf.md, stop 26);
 //   - otherwise the boxes take the buffers (1 or 2) in turn, each waiting for the store that last
 //     read its buffer (one buffer leaves room for another pipeline stage).
