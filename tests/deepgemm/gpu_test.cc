@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cmath>
 #include <cstring>
 #include <string>
@@ -154,6 +155,29 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
         EXPECT_EQ(deepgemm::last_config().split_k, 3);
         expect_close(host(ds), ref_c, k, false, what + " + c, split-k 3");
       }
+    }
+  }
+}
+
+// Long K through the two-partial-set loop (B's scale carried from k-block to k-block, one k-block
+// ahead): 140 k-blocks with one consumer (128 x 128, 64 x 64 c1), two k-interleaved ones (70 each)
+// and split-K pieces; 96-wide tiles straddle 128-blocks of B's scales (the second scale). B's block
+// scales vary along K (gains), so a scale read from the wrong k-block shows. (Stop 27 ran two other
+// ways of reading these scales against it: a window of 32 k-blocks a lane, and the scales staged in
+// shared memory by a producer warp.)
+TEST(GpuFp8Gemm, LongKTwoPartialSets) {
+  REQUIRE_HOPPER();
+  const int64_t m = 128, n = 320, k = 140 * 128;
+  const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+  for (const char* config : {"128x128x5", "64x64x8c1", "64x96x6", "64x32x12"}) {
+    for (const char* split : {"1", "3"}) {
+      dgtest::ScopedEnv env("DG_GPU_CONFIG", config), env_split("DG_GPU_SPLIT_K", split);
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      EXPECT_EQ(deepgemm::last_config().split_k, std::atoi(split)) << deepgemm::last_config().to_string();
+      expect_close(host(d), ref, k, false, rt::str(config, " split ", split));
     }
   }
 }
