@@ -11,8 +11,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <tuple>
@@ -162,9 +162,7 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
 // Long K through the two-partial-set loop (B's scale carried from k-block to k-block, one k-block
 // ahead): 140 k-blocks with one consumer (128 x 128, 64 x 64 c1), two k-interleaved ones (70 each)
 // and split-K pieces; 96-wide tiles straddle 128-blocks of B's scales (the second scale). B's block
-// scales vary along K (gains), so a scale read from the wrong k-block shows. (Stop 27 ran two other
-// ways of reading these scales against it: a window of 32 k-blocks a lane, and the scales staged in
-// shared memory by a producer warp.)
+// scales vary along K (gains), so a scale read from the wrong k-block shows.
 TEST(GpuFp8Gemm, LongKTwoPartialSets) {
   REQUIRE_HOPPER();
   const int64_t m = 128, n = 320, k = 140 * 128;
