@@ -9,7 +9,8 @@ sides (2-4 us, 15-25% of an M = 128 call; docs/perf.md, stop 21). This script ru
 `bench_gpu_deepgemm --time M N K` under Nsight Compute collecting only gpu__time_duration (caches
 flushed before every kernel as the bench's L2 flush does, clocks left as they run) and prints, per
 shape, the median kernel duration of ours and of cuBLASLt's FP8 kernel beside DeepGEMM's figures,
-and the configuration our call used.
+the configuration our call used, and the bench's spot check of our output ("MISMATCH" marks a
+wrong result: a time of a wrong kernel is no time).
 BENCH: the bench binary (default gpu-bundle/bench_gpu_deepgemm).
 """
 
@@ -40,7 +41,8 @@ def configuration(out):
 
 
 def launches(bench, m, n, k):
-    """The kernels one `--time` process launched, in order: [(name, ns), ...], and our configuration."""
+    """The kernels one `--time` process launched, in order: [(name, ns), ...], our configuration, and
+    the bench's spot check of our output ("ok", "MISMATCH", or "?" when its line is missing)."""
     cmd = ["ncu", "--clock-control", "none", "--cache-control", "all", "--metrics", "gpu__time_duration.sum", "--csv",
            bench, "--time", str(m), str(n), str(k)]
     text = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
@@ -56,7 +58,9 @@ def launches(bench, m, n, k):
         ns = float(rec["Metric Value"].replace(",", ""))
         ns *= {"ns": 1, "us": 1e3, "usecond": 1e3, "nsecond": 1, "ms": 1e6, "msecond": 1e6}.get(rec["Metric Unit"], 1)
         out.append((rec["Kernel Name"], ns))
-    return out, configuration(text)
+    own_line = re.search(rf"^{m} x {n} x {k}: ours .*$", text, re.M)
+    check = "?" if not own_line else ("MISMATCH" if "MISMATCH" in own_line.group(0) else "ok")
+    return out, configuration(text), check
 
 
 def ours_calls(kernels):
@@ -98,16 +102,17 @@ def main():
         shapes = [tuple(int(v) for v in s.split(",")) for s in args[1:]]
         table = [(m, n, k, published.get((m, n, k), 0)) for m, n, k in shapes]
     print("| M | N | K | ours kernel us | ours TFLOPS | DeepGEMM TFLOPS | ours/DeepGEMM | cuBLASLt kernel us | "
-          "cuBLASLt TFLOPS | ours/cuBLASLt | our configuration |\n|---|---|---|---|---|---|---|---|---|---|---|")
+          "cuBLASLt TFLOPS | ours/cuBLASLt | our configuration | check |\n|---|---|---|---|---|---|---|---|---|---|---|---|")
     for m, n, k, dg in table:
-        kernels, config = launches(bench, m, n, k)
+        kernels, config, check = launches(bench, m, n, k)
         ours, peer = ours_calls(kernels), peer_calls(kernels)
         flops = 2.0 * m * n * k
         t_ours = statistics.median(ours) if ours else float("nan")
         t_peer = statistics.median(peer) if peer else float("nan")
         tf_ours, tf_peer = flops / t_ours / 1e3, flops / t_peer / 1e3
         print(f"| {m} | {n} | {k} | {t_ours / 1e3:.1f} | {tf_ours:.0f} | {dg or '-'} | "
-              f"{f'{tf_ours / dg:.2f}' if dg else '-'} | {t_peer / 1e3:.1f} | {tf_peer:.0f} | {tf_ours / tf_peer:.2f} | {config} |",
+              f"{f'{tf_ours / dg:.2f}' if dg else '-'} | {t_peer / 1e3:.1f} | {tf_peer:.0f} | {tf_ours / tf_peer:.2f} | {config} | "
+              f"{check} |",
               flush=True)
 
 
