@@ -105,7 +105,9 @@ TEST(SplitK, RandomPlansCoverExactly) {
       // As many rounds as one CTA per SM, and no CTA fewer would do.
       const int rounds = (tiles + sms - 1) / sms;
       EXPECT_EQ((tiles + p.grid - 1) / p.grid, rounds);
-      if (p.grid > 1) EXPECT_GT((tiles + p.grid - 2) / (p.grid - 1), rounds);
+      if (p.grid > 1) {
+        EXPECT_GT((tiles + p.grid - 2) / (p.grid - 1), rounds);
+      }
     }
     if (force == 0 && p.splits > 1) {
       // The model never picks empty pieces.
