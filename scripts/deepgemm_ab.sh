@@ -30,6 +30,7 @@ if [ "$mode" = bundle ]; then
     exit 2
   fi
   start=$(git symbolic-ref --quiet --short HEAD || git rev-parse HEAD)
+  trap 'git checkout --quiet "$start"' EXIT  # back where it started, also when interrupted
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DTL_BUILD_BENCH=ON >/dev/null || exit 1
   rm -rf gpu-bundle/ab && mkdir -p gpu-bundle/ab
   status=0
@@ -51,7 +52,7 @@ if [ "$mode" = bundle ]; then
       break
     fi
   done
-  git checkout --quiet "$start"
+  git checkout --quiet "$start" && trap - EXIT
   cmake --build build-gpu -j "$(nproc)" --target bench_gpu_deepgemm deepgemm_tests >/dev/null
   du -sh gpu-bundle/ab
   exit $status
