@@ -364,8 +364,13 @@ TcpTransport::TcpTransport(Group& group, const TransportConfig& config)
 
 TcpTransport::~TcpTransport() {
   // Goodbye first, so that a peer still waiting reports "left" rather than "died"; then the write
-  // side ends (FIN after all data), the receive thread stops and the sockets close.
+  // side ends (FIN after all data), the receive thread stops and the sockets close. A broken
+  // communicator's cause goes ahead of the goodbye on every connection: this rank may have it from
+  // another rank's abort (set_abort then sent nothing), whose own message to a peer travels on
+  // another connection and can arrive after this goodbye -- the peer would report this rank's
+  // leaving instead of the cause.
   wire::Writer bye;
+  if (const std::optional<std::string> cause = aborted()) bye.put<uint8_t>(kAbort).put_str(*cause);
   bye.put<uint8_t>(kClosed);
   for (int r = 0; r < size_; ++r)
     if (r != rank_) {
