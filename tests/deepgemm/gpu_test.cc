@@ -180,6 +180,27 @@ TEST(GpuFp8Gemm, LongKTwoPartialSets) {
   }
 }
 
+// Long K through the loop without a second partial set (256-, 192-row and wider tiles), which reads
+// B's scales from a window of 32 k-blocks each consumer warp stages in shared memory: 140 k-blocks
+// (four windows and a partial fifth), split-K pieces starting inside a window (split 3), 96-wide
+// tiles straddling 128-blocks of B's scales (the second scale), B's scales varying along K.
+TEST(GpuFp8Gemm, LongKStagedScales) {
+  REQUIRE_HOPPER();
+  const int64_t m = 256, n = 320, k = 140 * 128;
+  const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+  for (const char* config : {"256x128x3", "192x128x4", "256x96x4", "128x192x4"}) {
+    for (const char* split : {"1", "3"}) {
+      dgtest::ScopedEnv env("DG_GPU_CONFIG", config), env_split("DG_GPU_SPLIT_K", split);
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      EXPECT_EQ(deepgemm::last_config().split_k, std::atoi(split)) << deepgemm::last_config().to_string();
+      expect_close(host(d), ref, k, false, rt::str(config, " split ", split));
+    }
+  }
+}
+
 // Clusters of 2 sharing B's tile by TMA multicast (forced: the heuristic does not pick it), FP8 and
 // BF16, ragged N, BF16 out through TMA stores and FP32 out with C; and without multicast.
 TEST(GpuFp8Gemm, Multicast) {
