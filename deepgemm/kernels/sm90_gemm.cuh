@@ -693,9 +693,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
         } else if constexpr (Cfg::kFp8) {
           static_assert(Cfg::kStagedSfb, "this loop reads B's scales from the staged window");
+          // B's scales of a k-block are read at the end of the one before, so their shared load has
+          // the data wait to complete in; a window is staged after its predecessor's last read.
+          if (num_k_blocks > 0) stage_sfb_window(0, num_k_blocks);
+          float2 sb = sfb_window[0];
           for (int kb = 0; kb < num_k_blocks; ++kb) {
-            if (kb % kSm90SfbWindow == 0) stage_sfb_window(kb, num_k_blocks);
-            const float2 sb = sfb_window[kb % kSm90SfbWindow];  // before the data wait, which hides it
             Scales sc;
             const StageRef stage = wait_fp8(st, sc);
             sc.sb0 = sb.x;
@@ -709,6 +711,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               if (w == kMmaM - 1) release(stage);
               retire_fp8(part, sc, w, split, acc[w]);
             }
+            if ((kb + 1) % kSm90SfbWindow == 0 && kb + 1 < num_k_blocks) stage_sfb_window(kb + 1, num_k_blocks);
+            sb = sfb_window[(kb + 1) % kSm90SfbWindow];  // past the tile's last k-block: unused
           }
         } else {
           StageRef prev_stage{};
