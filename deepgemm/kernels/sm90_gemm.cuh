@@ -15,7 +15,8 @@
 // - Warpgroup 0 produces: one thread issues the TMA loads of the A and B tiles (128-byte swizzle,
 //   BLOCK_K = one 128-byte row: 128 FP8 or 64 BF16 elements) and, for FP8, of the stage's BLOCK_M
 //   scales of A (MN-major, TMA-aligned: gpu.cc copies other forms into it) into a kStages ring.
-//   B's scales (two per k-block) are read by the consumers themselves, one k-block ahead.
+//   B's scales (two per k-block) are read by the consumers themselves: one k-block ahead from global
+//   memory in the two-partial-set loop, from a per-warp window in shared memory in the other.
 // - One, two or three consumer warpgroups (BLOCK_M = 64, 128, 192 or 256), each owning 64 or 128
 //   rows x BLOCK_N columns, computed as one or two m64 waves per k-block (256-row tiles read less B
 //   per FLOP; with 192-row tiles a consumer's promotion runs under the other two's wgmmas).
@@ -119,6 +120,15 @@ struct Sm90GemmConfig {
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
   static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && kMmaM == 1 && kBlockN <= 128 && kNumConsumers < 3;
+  // FP8 block scales without a second partial set (256-row, 192-row and wider-than-128 tiles): each
+  // consumer warp stages B's scales of kSm90SfbWindow k-blocks at a time in shared memory (a float2
+  // per k-block, one lane each), so the loop reads them with a shared load. The guarded global load
+  // one k-block ahead it replaces put a wait for that load into every k-block (ptxas moved the value
+  // into a uniform register right after loading it); staged, the H200 ran 1.6-4.5% faster on three
+  // shapes and 1.4% slower at K = 512, where each tile stages its window with nothing to hide it
+  // (docs/perf.md, stop 28).
+  static constexpr bool kStagedSfb = kFp8 && !kSfbPerRow && !kOverlapPromotion;
+  static constexpr int kStagedSfbBytes = kStagedSfb ? kNumConsumers * 4 * kSm90SfbWindow * 8 : 0;
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
@@ -138,7 +148,7 @@ struct Sm90GemmConfig {
   static constexpr int kBarrierBytes = (kFp4B ? 3 : 2) * kStages * 8;  // full, empty (and expanded) per stage
   static constexpr int kSmemBytes =
       kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
-      kExchangeBytes + kBarrierBytes + 1024;
+      kExchangeBytes + kBarrierBytes + kStagedSfbBytes + 1024;
 
   // Register file: 128 x (producer + consumers x consumer) <= 65536.
   static constexpr int kProducerRegs = kNumConsumers == 3 ? 24 : 40;
@@ -266,6 +276,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   auto* bars = reinterpret_cast<mbarrier_t*>(smem_bp + kStages * Cfg::kStageBytesBPacked);
   const TmaPipeline<kStages> pipe{bars, bars + kStages};
   [[maybe_unused]] mbarrier_t* expanded = bars + 2 * kStages;  // kFp4B: stage s's B tile is e4m3 now
+  // kStagedSfb: [consumer][warp][kSm90SfbWindow] of B's two scales per k-block
+  [[maybe_unused]] auto* sfb_windows = reinterpret_cast<float2*>(reinterpret_cast<uint8_t*>(bars) + Cfg::kBarrierBytes);
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
   constexpr int kSfbStride = Cfg::kStageBytesSfb / 4;
   // kKInterleave's hand-over barrier: after 0 (__syncthreads) and the consumers' own (1 + consumer).
@@ -431,10 +443,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     // where it is not taken, which ptxas did there by copying the loaded register right after the
     // load -- a wait for the load's full latency every k-block, the top stall of the 64 x 32
     // kernel under ncu; unconditional, M = 128 calls ran 2-7% faster (docs/perf.md, stop 23). The
-    // 256 x 128 kernel keeps the guarded load: unconditional, it measured 1% slower.
+    // loop without a second partial set reads them from a staged window instead (kStagedSfb).
     // The next scale's address is carried and advanced (a 64-bit multiply of kernel parameters per
     // k-block before).
     struct SfbPrefetch {
+      const float* first;  // the tile's first k-block's scale in the 128-block holding its first column
       const float* next;  // the next k-block's scale in the 128-block holding the tile's first column
       const float* last;  // `next` at the tile's last k-block
       int64_t gap;        // floats to the next 128-block's scale (0 past the last block)
@@ -442,7 +455,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       float v0, v1;       // the values loaded last
     } sfb;
     [[maybe_unused]] auto wait_fp8 = [&](Cursor& s, Scales& sc) {
-      if constexpr (!Cfg::kSfbPerRow) {
+      if constexpr (!Cfg::kSfbPerRow && !Cfg::kStagedSfb) {
         sc.sb0 = sfb.v0;
         sc.sb1 = sfb.v1;
         if constexpr (Cfg::kOverlapPromotion) {
@@ -529,6 +542,18 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       }
       DG_STAMP_AFTER(PromoteEnd, dst);
     };
+    // kStagedSfb: this warp's window of B's scales from the tile's k-block kb on (a lane a k-block;
+    // past the tile's last one, that one again). The first __syncwarp keeps the window until every
+    // lane has read its last entry. (Storing it only after the stage's data wait, so that the wait
+    // hides the loads, measured slower: docs/perf.md, stop 28.)
+    [[maybe_unused]] float2* sfb_window = sfb_windows + (consumer * 4 + warp) * kSm90SfbWindow;
+    [[maybe_unused]] auto stage_sfb_window = [&](int kb, int num_k_blocks) {
+      const int64_t at = int64_t(min(kb + lane, num_k_blocks - 1)) * p.sfb_sc;
+      const float2 v = make_float2(__ldg(sfb.first + at), __ldg(sfb.first + at + sfb.gap));
+      __syncwarp();
+      sfb_window[lane] = v;
+      __syncwarp();
+    };
     // Every lane's reads of the stage (the folded FP4 path's scales included) come before the
     // arrive that lets the producer refill it: lanes of a warp need not run in step.
     [[maybe_unused]] auto release = [&](const StageRef& stage) {
@@ -579,8 +604,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           const float* row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.gap = block + 1 < p.sfb_rows ? p.sfb_sr : 0;
           sfb.stride = p.sfb_sc * kKStep;
-          sfb.v0 = first < kb1 ? __ldg(row0 + first * p.sfb_sc) : 0.0f;
-          sfb.v1 = first < kb1 ? __ldg(row0 + first * p.sfb_sc + sfb.gap) : 0.0f;
+          sfb.first = row0 + kb0 * p.sfb_sc;
+          if constexpr (!Cfg::kStagedSfb) {
+            sfb.v0 = first < kb1 ? __ldg(row0 + first * p.sfb_sc) : 0.0f;
+            sfb.v1 = first < kb1 ? __ldg(row0 + first * p.sfb_sc + sfb.gap) : 0.0f;
+          }
           sfb.next = row0 + (first + kKStep) * p.sfb_sc;
           sfb.last = row0 + int64_t(kb1 - 1) * p.sfb_sc;
         }
@@ -664,9 +692,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             release(stage);
           }
         } else if constexpr (Cfg::kFp8) {
+          static_assert(Cfg::kStagedSfb, "this loop reads B's scales from the staged window");
+          // B's scales of a k-block are read at the end of the one before, so their shared load has
+          // the data wait to complete in; a window is staged after its predecessor's last read.
+          if (num_k_blocks > 0) stage_sfb_window(0, num_k_blocks);
+          float2 sb = sfb_window[0];
           for (int kb = 0; kb < num_k_blocks; ++kb) {
             Scales sc;
             const StageRef stage = wait_fp8(st, sc);
+            sc.sb0 = sb.x;
+            sc.sb1 = sb.y;
 #pragma unroll
             for (int w = 0; w < kMmaM; ++w) {
               issue_fp8(stage, w, part);
@@ -676,6 +711,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               if (w == kMmaM - 1) release(stage);
               retire_fp8(part, sc, w, split, acc[w]);
             }
+            if ((kb + 1) % kSm90SfbWindow == 0 && kb + 1 < num_k_blocks) stage_sfb_window(kb + 1, num_k_blocks);
+            sb = sfb_window[(kb + 1) % kSm90SfbWindow];  // past the tile's last k-block: unused
           }
         } else {
           StageRef prev_stage{};

@@ -15,6 +15,11 @@ using tl::uint32_t;
 using tl::uint64_t;
 using tl::uint8_t;
 
+// The loop without a second partial set (Sm90GemmConfig::kStagedSfb) reads B's block scales from a
+// window of this many k-blocks per consumer warp in shared memory (host and kernel both size it).
+// An enumerator: with -default-device NVRTC would emit a namespace-scope variable as a device global.
+enum : int { kSm90SfbWindow = 32 };
+
 struct Sm90GemmParams {
   // B's scale factors (FP8 only; A's come through a TMA map): one per 128 rows of B (N) and 128 of
   // K, element (g, r, kb) at sfb[g * s_g + r * s_r + kb * s_c].

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <iterator>
 
+#include "deepgemm/kernels/sm90_params.h"
 #include "rt/cpu_info.h"
 #include "tl/device/split_k.h"
 
@@ -84,7 +85,13 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epil
                         (fp4_b ? int64_t(block_n) * 64 : 0);
   const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
   const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
-  return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + 1024;
+  // B's block scales staged per consumer warp where the loop has no second partial set (the
+  // kernel's kStagedSfb: 256- and 192-row tiles, and tiles wider than 128).
+  const int consumers = sm90_consumers(block_m, k_interleave);
+  const bool two_partial_sets = (block_m == 64 || block_m == 128) && block_n <= 128;
+  const bool staged_sfb = fp8 && sfb_rows == 0 && !fp4_b && !two_partial_sets;
+  const int64_t staged = staged_sfb ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
+  return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + staged + 1024;
 }
 
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {

@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <initializer_list>
 #include <string>
 #include <tuple>
 #include <utility>
@@ -159,17 +160,15 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
   }
 }
 
-// Long K through the two-partial-set loop (B's scale carried from k-block to k-block, one k-block
-// ahead): 140 k-blocks with one consumer (128 x 128, 64 x 64 c1), two k-interleaved ones (70 each)
-// and split-K pieces; 96-wide tiles straddle 128-blocks of B's scales (the second scale). B's block
-// scales vary along K (gains), so a scale read from the wrong k-block shows.
-TEST(GpuFp8Gemm, LongKTwoPartialSets) {
-  REQUIRE_HOPPER();
-  const int64_t m = 128, n = 320, k = 140 * 128;
+// 140 k-blocks of K through each tiling in `configs`, whole and in three split-K pieces, into FP32
+// (no rounding to hide a wrong scale); B's block scales vary along K (gains), so a scale read from
+// the wrong k-block shows. n = 320: 96-wide tiles straddle 128-blocks of B's scales (the second one).
+void expect_long_k(int64_t m, std::initializer_list<const char*> configs) {
+  const int64_t n = 320, k = 140 * 128;
   const Fp8Problem p = make_problem(m, n, k, /*gains=*/true);
   const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
   const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
-  for (const char* config : {"128x128x5", "64x64x8c1", "64x96x6", "64x32x12"}) {
+  for (const char* config : configs) {
     for (const char* split : {"1", "3"}) {
       dgtest::ScopedEnv env("DG_GPU_CONFIG", config), env_split("DG_GPU_SPLIT_K", split);
       rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
@@ -178,6 +177,21 @@ TEST(GpuFp8Gemm, LongKTwoPartialSets) {
       expect_close(host(d), ref, k, false, rt::str(config, " split ", split));
     }
   }
+}
+
+// Long K through the two-partial-set loop (B's scale carried from k-block to k-block, one k-block
+// ahead): one consumer (128 x 128, 64 x 64 c1), two k-interleaved ones (70 k-blocks each).
+TEST(GpuFp8Gemm, LongKTwoPartialSets) {
+  REQUIRE_HOPPER();
+  expect_long_k(128, {"128x128x5", "64x64x8c1", "64x96x6", "64x32x12"});
+}
+
+// Long K through the loop without a second partial set (256-, 192-row and wider tiles), which reads
+// B's scales from a window of 32 k-blocks each consumer warp stages in shared memory: four windows
+// and a partial fifth, split-K pieces starting inside a window.
+TEST(GpuFp8Gemm, LongKStagedScales) {
+  REQUIRE_HOPPER();
+  expect_long_k(256, {"256x128x3", "192x128x4", "256x96x4", "128x192x4"});
 }
 
 // Clusters of 2 sharing B's tile by TMA multicast (forced: the heuristic does not pick it), FP8 and
