@@ -124,9 +124,9 @@ struct Sm90GemmConfig {
   // consumer warp stages B's scales of kSm90SfbWindow k-blocks at a time in shared memory (a float2
   // per k-block, one lane each), so the loop reads them with a shared load. The guarded global load
   // one k-block ahead it replaces put a wait for that load into every k-block (ptxas moved the value
-  // into a uniform register right after loading it); staged, the H200 ran 1.6-4.5% faster on three
-  // shapes and 1.4% slower at K = 512, where each tile stages its window with nothing to hide it
-  // (docs/perf.md, stop 28).
+  // into a uniform register right after loading it); staged, and each k-block's pair read at the end
+  // of the one before, the H200 ran 1.8-3.8% faster on four shapes and even at K = 512, where each
+  // tile stages its window with nothing to hide it (docs/perf.md, stop 29).
   static constexpr bool kStagedSfb = kFp8 && !kSfbPerRow && !kOverlapPromotion;
   static constexpr int kStagedSfbBytes = kStagedSfb ? kNumConsumers * 4 * kSm90SfbWindow * 8 : 0;
 
