@@ -211,7 +211,7 @@ namespace {
 
 // The Hopper GEMM's tile shape follows the problem (codegen_cuda.cc): 128 x 256 by default; when
 // that leaves SMs idle, the 128-row tile the split-K plan favours (64 columns unless a wider tile
-// fills the SMs in one wave); 256 x 128 when that leaves a better last wave.
+// fills the SMs in one wave); 256 x 128 when that leaves a better last wave; 64 x 64 for M <= 64.
 TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
   std::string text = tltest::read_source("examples/matmul.py");
   const std::string square = "zeros_like(a)";
@@ -232,6 +232,9 @@ TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
   EXPECT_NE(config(128, 7168, 2048).find(", 128, 64, 64, 8,"), std::string::npos) << config(128, 7168, 2048);
   EXPECT_NE(config(128, 24576, 1536).find(", 128, 192, 64, 4,"), std::string::npos) << config(128, 24576, 1536);
   EXPECT_NE(config(4096, 2112, 7168).find(", 256, 128, 64, 4,"), std::string::npos) << config(4096, 2112, 7168);
+  EXPECT_NE(config(64, 4096, 7168).find(", 64, 64, 64, 12,"), std::string::npos) << config(64, 4096, 7168);
+  EXPECT_NE(config(40, 2112, 7168).find(", 64, 64, 64, 12,"), std::string::npos) << config(40, 2112, 7168);
+  EXPECT_NE(config(65, 2112, 7168).find(", 128, "), std::string::npos) << config(65, 2112, 7168);
 }
 
 }  // namespace

@@ -281,6 +281,12 @@ std::vector<KernelRunner> kernel_configs() {
       // Candidates for M = 128 (one tile row): fewer, wider tiles or more, narrower ones.
       runner<GemmSm90Config<T, T, 128, 192, 64, 4, kBNMajor, true>>("128x192/4"),
       runner<GemmSm90Config<T, T, 128, 64, 64, 8, kBNMajor, true>>("128x64/8"),
+      runner<GemmSm90Config<T, T, 128, 64, 64, 8, kBNMajor, true>>("128x64/8w", false),
+      // 64-row tiles (one consumer warpgroup): twice the tiles along M, fewer split-K pieces.
+      runner<GemmSm90Config<T, T, 64, 64, 64, 12, kBNMajor, true>>("64x64/12"),
+      runner<GemmSm90Config<T, T, 64, 128, 64, 8, kBNMajor, true>>("64x128/8"),
+      runner<GemmSm90Config<T, T, 64, 256, 64, 5, kBNMajor, true>>("64x256/5"),
+      runner<GemmSm90Config<T, T, 64, 128, 64, 8, kBNMajor, true>>("64x128/8w", false),
       runner<GemmSm90Config<T, T, 128, 256, 64, 4, kBNMajor, false>>("128x256/4d"),  // direct-store epilogue
   };
 }

@@ -91,7 +91,8 @@ int main(int argc, char** argv) {
   Source gemm{"gemm_sm90 instances", "#include \"tl/device/cuda/gemm_sm90.h\"\n", {}, {}};
   for (const char* t : {"tl::bfloat16_t", "tl::half_t"}) {
     for (const char* major_n : {"true", "false"}) {
-      for (const char* shape : {"128, 256, 64, 4", "128, 192, 64, 4", "128, 128, 64, 6", "128, 64, 64, 8", "256, 128, 64, 4"}) {
+      for (const char* shape : {"128, 256, 64, 4", "128, 192, 64, 4", "128, 128, 64, 6", "128, 64, 64, 8", "256, 128, 64, 4",
+                                "64, 64, 64, 12", "64, 128, 64, 8", "64, 256, 64, 5"}) {
         gemm.name_expressions.push_back(std::string("tl::cuda::gemm_sm90_kernel<tl::cuda::GemmSm90Config<") + t +
                                         ", " + t + ", " + shape + ", " + major_n + ">>");
       }

@@ -554,14 +554,18 @@ class CudaCodegen : public CodegenC {
     // out ahead unless wider ones fill the SMs in one wave (128 x 24576 x 1536: 128 x 192);
     // measured on the H200 (docs/perf.md, stop 17): +10-35% over the 128 x 128 tiles used before.
     // When 256 x 128 tiles leave a better last wave (4096 x 2112: 272 tiles = 264 + 8 against
-    // 288 = 264 + 24; measured 1.05x), those, with 4 stages.
+    // 288 = 264 + 24; measured 1.05x), those, with 4 stages. For M <= 64, 64 x 64 tiles (one
+    // consumer warpgroup, 12 stages): measured +8-62% over the best 128-row tile at M = 64 on five
+    // DeepGEMM-like shapes (docs/perf.md, stop 29); at M = 128 they did not win reliably.
     auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n), k_const = ir::as_const_int(l.k);
     l.block_m = 128, l.block_n = 256, l.block_k = 64;
     int stages = 4;
     if (m_const && n_const) {
       auto tiles = [&](int bm, int bn) { return int(((*m_const + bm - 1) / bm) * ((*n_const + bn - 1) / bn)); };
       const int k_blocks = k_const ? int((*k_const + 63) / 64) : 64;
-      if (tiles(128, 256) < sm_count_) {
+      if (*m_const <= 64) {
+        l.block_m = 64, l.block_n = 64, stages = 12;
+      } else if (tiles(128, 256) < sm_count_) {
         // The model's time of a tile row: the plan's K-blocks on the busiest SM times the tile's
         // area; 64-column tiles lose ~3% per FLOP (more shared-memory traffic per FLOP).
         struct Candidate {
@@ -579,8 +583,8 @@ class CudaCodegen : public CodegenC {
     }
     const int kStages = stages;
     l.loc = g.loc;
-    l.consumers = 2;
-    l.threads = 128 * (1 + l.consumers);  // a producer and two consumer warpgroups
+    l.consumers = l.block_m == 64 ? 1 : 2;  // GemmSm90Config::kNumConsumers
+    l.threads = 128 * (1 + l.consumers);   // a producer and the consumer warpgroups
     const char* t = storage_type(g.a.buffer->dtype);
     const char* tc = storage_type(g.c.buffer->dtype);
     l.tma_store = g.c.buffer->dtype == g.a.buffer->dtype;
@@ -588,7 +592,7 @@ class CudaCodegen : public CodegenC {
     l.box_a[0] = l.block_k, l.box_a[1] = l.block_m;
     l.box_b[0] = l.b_n_major ? 64 : l.block_k, l.box_b[1] = l.b_n_major ? l.block_k : l.block_n;
     l.box_c[0] = 64, l.box_c[1] = 64;
-    l.smem_bytes = kStages * (l.block_m + l.block_n) * l.block_k * elem + (l.tma_store ? 2 * 2 * 64 * 64 * out_elem : 0) + 2 * kStages * 8 + 1024;
+    l.smem_bytes = kStages * (l.block_m + l.block_n) * l.block_k * elem + (l.tma_store ? l.consumers * 2 * 64 * 64 * out_elem : 0) + 2 * kStages * 8 + 1024;
     std::string cfg = rt::str("tl::cuda::GemmSm90Config<", t, ", ", tc, ", ", l.block_m, ", ", l.block_n, ", ", l.block_k, ", ", kStages, ", ",
                               l.b_n_major ? "true" : "false", ", ", l.tma_store ? "true" : "false", ">");
     kernels_ << "\n// " << g.loc.to_string() << ": C = A * B on the tensor cores (tl/device/cuda/gemm_sm90.h).\n"

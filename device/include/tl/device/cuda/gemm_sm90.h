@@ -10,11 +10,13 @@
 // - One CTA per SM (grid = min(#SMs, #tiles)), looping over output tiles in grouped order
 //   (tile_scheduler.h): no launch tail per tile, and the producer prefetches the next tile's first
 //   stages while the consumers run the epilogue of the current one.
-// - 3 warpgroups. Warpgroup 0 is the producer: one elected thread issues TMA loads of
-//   BLOCK_M x BLOCK_K (A) and BLOCK_N x BLOCK_K (B) tiles, 128-byte swizzled, into a kStages-deep
-//   ring guarded by full/empty mbarriers (mbarrier.h). Warpgroups 1 and 2 are consumers: each owns
-//   BLOCK_M/2 rows of the tile (one or two m64 wgmma rows) and all BLOCK_N columns, so both read the
-//   same B tile and the tensor cores run m64nBLOCK_Nk16, the widest shape.
+// - 3 warpgroups (2 for 64-row tiles). Warpgroup 0 is the producer: one elected thread issues TMA
+//   loads of BLOCK_M x BLOCK_K (A) and BLOCK_N x BLOCK_K (B) tiles, 128-byte swizzled, into a
+//   kStages-deep ring guarded by full/empty mbarriers (mbarrier.h). Warpgroups 1 and 2 are
+//   consumers: each owns BLOCK_M/2 rows of the tile (one or two m64 wgmma rows) and all BLOCK_N
+//   columns, so both read the same B tile and the tensor cores run m64nBLOCK_Nk16, the widest
+//   shape. A 64-row tile has one consumer: for M <= 128 twice the tiles of a 128-row tile fill the
+//   SMs with fewer split-K pieces (or none), whose fixup is a tail after the loop.
 // - setmaxnreg moves registers from the producer (40) to the consumers (232): the accumulators of
 //   a 64 x 256 FP32 slice are 128 registers per thread.
 // - Consumers keep one wgmma-group in flight across k-blocks (wait_group<1>) and free a stage as
@@ -85,7 +87,7 @@ struct GemmSm90Config {
   static constexpr bool kBNMajor = kBNMajor_;
   static constexpr bool kTmaStore = kTmaStore_;
 
-  static constexpr int kNumConsumers = 2;  // consumer warpgroups
+  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : 2;  // consumer warpgroups
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
   static constexpr int kConsumerRows = kBlockM / kNumConsumers;  // rows of the tile per consumer
   static constexpr int kMmaM = kConsumerRows / 64;               // m64 wgmma rows per consumer
@@ -119,7 +121,8 @@ struct GemmSm90Config {
   static_assert(is_same_v<TC, T> || is_same_v<TC, float>, "output: the input type or float");
   static_assert(!kTmaStore || sizeof(TC) == 2, "the TMA-store epilogue writes 16-bit outputs (64 = one 128 B row)");
   static_assert(kRowBytes == 128, "BLOCK_K must fill one 128-byte swizzle row (64 for 16-bit types)");
-  static_assert(kBlockM == 128 || kBlockM == 256, "BLOCK_M: 128 (one m64 per consumer) or 256 (two)");
+  static_assert(kBlockM == 64 || kBlockM == 128 || kBlockM == 256,
+                "BLOCK_M: 64 (one consumer), 128 (one m64 per consumer) or 256 (two)");
   static_assert(kBlockN % 64 == 0 && kBlockN >= 64 && kBlockN <= 256, "BLOCK_N: 64, 128, 192 or 256");
   static_assert(kMmaM * kBlockN / 2 <= 128, "at most 128 accumulator registers per consumer thread");
   static_assert(kStages >= 2, "at least two stages");
