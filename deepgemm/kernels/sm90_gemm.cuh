@@ -132,6 +132,11 @@ struct Sm90GemmConfig {
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
+  // A contiguous grouped GEMM's 256-row tile spans two 128-row blocks, which may belong to two
+  // groups (each segment starts on a 128-row boundary): each consumer owns one block, and a stage
+  // has room for a second B tile, loaded only when the blocks' experts differ.
+  static constexpr bool kDualB = kGrouping == kGroupMContiguous && kBlockM == 256;
+  static constexpr int kStageStrideB = kStageBytesB * (kDualB ? 2 : 1);
   // A's scales of one stage: BLOCK_M floats (a multiple of 128 bytes, as TMA destinations need).
   static constexpr int kStageBytesSf = kFp8 ? kBlockM * 4 : 0;
   // Per-row B scales of one stage: kScaleRows rows of BLOCK_N floats, padded to 128 bytes.
@@ -147,7 +152,7 @@ struct Sm90GemmConfig {
   static constexpr int kExchangeBytes = kKInterleave ? 64 * kBlockN * 4 : 0;
   static constexpr int kBarrierBytes = (kFp4B ? 3 : 2) * kStages * 8;  // full, empty (and expanded) per stage
   static constexpr int kSmemBytes =
-      kStages * (kStageBytesA + kStageBytesB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
+      kStages * (kStageBytesA + kStageStrideB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
       kExchangeBytes + kBarrierBytes + kStagedSfbBytes + 1024;
 
   // Register file: 128 x (producer + consumers x consumer) <= 65536.
@@ -160,6 +165,8 @@ struct Sm90GemmConfig {
   static_assert(kBlockM != 192 || (kFp8 && !kSfbPerRow && kGrouping == kGroupNone && kMulticast == 1 && kBlockN <= 128),
                 "192-row tiles: plain FP8 GEMMs with block scales, no multicast, BLOCK_N <= 128");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumers <= 65536, "register file");
+  static_assert(!kDualB || (!kFp4B && !kSfbPerRow && kMulticast == 1),
+                "contiguous grouped 256-row tiles: block-scaled FP8 or BF16, no multicast");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
   // Accumulator registers per consumer thread: the promoted sets plus FP8's partial set(s).
   static_assert((kMmaM + (kFp8 ? 1 + int(kOverlapPromotion) : 0)) * kBlockN / 2 <= 192,
@@ -198,10 +205,12 @@ struct Sm90Scales {
 // Where one output tile lies. `group`: of A, D and A's scales (masked: the tile's group, else 0);
 // `b_group`: of B (grouped: the tile's expert); `row_limit`: rows of A/D at or past it are not valid
 // (masked: the group's count; otherwise M); `compute`: false for the padding blocks of a contiguous
-// grouped GEMM (written as zeros without a mainloop).
+// grouped GEMM (written as zeros without a mainloop). Cfg::kDualB (contiguous, 256 rows): the
+// second 128-row block's expert is `b_group_hi` (-1: padding), and `dual_b` when it differs from the
+// first's, whose B then goes into the stage's second slot; `b_group` is the first valid one's.
 struct Sm90Tile {
-  int group, b_group, m0, n0, row_limit;
-  bool compute;
+  int group, b_group, b_group_hi, m0, n0, row_limit;
+  bool compute, dual_b;
   tl::SplitKUnit unit;  // the tile's index, and the k-blocks it sums: all, or its piece's (split-K)
 };
 
@@ -235,16 +244,22 @@ struct Sm90Tiles {
     tile.n0 = n_block * Cfg::kBlockN;
     tile.group = g;
     tile.b_group = g;
+    tile.b_group_hi = g;
     tile.row_limit = p.m;
     tile.compute = true;
+    tile.dual_b = false;
     if constexpr (Cfg::kGrouping == kGroupMMasked) {
       const int valid = __ldg(p.masked_m + g);
       tile.row_limit = valid < p.m ? valid : p.m;
       return tile.m0 < tile.row_limit;
     } else if constexpr (Cfg::kGrouping == kGroupMContiguous) {
       // Each group's segment starts on a 128-row boundary, so the block's first row names its group.
-      tile.b_group = __ldg(p.m_indices + tile.m0);
+      const int lo = __ldg(p.m_indices + tile.m0);
+      const int hi = Cfg::kDualB && tile.m0 + 128 < p.m ? __ldg(p.m_indices + tile.m0 + 128) : (Cfg::kDualB ? -1 : lo);
+      tile.b_group = lo >= 0 ? lo : hi;
+      tile.b_group_hi = hi;
       tile.compute = tile.b_group >= 0;
+      tile.dual_b = Cfg::kDualB && lo >= 0 && hi >= 0 && hi != lo;
     }
     return true;
   }
@@ -267,8 +282,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   const uint32_t raw = smem_addr(dg_dynamic_smem);
   uint8_t* smem = dg_dynamic_smem + ((1024u - (raw & 1023u)) & 1023u);
   uint8_t* smem_a = smem;                                      // [kStages][BLOCK_M][128 B]
-  uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][BLOCK_N][128 B]
-  uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageBytesB);  // [consumer][2][box]
+  uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][1 or 2 (kDualB)][BLOCK_N][128 B]
+  uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageStrideB);  // [consumer][2][box]
   float4* smem_x = reinterpret_cast<float4*>(smem_c + Cfg::kEpilogueBytes);    // kKInterleave: [float4][thread]
   float* smem_sf = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_x) + Cfg::kExchangeBytes);  // [kStages][BLOCK_M]
   float* smem_sfb = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
@@ -320,7 +335,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   [[maybe_unused]] auto expand_share = [&](const PipelineState<kStages>& st, int tid) {
     pipe.consumer_wait(st);
     fp4_expand_tile<kBlockN, Cfg::kFoldScales>(smem_addr(smem_bp + st.index * Cfg::kStageBytesBPacked),
-                                               smem_addr(smem_b + st.index * Cfg::kStageBytesB),
+                                               smem_addr(smem_b + st.index * Cfg::kStageStrideB),
                                                smem_sfb + st.index * kSfbStride, tid, 32 * Cfg::kExpanderWarps);
     fence_proxy_async_shared();  // the generic-proxy writes, visible to wgmma (async proxy)
     __syncwarp();
@@ -344,7 +359,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           DG_STAMP(EmptyWaitEnd);
           mbarrier_t* full = pipe.full_barrier(st);
           constexpr int kBytesB = Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB;
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB + Cfg::kStageBytesSf +
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB * (tile.dual_b ? 2 : 1) + Cfg::kStageBytesSf +
                                                    (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kScaleRows : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           if constexpr (Cfg::kFp4B) {
@@ -354,10 +369,13 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           } else if constexpr (Cfg::kMulticast > 1) {
             // This CTA's half of B's rows, into the same place in both CTAs.
             constexpr int kHalf = kBlockN / 2;
-            tma_load_3d_multicast(smem_b + st.index * Cfg::kStageBytesB + cta_rank * (kHalf * 128), &tma_b, full,
+            tma_load_3d_multicast(smem_b + st.index * Cfg::kStageStrideB + cta_rank * (kHalf * 128), &tma_b, full,
                                   kb * kBlockK, tile.n0 + int(cta_rank) * kHalf, tile.b_group, tl::uint16_t(0x3));
           } else {
-            tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
+            tma_load_3d(smem_b + st.index * Cfg::kStageStrideB, &tma_b, full, kb * kBlockK, tile.n0, tile.b_group);
+            if (Cfg::kDualB && tile.dual_b)  // the second block's expert, into the stage's second B slot
+              tma_load_3d(smem_b + st.index * Cfg::kStageStrideB + Cfg::kStageBytesB, &tma_b, full, kb * kBlockK,
+                          tile.n0, tile.b_group_hi);
           }
           if constexpr (Cfg::kFp8) tma_load_3d(smem_sf + st.index * kSfStride, &tma_sfa, full, tile.m0, kb, tile.group);
           if constexpr (Cfg::kSfbPerRow)
@@ -413,7 +431,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       StageRef at;
       // n stages on (1 <= n <= kStages).
       void advance(uint32_t n = 1) {
-        constexpr uint64_t kStepA = Cfg::kStageBytesA >> 4, kStepB = Cfg::kStageBytesB >> 4;  // descriptor units
+        constexpr uint64_t kStepA = Cfg::kStageBytesA >> 4, kStepB = Cfg::kStageStrideB >> 4;  // descriptor units
         const bool wrap = st.index + n >= uint32_t(kStages);
         const uint32_t back = wrap ? uint32_t(kStages) : 0u;
         st.index = st.index + n - back;
@@ -454,6 +472,9 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       int64_t stride;     // floats between this consumer's k-blocks (it reads every kKStep-th)
       float v0, v1;       // the values loaded last
     } sfb;
+    // Cfg::kDualB: added to the stage's B descriptor where this consumer's block reads the second B
+    // slot (the tile's two 128-row blocks belong to different experts).
+    [[maybe_unused]] uint64_t db_slot = 0;
     [[maybe_unused]] auto wait_fp8 = [&](Cursor& s, Scales& sc) {
       if constexpr (!Cfg::kSfbPerRow && !Cfg::kStagedSfb) {
         sc.sb0 = sfb.v0;
@@ -500,7 +521,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     [[maybe_unused]] auto issue_fp8 = [&](const StageRef& stage, int w, auto& dst, int q = 0) {
       constexpr int kSteps = Cfg::kPromotionK / 32;  // k32 steps per promotion
       const uint64_t da = smem_desc_add(stage.da, uint32_t(w * 64 * 128));
-      const uint64_t db = stage.db;
+      const uint64_t db = stage.db + db_slot;
       wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < kSteps; ++kk) {
@@ -598,10 +619,15 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         k_end = num_k_blocks;
         [[maybe_unused]] const int my_k_blocks =
             Cfg::kKInterleave ? (num_k_blocks + 1 - consumer) / 2 : num_k_blocks;
+        // This consumer's expert (kDualB: the second 128-row block's for consumer 1, unless that is
+        // padding, whose rows come out as zeros whatever B they were multiplied with).
+        const bool second_block = Cfg::kDualB && consumer == 1 && tile.b_group_hi >= 0;
+        const int b_group = second_block ? tile.b_group_hi : tile.b_group;
+        if constexpr (Cfg::kDualB) db_slot = second_block && tile.dual_b ? uint64_t(Cfg::kStageBytesB >> 4) : 0;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
           const int first = kb0 + (Cfg::kKInterleave ? consumer : 0);
-          const float* row0 = p.sfb + tile.b_group * p.sfb_sg + block * p.sfb_sr;
+          const float* row0 = p.sfb + b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.gap = block + 1 < p.sfb_rows ? p.sfb_sr : 0;
           sfb.stride = p.sfb_sc * kKStep;
           sfb.first = row0 + kb0 * p.sfb_sc;
@@ -718,7 +744,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           StageRef prev_stage{};
           for (int kb = 0; kb < num_k_blocks; ++kb) {
             mbarrier_wait_parity(st.at.full, st.st.phase);
-            const uint64_t da = st.at.da, db = st.at.db;
+            const uint64_t da = st.at.da, db = st.at.db + db_slot;
             wgmma_fence();
 #pragma unroll
             for (int k = 0; k < 4; ++k) {

@@ -149,7 +149,8 @@ rt::CuTensorMap packed_fp4_map(const MatrixArg& v, int64_t groups, uint32_t box_
 // k-interleaved ones for 64-row tiles (default: two where the kernel allows it).
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
-                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b) {
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b,
+                            bool contiguous) {
   int bm = 0, bn = 0, stages = 0, multicast = 0, consumers = 0, used = 0;
   const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
   if (fields == 3 && text[size_t(used)] == 'x') {
@@ -190,7 +191,7 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
                 "), stages >= 2");
   RT_USER_CHECK(bm <= max_block_m, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m ", bm,
                 " is taller than the ", max_block_m, " rows this call allows (the contiguous layout's groups start ",
-                "on 128-row boundaries)");
+                "on 128-row boundaries; its 256-row tiles take block-scaled FP8 or BF16 only)");
   GpuBlocking b;
   b.block_m = bm;
   b.block_n = bn;
@@ -198,6 +199,7 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.tma_store = tma_store_ok && bn % 64 == 0;
   b.fp4_b = fp4_b;
   b.k_interleave = interleave_ok && consumers != 1;
+  b.dual_b = sm90_dual_b(contiguous, bm);
   RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
                 smem_limit);
@@ -271,18 +273,22 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
   const int sms = get_num_sms();
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
-  // The contiguous layout's groups start on 128-row boundaries: a taller tile could span two groups.
-  const int max_block_m = x.grouping == Grouping::MContiguous ? 128 : 256;
+  // The contiguous layout's groups start on 128-row boundaries: a 256-row tile spans two 128-row
+  // blocks and takes a second B tile per stage for when their experts differ (sm90_dual_b; not for
+  // per-row B scales or FP4 B); 192 rows could span three.
+  const bool contiguous = x.grouping == Grouping::MContiguous;
+  const int max_block_m = !contiguous || contiguous_256_ok(sfb_rows, x.fp4_b) ? 256 : 128;
   const bool plain_fp8 = x.fp8 && x.grouping == Grouping::None && !x.sfb_per_row;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8);
+                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8,
+                                        contiguous);
   // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
   // read directly.
   const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
   const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty()) {
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
-                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b);
+                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b, contiguous);
     RT_USER_CHECK(blk.block_m != 192 || x.grouping == Grouping::None, "deepgemm::", fn, ": DG_GPU_CONFIG='", forced,
                   "': block_m 192 (three consumers) is for plain GEMMs, not grouped ones");
   }

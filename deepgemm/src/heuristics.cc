@@ -79,9 +79,9 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows, bool fp4_b, bool k_interleave) {
+                        int sfb_rows, bool fp4_b, bool k_interleave, bool dual_b) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
-  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 + (fp8 ? block_m * 4 : 0) + sfb +
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 * (dual_b ? 2 : 1) + (fp8 ? block_m * 4 : 0) + sfb +
                         (fp4_b ? int64_t(block_n) * 64 : 0);
   const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
   const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
@@ -97,7 +97,7 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epil
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {
   auto fits = [&](int s, int buffers) {
     return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows, b.fp4_b,
-                           b.k_interleave) <= smem_limit;
+                           b.k_interleave, b.dual_b) <= smem_limit;
   };
   auto deepest = [&](int buffers) {
     int best = 0;
@@ -115,7 +115,7 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
     b.stages = std::max(2, one ? with_one : with_two);
   }
   b.smem_bytes = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, b.tma_store ? b.epilogue_buffers : 0, out_bytes,
-                                 sfb_rows, b.fp4_b, b.k_interleave);
+                                 sfb_rows, b.fp4_b, b.k_interleave, b.dual_b);
   return b.smem_bytes <= smem_limit;
 }
 
@@ -125,7 +125,7 @@ void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_by
   if (!fp8 || b.fp4_b || !b.tma_store || b.epilogue_buffers != 2 || k_blocks > kWholeSliceMaxKBlocks) return;
   const int boxes = sm90_slice_boxes(b.block_m, b.block_n);
   const int64_t smem = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, boxes, out_bytes, sfb_rows, b.fp4_b,
-                                       b.k_interleave);
+                                       b.k_interleave, b.dual_b);
   if (smem > smem_limit) return;
   b.epilogue_buffers = boxes;
   b.epilogue_whole_slice = true;
@@ -142,7 +142,7 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, int max_block_m,
-                                bool fp4_b, bool plain_fp8) {
+                                bool fp4_b, bool plain_fp8, bool contiguous) {
   // Block shapes and the throughput of one full wave of each, relative to the best, as measured on
   // the H200 (FP8: bench_gpu_deepgemm --sweep at 4096 x 4096 x 7168, docs/perf.md; BF16 "~":
   // interpolated from bench_gpu_deepgemm's BF16 rows, not swept). What they
@@ -177,8 +177,8 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     const Candidate& c = candidates[i];
     if (c.bm > max_block_m || ((c.bm == 192 || c.bn == 32) && !plain_fp8)) continue;
     // The fewest stages worth running: smaller tiles fit more.
-    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b) >
-        smem_limit)
+    if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b,
+                        false, sm90_dual_b(contiguous, c.bm)) > smem_limit)
       continue;
     const int64_t tiles =
         ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
@@ -199,6 +199,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   best.fp4_b = fp4_b;
   best.k_interleave = sm90_k_interleave_ok(fp8, best.block_m, best.block_n, sfb_rows);
+  best.dual_b = sm90_dual_b(contiguous, best.block_m);
   // As many stages as fit, up to kMaxSm90Stages (the ring also prefetches the next tile across tiles).
   choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.

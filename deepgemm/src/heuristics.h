@@ -23,6 +23,7 @@ struct GpuBlocking {
   bool fp4_b = false;        // B read packed (e2m1) and expanded in shared memory: a staging buffer per stage
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
+  bool dual_b = false;       // contiguous grouped 256-row tiles: a second B tile per stage (sm90_dual_b)
   int splits = 1;          // split-K pieces per split tile (gpu.cc: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
   int raster_group = 8;    // tile-columns per rasterization band
@@ -35,14 +36,15 @@ struct GpuBlocking {
 // SM (a persistent grid), each as long as one tile's FLOPs over the block shape's measured
 // efficiency, and as many pipeline stages as fit in `smem_limit`.
 // `sfb_rows`: rows of per-row B scales each stage holds (128 / promotion K), 0 for block scales.
-// `max_block_m`: the tallest tile allowed (128 for the M-grouped contiguous layout, whose groups
-// start on 128-row boundaries: a 256-row tile could hold two groups). No multicast: measured no
-// faster than without on the H200 (docs/perf.md), so only DG_GPU_CONFIG asks for it.
+// `max_block_m`: the tallest tile allowed. No multicast: measured no faster than without on the
+// H200 (docs/perf.md), so only DG_GPU_CONFIG asks for it.
 // `plain_fp8`: an ungrouped FP8 GEMM with block scales, the only kind that takes 192-row tiles
-// (three consumers).
+// (three consumers). `contiguous`: the M-grouped contiguous layout (its 256-row tiles take a second
+// B tile per stage: sm90_dual_b).
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
-                                int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false);
+                                int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false,
+                                bool contiguous = false);
 // Multicast and grid for a block shape: clusters of 2 when `multicast_ok` and M holds an even
 // number of blocks; otherwise 1. Sets b.multicast and b.grid: the fewest CTAs that take the tiles
 // in as many rounds as one CTA per SM would (tl::same_rounds_grid, counted in clusters).
@@ -72,13 +74,20 @@ void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_by
 inline bool sm90_k_interleave_ok(bool fp8, int block_m, int block_n, int sfb_rows) {
   return fp8 && sfb_rows == 0 && block_m == 64 && block_n <= 128;
 }
+// Whether a tile holds room for two B tiles a stage (Sm90GemmConfig::kDualB): the M-grouped
+// contiguous layout's 256-row tiles, whose two 128-row blocks may belong to two experts (each
+// segment starts on a 128-row boundary). The kernel takes them with block-scaled FP8 (e4m3 B) or
+// BF16 only; `contiguous_256_ok` says whether a call may use 256-row tiles at all.
+inline bool sm90_dual_b(bool contiguous, int block_m) { return contiguous && block_m == 256; }
+inline bool contiguous_256_ok(int sfb_rows, bool fp4_b) { return sfb_rows == 0 && !fp4_b; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
 // the TMA-store epilogue, 0 without it. fp4_b: B packed, with its staging buffer and barriers.
-// k_interleave: one storing consumer and the hand-over buffer of the second.
+// k_interleave: one storing consumer and the hand-over buffer of the second. dual_b: two B tiles a
+// stage (sm90_dual_b).
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows = 0, bool fp4_b = false, bool k_interleave = false);
+                        int sfb_rows = 0, bool fp4_b = false, bool k_interleave = false, bool dual_b = false);
 
 // The deepest pipeline the heuristic builds: the small tiles of the M <= 128 shapes stream K with
 // little compute per stage, so the bytes in flight set their speed (64 x 64 tiles: 8 -> 12 stages
@@ -90,7 +99,7 @@ inline constexpr int kMaxSm90Stages = 12;
 // buffers per consumer unless one buffer is what lets the stages fit (a forced depth), or buys a
 // third stage. (On the H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3
 // and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
-// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's and b.k_interleave's layout).
+// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's, b.k_interleave's and b.dual_b's layout).
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).

@@ -37,7 +37,17 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.k_interleave = k_interleave;
   s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store ? s.epilogue_buffers : 0,
                                                    out == rt::DType::BF16 ? 2 : 4,
-                                                   s.sfb_per_row ? 128 / s.promotion_k : 0, false, k_interleave);
+                                                   s.sfb_per_row ? 128 / s.promotion_k : 0, false, k_interleave,
+                                                   deepgemm::detail::sm90_dual_b(grouping == 1, bm));
+  return s;
+}
+
+// s with one epilogue buffer per consumer (what the heuristic takes where two leave too few stages).
+Sm90KernelSpec one_buffer(Sm90KernelSpec s) {
+  s.epilogue_buffers = 1;
+  s.smem_bytes = deepgemm::detail::sm90_smem_bytes(s.fp8, s.block_m, s.block_n, s.stages, s.tma_store ? 1 : 0,
+                                                   s.out == rt::DType::BF16 ? 2 : 4, 0, false, false,
+                                                   deepgemm::detail::sm90_dual_b(s.grouping == 1, s.block_m));
   return s;
 }
 
@@ -58,11 +68,14 @@ TEST(GpuCompile, Sm90GemmVariants) {
       // Three consumers (192-row tiles).
       {spec(true, rt::DType::BF16, 192, 128, 4, 0, false, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::F32, 192, 64, 6, 0, true, false), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
-      {spec(true, rt::DType::F32, 256, 96, 4, 1, true, false), "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 256, 96, 3, 1, true, false), "wgmma.mma_async.sync.aligned.m64n96k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 256, 128, 4, 2, false, true), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"},
+      // Contiguous grouped 256-row tiles (two B slots a stage): FP8 (above, 256 x 96) and BF16.
+      {one_buffer(spec(true, rt::DType::BF16, 256, 128, 3, 1, false, true)), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {one_buffer(spec(false, rt::DType::BF16, 256, 128, 3, 1, false, true)), "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16"},
       // Per-row B scales (FP4 B, K-grouped): promotion every 32 and every 128 of K.
       {spec(true, rt::DType::F32, 128, 176, 4, 0, true, false, 32), "wgmma.mma_async.sync.aligned.m64n176k32.f32.e4m3.e4m3"},
-      {spec(true, rt::DType::BF16, 256, 128, 3, 1, false, true, 128), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 256, 128, 3, 2, false, true, 128), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
       // Clusters of 2 multicasting B.
       {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2), "multicast::cluster"},
       {spec(false, rt::DType::F32, 128, 256, 4, 0, true, false, 0, 2), "multicast::cluster"},
@@ -183,7 +196,7 @@ TEST(GpuCompile, TimelineStamps) {
   fp4.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 128, 128, 4, 2, 2, 1, true);
   const Sm90KernelSpec specs[] = {
       spec(true, rt::DType::BF16, 64, 64, 12, 0, false, true),         // M = 128: two partial sets
-      spec(true, rt::DType::F32, 256, 96, 4, 1, true, false),          // two m64 waves, one partial set
+      spec(true, rt::DType::F32, 256, 96, 3, 1, true, false),          // two m64 waves, one partial set
       spec(true, rt::DType::F32, 128, 176, 4, 0, true, false, 32),     // per-row B scales
       fp4,                                                             // FP4 B, consumers expanding
       spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),       // BF16
@@ -306,7 +319,19 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
             192);
   for (int64_t m : {4096, 8192})
     EXPECT_NE(deepgemm::detail::choose_gpu_blocking(true, m, 2112, 7168, 1, 2, true, 132, smem).block_m, 192);
-  // The contiguous layout never gets 256-row tiles (its groups start on 128-row boundaries).
+  // The contiguous layout (FP8): 256-row tiles with a second B tile a stage (its groups start on
+  // 128-row boundaries), within the shared memory; none taller than max_block_m. (BF16 prefers 128 x
+  // 256 tiles anyway.)
+  const auto contiguous = deepgemm::detail::choose_gpu_blocking(true, 32768, 4096, 7168, 1, 2, true, 132, smem, 0, 256,
+                                                                false, false, true);
+  EXPECT_EQ(contiguous.block_m, 256);
+  EXPECT_TRUE(contiguous.dual_b);
+  EXPECT_GE(contiguous.stages, 3);
+  EXPECT_EQ(contiguous.smem_bytes,
+            deepgemm::detail::sm90_smem_bytes(true, 256, contiguous.block_n, contiguous.stages,
+                                              contiguous.epilogue_buffers, 2, 0, false, false, true));
+  EXPECT_LE(contiguous.smem_bytes, smem);
+  EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 32768, 4096, 7168, 1, 2, true, 132, smem).dual_b);
   for (int64_t m : {4096, 32768})
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);
 }

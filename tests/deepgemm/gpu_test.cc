@@ -435,29 +435,57 @@ TEST(GpuGrouped, Fp8ContiguousWithPadding) {
   }
 }
 
-// Groups that start at odd multiples of 128 rows, with enough tiles that the heuristic would like
-// 256-row tiles (which could hold two groups): it must not take them, and DG_GPU_CONFIG may not force
-// them.
+// Groups that start at odd multiples of 128 rows, so 256-row tiles hold two experts (a second B
+// tile in each stage), and groups ending in padding rows (which must come out as zeros) inside and
+// across such tiles: FP8 and BF16, the heuristic's tiles (256 rows for FP8 here) and forced 256- and
+// 128-row ones.
 TEST(GpuGrouped, ContiguousGroupsOnOdd128RowBoundaries) {
   REQUIRE_HOPPER();
-  const std::vector<int64_t> ms = {128, 384, 128, 640, 128, 1664};  // starts at 0, 128, 512, 640, 1280, 1408
+  // Starts at 0, 128, 512, 640, 1280, 1408, 3072; groups 2 and 6 end in padding.
+  const std::vector<int64_t> ms = {128, 384, 37, 640, 128, 1664, 200};
   const int64_t n = 4096, k = 256;
   const dgtest::ContiguousProblem p = dgtest::make_contiguous(ms, n, k);
+  const int64_t m = p.layout.total;
   const rt::Tensor idx = gpu(dgtest::i32_tensor(p.layout.m_indices));
-  rt::Tensor d = gpu(poisoned({p.layout.total, n}, rt::DType::BF16));
-  deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx);
-  EXPECT_LE(deepgemm::last_config().block_m, 128) << deepgemm::last_config().to_string();
-  const std::vector<double> dv = host(d);
-  for (size_t gi = 0; gi < ms.size(); ++gi) {
-    const int64_t mg = ms[gi];
-    const std::vector<double> ag = dgtest::rows_of(p.deq_a, k, p.layout.start[gi], mg);
-    expect_close(dgtest::rows_of(dv, n, p.layout.start[gi], mg), dgtest::ref_gemm(ag.data(), p.deq_b[gi].data(), mg, n, k),
-                 k, true, "group " + std::to_string(gi));
+  // BF16 operands of their own (b [G, N, K]).
+  const rt::Tensor a16 = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b16 = dgtest::normal({int64_t(ms.size()), n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> a16v = testutil::to_f64(a16), b16v = testutil::to_f64(b16);
+  for (const char* config : {"", "256x128x3", "128x128x5"}) {
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", *config ? config : nullptr);
+    for (bool fp8 : {true, false}) {
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+      if (fp8)
+        deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx);
+      else
+        deepgemm::m_grouped_bf16_gemm_nt_contiguous(gpu(a16), gpu(b16), d, idx);
+      const std::string cfg = deepgemm::last_config().to_string();
+      if (!*config && fp8) {
+        EXPECT_EQ(deepgemm::last_config().block_m, 256) << cfg;  // BF16 takes 128 x 256 tiles here
+      }
+      const std::vector<double> dv = host(d);
+      for (size_t gi = 0; gi < ms.size(); ++gi) {
+        const int64_t mg = ms[gi], start = p.layout.start[gi];
+        const std::vector<double> ag = dgtest::rows_of(fp8 ? p.deq_a : a16v, k, start, mg);
+        const std::vector<double> bg = fp8 ? p.deq_b[gi] : dgtest::rows_of(b16v, k, int64_t(gi) * n, n);
+        expect_close(dgtest::rows_of(dv, n, start, mg), dgtest::ref_gemm(ag.data(), bg.data(), mg, n, k), k, true,
+                     "group " + std::to_string(gi) + " (" + cfg + ")");
+      }
+      for (int64_t r = 0; r < m; ++r) {
+        if (p.layout.m_indices[size_t(r)] >= 0) continue;
+        for (int64_t j = 0; j < n; ++j)
+          ASSERT_EQ(dv[size_t(r * n + j)], 0.0) << "padding row " << r << " not zeroed (" << cfg << ")";
+      }
+    }
   }
-  dgtest::ScopedEnv env("DG_GPU_CONFIG", "256x128x3");
+  // 192 rows could hold three experts' blocks: not a tiling grouped calls have.
+  dgtest::ScopedEnv env("DG_GPU_CONFIG", "192x128x3");
   dgtest::expect_user_error(
-      [&] { deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx); },
-      {"DG_GPU_CONFIG='256x128x3'", "128-row boundaries"});
+      [&] {
+        rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+        deepgemm::m_grouped_fp8_gemm_nt_contiguous(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d, idx);
+      },
+      {"DG_GPU_CONFIG='192x128x3'", "three consumers"});
 }
 
 TEST(GpuGrouped, Fp8MaskedLeavesTheRestUntouched) {
@@ -577,9 +605,16 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
   auto [gqb, gsfb] = deepgemm::per_token_cast_to_fp4(gb, 32);
   const std::vector<double> gdeq_a = dgtest::dequant(gqa, gsfa, 1, 128), gdeq_b = dgtest::dequant(gqb, gsfb, 1, 32);
   rt::Tensor d = gpu(poisoned({mg, n}, rt::DType::BF16));
-  deepgemm::m_grouped_fp8_fp4_gemm_nt_contiguous(gpu(gqa), gpu(gsfa), dgtest::reshaped(gpu(gqb), {g, n, k}),
-                                                 dgtest::reshaped(gpu(gsfb), {g, n, k / 32}), d,
-                                                 gpu(dgtest::i32_tensor(idx)));
+  auto grouped = [&] {
+    deepgemm::m_grouped_fp8_fp4_gemm_nt_contiguous(gpu(gqa), gpu(gsfa), dgtest::reshaped(gpu(gqb), {g, n, k}),
+                                                   dgtest::reshaped(gpu(gsfb), {g, n, k / 32}), d,
+                                                   gpu(dgtest::i32_tensor(idx)));
+  };
+  grouped();
+  {  // 256-row tiles (two experts a tile) are for block-scaled B only.
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", "256x128x3");
+    dgtest::expect_user_error(grouped, {"DG_GPU_CONFIG='256x128x3'", "128 rows this call allows"});
+  }
   const std::vector<double> dv = host(d);
   for (int64_t r = 0; r < mg; ++r) {
     if (idx[size_t(r)] < 0) {
