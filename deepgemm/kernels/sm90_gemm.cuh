@@ -359,7 +359,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           DG_STAMP(EmptyWaitEnd);
           mbarrier_t* full = pipe.full_barrier(st);
           constexpr int kBytesB = Cfg::kFp4B ? Cfg::kStageBytesBPacked : Cfg::kStageBytesB;
-          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB * (tile.dual_b ? 2 : 1) + Cfg::kStageBytesSf +
+          mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + kBytesB * (tile.dual_b ? 2 : 1) +
+                                                   Cfg::kStageBytesSf +
                                                    (Cfg::kSfbPerRow ? kBlockN * 4 * Cfg::kScaleRows : 0)));
           tma_load_3d(smem_a + st.index * Cfg::kStageBytesA, &tma_a, full, kb * kBlockK, tile.m0, tile.group);
           if constexpr (Cfg::kFp4B) {
@@ -622,7 +623,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         // This consumer's expert (kDualB: the second 128-row block's for consumer 1, unless that is
         // padding, whose rows come out as zeros whatever B they were multiplied with).
         const bool second_block = Cfg::kDualB && consumer == 1 && tile.b_group_hi >= 0;
-        const int b_group = second_block ? tile.b_group_hi : tile.b_group;
+        [[maybe_unused]] const int b_group = second_block ? tile.b_group_hi : tile.b_group;
         if constexpr (Cfg::kDualB) db_slot = second_block && tile.dual_b ? uint64_t(Cfg::kStageBytesB >> 4) : 0;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;

@@ -81,7 +81,8 @@ int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
                         int sfb_rows, bool fp4_b, bool k_interleave, bool dual_b) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
-  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 * (dual_b ? 2 : 1) + (fp8 ? block_m * 4 : 0) + sfb +
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 * (dual_b ? 2 : 1) +
+                        (fp8 ? block_m * 4 : 0) + sfb +
                         (fp4_b ? int64_t(block_n) * 64 : 0);
   const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
   const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
