@@ -93,8 +93,9 @@ float fp8_value(const rt::Tensor& t, int64_t i) {
 // tensor-core FP8 bound (the FP8 accumulation inside a scale block of `block` k's keeps about 14
 // bits; BF16 output), and over all of them DeepGEMM's calc_diff below 1e-3. The bound is a worst
 // case (about 1.6% of the sum of |terms| at 128), loose enough to pass a kernel that read a stale
-// stage for one k-block of 56 (stop 29's probe whose consumers never wait for their data read ok);
-// the aggregate catches that (about 0.02), and a correct kernel's BF16 rounding alone gives about 1e-6.
+// stage for one k-block of 56 (stop 29's probe whose consumers never wait for their data read ok
+// once); the aggregate catches that (estimated: about 0.02, where a correct kernel's BF16 rounding
+// alone gives about 1e-6).
 class SampledCheck {
  public:
   SampledCheck(int64_t k, int64_t block) : k_(k), block_(block) {}
