@@ -15,8 +15,9 @@
 //   kStages-deep ring guarded by full/empty mbarriers (mbarrier.h). Warpgroups 1 and 2 are
 //   consumers: each owns BLOCK_M/2 rows of the tile (one or two m64 wgmma rows) and all BLOCK_N
 //   columns, so both read the same B tile and the tensor cores run m64nBLOCK_Nk16, the widest
-//   shape. A 64-row tile has one consumer: for M <= 128 twice the tiles of a 128-row tile fill the
-//   SMs with fewer split-K pieces (or none), whose fixup is a tail after the loop.
+//   shape. A 64-row tile has one consumer: at M <= 64 a 128-row tile would compute rows that are
+//   not there and split K further to fill the SMs (the seed matmul takes 64 x 64 there; docs/perf.md,
+//   stop 29).
 // - setmaxnreg moves registers from the producer (40) to the consumers (232): the accumulators of
 //   a 64 x 256 FP32 slice are 128 registers per thread.
 // - Consumers keep one wgmma-group in flight across k-blocks (wait_group<1>) and free a stage as
