@@ -165,8 +165,8 @@ struct Sm90GemmConfig {
   static_assert(kBlockM != 192 || (kFp8 && !kSfbPerRow && kGrouping == kGroupNone && kMulticast == 1 && kBlockN <= 128),
                 "192-row tiles: plain FP8 GEMMs with block scales, no multicast, BLOCK_N <= 128");
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumers <= 65536, "register file");
-  static_assert(!kDualB || (!kFp4B && !kSfbPerRow && kMulticast == 1),
-                "contiguous grouped 256-row tiles: block-scaled FP8 or BF16, no multicast");
+  static_assert(!kDualB || (!kSfbPerRow && kMulticast == 1),
+                "contiguous grouped 256-row tiles: block scales of B (not per row: no FP4 B) or BF16, no multicast");
   static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
   // Accumulator registers per consumer thread: the promoted sets plus FP8's partial set(s).
   static_assert((kMmaM + (kFp8 ? 1 + int(kOverlapPromotion) : 0)) * kBlockN / 2 <= 192,

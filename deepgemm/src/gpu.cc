@@ -275,9 +275,9 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
   // The contiguous layout's groups start on 128-row boundaries: a 256-row tile spans two 128-row
   // blocks and takes a second B tile per stage for when their experts differ (sm90_dual_b; not for
-  // per-row B scales or FP4 B); 192 rows could span three.
+  // per-row B scales, which FP4 B has); 192 rows could span three.
   const bool contiguous = x.grouping == Grouping::MContiguous;
-  const int max_block_m = !contiguous || contiguous_256_ok(sfb_rows, x.fp4_b) ? 256 : 128;
+  const int max_block_m = !contiguous || sfb_rows == 0 ? 256 : 128;
   const bool plain_fp8 = x.fp8 && x.grouping == Grouping::None && !x.sfb_per_row;
   GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
                                         info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8,

@@ -76,10 +76,9 @@ inline bool sm90_k_interleave_ok(bool fp8, int block_m, int block_n, int sfb_row
 }
 // Whether a tile holds room for two B tiles a stage (Sm90GemmConfig::kDualB): the M-grouped
 // contiguous layout's 256-row tiles, whose two 128-row blocks may belong to two experts (each
-// segment starts on a 128-row boundary). The kernel takes them with block-scaled FP8 (e4m3 B) or
-// BF16 only; `contiguous_256_ok` says whether a call may use 256-row tiles at all.
+// segment starts on a 128-row boundary). The kernel takes them with block scales of B (FP8 with e4m3
+// B) or BF16; per-row B scales (FP4 B among them) keep 128-row tiles.
 inline bool sm90_dual_b(bool contiguous, int block_m) { return contiguous && block_m == 256; }
-inline bool contiguous_256_ok(int sfb_rows, bool fp4_b) { return sfb_rows == 0 && !fp4_b; }
 
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
