@@ -720,13 +720,14 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
         } else if constexpr (Cfg::kFp8) {
           static_assert(Cfg::kStagedSfb, "this loop reads B's scales from the staged window");
+          static_assert(!Cfg::kKInterleave, "this loop reads every k-block of the tile");
           // B's scales of a k-block are read at the end of the one before, so their shared load has
           // the data wait to complete in; a window is staged after its predecessor's last read.
           if (num_k_blocks > 0) stage_sfb_window(0, num_k_blocks);
           float2 sb = sfb_window[0];
-          for (int kb = 0; kb < num_k_blocks; ++kb) {
-            Scales sc;
-            const StageRef stage = wait_fp8(st, sc);
+          // One k-block of stage `stage`, whose data has landed: wave by wave, issue, wait, (release
+          // after the last) and promote.
+          auto k_block = [&](const StageRef& stage, Scales& sc, int kb) {
             sc.sb0 = sb.x;
             sc.sb1 = sb.y;
 #pragma unroll
@@ -740,7 +741,41 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             }
             if ((kb + 1) % kSm90SfbWindow == 0 && kb + 1 < num_k_blocks) stage_sfb_window(kb + 1, num_k_blocks);
             sb = sfb_window[(kb + 1) % kSm90SfbWindow];  // past the tile's last k-block: unused
+          };
+          auto any_stage = [&](int kb) {
+            Scales sc;
+            const StageRef stage = wait_fp8(st, sc);
+            k_block(stage, sc, kb);
+          };
+          // Where the ring is at stage 0, whole rounds of kStages k-blocks run unrolled, each
+          // stage's barrier, descriptors and scales at compile-time offsets (no cursor to advance:
+          // its uniform integer work sat between the data wait and the first wgmma, 8-16% of the
+          // consumers' ncu samples, docs/perf.md stop 29). The ring itself stays continuous across
+          // tiles, so the producer runs ahead as before; k-blocks before the ring's wrap and after
+          // the last whole round take the cursor.
+          int kb = 0;
+          for (; kb < num_k_blocks && st.st.index != 0; ++kb) any_stage(kb);
+          for (; kb + kStages <= num_k_blocks; kb += kStages) {
+#pragma unroll
+            for (int s = 0; s < kStages; ++s) {
+              const StageRef stage{uint32_t(s), st.at.full + 8u * uint32_t(s),
+                                   st.at.da + (Cfg::kStageBytesA >> 4) * uint32_t(s),
+                                   st.at.db + (Cfg::kStageStrideB >> 4) * uint32_t(s)};
+              DG_STAMP(FullWaitBegin);
+              mbarrier_wait_parity(stage.full, st.st.phase);
+              DG_STAMP(FullWaitEnd);
+              Scales sc;
+              const float* sf = smem_sf + s * kSfStride;
+#pragma unroll
+              for (int w = 0; w < kMmaM; ++w) {
+                sc.sa[w][0] = sf[r0 + 64 * w];
+                sc.sa[w][1] = sf[r0 + 64 * w + 8];
+              }
+              k_block(stage, sc, kb + s);
+            }
+            st.st.phase ^= 1u;  // a whole round: the cursor is back at stage 0
           }
+          for (; kb < num_k_blocks; ++kb) any_stage(kb);
         } else {
           StageRef prev_stage{};
           for (int kb = 0; kb < num_k_blocks; ++kb) {
