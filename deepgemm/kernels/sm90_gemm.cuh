@@ -82,7 +82,7 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
           int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kKInterleave_ = false,
-          bool kEpilogueWholeSlice_ = false>
+          bool kEpilogueWholeSlice_ = false, bool kRingRounds_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -129,6 +129,16 @@ struct Sm90GemmConfig {
   // tile stages its window with nothing to hide it (docs/perf.md, stop 29).
   static constexpr bool kStagedSfb = kFp8 && !kSfbPerRow && !kOverlapPromotion;
   static constexpr int kStagedSfbBytes = kStagedSfb ? kNumConsumers * 4 * kSm90SfbWindow * 8 : 0;
+  // kRingRounds_ (the staged-scale loop): where the ring is at stage 0, whole rounds of kStages
+  // k-blocks run unrolled, each stage's barrier, descriptors and scales at compile-time offsets (no
+  // cursor to advance: its uniform integer work sat between the data wait and the first wgmma, 8-16%
+  // of the consumers' ncu samples, docs/perf.md stop 29). The ring stays continuous across tiles, so
+  // the producer runs ahead as before; k-blocks before the ring's wrap and after the last whole
+  // round take the cursor. On the H200 1.1-2.9% faster on four M = 4096 shapes of 12-128 k-blocks,
+  // but 1.4-5% slower with 4-5 k-blocks a tile or one tile a CTA (more code to fetch, a loop split
+  // in two): heuristics.h's sm90_ring_rounds decides (perf.md stop 30).
+  static constexpr bool kRingRounds = kRingRounds_;
+  static_assert(!kRingRounds || kStagedSfb, "whole ring rounds are a form of the staged-scale loop");
 
   static constexpr int kStageBytesA = kBlockM * 128;
   static constexpr int kStageBytesB = kBlockN * 128;
@@ -747,36 +757,33 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
             const StageRef stage = wait_fp8(st, sc);
             k_block(stage, sc, kb);
           };
-          // Where the ring is at stage 0, whole rounds of kStages k-blocks run unrolled, each
-          // stage's barrier, descriptors and scales at compile-time offsets (no cursor to advance:
-          // its uniform integer work sat between the data wait and the first wgmma, 8-16% of the
-          // consumers' ncu samples, docs/perf.md stop 29). The ring itself stays continuous across
-          // tiles, so the producer runs ahead as before; k-blocks before the ring's wrap and after
-          // the last whole round take the cursor. On the H200 1.4-2.9% faster on four M = 4096
-          // shapes; restarting the ring at stage 0 every tile instead lost up to 2% (perf.md stop 30).
-          int kb = 0;
-          for (; kb < num_k_blocks && st.st.index != 0; ++kb) any_stage(kb);
-          for (; kb + kStages <= num_k_blocks; kb += kStages) {
+          if constexpr (Cfg::kRingRounds) {
+            int kb = 0;
+            for (; kb < num_k_blocks && st.st.index != 0; ++kb) any_stage(kb);
+            for (; kb + kStages <= num_k_blocks; kb += kStages) {
 #pragma unroll
-            for (int s = 0; s < kStages; ++s) {
-              const StageRef stage{uint32_t(s), st.at.full + 8u * uint32_t(s),
-                                   st.at.da + (Cfg::kStageBytesA >> 4) * uint32_t(s),
-                                   st.at.db + (Cfg::kStageStrideB >> 4) * uint32_t(s)};
-              DG_STAMP(FullWaitBegin);
-              mbarrier_wait_parity(stage.full, st.st.phase);
-              DG_STAMP(FullWaitEnd);
-              Scales sc;
-              const float* sf = smem_sf + s * kSfStride;
+              for (int s = 0; s < kStages; ++s) {
+                const StageRef stage{uint32_t(s), st.at.full + 8u * uint32_t(s),
+                                     st.at.da + (Cfg::kStageBytesA >> 4) * uint32_t(s),
+                                     st.at.db + (Cfg::kStageStrideB >> 4) * uint32_t(s)};
+                DG_STAMP(FullWaitBegin);
+                mbarrier_wait_parity(stage.full, st.st.phase);
+                DG_STAMP(FullWaitEnd);
+                Scales sc;
+                const float* sf = smem_sf + s * kSfStride;
 #pragma unroll
-              for (int w = 0; w < kMmaM; ++w) {
-                sc.sa[w][0] = sf[r0 + 64 * w];
-                sc.sa[w][1] = sf[r0 + 64 * w + 8];
+                for (int w = 0; w < kMmaM; ++w) {
+                  sc.sa[w][0] = sf[r0 + 64 * w];
+                  sc.sa[w][1] = sf[r0 + 64 * w + 8];
+                }
+                k_block(stage, sc, kb + s);
               }
-              k_block(stage, sc, kb + s);
+              st.st.phase ^= 1u;  // a whole round: the cursor is back at stage 0
             }
-            st.st.phase ^= 1u;  // a whole round: the cursor is back at stage 0
+            for (; kb < num_k_blocks; ++kb) any_stage(kb);
+          } else {
+            for (int kb = 0; kb < num_k_blocks; ++kb) any_stage(kb);
           }
-          for (; kb < num_k_blocks; ++kb) any_stage(kb);
         } else {
           StageRef prev_stage{};
           for (int kb = 0; kb < num_k_blocks; ++kb) {

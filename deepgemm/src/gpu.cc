@@ -342,6 +342,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
   spec.k_interleave = blk.k_interleave;
+  spec.ring_rounds = sm90_ring_rounds(blk, x.fp8, x.k, sfb_rows,
+                                      ceil_div(m_hint, blk.block_m) * ceil_div(x.n, blk.block_n) * x.groups_a);
   spec.smem_bytes = blk.smem_bytes;
   const Sm90Kernel gemm = sm90_kernel(spec, device);
 

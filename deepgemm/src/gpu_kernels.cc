@@ -35,7 +35,8 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ", ",
                                      s.fp4_b ? "true" : "false", ", ", s.fold_scales ? "true" : "false", ", ",
                                      s.k_interleave ? "true" : "false", ", ",
-                                     s.epilogue_whole_slice ? "true" : "false", ">");
+                                     s.epilogue_whole_slice ? "true" : "false", ", ",
+                                     s.ring_rounds ? "true" : "false", ">");
   return rt::str(
       "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
       "using Cfg = ", config, ";\n"
@@ -93,7 +94,7 @@ Sm90Kernel sm90_kernel(const Sm90KernelSpec& spec, int device) {
   k.kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
   k.name = rt::str("cuda.sm90_", spec.fp8 ? "fp8" : "bf16", "_gemm", spec.sfb_per_row ? ".sfb_per_row" : "",
                    spec.fp4_b ? ".fp4_b" : "", spec.fold_scales ? ".folded_scales" : "",
-                   spec.k_interleave ? ".k_interleave" : "",
+                   spec.k_interleave ? ".k_interleave" : "", spec.ring_rounds ? ".ring_rounds" : "",
                    !spec.tma_store                ? ""
                    : spec.epilogue_whole_slice  ? ".tma_store_slice"
                    : spec.epilogue_buffers == 1 ? ".tma_store_1buf"

@@ -32,12 +32,13 @@ struct Sm90KernelSpec {
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile
   bool k_interleave = false;  // 64-row FP8 tiles on two consumers taking alternate k-blocks
+  bool ring_rounds = false;   // the staged-scale loop's whole ring rounds unrolled
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
 
   auto key() const {
     return std::make_tuple(fp8, out, block_m, block_n, stages, grouping, has_c, tma_store, epilogue_buffers,
                            epilogue_whole_slice, fp4_b, fold_scales, sfb_per_row, promotion_k, multicast,
-                           k_interleave, smem_bytes);
+                           k_interleave, ring_rounds, smem_bytes);
   }
 };
 

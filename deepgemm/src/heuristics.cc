@@ -86,12 +86,9 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epil
                         (fp4_b ? int64_t(block_n) * 64 : 0);
   const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
   const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
-  // B's block scales staged per consumer warp where the loop has no second partial set (the
-  // kernel's kStagedSfb: 256- and 192-row tiles, and tiles wider than 128).
   const int consumers = sm90_consumers(block_m, k_interleave);
-  const bool two_partial_sets = (block_m == 64 || block_m == 128) && block_n <= 128;
-  const bool staged_sfb = fp8 && sfb_rows == 0 && !fp4_b && !two_partial_sets;
-  const int64_t staged = staged_sfb ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
+  const int64_t staged =
+      sm90_staged_sfb(fp8, block_m, block_n, sfb_rows, fp4_b) ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
   return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + staged + 1024;
 }
 
@@ -131,6 +128,12 @@ void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_by
   b.epilogue_buffers = boxes;
   b.epilogue_whole_slice = true;
   b.smem_bytes = smem;
+}
+
+bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t k, int sfb_rows, int64_t tiles) {
+  const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
+  return sm90_staged_sfb(fp8, b.block_m, b.block_n, sfb_rows, b.fp4_b) && k_blocks >= 3 * int64_t(b.stages) &&
+         tiles > b.grid;
 }
 
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {

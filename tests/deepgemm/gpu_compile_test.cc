@@ -336,6 +336,46 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);
 }
 
+// Whole ring rounds unrolled (Sm90GemmConfig::kRingRounds): the staged-scale loop gains a copy of
+// its k-block per stage (more wgmmas in the PTX), and the heuristic takes them only where the H200
+// measured them faster: tiles of three or more rounds of k-blocks, more tiles than CTAs.
+TEST(GpuCompile, RingRounds) {
+  using deepgemm::detail::choose_gpu_blocking;
+  using deepgemm::detail::sm90_ring_rounds;
+  const int64_t smem = 232448;  // the H200's opt-in shared memory per block
+  if (rt::nvrtc_available()) {
+    auto wgmmas = [](const std::string& ptx) {
+      int n = 0;
+      for (size_t at = ptx.find("wgmma.mma_async"); at != std::string::npos; at = ptx.find("wgmma.mma_async", at + 1))
+        ++n;
+      return n;
+    };
+    for (int bm : {256, 192}) {
+      Sm90KernelSpec s = spec(true, rt::DType::BF16, bm, 128, bm == 256 ? 3 : 4, 0, false, true);
+      const int plain = wgmmas(compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel));
+      s.ring_rounds = true;
+      const int rounds = wgmmas(compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel));
+      // A k-block is kMmaM waves of four k32 wgmmas; the rounds add at least kStages of them.
+      EXPECT_GE(rounds - plain, s.stages * (bm == 256 ? 2 : 1) * 4) << bm;
+    }
+  }
+  auto takes = [&](int64_t m, int64_t n, int64_t k, bool plain_fp8 = true) {
+    const auto b = choose_gpu_blocking(true, m, n, k, 1, 2, true, 132, smem, 0, 256, false, plain_fp8);
+    const int64_t tiles = (m + b.block_m - 1) / b.block_m * ((n + b.block_n - 1) / b.block_n);
+    return sm90_ring_rounds(b, true, k, 0, tiles);
+  };
+  EXPECT_TRUE(takes(4096, 4096, 7168));    // 256 x 128, 56 k-blocks: -2.7%
+  EXPECT_TRUE(takes(4096, 7168, 16384));   // 128 k-blocks: -2.8%
+  EXPECT_TRUE(takes(4096, 2112, 7168));    // 192 x 128: -2.9%
+  EXPECT_TRUE(takes(4096, 24576, 1536));   // 12 k-blocks on 4 stages: -1.1%
+  EXPECT_FALSE(takes(4096, 32768, 512));   // 4 k-blocks: +1.4%
+  EXPECT_FALSE(takes(4096, 7168, 576));    // 5 k-blocks: +2.2%
+  EXPECT_FALSE(takes(128, 24576, 1536));   // 128 x 192, one tile a CTA: +5%
+  EXPECT_FALSE(takes(128, 7168, 16384));   // 128 x 64: two partial sets, no staged scales
+  const auto bf16 = choose_gpu_blocking(false, 4096, 4096, 7168, 1, 2, true, 132, smem);
+  EXPECT_FALSE(sm90_ring_rounds(bf16, false, 7168, 0, 1024));
+}
+
 // The quantization casts compile for every input dtype.
 TEST(GpuCompile, QuantCasts) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
