@@ -134,7 +134,7 @@ struct Sm90GemmConfig {
   // cursor to advance: its uniform integer work sat between the data wait and the first wgmma, 8-16%
   // of the consumers' ncu samples, docs/perf.md stop 29). The ring stays continuous across tiles, so
   // the producer runs ahead as before; k-blocks before the ring's wrap and after the last whole
-  // round take the cursor. On the H200 1.1-2.9% faster on four M = 4096 shapes of 12-128 k-blocks,
+  // round take the cursor. On the H200 1.2-2.9% faster on five M = 4096 shapes of 12-128 k-blocks,
   // but 1.4-5% slower with 4-5 k-blocks a tile or one tile a CTA (more code to fetch, a loop split
   // in two): heuristics.h's sm90_ring_rounds decides (perf.md stop 30).
   static constexpr bool kRingRounds = kRingRounds_;

@@ -76,7 +76,7 @@ inline bool sm90_staged_sfb(bool fp8, int block_m, int block_n, int sfb_rows, bo
 }
 // Whether the staged-scale loop runs whole ring rounds unrolled (Sm90GemmConfig::kRingRounds): with
 // at least three rounds of k-blocks a tile and more tiles than CTAs. On the H200 the rounds ran
-// 1.1-2.9% faster at 12-128 k-blocks on multi-tile grids, 1.4-2.2% slower at 4-5 k-blocks and 5%
+// 1.2-2.9% faster at 12-128 k-blocks on multi-tile grids, 1.4-2.2% slower at 4-5 k-blocks and 5%
 // slower at 12 k-blocks with one tile a CTA (128 x 24576 x 1536) -- more code to fetch once
 // (docs/perf.md, stop 30). `tiles`: the grid's units of work, b.grid its CTAs.
 bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t k, int sfb_rows, int64_t tiles);
