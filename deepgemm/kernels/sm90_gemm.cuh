@@ -119,7 +119,7 @@ struct Sm90GemmConfig {
   static constexpr bool kTmaStore = kTmaStore_;
   // FP8 with one wave and BLOCK_N <= 128 has registers for a second partial set (3 x 64
   // accumulators per thread), which lets the next k-block's wgmmas run during a promotion.
-  static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && kMmaM == 1 && kBlockN <= 128 && kNumConsumers < 3;
+  static constexpr bool kOverlapPromotion = kFp8 && !kSfbPerRow && sm90_two_partial_sets(kBlockM, kBlockN);
   // FP8 block scales without a second partial set (256-row, 192-row and wider-than-128 tiles): each
   // consumer warp stages B's scales of kSm90SfbWindow k-blocks at a time in shared memory (a float2
   // per k-block, one lane each), so the loop reads them with a shared load. The guarded global load

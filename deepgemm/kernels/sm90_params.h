@@ -20,6 +20,14 @@ using tl::uint8_t;
 // An enumerator: with -default-device NVRTC would emit a namespace-scope variable as a device global.
 enum : int { kSm90SfbWindow = 32 };
 
+// Whether an FP8 tile with block scales of B has registers for a second partial set (64- and
+// 128-row tiles up to 128 wide: 3 x 64 accumulators a thread), which the kernel's loop then uses
+// (Sm90GemmConfig::kOverlapPromotion); the other tiles take the staged-scale loop. Host and kernel
+// both decide by it (the host sizes the staged window's shared memory).
+constexpr bool sm90_two_partial_sets(int block_m, int block_n) {
+  return (block_m == 64 || block_m == 128) && block_n <= 128;
+}
+
 struct Sm90GemmParams {
   // B's scale factors (FP8 only; A's come through a TMA map): one per 128 rows of B (N) and 128 of
   // K, element (g, r, kb) at sfb[g * s_g + r * s_r + kb * s_c].

@@ -307,7 +307,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   tl::SplitK split_k;
   rt::Tensor workspace, counters;
   if (split_ok) {
-    const int64_t tiles = ceil_div(x.m, blk.block_m) * ceil_div(x.n, blk.block_n);
+    const int64_t tiles = sm90_tiles(blk, x.m, x.n, 1);
     const tl::SplitKPlan plan = tl::plan_split_k(int(tiles), int(k_blocks), sms, int(forced_split));
     if (plan.splits > 1) {
       workspace = stream_scratch("split_k", {plan.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
@@ -342,8 +342,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
   spec.k_interleave = blk.k_interleave;
-  spec.ring_rounds = sm90_ring_rounds(blk, x.fp8, x.k, sfb_rows,
-                                      ceil_div(m_hint, blk.block_m) * ceil_div(x.n, blk.block_n) * x.groups_a);
+  spec.ring_rounds = sm90_ring_rounds(blk, x.fp8, m_hint, x.n, x.k, x.groups_a, sfb_rows);
   spec.smem_bytes = blk.smem_bytes;
   const Sm90Kernel gemm = sm90_kernel(spec, device);
 

@@ -88,7 +88,7 @@ int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epil
   const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
   const int consumers = sm90_consumers(block_m, k_interleave);
   const int64_t staged =
-      sm90_staged_sfb(fp8, block_m, block_n, sfb_rows, fp4_b) ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
+      sm90_staged_sfb(fp8, block_m, block_n, sfb_rows) ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
   return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + staged + 1024;
 }
 
@@ -130,15 +130,20 @@ void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_by
   b.smem_bytes = smem;
 }
 
-bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t k, int sfb_rows, int64_t tiles) {
+int64_t sm90_tiles(const GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups) {
+  return ceil_div(std::max<int64_t>(m, 1), b.block_m) * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;
+}
+
+bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups,
+                      int sfb_rows) {
   const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
-  return sm90_staged_sfb(fp8, b.block_m, b.block_n, sfb_rows, b.fp4_b) && k_blocks >= 3 * int64_t(b.stages) &&
-         tiles > b.grid;
+  return sm90_staged_sfb(fp8, b.block_m, b.block_n, sfb_rows) && k_blocks >= 3 * int64_t(b.stages) &&
+         sm90_tiles(b, m, n, tile_groups) > b.grid;
 }
 
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {
   const int64_t m_blocks = ceil_div(std::max<int64_t>(m, 1), b.block_m);
-  const int64_t tiles = m_blocks * ceil_div(std::max<int64_t>(n, 1), b.block_n) * tile_groups;
+  const int64_t tiles = sm90_tiles(b, m, n, tile_groups);
   b.multicast = multicast_ok && m_blocks % 2 == 0 && sms >= 2 ? 2 : 1;
   // The fewest clusters that take the tiles in as many rounds as one per SM would.
   b.grid = tl::same_rounds_grid(int(tiles / b.multicast), sms / b.multicast) * b.multicast;

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "deepgemm/kernels/sm90_params.h"
 
 namespace deepgemm::detail {
 
@@ -68,18 +69,20 @@ inline constexpr int64_t kWholeSliceMaxKBlocks = 12;
 void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_bytes, int sfb_rows,
                                  int64_t smem_limit);
 // Whether the kernel's FP8 loop stages B's block scales per consumer warp (Sm90GemmConfig::kStagedSfb):
-// block scales of B with e4m3 B, on tiles without a second partial set (256- and 192-row tiles, and
-// tiles wider than 128).
-inline bool sm90_staged_sfb(bool fp8, int block_m, int block_n, int sfb_rows, bool fp4_b) {
-  const bool two_partial_sets = (block_m == 64 || block_m == 128) && block_n <= 128;
-  return fp8 && sfb_rows == 0 && !fp4_b && !two_partial_sets;
+// block scales of B (`sfb_rows` 0; FP4 B always has per-row ones), on tiles without a second partial
+// set (256- and 192-row tiles, and tiles wider than 128).
+inline bool sm90_staged_sfb(bool fp8, int block_m, int block_n, int sfb_rows) {
+  return fp8 && sfb_rows == 0 && !kernels::sm90_two_partial_sets(block_m, block_n);
 }
+// Output tiles of a block shape over `m` x `n` in `tile_groups` groups (the persistent grid's work).
+int64_t sm90_tiles(const GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups);
 // Whether the staged-scale loop runs whole ring rounds unrolled (Sm90GemmConfig::kRingRounds): with
 // at least three rounds of k-blocks a tile and more tiles than CTAs. On the H200 the rounds ran
 // 1.2-2.9% faster at 12-128 k-blocks on multi-tile grids, 1.4-2.2% slower at 4-5 k-blocks and 5%
 // slower at 12 k-blocks with one tile a CTA (128 x 24576 x 1536) -- more code to fetch once
-// (docs/perf.md, stop 30). `tiles`: the grid's units of work, b.grid its CTAs.
-bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t k, int sfb_rows, int64_t tiles);
+// (docs/perf.md, stop 30). The tiles as sm90_tiles counts them, b.grid the CTAs.
+bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups,
+                      int sfb_rows);
 // Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
 // block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
 // wherever it can: +2-6% at M = 64/128 on the H200 in A/B runs, though one sweep read two shapes

@@ -361,14 +361,13 @@ TEST(GpuCompile, RingRounds) {
   }
   auto takes = [&](int64_t m, int64_t n, int64_t k) {
     const auto b = choose_gpu_blocking(true, m, n, k, 1, 2, true, 132, smem, 0, 256, false, true);
-    const int64_t tiles = (m + b.block_m - 1) / b.block_m * ((n + b.block_n - 1) / b.block_n);
-    return sm90_ring_rounds(b, true, k, 0, tiles);
+    return sm90_ring_rounds(b, true, m, n, k, 1, 0);
   };
   // The one-tile-a-CTA case below is a staged-scale tiling (wider than 128), so the rule it tests is
   // the tile count's.
   const auto wide_thin = choose_gpu_blocking(true, 128, 24576, 1536, 1, 2, true, 132, smem, 0, 256, false, true);
-  ASSERT_TRUE(deepgemm::detail::sm90_staged_sfb(true, wide_thin.block_m, wide_thin.block_n, 0, false));
-  ASSERT_LE(128 * 24576 / (wide_thin.block_m * wide_thin.block_n), wide_thin.grid);
+  ASSERT_TRUE(deepgemm::detail::sm90_staged_sfb(true, wide_thin.block_m, wide_thin.block_n, 0));
+  ASSERT_LE(deepgemm::detail::sm90_tiles(wide_thin, 128, 24576, 1), wide_thin.grid);
   EXPECT_TRUE(takes(4096, 4096, 7168));    // 256 x 128, 56 k-blocks: -2.7%
   EXPECT_TRUE(takes(4096, 7168, 16384));   // 128 k-blocks: -2.8%
   EXPECT_TRUE(takes(4096, 2112, 7168));    // 192 x 128: -2.9%
@@ -378,7 +377,7 @@ TEST(GpuCompile, RingRounds) {
   EXPECT_FALSE(takes(128, 24576, 1536));   // 128 x 192, one tile a CTA: +5%
   EXPECT_FALSE(takes(128, 7168, 16384));   // 128 x 64: two partial sets, no staged scales
   const auto bf16 = choose_gpu_blocking(false, 4096, 4096, 7168, 1, 2, true, 132, smem);
-  EXPECT_FALSE(sm90_ring_rounds(bf16, false, 7168, 0, 1024));
+  EXPECT_FALSE(sm90_ring_rounds(bf16, false, 4096, 4096, 7168, 1, 0));
 }
 
 // The quantization casts compile for every input dtype.
