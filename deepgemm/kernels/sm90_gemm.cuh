@@ -54,6 +54,7 @@
 #include "tl/device/cuda/convert.h"
 #include "tl/device/cuda/gemm_sm90.h"
 #include "tl/device/cuda/mbarrier.h"
+#include "tl/device/cuda/round_sync.h"
 #include "tl/device/cuda/tile_scheduler.h"
 #include "tl/device/cuda/tma.h"
 #include "tl/device/cuda/wgmma.h"
@@ -359,9 +360,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     if (warp == 0 && elect_one_sync()) {
       DG_TIMELINE_OPEN(0, true);
       PipelineState<kStages> st;
+      // p.round_sync: every p.round_sync_every-th round (of those every CTA has a tile in) starts
+      // once every CTA's producer has issued the rounds before it, so the CTAs that share panels of
+      // A and B stay in step and L2 serves them from one DRAM read (heuristics.h: only where A and
+      // B outgrow L2).
+      const int synced_end = p.round_sync != nullptr ? tiles.total / tile_step * tile_step : 0;
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        if (t != first_tile && t < synced_end && (t - first_tile) / tile_step % p.round_sync_every == 0)
+          grid_round_sync(p.round_sync, gridDim.x);
         DG_STAMP(Tile);
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
           DG_STAMP(EmptyWaitBegin);

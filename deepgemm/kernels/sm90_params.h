@@ -38,6 +38,9 @@ struct Sm90GemmParams {
   const float* c;
   const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
   const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
+  // Plain GEMMs of several rounds of tiles: two words (zero when first used) for the producers'
+  // barrier between rounds (tl/device/cuda/round_sync.h); null for none.
+  uint32_t* round_sync;
   // Split-K (plain GEMMs; tl/device/split_k.h): the tiles past split_k.dp_tiles run as pieces of K
   // that sum their partials in the kernel. SplitK{} for none.
   tl::SplitK split_k;
@@ -49,6 +52,7 @@ struct Sm90GemmParams {
   int32_t num_groups;  // groups of B (and of A/D when masked)
   int32_t sfb_rows;    // ceil(N / 128)
   int32_t raster_group;
+  int32_t round_sync_every;  // with round_sync: the producers meet before every this many rounds
 };
 
 }  // namespace deepgemm::kernels

@@ -51,6 +51,7 @@ std::string GemmConfig::to_string() const {
   if (num_stages) s += rt::str(" stages ", num_stages);
   if (num_multicast) s += rt::str(" multicast ", num_multicast);
   if (split_k > 1) s += rt::str(" split-k ", split_k);
+  if (round_sync) s += " round-synced";
   s += rt::str(" tasks ", num_tasks, backend == "cpu" ? " threads " : " sms ", num_threads);
   return s;
 }

@@ -322,6 +322,23 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     }
   }
 
+  // Plain GEMMs of several rounds whose operands outgrow L2 keep their CTAs in step
+  // (sm90_round_sync_every). DG_GPU_ROUND_SYNC: unset or "auto" for that rule, 0 for never, R for a
+  // barrier every R rounds wherever one can apply.
+  const bool plain = x.grouping == Grouping::None;
+  const std::string sync_env = rt::env_string("DG_GPU_ROUND_SYNC", "auto");
+  const int64_t operand_bytes =
+      (x.m * x.k * rt::bits(x.a.tensor.dtype()) + x.n * x.k * rt::bits(x.b.tensor.dtype())) / 8;
+  const int64_t forced_sync = sync_env == "auto" ? -1 : rt::env_int("DG_GPU_ROUND_SYNC", 0);
+  RT_USER_CHECK(forced_sync >= -1 && forced_sync <= 1000000, "deepgemm::", fn, ": DG_GPU_ROUND_SYNC='", sync_env,
+                "' must be auto, 0 or a number of rounds between barriers");
+  const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
+                         : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
+                                                                     : 0;
+  rt::Tensor round_sync;
+  if (sync_every > 0)
+    round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);  // zero when allocated
+
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
   spec.out = out_dtype;
@@ -420,6 +437,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.sfb_rows = int32_t(ceil_div(x.n, 128));
   params.raster_group = blk.raster_group;
   params.split_k = split_k;
+  params.round_sync = round_sync.defined() ? static_cast<uint32_t*>(round_sync.data()) : nullptr;
+  params.round_sync_every = std::max(sync_every, 1);
 
   const int threads = 128 * (1 + sm90_consumers(blk.block_m, blk.k_interleave));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
@@ -447,6 +466,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   cfg.promotion_k = x.fp8 ? (fold ? 128 : x.promotion_k) : 0;
   cfg.num_stages = blk.stages;
   cfg.num_multicast = blk.multicast;
+  cfg.round_sync = round_sync.defined();
   cfg.num_tasks = blk.grid;
   cfg.num_threads = blk.grid;
   return cfg;

@@ -83,6 +83,18 @@ int64_t sm90_tiles(const GpuBlocking& b, int64_t m, int64_t n, int64_t tile_grou
 // (docs/perf.md, stop 30). The tiles as sm90_tiles counts them, b.grid the CTAs.
 bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups,
                       int sfb_rows);
+// Whether the producers can meet at a barrier between rounds of tiles (Sm90GemmParams::round_sync,
+// tl/device/cuda/round_sync.h): plain GEMMs (every CTA has a tile in each full round) without
+// split-K (b.splits 1), with more than one round. The tiles as sm90_tiles counts them, b.grid the CTAs.
+bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n);
+// Every how many rounds they meet (0: never), where they can: only when A and B (`operand_bytes`)
+// do not fit in L2 -- a drift then costs DRAM re-reads; otherwise L2 keeps the panels and a
+// barrier only costs its wait (~1-1.4 us each on the H200: 4096 x 32768 x 512 +28% slower with one
+// every round) -- and then every ceil(256 / k-blocks) rounds, about 1% of the time in waits. On the
+// H200: 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192 13.3
+// -> 12.8 ms, 4096 x 4096 x 7168 unchanged (docs/perf.md, stop 31).
+int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
+                          int64_t l2_bytes);
 // Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
 // block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
 // wherever it can: +2-6% at M = 64/128 on the H200 in A/B runs, though one sweep read two shapes

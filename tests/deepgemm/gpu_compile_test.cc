@@ -380,6 +380,37 @@ TEST(GpuCompile, RingRounds) {
   EXPECT_FALSE(sm90_ring_rounds(bf16, false, 4096, 4096, 7168, 1, 0));
 }
 
+// The producers' barrier between rounds of tiles (Sm90GemmParams::round_sync) is in every plain
+// kernel's PTX (a run-time choice); the heuristic takes it only where A and B outgrow L2, every
+// ceil(256 / k-blocks) rounds, and never for split-K or a single round.
+TEST(GpuCompile, RoundSyncRule) {
+  using deepgemm::detail::choose_gpu_blocking;
+  using deepgemm::detail::sm90_round_sync_every;
+  if (rt::nvrtc_available()) {
+    const Sm90KernelSpec s = spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true);
+    EXPECT_NE(compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel).find("atom.acq_rel.gpu"),
+              std::string::npos);
+  }
+  const int64_t smem = 232448, l2 = int64_t(50) << 20;  // the H200's opt-in shared memory per block, L2
+  auto every = [&](int64_t m, int64_t n, int64_t k) {
+    const auto b = choose_gpu_blocking(true, m, n, k, 1, 2, true, 132, smem, 0, 256, false, true);
+    return sm90_round_sync_every(b, true, m, n, k, (m + n) * k, l2);
+  };
+  EXPECT_EQ(every(16384, 16384, 65536), 1);  // 512 k-blocks: 36.7 -> 25.9 ms on the H200
+  EXPECT_EQ(every(32768, 32768, 8192), 4);   // 64 k-blocks: 13.3 -> 12.8 ms
+  EXPECT_EQ(every(4096, 7168, 16384), 2);    // 184 MB of operands
+  EXPECT_EQ(every(4096, 32768, 512), 0);     // 18 MB: fits in L2 (one barrier a round: +28%)
+  EXPECT_EQ(every(4096, 24576, 1536), 0);    // 44 MB
+  EXPECT_EQ(every(128, 7168, 16384), 0);     // one round
+  auto split = choose_gpu_blocking(true, 16384, 16384, 65536, 1, 2, true, 132, smem, 0, 256, false, true);
+  const int64_t bytes = int64_t(2) * 16384 * 65536;
+  split.splits = 2;
+  EXPECT_EQ(sm90_round_sync_every(split, true, 16384, 16384, 65536, bytes, l2), 0);
+  split.splits = 1;
+  EXPECT_EQ(sm90_round_sync_every(split, true, 16384, 16384, 65536, bytes, l2), 1);
+  EXPECT_EQ(sm90_round_sync_every(split, false, 16384, 16384, 65536, bytes, l2), 0);  // grouped
+}
+
 // The quantization casts compile for every input dtype.
 TEST(GpuCompile, QuantCasts) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();

@@ -341,6 +341,55 @@ TEST(GpuFp8Gemm, ChainedCallsOverlapSafely) {
   }
 }
 
+// The producers' barrier between rounds of tiles (tl/device/cuda/round_sync.h), forced (the rule
+// keeps it for operands larger than L2): on 7 or 8 SMs a ragged shape takes many rounds and a
+// partial last one; every tiling, multicast included, and BF16 give the reference and the same bits
+// as without the barrier (the kernel's sums do not depend on timing). Three calls in a row, a
+// barrier every round and every third: each must leave the barrier's words ready for the next.
+TEST(GpuFp8Gemm, RoundSyncedTiles) {
+  REQUIRE_HOPPER();
+  const int64_t m = 1000, n = 1800, k = 640;
+  const Fp8Problem p = make_problem(m, n, k, true);
+  const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
+  const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
+  struct SmsGuard {
+    ~SmsGuard() { deepgemm::set_num_sms(0); }
+  } restore;
+  dgtest::ScopedEnv no_split("DG_GPU_SPLIT_K", "1");
+  for (auto [config, sms] : {std::pair<const char*, int>{"256x128x3", 7}, {"192x128x4", 7}, {"128x128x5", 7},
+                             {"64x64x8", 7}, {"256x128x3x2", 8}}) {  // multicast: clusters of 2
+    deepgemm::set_num_sms(sms);
+    dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
+    std::vector<double> unsynced;
+    {
+      dgtest::ScopedEnv off("DG_GPU_ROUND_SYNC", "0");
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      EXPECT_FALSE(deepgemm::last_config().round_sync) << config;
+      unsynced = host(d);
+    }
+    for (int rep = 0; rep < 3; ++rep) {
+      dgtest::ScopedEnv every("DG_GPU_ROUND_SYNC", rep == 2 ? "3" : "1");
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
+      const std::string what = rt::str(config, " call ", rep, " (", deepgemm::last_config().to_string(), ")");
+      EXPECT_TRUE(deepgemm::last_config().round_sync) << what;
+      const std::vector<double> out = host(d);
+      expect_close(out, ref, k, false, what);
+      EXPECT_TRUE(out == unsynced) << what << ": not the bits of the call without the barrier";
+    }
+  }
+  deepgemm::set_num_sms(7);
+  dgtest::ScopedEnv every("DG_GPU_ROUND_SYNC", "1");
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
+  rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+  deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
+  EXPECT_TRUE(deepgemm::last_config().round_sync) << deepgemm::last_config().to_string();
+  expect_close(host(d), dgtest::ref_gemm(av.data(), bv.data(), m, n, k), k, true, "bf16");
+}
+
 TEST(GpuFp8Gemm, AllLayouts) {
   REQUIRE_HOPPER();
   const int64_t m = 208, n = 320, k = 512;
@@ -747,6 +796,11 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"fp8_gemm_nt", "DG_GPU_CONFIG", bad});
+  }
+  for (const char* bad : {"-2", "often", "1.5"}) {
+    dgtest::ScopedEnv env("DG_GPU_ROUND_SYNC", bad);
+    dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
+                              {"DG_GPU_ROUND_SYNC", bad});
   }
 }
 

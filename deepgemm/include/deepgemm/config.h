@@ -51,6 +51,7 @@ struct GemmConfig {
   int num_stages = 0;       // GPU only
   int num_multicast = 0;    // GPU only
   int split_k = 1;          // GPU only: K ranges computed apart and summed (few-tile shapes)
+  bool round_sync = false;  // GPU only: the thread blocks start each round of tiles together
   std::string to_string() const;
 };
 
