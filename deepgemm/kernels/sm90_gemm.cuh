@@ -365,11 +365,15 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       // A and B stay in step and L2 serves them from one DRAM read (heuristics.h: only where A and
       // B outgrow L2).
       const int synced_end = p.round_sync != nullptr ? tiles.total / tile_step * tile_step : 0;
+      bool sync_wait = true;
       for (int t = first_tile; t < tiles.total; t += tile_step) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
-        if (t != first_tile && t < synced_end && (t - first_tile) / tile_step % p.round_sync_every == 0)
-          grid_round_sync(p.round_sync, gridDim.x);
+        if (const int round = (t - first_tile) / tile_step; t < synced_end && round % p.round_sync_every == 0) {
+          const int barrier = round / p.round_sync_every - 1;  // none before the first round
+          if (barrier >= 0 && barrier < p.round_sync_slots)
+            sync_wait = grid_round_sync(p.round_sync + 2 * barrier, gridDim.x, sync_wait);
+        }
         DG_STAMP(Tile);
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
           DG_STAMP(EmptyWaitBegin);

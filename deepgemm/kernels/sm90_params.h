@@ -38,8 +38,8 @@ struct Sm90GemmParams {
   const float* c;
   const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
   const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
-  // Plain GEMMs of several rounds of tiles: two words (zero when first used) for the producers'
-  // barrier between rounds (tl/device/cuda/round_sync.h); null for none.
+  // Plain GEMMs of several rounds of tiles: the producers' barriers between rounds
+  // (tl/device/cuda/round_sync.h), a slot of two words each, zero; null for none.
   uint32_t* round_sync;
   // Split-K (plain GEMMs; tl/device/split_k.h): the tiles past split_k.dp_tiles run as pieces of K
   // that sum their partials in the kernel. SplitK{} for none.
@@ -53,6 +53,7 @@ struct Sm90GemmParams {
   int32_t sfb_rows;    // ceil(N / 128)
   int32_t raster_group;
   int32_t round_sync_every;  // with round_sync: the producers meet before every this many rounds
+  int32_t round_sync_slots;  // barriers round_sync has room for (the kernel skips any past them)
 };
 
 }  // namespace deepgemm::kernels

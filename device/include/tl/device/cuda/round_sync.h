@@ -12,45 +12,44 @@
 // a round for every CTA to have finished the rounds before bounds the drift; each wait costs the
 // round's spread (~1-1.4 us there), so the caller picks how many rounds apart the barriers are.
 //
-// The barrier's two words (arrivals, generation) live in device memory that is zero when first
-// used; every barrier leaves the arrivals at zero, so the next launch finds them so. The waiting
-// relies on all CTAs of the grid being resident together, as split-K's pieces do (one CTA per SM,
-// grid <= SMs; a GPU shared with other kernels gets there as they finish).
+// Each barrier of a launch has its own slot of two words (arrivals, departures) in device memory
+// that is zero before the launch; the last CTA to leave a slot zeroes it, so every launch leaves
+// them zero for the next. The barrier orders time only (no data passes through it), so relaxed
+// atomics do. A wait is bounded: a CTA that waits longer than `timeout_ns` (some CTA of the grid
+// is not resident -- a GPU shared with kernels that hold SMs until this one's output appears) stops
+// waiting for the rest of the launch but still counts itself in and out of every slot, so nothing
+// hangs and the slots still end zero.
 #pragma once
 
 #include "tl/device/cuda/arch.h"
 
 namespace tl::cuda {
 
-// Every CTA of the grid calls this (one thread each) the same number of times; it returns once
-// all `ctas` CTAs have called it for this barrier. words[0]: arrivals, words[1]: generation.
-TL_DEVICE void grid_round_sync(uint32_t* words, uint32_t ctas) {
-  uint32_t* arrivals = words;
-  uint32_t* generation = words + 1;
-  uint32_t gen;
-  // Read before arriving (the generation cannot move before this CTA's arrival); the acquire keeps
-  // the arrival after it.
-  asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(gen) : "l"(generation) : "memory");
-  uint32_t before;
-  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(before) : "l"(arrivals) : "memory");
-  if (before == ctas - 1) {
-    // The last to arrive resets the count for the next barrier, then lets everyone go (the release
-    // orders the reset before the new generation that the others wait for).
+// Every CTA of the grid calls this (one thread each) once per slot, slots in the same order.
+// Returns once all `ctas` CTAs have arrived at `slot`, or at once when `wait` is false, or after
+// `timeout_ns`; returns whether this CTA should still wait at the next slots.
+TL_DEVICE bool grid_round_sync(uint32_t* slot, uint32_t ctas, bool wait, uint64_t timeout_ns = 1000000) {
+  uint32_t* arrivals = slot;
+  uint32_t* departures = slot + 1;
+  atomicAdd(arrivals, 1u);
+  if (wait) {
+    const uint64_t start = globaltimer_ns();
+    for (;;) {
+      uint32_t now;
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(arrivals) : "memory");
+      if (now >= ctas) break;
+      if (globaltimer_ns() - start > timeout_ns) {
+        wait = false;
+        break;
+      }
+    }
+  }
+  // The last to leave, when nobody reads the arrivals any more, zeroes the slot.
+  if (atomicAdd(departures, 1u) == ctas - 1) {
     asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(arrivals) : "memory");
-    asm volatile("st.release.gpu.global.u32 [%0], %1;" ::"l"(generation), "r"(gen + 1u) : "memory");
-    return;
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(departures) : "memory");
   }
-#if defined(TL_CUDA_WAIT_TIMEOUT_NS)
-  const uint64_t start = globaltimer_ns();
-#endif
-  for (;;) {
-    uint32_t now;
-    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(generation) : "memory");
-    if (now != gen) break;
-#if defined(TL_CUDA_WAIT_TIMEOUT_NS)
-    if (globaltimer_ns() - start > uint64_t(TL_CUDA_WAIT_TIMEOUT_NS)) __trap();
-#endif
-  }
+  return wait;
 }
 
 }  // namespace tl::cuda
