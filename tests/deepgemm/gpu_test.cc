@@ -344,8 +344,10 @@ TEST(GpuFp8Gemm, ChainedCallsOverlapSafely) {
 // The producers' barrier between rounds of tiles (tl/device/cuda/round_sync.h), forced (the rule
 // keeps it for operands larger than L2): on 7 or 8 SMs a ragged shape takes many rounds and a
 // partial last one; every tiling, multicast included, and BF16 give the reference and the same bits
-// as without the barrier (the kernel's sums do not depend on timing). Three calls in a row, a
-// barrier every round and every third: each must leave the barrier's words ready for the next.
+// as without the barrier (the kernel's sums do not depend on timing). Three calls in a row on the
+// same barrier slots, a barrier every round and every third. (Slots a launch left dirty would only
+// release the next launch's barriers early, which no result shows; the slot protocol's zeroing is
+// argued in round_sync.h, not tested.)
 TEST(GpuFp8Gemm, RoundSyncedTiles) {
   REQUIRE_HOPPER();
   const int64_t m = 1000, n = 1800, k = 640;
