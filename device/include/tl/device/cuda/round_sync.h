@@ -20,17 +20,23 @@
 // waiting for the rest of the launch but still counts itself in and out of every slot, so nothing
 // hangs and the slots still end zero. The default, 10 ms, is thousands of times a real wait (a
 // round's spread, microseconds): a wait cut short by it would leave the CTA unsynced for the rest
-// of the launch, so it must not fire in normal runs.
+// of the launch, so it must not fire in normal runs. TL_ROUND_SYNC_TIMEOUT_NS overrides it at
+// compile time (DeepGEMM: DG_JIT_FLAGS=-DTL_ROUND_SYNC_TIMEOUT_NS=..., for A/B runs).
 #pragma once
 
 #include "tl/device/cuda/arch.h"
+
+#if !defined(TL_ROUND_SYNC_TIMEOUT_NS)
+#define TL_ROUND_SYNC_TIMEOUT_NS 10000000
+#endif
 
 namespace tl::cuda {
 
 // Every CTA of the grid calls this (one thread each) once per slot, slots in the same order.
 // Returns once all `ctas` CTAs have arrived at `slot`, or at once when `wait` is false, or after
 // `timeout_ns`; returns whether this CTA should still wait at the next slots.
-TL_DEVICE bool grid_round_sync(uint32_t* slot, uint32_t ctas, bool wait, uint64_t timeout_ns = 10000000) {
+TL_DEVICE bool grid_round_sync(uint32_t* slot, uint32_t ctas, bool wait,
+                                uint64_t timeout_ns = uint64_t(TL_ROUND_SYNC_TIMEOUT_NS)) {
   uint32_t* arrivals = slot;
   uint32_t* departures = slot + 1;
   atomicAdd(arrivals, 1u);
