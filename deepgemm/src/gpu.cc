@@ -335,8 +335,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, x.fp8, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
                          : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
                                                                      : 0;
-  // A slot of two words per barrier: the rounds are at most ceil(tiles / CTAs).
-  const int64_t sync_slots = sync_every > 0 ? ceil_div(sm90_tiles(blk, x.m, x.n, 1), blk.grid) / sync_every : 0;
+  // A slot of two words per barrier of the launch.
+  const int64_t sync_slots = sync_every > 0 ? (sm90_full_rounds(blk, x.m, x.n) - 1) / sync_every : 0;
   rt::Tensor round_sync;
   if (sync_slots > 0)  // zero when allocated; every launch leaves them zero
     round_sync = stream_scratch("round_sync", {2 * sync_slots}, rt::DType::I32, device, stream, true);

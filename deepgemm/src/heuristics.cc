@@ -141,8 +141,14 @@ bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t m, int64_t n, int6
          sm90_tiles(b, m, n, tile_groups) > b.grid;
 }
 
+int64_t sm90_full_rounds(const GpuBlocking& b, int64_t m, int64_t n) {
+  // As the kernel counts them: multicast clusters walk tile pairs, grid / multicast at a time.
+  const int mc = std::max(b.multicast, 1);
+  return b.grid < mc ? 0 : sm90_tiles(b, m, n, 1) / mc / (b.grid / mc);
+}
+
 bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n) {
-  return plain && b.splits <= 1 && sm90_tiles(b, m, n, 1) > b.grid / std::max(b.multicast, 1);
+  return plain && b.splits <= 1 && sm90_full_rounds(b, m, n) >= 2;
 }
 
 int sm90_round_sync_every(const GpuBlocking& b, bool fp8, bool plain, int64_t m, int64_t n, int64_t k,

@@ -85,13 +85,16 @@ bool sm90_ring_rounds(const GpuBlocking& b, bool fp8, int64_t m, int64_t n, int6
                       int sfb_rows);
 // Whether the producers can meet at a barrier between rounds of tiles (Sm90GemmParams::round_sync,
 // tl/device/cuda/round_sync.h): plain GEMMs (every CTA has a tile in each full round) without
-// split-K (b.splits 1), with more than one round. The tiles as sm90_tiles counts them, b.grid the CTAs.
+// split-K (b.splits 1), with two or more full rounds (sm90_full_rounds).
 bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n);
+// The rounds in which every CTA (cluster, with multicast) has a tile, as the kernel counts them: the
+// barriers go between these, so a launch has (full rounds - 1) / R of them for a period of R.
+int64_t sm90_full_rounds(const GpuBlocking& b, int64_t m, int64_t n);
 // Every how many rounds they meet (0: never), where they can: only when A and B (`operand_bytes`)
 // do not fit in L2 -- a drift then costs DRAM re-reads; otherwise L2 keeps the panels and a
 // barrier only costs its wait (~1-1.4 us each on the H200: 4096 x 32768 x 512 +28% slower with one
 // every round) -- and then every ceil(256 / k-blocks) rounds, about 1% of the time in waits. On the
-// H200: 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192 13.3
+// H200 (the barrier's first, unbounded form): 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192 13.3
 // -> 12.8 ms, 4096 x 4096 x 7168 unchanged (docs/perf.md, stop 31). FP8 only so far: BF16 needs
 // half the bytes per second at its tensor rate, and the seed's BF16 kernel, which has no barrier,
 // ran 16384^3 at 1.02x cuBLAS (BF16 with barriers has not been measured).

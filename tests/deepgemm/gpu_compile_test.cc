@@ -402,6 +402,14 @@ TEST(GpuCompile, RoundSyncRule) {
   EXPECT_EQ(every(4096, 32768, 512), 0);     // 18 MB: fits in L2 (one barrier a round: +28%)
   EXPECT_EQ(every(4096, 24576, 1536), 0);    // 44 MB
   EXPECT_EQ(every(128, 7168, 16384), 0);     // one round
+  // Rounds as the kernel counts them: with multicast, clusters over tile pairs. 40 tiles on 32 CTAs
+  // in clusters of 2 are 20 pairs on 16 clusters: one full round, so no barrier.
+  deepgemm::detail::GpuBlocking pairs;
+  pairs.block_m = 256, pairs.block_n = 128, pairs.multicast = 2, pairs.grid = 32;
+  EXPECT_EQ(deepgemm::detail::sm90_full_rounds(pairs, 4 * 256, 10 * 128), 1);
+  EXPECT_FALSE(deepgemm::detail::sm90_round_sync_ok(pairs, true, 4 * 256, 10 * 128));
+  EXPECT_EQ(deepgemm::detail::sm90_full_rounds(pairs, 8 * 256, 10 * 128), 2);  // 40 pairs: two
+  EXPECT_TRUE(deepgemm::detail::sm90_round_sync_ok(pairs, true, 8 * 256, 10 * 128));
   auto split = choose_gpu_blocking(true, 16384, 16384, 65536, 1, 2, true, 132, smem, 0, 256, false, true);
   const int64_t bytes = int64_t(2) * 16384 * 65536;
   split.splits = 2;

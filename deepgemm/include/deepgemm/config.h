@@ -51,7 +51,7 @@ struct GemmConfig {
   int num_stages = 0;       // GPU only
   int num_multicast = 0;    // GPU only
   int split_k = 1;          // GPU only: K ranges computed apart and summed (few-tile shapes)
-  bool round_sync = false;  // GPU only: the thread blocks start each round of tiles together
+  bool round_sync = false;  // GPU only: the thread blocks meet between rounds of tiles (large FP8 GEMMs)
   std::string to_string() const;
 };
 
