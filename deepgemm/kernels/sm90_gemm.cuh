@@ -370,9 +370,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
         if (const int round = (t - first_tile) / tile_step; t < synced_end && round % p.round_sync_every == 0) {
-          const int barrier = round / p.round_sync_every - 1;  // none before the first round
-          if (barrier >= 0 && barrier < p.round_sync_slots)
-            sync_wait = grid_round_sync(p.round_sync + 2 * barrier, gridDim.x, sync_wait);
+          if (round > 0)  // none before the first round
+            sync_wait = grid_round_sync(p.round_sync, round / p.round_sync_every - 1, gridDim.x, sync_wait);
         }
         DG_STAMP(Tile);
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
@@ -407,6 +406,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           st.advance();
         }
       }
+      if (p.round_sync != nullptr) grid_round_sync_finish(p.round_sync, gridDim.x);
       DG_TIMELINE_CLOSE();
     } else if (Cfg::kFp4B && warp >= 1) {
       // Expanders 0 .. kProducerExpanders - 1: every stage's share, as soon as it lands. The stage's

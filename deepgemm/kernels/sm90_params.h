@@ -39,7 +39,7 @@ struct Sm90GemmParams {
   const int32_t* m_indices;  // M-grouped contiguous: the group of each row of A/D, -1 for padding
   const int32_t* masked_m;   // M-grouped masked: the valid rows of each group
   // Plain GEMMs of several rounds of tiles: the producers' barriers between rounds
-  // (tl/device/cuda/round_sync.h), a slot of two words each, zero; null for none.
+  // (tl/device/cuda/round_sync.h): two words, zero; null for none.
   uint32_t* round_sync;
   // Split-K (plain GEMMs; tl/device/split_k.h): the tiles past split_k.dp_tiles run as pieces of K
   // that sum their partials in the kernel. SplitK{} for none.
@@ -53,7 +53,6 @@ struct Sm90GemmParams {
   int32_t sfb_rows;    // ceil(N / 128)
   int32_t raster_group;
   int32_t round_sync_every;  // with round_sync: the producers meet before every this many rounds
-  int32_t round_sync_slots;  // barriers round_sync has room for (the kernel skips any past them)
 };
 
 }  // namespace deepgemm::kernels

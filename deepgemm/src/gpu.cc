@@ -335,11 +335,9 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, x.fp8, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
                          : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
                                                                      : 0;
-  // A slot of two words per barrier of the launch.
-  const int64_t sync_slots = sync_every > 0 ? (sm90_full_rounds(blk, x.m, x.n) - 1) / sync_every : 0;
-  rt::Tensor round_sync;
-  if (sync_slots > 0)  // zero when allocated; every launch leaves them zero
-    round_sync = stream_scratch("round_sync", {2 * sync_slots}, rt::DType::I32, device, stream, true);
+  rt::Tensor round_sync;  // only where a barrier happens: a round after the first, sync_every apart
+  if (sync_every > 0 && sm90_full_rounds(blk, x.m, x.n) - 1 >= sync_every)  // zero when allocated; kept zero
+    round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);
 
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
@@ -441,7 +439,6 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.split_k = split_k;
   params.round_sync = round_sync.defined() ? static_cast<uint32_t*>(round_sync.data()) : nullptr;
   params.round_sync_every = std::max(sync_every, 1);
-  params.round_sync_slots = int32_t(sync_slots);
 
   const int threads = 128 * (1 + sm90_consumers(blk.block_m, blk.k_interleave));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),

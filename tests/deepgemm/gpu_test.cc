@@ -11,6 +11,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -23,8 +24,10 @@
 #include "deepgemm/deepgemm.h"
 #include "deepgemm/kernels/sm90_timeline.h"
 #include "dg_test_util.h"
+#include "gpu_kernels.h"
 #include "rt/cuda_device.h"
 #include "rt/error.h"
+#include "rt/nvrtc.h"
 #include "timeline.h"
 
 namespace {
@@ -341,13 +344,71 @@ TEST(GpuFp8Gemm, ChainedCallsOverlapSafely) {
   }
 }
 
+// The grid barrier itself (tl/device/cuda/round_sync.h), in a kernel of its own: every CTA marks
+// the barrier it has reached, and after passing barrier i checks that every CTA has reached i (a
+// barrier that let a CTA through early counts an error). Three launches on the same two words, each
+// of which must leave them zero. Then a launch told of one CTA more than it has: every CTA must give
+// up at the first barrier after the timeout (and not wait at the later ones), the words still end
+// zero, and the next launch is in step again.
+constexpr const char* kRoundSyncProbe = R"(
+#include "tl/device/cuda/round_sync.h"
+extern "C" __global__ void round_sync_probe(unsigned* words, unsigned* reached, unsigned* errors, unsigned* waited,
+                                            int barriers, unsigned ctas_told, unsigned long long timeout_ns) {
+  if (threadIdx.x != 0) return;
+  bool wait = true;
+  for (int i = 0; i < barriers; ++i) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], %1;" ::"l"(reached + blockIdx.x), "r"(unsigned(i)) : "memory");
+    wait = tl::cuda::grid_round_sync(words, unsigned(i), ctas_told, wait, timeout_ns);
+    if (!wait) continue;
+    for (unsigned c = 0; c < gridDim.x; ++c) {
+      unsigned r;
+      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(r) : "l"(reached + c) : "memory");
+      if (r < unsigned(i)) atomicAdd(errors, 1u);
+    }
+  }
+  waited[blockIdx.x] = wait ? 1u : 0u;
+  tl::cuda::grid_round_sync_finish(words, gridDim.x);
+}
+)";
+
+TEST(GpuRoundSync, BarrierHoldsEveryCtaAndLeavesItsWordsZero) {
+  // Compiled for sm_90a everywhere (CI too), run on a Hopper GPU only.
+  const rt::NvrtcResult ptx = rt::compile_cuda(kRoundSyncProbe, "round_sync_probe.cu",
+                                               deepgemm::detail::kernel_headers(), deepgemm::detail::jit_options("sm_90a"));
+  EXPECT_NE(ptx.ptx.find("red.release.gpu.global.add.u32"), std::string::npos);
+  REQUIRE_HOPPER();
+  const rt::CudaKernel probe = deepgemm::detail::jit_kernel(kRoundSyncProbe, "round_sync_probe", 0);
+  const unsigned ctas = unsigned(rt::cuda_device(0).sm_count);  // one CTA an SM: all resident
+  auto zeros = [](int64_t n) {
+    rt::Tensor t = rt::Tensor::empty({n}, rt::DType::I32, kGpu);
+    t.zero_();
+    return t;
+  };
+  const rt::Tensor words = zeros(2);
+  auto run = [&](int barriers, unsigned ctas_told, uint64_t timeout_ns, const std::string& what) {
+    const rt::Tensor reached = zeros(ctas), errors = zeros(1);
+    const rt::Tensor waited = gpu(poisoned({int64_t(ctas)}, rt::DType::I32));
+    probe.launch_with(rt::Dim3{ctas}, rt::Dim3{32}, 0, nullptr, words.data(), reached.data(), errors.data(),
+                      waited.data(), barriers, ctas_told, static_cast<unsigned long long>(timeout_ns));
+    EXPECT_EQ(host(errors)[0], 0.0) << what << ": CTAs passed a barrier before every CTA reached it";
+    EXPECT_EQ(host(words), std::vector<double>(2, 0.0)) << what << ": the barrier's words not left zero";
+    return host(waited);
+  };
+  for (int launch = 0; launch < 3; ++launch)
+    EXPECT_EQ(run(200, ctas, 1'000'000'000, rt::str("launch ", launch)), std::vector<double>(ctas, 1.0));
+  // 1 ms, 500 barriers: a CTA that waited at every one would take 500 ms.
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(run(500, ctas + 1, 1'000'000, "one CTA missing"), std::vector<double>(ctas, 0.0));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(250));
+  EXPECT_EQ(run(200, ctas, 1'000'000'000, "after the timeouts"), std::vector<double>(ctas, 1.0));
+}
+
 // The producers' barrier between rounds of tiles (tl/device/cuda/round_sync.h), forced (the rule
 // keeps it for operands larger than L2): on 7 or 8 SMs a ragged shape takes many rounds and a
 // partial last one; every tiling, multicast included, and BF16 give the reference and the same bits
 // as without the barrier (the kernel's sums do not depend on timing). Three calls in a row on the
-// same barrier slots, a barrier every round and every third. (Slots a launch left dirty would only
-// release the next launch's barriers early, which no result shows; the slot protocol's zeroing is
-// argued in round_sync.h, not tested.)
+// same barrier words, a barrier every round and every third. (GpuRoundSync above checks the words
+// end zero.)
 TEST(GpuFp8Gemm, RoundSyncedTiles) {
   REQUIRE_HOPPER();
   const int64_t m = 1000, n = 1800, k = 640;

@@ -12,16 +12,20 @@
 // a round for every CTA to have finished the rounds before bounds the drift; each wait costs the
 // round's spread (~1-1.4 us there), so the caller picks how many rounds apart the barriers are.
 //
-// Each barrier of a launch has its own slot of two words (arrivals, departures) in device memory
-// that is zero before the launch; the last CTA to leave a slot zeroes it, so every launch leaves
-// them zero for the next. The barrier orders time only (no data passes through it), so relaxed
-// atomics do. A wait is bounded: a CTA that waits longer than `timeout_ns` (some CTA of the grid
-// is not resident -- a GPU shared with kernels that hold SMs until this one's output appears) stops
-// waiting for the rest of the launch but still counts itself in and out of every slot, so nothing
-// hangs and the slots still end zero. The default, 10 ms, is thousands of times a real wait (a
-// round's spread, microseconds): a wait cut short by it would leave the CTA unsynced for the rest
-// of the launch, so it must not fire in normal runs. TL_ROUND_SYNC_TIMEOUT_NS overrides it at
-// compile time (DeepGEMM: DG_JIT_FLAGS=-DTL_ROUND_SYNC_TIMEOUT_NS=..., for A/B runs).
+// The barriers of a launch share two words in device memory, zero before the launch: a count of
+// arrivals over the whole launch (barrier i is passed once it reaches ctas * (i + 1)), and a count
+// of CTAs done with the barriers; the last CTA done zeroes both, so every launch leaves them zero
+// for the next. An arrival is a release and the polls acquire, as in a data barrier, though no data
+// passes through it: with relaxed atomics the same barrier ran 1.5-3.5% slower at 16384^2 x 65536
+// (docs/perf.md, stop 32 -- measured, not explained; a guess: the release holds the arrival until
+// the producer's earlier memory operations are done, so the barrier waits on the CTAs' real
+// progress). A wait is bounded: a CTA that waits longer than `timeout_ns` (some CTA of the grid is
+// not resident -- a GPU shared with kernels that hold SMs until this one's output appears) stops
+// waiting for the rest of the launch but still counts its arrivals, so nothing hangs and the words
+// still end zero. The default, 10 ms, is thousands of times a real wait (a round's spread,
+// microseconds): a wait cut short by it would leave the CTA unsynced for the rest of the launch, so
+// it must not fire in normal runs (a 1 s timeout ran no faster, stop 32). TL_ROUND_SYNC_TIMEOUT_NS
+// overrides it at compile time (DeepGEMM: DG_JIT_FLAGS=-DTL_ROUND_SYNC_TIMEOUT_NS=..., for A/B runs).
 #pragma once
 
 #include "tl/device/cuda/arch.h"
@@ -32,32 +36,33 @@
 
 namespace tl::cuda {
 
-// Every CTA of the grid calls this (one thread each) once per slot, slots in the same order.
-// Returns once all `ctas` CTAs have arrived at `slot`, or at once when `wait` is false, or after
-// `timeout_ns`; returns whether this CTA should still wait at the next slots.
-TL_DEVICE bool grid_round_sync(uint32_t* slot, uint32_t ctas, bool wait,
+// Barrier `index` (0, 1, ... in order) of a launch of `ctas` CTAs, one thread of each CTA calling
+// it. Returns once every CTA has arrived at it, or at once when `wait` is false, or after
+// `timeout_ns`; returns whether this CTA should still wait at the next barriers.
+TL_DEVICE bool grid_round_sync(uint32_t* words, uint32_t index, uint32_t ctas, bool wait,
                                 uint64_t timeout_ns = uint64_t(TL_ROUND_SYNC_TIMEOUT_NS)) {
-  uint32_t* arrivals = slot;
-  uint32_t* departures = slot + 1;
-  atomicAdd(arrivals, 1u);
-  if (wait) {
-    const uint64_t start = globaltimer_ns();
-    for (;;) {
-      uint32_t now;
-      asm volatile("ld.relaxed.gpu.global.u32 %0, [%1];" : "=r"(now) : "l"(arrivals) : "memory");
-      if (now >= ctas) break;
-      if (globaltimer_ns() - start > timeout_ns) {
-        wait = false;
-        break;
-      }
-    }
+  asm volatile("red.release.gpu.global.add.u32 [%0], 1;" ::"l"(words) : "memory");
+  if (!wait) return false;
+  const uint32_t target = ctas * (index + 1);
+  const uint64_t start = globaltimer_ns();
+  for (;;) {
+    uint32_t arrived;
+    asm volatile("ld.acquire.gpu.global.u32 %0, [%1];" : "=r"(arrived) : "l"(words) : "memory");
+    if (arrived >= target) return true;
+    if (globaltimer_ns() - start > timeout_ns) return false;
   }
-  // The last to leave, when nobody reads the arrivals any more, zeroes the slot.
-  if (atomicAdd(departures, 1u) == ctas - 1) {
-    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(arrivals) : "memory");
-    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(departures) : "memory");
+}
+
+// After its last barrier, the same thread of every CTA calls this once; the last CTA zeroes the
+// words. The release orders this CTA's arrivals before its count, the last one's acquire orders
+// every CTA's arrivals before the zeroing.
+TL_DEVICE void grid_round_sync_finish(uint32_t* words, uint32_t ctas) {
+  uint32_t done;
+  asm volatile("atom.acq_rel.gpu.global.add.u32 %0, [%1], 1;" : "=r"(done) : "l"(words + 1) : "memory");
+  if (done == ctas - 1) {
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(words) : "memory");
+    asm volatile("st.relaxed.gpu.global.u32 [%0], 0;" ::"l"(words + 1) : "memory");
   }
-  return wait;
 }
 
 }  // namespace tl::cuda
