@@ -18,6 +18,7 @@
 //                                  call, then the same chain replayed from a CUDA graph (the
 //                                  kernels alone), beside the single call's
 //   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
+//   bench_gpu_deepgemm --bf16 M N K [M N K ...]  BF16 rows (beside cuBLAS) at these shapes only
 //   bench_gpu_deepgemm --huge      FP8 GEMMs of 100,000^3: 64-bit indexing end to end; three calls
 //                                  timed one by one (the best in the table), a 16-element spot
 //                                  check, and two calls of cuBLASLt at the same size
@@ -34,6 +35,7 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -413,6 +415,54 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
   }
 }
 
+// BF16 beside cublasGemmEx (row-major D = A B^T through column-major D^T = B A^T), one table row a
+// shape; false when an output is off cuBLAS's by more than 1% (relative, over the whole result).
+bool bf16_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, const std::vector<std::array<int64_t, 3>>& shapes) {
+  cublasHandle_t h;
+  check_lt(cublasCreate(&h), "cublasCreate");
+  std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | cuBLAS TFLOPS | ours/cuBLAS |\n|---|---|---|---|---|---|---|---|---|\n");
+  bool all_ok = true;
+  for (const auto& s : shapes) {
+    const int64_t m = s[0], n = s[1], k = s[2];
+    rt::Tensor ah = rt::Tensor::empty({m, k}, rt::DType::BF16), bh = rt::Tensor::empty({n, k}, rt::DType::BF16);
+    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    for (int64_t i = 0; i < m * k; ++i) static_cast<tl::bfloat16_t*>(ah.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
+    for (int64_t i = 0; i < n * k; ++i) static_cast<tl::bfloat16_t*>(bh.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
+    const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu);
+    rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu), d_ref = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
+    deepgemm::bf16_gemm_nt(a, b, d);
+    const std::string config = deepgemm::last_config().to_string();
+    const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::bf16_gemm_nt(a, b, d); });
+    const float alpha = 1.0f, beta = 0.0f;
+    auto blas = [&] {
+      check_lt(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b.data(), CUDA_R_16BF, int(k),
+                            a.data(), CUDA_R_16BF, int(k), &beta, d_ref.data(), CUDA_R_16BF, int(n), CUBLAS_COMPUTE_32F,
+                            CUBLAS_GEMM_DEFAULT),
+               "cublasGemmEx");
+    };
+    blas();
+    const double ms_blas = timer.median_ms([&](rt::CuStream) { blas(); });
+    // Compare with cuBLAS's output: relative error of the whole result.
+    const rt::Tensor dh = d.to(rt::Device::cpu()), rh = d_ref.to(rt::Device::cpu());
+    double num = 0, den = 0;
+    for (int64_t i = 0; i < m * n; ++i) {
+      const double x = static_cast<const tl::bfloat16_t*>(dh.data())[i].to_float();
+      const double y = static_cast<const tl::bfloat16_t*>(rh.data())[i].to_float();
+      num += (x - y) * (x - y);
+      den += y * y;
+    }
+    const bool ok = std::sqrt(num / den) < 1e-2;
+    all_ok = all_ok && ok;
+    const double flops = 2.0 * double(m) * double(n) * double(k);
+    std::printf("| bf16 nt%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.2f |\n", ok ? "" : " MISMATCH", long(m),
+                long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms, tflops(flops, ms),
+                tflops(flops, ms_blas), ms_blas / ms);
+    std::fflush(stdout);
+  }
+  cublasDestroy(h);
+  return all_ok;
+}
+
 int main(int argc, char** argv) {
   const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
   const bool sweep_only = argc > 1 && std::strcmp(argv[1], "--sweep") == 0;
@@ -522,6 +572,11 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
+    if (argc >= 5 && (argc - 2) % 3 == 0 && std::strcmp(argv[1], "--bf16") == 0) {
+      std::vector<std::array<int64_t, 3>> shapes;
+      for (int i = 2; i < argc; i += 3) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2])});
+      return bf16_rows(timer, gen, shapes) ? 0 : 1;
+    }
     if (argc == 5 && std::strcmp(argv[1], "--chain") == 0)
       return chain(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
     if (argc == 5 && std::strcmp(argv[1], "--timeline") == 0)
@@ -620,51 +675,8 @@ int main(int argc, char** argv) {
                   mms, mours, rt::str(mours / 1053).substr(0, 4).c_str());
     }
 
-    // BF16 beside cublasGemmEx (row-major D = A B^T through column-major D^T = B A^T).
-    {
-      cublasHandle_t h;
-      check_lt(cublasCreate(&h), "cublasCreate");
-      std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | cuBLAS TFLOPS | ours/cuBLAS |\n|---|---|---|---|---|---|---|---|---|\n");
-      const int64_t shapes[][3] = {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 2112, 7168}, {4096, 7168, 2048}};
-      for (const auto& s : shapes) {
-        const int64_t m = s[0], n = s[1], k = s[2];
-        rt::Tensor ah = rt::Tensor::empty({m, k}, rt::DType::BF16), bh = rt::Tensor::empty({n, k}, rt::DType::BF16);
-        std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-        for (int64_t i = 0; i < m * k; ++i) static_cast<tl::bfloat16_t*>(ah.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
-        for (int64_t i = 0; i < n * k; ++i) static_cast<tl::bfloat16_t*>(bh.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
-        const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu);
-        rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu), d_ref = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
-        deepgemm::bf16_gemm_nt(a, b, d);
-        const std::string config = deepgemm::last_config().to_string();
-        const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::bf16_gemm_nt(a, b, d); });
-        const float alpha = 1.0f, beta = 0.0f;
-        auto blas = [&] {
-          check_lt(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b.data(), CUDA_R_16BF, int(k),
-                                a.data(), CUDA_R_16BF, int(k), &beta, d_ref.data(), CUDA_R_16BF, int(n), CUBLAS_COMPUTE_32F,
-                                CUBLAS_GEMM_DEFAULT),
-                   "cublasGemmEx");
-        };
-        blas();
-        const double ms_blas = timer.median_ms([&](rt::CuStream) { blas(); });
-        // Compare with cuBLAS's output: relative error of the whole result.
-        const rt::Tensor dh = d.to(rt::Device::cpu()), rh = d_ref.to(rt::Device::cpu());
-        double num = 0, den = 0;
-        for (int64_t i = 0; i < m * n; ++i) {
-          const double x = static_cast<const tl::bfloat16_t*>(dh.data())[i].to_float();
-          const double y = static_cast<const tl::bfloat16_t*>(rh.data())[i].to_float();
-          num += (x - y) * (x - y);
-          den += y * y;
-        }
-        const bool ok = std::sqrt(num / den) < 1e-2;
-        all_ok = all_ok && ok;
-        const double flops = 2.0 * double(m) * double(n) * double(k);
-        std::printf("| bf16 nt%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.2f |\n", ok ? "" : " MISMATCH", long(m),
-                    long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms, tflops(flops, ms),
-                    tflops(flops, ms_blas), ms_blas / ms);
-        std::fflush(stdout);
-      }
-      cublasDestroy(h);
-    }
+    all_ok = bf16_rows(timer, gen, {{4096, 4096, 4096}, {8192, 8192, 8192}, {4096, 2112, 7168}, {4096, 7168, 2048}}) &&
+             all_ok;
     all_ok = fp4_rows(timer, gen) && all_ok;
     return all_ok ? 0 : 1;
   } catch (const std::exception& e) {
