@@ -332,7 +332,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const int64_t forced_sync = sync_env == "auto" ? -1 : rt::env_int("DG_GPU_ROUND_SYNC", 0);
   RT_USER_CHECK(forced_sync >= -1 && forced_sync <= 1000000, "deepgemm::", fn, ": DG_GPU_ROUND_SYNC='", sync_env,
                 "' must be auto, 0 or a number of rounds between barriers");
-  const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, x.fp8, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
+  const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
                          : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
                                                                      : 0;
   rt::Tensor round_sync;  // only where a barrier happens: a round after the first, sync_every apart

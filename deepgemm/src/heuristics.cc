@@ -151,9 +151,9 @@ bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n) 
   return plain && b.splits <= 1 && sm90_full_rounds(b, m, n) >= 2;
 }
 
-int sm90_round_sync_every(const GpuBlocking& b, bool fp8, bool plain, int64_t m, int64_t n, int64_t k,
-                          int64_t operand_bytes, int64_t l2_bytes) {
-  if (!fp8 || !sm90_round_sync_ok(b, plain, m, n) || operand_bytes <= l2_bytes) return 0;
+int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
+                          int64_t l2_bytes) {
+  if (!sm90_round_sync_ok(b, plain, m, n) || operand_bytes <= l2_bytes) return 0;
   const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
   return int(ceil_div(256, k_blocks));
 }

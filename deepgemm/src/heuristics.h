@@ -94,12 +94,11 @@ int64_t sm90_full_rounds(const GpuBlocking& b, int64_t m, int64_t n);
 // do not fit in L2 -- a drift then costs DRAM re-reads; otherwise L2 keeps the panels and a
 // barrier only costs its wait (~1-1.4 us each on the H200: 4096 x 32768 x 512 +28% slower with one
 // every round) -- and then every ceil(256 / k-blocks) rounds, about 1% of the time in waits. On the
-// H200 (the barrier's first, unbounded form): 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192 13.3
-// -> 12.8 ms, 4096 x 4096 x 7168 unchanged (docs/perf.md, stop 31). FP8 only so far: BF16 needs
-// half the bytes per second at its tensor rate, and the seed's BF16 kernel, which has no barrier,
-// ran 16384^3 at 1.02x cuBLAS (BF16 with barriers has not been measured).
-int sm90_round_sync_every(const GpuBlocking& b, bool fp8, bool plain, int64_t m, int64_t n, int64_t k,
-                          int64_t operand_bytes, int64_t l2_bytes);
+// H200: FP8 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192
+// 13.3 -> 12.8 ms, 4096 x 4096 x 7168 unchanged (docs/perf.md, stop 31); BF16 8192^3 -1.0%,
+// 16384^3 -3.2%, 32768^2 x 8192 -1.8% (stop 32).
+int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
+                          int64_t l2_bytes);
 // Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
 // block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
 // wherever it can: +2-6% at M = 64/128 on the H200 in A/B runs, though one sweep read two shapes

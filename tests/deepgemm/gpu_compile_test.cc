@@ -381,7 +381,7 @@ TEST(GpuCompile, RingRounds) {
 }
 
 // The producers' barrier between rounds of tiles (Sm90GemmParams::round_sync) is in every plain
-// kernel's PTX (a run-time choice); the heuristic takes it only for FP8 where A and B outgrow L2,
+// kernel's PTX (a run-time choice); the heuristic takes it where A and B outgrow L2,
 // every ceil(256 / k-blocks) rounds, and never for split-K or a single round.
 TEST(GpuCompile, RoundSyncRule) {
   using deepgemm::detail::choose_gpu_blocking;
@@ -394,7 +394,7 @@ TEST(GpuCompile, RoundSyncRule) {
   const int64_t smem = 232448, l2 = int64_t(50) << 20;  // the H200's opt-in shared memory per block, L2
   auto every = [&](int64_t m, int64_t n, int64_t k) {
     const auto b = choose_gpu_blocking(true, m, n, k, 1, 2, true, 132, smem, 0, 256, false, true);
-    return sm90_round_sync_every(b, true, true, m, n, k, (m + n) * k, l2);
+    return sm90_round_sync_every(b, true, m, n, k, (m + n) * k, l2);
   };
   EXPECT_EQ(every(16384, 16384, 65536), 1);  // 512 k-blocks: 36.7 -> 25.9 ms on the H200
   EXPECT_EQ(every(32768, 32768, 8192), 4);   // 64 k-blocks: 13.3 -> 12.8 ms
@@ -413,12 +413,15 @@ TEST(GpuCompile, RoundSyncRule) {
   auto split = choose_gpu_blocking(true, 16384, 16384, 65536, 1, 2, true, 132, smem, 0, 256, false, true);
   const int64_t bytes = int64_t(2) * 16384 * 65536;
   split.splits = 2;
-  EXPECT_EQ(sm90_round_sync_every(split, true, true, 16384, 16384, 65536, bytes, l2), 0);
+  EXPECT_EQ(sm90_round_sync_every(split, true, 16384, 16384, 65536, bytes, l2), 0);
   split.splits = 1;
-  EXPECT_EQ(sm90_round_sync_every(split, true, true, 16384, 16384, 65536, bytes, l2), 1);
-  EXPECT_EQ(sm90_round_sync_every(split, true, false, 16384, 16384, 65536, bytes, l2), 0);  // grouped
+  EXPECT_EQ(sm90_round_sync_every(split, true, 16384, 16384, 65536, bytes, l2), 1);
+  EXPECT_EQ(sm90_round_sync_every(split, false, 16384, 16384, 65536, bytes, l2), 0);  // grouped
   const auto bf16 = choose_gpu_blocking(false, 16384, 16384, 65536, 1, 2, true, 132, smem);
-  EXPECT_EQ(sm90_round_sync_every(bf16, false, true, 16384, 16384, 65536, 2 * bytes, l2), 0);  // not measured
+  EXPECT_EQ(bf16.block_k, 64);
+  EXPECT_EQ(sm90_round_sync_every(bf16, true, 16384, 16384, 65536, 2 * bytes, l2), 1);  // 1024 k-blocks
+  const auto bf16_8k = choose_gpu_blocking(false, 8192, 8192, 8192, 1, 2, true, 132, smem);
+  EXPECT_EQ(sm90_round_sync_every(bf16_8k, true, 8192, 8192, 8192, int64_t(2) * 2 * 8192 * 8192, l2), 2);  // -1.0%
 }
 
 // The quantization casts compile for every input dtype.
