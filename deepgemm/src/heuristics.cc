@@ -206,8 +206,10 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b,
                         false, sm90_dual_b(contiguous, c.bm)) > smem_limit)
       continue;
-    const int64_t tiles =
-        ceil_div(std::max<int64_t>(m, 1), c.bm) * ceil_div(std::max<int64_t>(n, 1), c.bn) * tile_groups;
+    GpuBlocking tile;
+    tile.block_m = c.bm;
+    tile.block_n = c.bn;
+    const int64_t tiles = sm90_tiles(tile, m, n, tile_groups);
     // A persistent grid runs ceil(tiles / SMs) rounds of one tile per SM, each as long as one tile
     // at the shape's efficiency (the rows and columns a partial tile wastes cost as much as others).
     const double cost = double(ceil_div(tiles, sms)) * double(c.bm) * c.bn / c.efficiency;
