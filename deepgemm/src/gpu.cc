@@ -22,6 +22,7 @@
 #include "rt/env.h"
 #include "rt/error.h"
 #include "rt/tensor_map.h"
+#include "tl/device/round_sync_plan.h"
 
 namespace deepgemm::detail {
 namespace {
@@ -336,7 +337,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
                          : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
                                                                      : 0;
   rt::Tensor round_sync;  // only where a barrier happens: a round after the first, sync_every apart
-  if (sync_every > 0 && sm90_full_rounds(blk, x.m, x.n) - 1 >= sync_every)  // zero when allocated; kept zero
+  if (tl::round_sync_barriers(sm90_full_rounds(blk, x.m, x.n), sync_every) > 0)  // zero when allocated; kept zero
     round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);
 
   Sm90KernelSpec spec;

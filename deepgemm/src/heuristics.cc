@@ -5,6 +5,7 @@
 
 #include "deepgemm/kernels/sm90_params.h"
 #include "rt/cpu_info.h"
+#include "tl/device/round_sync_plan.h"
 #include "tl/device/split_k.h"
 
 namespace deepgemm::detail {
@@ -153,9 +154,9 @@ bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n) 
 
 int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
                           int64_t l2_bytes) {
-  if (!sm90_round_sync_ok(b, plain, m, n) || operand_bytes <= l2_bytes) return 0;
-  const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
-  return int(ceil_div(256, k_blocks));
+  if (!sm90_round_sync_ok(b, plain, m, n)) return 0;
+  return tl::round_sync_every(sm90_full_rounds(b, m, n), ceil_div(std::max<int64_t>(k, 1), b.block_k), operand_bytes,
+                              l2_bytes);
 }
 
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok) {

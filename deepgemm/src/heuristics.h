@@ -90,13 +90,8 @@ bool sm90_round_sync_ok(const GpuBlocking& b, bool plain, int64_t m, int64_t n);
 // The rounds in which every CTA (cluster, with multicast) has a tile, as the kernel counts them: the
 // barriers go between these, so a launch has (full rounds - 1) / R of them for a period of R.
 int64_t sm90_full_rounds(const GpuBlocking& b, int64_t m, int64_t n);
-// Every how many rounds they meet (0: never), where they can: only when A and B (`operand_bytes`)
-// do not fit in L2 -- a drift then costs DRAM re-reads; otherwise L2 keeps the panels and a
-// barrier only costs its wait (~1-1.4 us each on the H200: 4096 x 32768 x 512 +28% slower with one
-// every round) -- and then every ceil(256 / k-blocks) rounds, about 1% of the time in waits. On the
-// H200: FP8 16384 x 16384 x 65536 36.7 -> 25.9 ms (DRAM reads 143 -> 25 GB), 32768 x 32768 x 8192
-// 13.3 -> 12.8 ms, 4096 x 4096 x 7168 unchanged (docs/perf.md, stop 31); BF16 8192^3 -1.0%,
-// 16384^3 -3.2%, 32768^2 x 8192 -1.8% (stop 32).
+// Every how many rounds they meet (0: never), where they can: tl::round_sync_every's rule
+// (tl/device/round_sync_plan.h, shared with TileLang's Hopper GEMM).
 int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
                           int64_t l2_bytes);
 // Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with

@@ -1,6 +1,7 @@
 // Numerical tests of whole programs on the CPU backend: every program runs on fresh random inputs
 // (outputs poisoned first) and is compared with a float64 reference, in float32 and float16.
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <regex>
@@ -58,6 +59,42 @@ TEST(SeedMatmul, ReturnsNewTensorThroughCall) {
   EXPECT_EQ(out[0].dtype(), DType::F16);
   EXPECT_EQ(out[0].shape(), (rt::Shape{48, 48}));
   expect_close(out[0], matmul_ref(f64(a), f64(b), 48, 48, 48), "seed matmul through operator()");
+}
+
+// The Hopper GEMM's barrier between rounds of tiles (tl/device/cuda/round_sync.h), forced through
+// TL_GEMM_ROUND_SYNC: at 4096^3 (several rounds of tiles a CTA) a barrier every round gives the
+// bits of no barrier (the kernel's sums do not depend on timing) and float64's products on sampled
+// elements; a bad value is a clear error.
+TEST(SeedMatmul, RoundSyncedRoundsGiveTheSameBits) {
+  if (!tltest::on_gpu()) GTEST_SKIP() << "the barrier is the GPU kernel's";
+  tilelang::Kernel k = tltest::cpu_kernel(seed_module(DType::F16), "matmul");
+  const int64_t n = 4096;
+  rt::Tensor a = random({n, n}, DType::F16), b = random({n, n}, DType::F16);
+  auto with = [&](const char* every) {
+    testutil::ScopedEnv env("TL_GEMM_ROUND_SYNC", every);
+    return run(k, {a, b}, {{{n, n}, DType::F16}})[0];
+  };
+  const rt::Tensor plain = with("0"), synced = with("1");
+  ASSERT_EQ(std::memcmp(plain.data(), synced.data(), static_cast<size_t>(plain.nbytes())), 0)
+      << "a barrier every round changed the result";
+  const std::vector<double> av = f64(a), bv = f64(b), cv = f64(synced);
+  uint64_t state = testutil::fresh_seed();
+  for (int s = 0; s < 64; ++s) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    const int64_t i = int64_t(state >> 33) % n, j = int64_t(state >> 11) % n;
+    double ref = 0, mag = 0;
+    for (int64_t p = 0; p < n; ++p) ref += av[i * n + p] * bv[p * n + j], mag += std::fabs(av[i * n + p] * bv[p * n + j]);
+    EXPECT_LE(std::fabs(cv[i * n + j] - ref), 1e-3 * std::fabs(ref) + 1e-4 * mag) << "element " << i << ", " << j;
+  }
+  testutil::ScopedEnv bad("TL_GEMM_ROUND_SYNC", "-3");
+  try {
+    run(k, {a, b}, {{{n, n}, DType::F16}});
+    ADD_FAILURE() << "TL_GEMM_ROUND_SYNC=-3 ran";
+  } catch (const rt::Error& e) {
+    EXPECT_EQ(e.kind(), rt::ErrorKind::User) << e.what();
+    EXPECT_NE(std::string(e.what()).find("TL_GEMM_ROUND_SYNC='-3' must be auto, 0 or a number of rounds"), std::string::npos)
+        << e.what();
+  }
 }
 
 TEST(SeedMatmul, BecomesOneGemm) {

@@ -14,6 +14,8 @@
 //   <dir>/gemm_sm90_test --splits=N [--few-tiles]  split-K configs take N pieces (calibration),
 //                                   --few-tiles: only the M = 128 and N = 2112 shapes,
 //                                   --seed-layout: only bf16 with B [K,N], --shape=MxNxK: that one
+//   <dir>/gemm_sm90_test --round-sync=R  the barrier between rounds (tl/device/round_sync_plan.h)
+//                                   every R rounds wherever one can go, 0: never (default: the rule)
 // Kernel configs: BLOCK_MxBLOCK_N/stages (BLOCK_K = 64), TMA-store epilogue, split-K as planned by
 // tl/device/split_k.h; a trailing "w": whole tiles only (no split-K); "d": direct (register ->
 // global) epilogue.
@@ -202,6 +204,13 @@ int g_num_sms = 0;
 int g_grid_cap = 0;  // > 0: at most this many CTAs (each then walks many tiles, edges included)
 int g_raster_group = 8;
 int g_force_splits = 0;  // --splits=N: every split-K config takes N pieces (0: the plan's choice)
+// The barrier between rounds of tiles (tl/device/round_sync_plan.h): -1 the rule's choice, 0 none,
+// R a barrier every R rounds wherever one can go. --round-sync=R sets it for every case; a shape's
+// own round_sync (for coverage) takes precedence. Its two words: zero, left zero by every launch.
+int g_round_sync = -1;
+int g_case_round_sync = -1;
+int64_t g_l2_bytes = 0;
+uint32_t* g_round_sync_words = nullptr;
 // Split-K scratch for every launch (one launch at a time): FP32 partial tiles and the per-tile
 // counters, zeroed once; every launch leaves them zero.
 float* g_workspace = nullptr;
@@ -259,8 +268,15 @@ void launch_kernel(const void* A, const void* B, void* C, int M, int N, int K, i
     std::exit(1);
   }
   const tl::SplitK sk{plan.dp_tiles, plan.splits, g_workspace, g_counters};
+  const int64_t full_rounds = plan.splits <= 1 ? Cfg::num_tiles(M, N) / plan.grid : 0;
+  const int forced = g_case_round_sync >= 0 ? g_case_round_sync : g_round_sync;
+  const int every = forced >= 0 ? forced
+                                : tl::round_sync_every(full_rounds, (K + Cfg::kBlockK - 1) / Cfg::kBlockK,
+                                                       (int64_t(M) + N) * K * int64_t(sizeof(T)), g_l2_bytes);
+  tl::RoundSync rs;
+  if (tl::round_sync_barriers(full_rounds, every) > 0) rs = tl::RoundSync{g_round_sync_words, every};
   tl::cuda::gemm_sm90_kernel<Cfg><<<plan.grid, Cfg::kThreads, Cfg::kSmemBytes, stream>>>(
-      ta, tb, tc, static_cast<typename Cfg::TC*>(C), M, N, K, ldc, g_raster_group, sk);
+      ta, tb, tc, static_cast<typename Cfg::TC*>(C), M, N, K, ldc, g_raster_group, sk, rs);
 }
 
 template <class Cfg>
@@ -305,6 +321,7 @@ struct Shape {
   int M, N, K;
   int ldc_pad;       // extra columns of C (must stay untouched)
   int grid_cap = 0;  // > 0: launch at most this many CTAs
+  int round_sync = -1;  // >= 0: the barrier between rounds every this many rounds (0: none)
 };
 
 struct Stats {
@@ -354,6 +371,7 @@ void run_case(cublasHandle_t handle, const Shape& sh, bool bench, bool check, St
   const double tol = tl::cuda::is_same_v<T, bfloat16_t> ? 1e-2 : 2e-3;
   const char* layout = kBNMajor ? "[K,N]" : "[N,K]";
   g_grid_cap = sh.grid_cap;
+  g_case_round_sync = sh.round_sync;
   bench = bench && sh.grid_cap == 0;  // a capped grid is for coverage, not speed
 
   T *A, *B, *C;
@@ -505,6 +523,8 @@ int main(int argc, char** argv) {
       g_raster_group = std::atoi(a.c_str() + 8);
     } else if (a.rfind("--splits=", 0) == 0) {
       g_force_splits = std::atoi(a.c_str() + 9);
+    } else if (a.rfind("--round-sync=", 0) == 0) {
+      g_round_sync = std::atoi(a.c_str() + 13);
     } else if (a == "--few-tiles") {
       few_tiles_only = true;
     } else if (a == "--seed-layout") {
@@ -518,8 +538,8 @@ int main(int argc, char** argv) {
       only_shape.push_back(sh);
     } else {
       std::fprintf(stderr,
-                   "usage: %s [--quick | --bench-only] [--group=N] [--splits=N] [--few-tiles] [--seed-layout] "
-                   "[--shape=MxNxK]\n",
+                   "usage: %s [--quick | --bench-only] [--group=N] [--splits=N] [--round-sync=R] [--few-tiles] "
+                   "[--seed-layout] [--shape=MxNxK]\n",
                    argv[0]);
       return 2;
     }
@@ -540,6 +560,9 @@ int main(int argc, char** argv) {
   CHECK_CUDA(cudaMalloc(&g_workspace, sizeof(float) * kWorkspaceFloats));
   CHECK_CUDA(cudaMalloc(&g_counters, sizeof(int) * kCounters));
   CHECK_CUDA(cudaMemset(g_counters, 0, sizeof(int) * kCounters));
+  g_l2_bytes = prop.l2CacheSize;
+  CHECK_CUDA(cudaMalloc(&g_round_sync_words, 2 * sizeof(uint32_t)));
+  CHECK_CUDA(cudaMemset(g_round_sync_words, 0, 2 * sizeof(uint32_t)));
 
   std::printf("kernels:\n");
   for (auto& k : kernel_configs<bfloat16_t, true>()) k.setup();
@@ -555,6 +578,8 @@ int main(int argc, char** argv) {
   std::vector<Shape> shapes = {
       {128, 128, 64, 0},     {200, 136, 72, 8},     {200, 136, 72, 0, 1},     {1992, 2000, 520, 16, 5},
       {1024, 1024, 1024, 0}, {4096, 4096, 4096, 0}, {8192, 8192, 8192, 0},
+      // The barrier between rounds, forced: many rounds on a capped grid, one every round / third.
+      {1992, 2000, 520, 0, 5, 1}, {1000, 1104, 3000, 0, 7, 3},
       // Split-K: a ragged tile and K, few tiles; and tiles leaving a tail on a capped grid.
       {300, 520, 4000, 24, 0}, {1000, 1104, 3000, 0, 7},
   };

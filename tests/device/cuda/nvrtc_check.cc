@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
 
   std::vector<Source> sources;
   for (const char* h : {"arch.h", "mbarrier.h", "tma.h", "wgmma_ops.h", "wgmma.h", "convert.h", "tile_scheduler.h",
-                        "gemm_sm90.h"}) {
+                        "round_sync.h", "gemm_sm90.h"}) {
     sources.push_back(Source{std::string("header ") + h, std::string("#include \"tl/device/cuda/") + h + "\"\n", {}, {}});
   }
 

@@ -6,12 +6,14 @@
 
 #include "rt/cuda_device.h"
 #include "rt/cuda_module.h"
+#include "rt/env.h"
 #include "rt/error.h"
 #include "rt/nvrtc.h"
 #include "rt/tensor_map.h"
 #include "tilelang/analysis/bounds.h"
 #include "tilelang/codegen/codegen_cuda.h"
 #include "tilelang/ir/printer.h"
+#include "tl/device/round_sync_plan.h"
 #include "tl/device/split_k.h"
 
 namespace tilelang::backend {
@@ -108,44 +110,73 @@ class CudaProgram : public Program {
     int64_t ldc = n;
     int raster = kRasterGroup;
     const int tiles = ((m + l.block_m - 1) / l.block_m) * ((n + l.block_n - 1) / l.block_n);
-    const tl::SplitKPlan plan = tl::plan_split_k(tiles, (k + l.block_k - 1) / l.block_k, rt::cuda_device(c.device().id).sm_count);
+    const int k_blocks = (k + l.block_k - 1) / l.block_k;
+    const rt::CudaDeviceInfo& device = rt::cuda_device(c.device().id);
+    const tl::SplitKPlan plan = tl::plan_split_k(tiles, k_blocks, device.sm_count);
     tl::SplitK sk{plan.dp_tiles, plan.splits, nullptr, nullptr};
+    // Without split-K, large operands keep the CTAs in step over the rounds of tiles (the rule of
+    // tl/device/round_sync_plan.h). TL_GEMM_ROUND_SYNC: unset or "auto" for the rule, 0 for never, R
+    // for a barrier every R rounds wherever one can go (A/B runs).
+    const int64_t full_rounds = plan.splits <= 1 && plan.grid > 0 ? tiles / plan.grid : 0;
+    const int sync_every = gemm_round_sync_every(full_rounds, k_blocks, (int64_t(m) + n) * k * elem, device.l2_bytes);
     // Held until the launch is queued: a later run that needs a larger workspace frees this one, and
     // cuMemFree waits for the queued kernels that use it.
     std::unique_lock<std::mutex> lock(scratch_mutex_);
+    GemmScratch& s = scratch_[c.device().id];
     if (plan.splits > 1) {
-      SplitKScratch& s = split_k_scratch(c.device(), plan.workspace_floats(l.block_m * l.block_n), plan.counters(l.consumers));
+      s.grow_split_k(c.device(), plan.workspace_floats(l.block_m * l.block_n), plan.counters(l.consumers));
       sk.workspace = s.workspace.data_as<float>();
       sk.counters = s.counters.data_as<int32_t>();
     }
+    tl::RoundSync rs;
+    if (tl::round_sync_barriers(full_rounds, sync_every) > 0) {
+      rs.words = s.round_sync_words(c.device());
+      rs.every = sync_every;
+    }
     unsigned grid = static_cast<unsigned>(plan.grid);
-    void* args[] = {&ma, &mb, &mc, &cp, &m, &n, &k, &ldc, &raster, &sk};
+    void* args[] = {&ma, &mb, &mc, &cp, &m, &n, &k, &ldc, &raster, &sk, &rs};
     // Overlapping the kernel before it on the stream: the GEMM waits for it before touching global
     // memory (gemm_sm90.h), so its launch and setup hide under that kernel's tail.
     kernel.launch_overlapping(rt::Dim3{grid, 1, 1}, rt::Dim3{static_cast<unsigned>(l.threads), 1, 1}, static_cast<size_t>(l.smem_bytes), nullptr, args);
   }
 
-  // Split-K scratch of the Hopper GEMM launches of this program on one device: the FP32 partial
-  // tiles and the per-tile counters (zero, and left zero by every launch). Launches go to one
-  // stream in order, so they can share it. Grows, never shrinks.
-  struct SplitKScratch {
-    rt::Tensor workspace, counters;
-  };
-  SplitKScratch& split_k_scratch(rt::Device device, int64_t floats, int64_t counters) const {
-    SplitKScratch& s = scratch_[device.id];
-    if (!s.workspace.defined() || s.workspace.numel() < floats) s.workspace = rt::Tensor::empty({floats}, rt::DType::F32, device);
-    if (!s.counters.defined() || s.counters.numel() < counters) {
-      s.counters = rt::Tensor::empty({counters}, rt::DType::I32, device);
-      s.counters.zero_();
-    }
-    return s;
+  // Every how many rounds the launch's CTAs meet (0: never): TL_GEMM_ROUND_SYNC, else the rule.
+  static int gemm_round_sync_every(int64_t full_rounds, int k_blocks, int64_t operand_bytes, int64_t l2_bytes) {
+    const std::string env = rt::env_string("TL_GEMM_ROUND_SYNC", "auto");
+    if (env == "auto") return tl::round_sync_every(full_rounds, k_blocks, operand_bytes, l2_bytes);
+    const int64_t forced = rt::env_int("TL_GEMM_ROUND_SYNC", 0);
+    RT_USER_CHECK(forced >= 0 && forced <= 1000000, "TL_GEMM_ROUND_SYNC='", env,
+                  "' must be auto, 0 or a number of rounds between barriers");
+    return int(forced);
   }
+
+  // Scratch of the Hopper GEMM launches of this program on one device: split-K's FP32 partial tiles
+  // and per-tile counters, and the two words of the barrier between rounds (all counters zero, and
+  // left zero by every launch). Launches go to one stream in order, so they can share it. Grows,
+  // never shrinks.
+  struct GemmScratch {
+    rt::Tensor workspace, counters, round_sync;
+    void grow_split_k(rt::Device device, int64_t floats, int64_t counter_count) {
+      if (!workspace.defined() || workspace.numel() < floats) workspace = rt::Tensor::empty({floats}, rt::DType::F32, device);
+      if (!counters.defined() || counters.numel() < counter_count) {
+        counters = rt::Tensor::empty({counter_count}, rt::DType::I32, device);
+        counters.zero_();
+      }
+    }
+    uint32_t* round_sync_words(rt::Device device) {
+      if (!round_sync.defined()) {
+        round_sync = rt::Tensor::empty({2}, rt::DType::I32, device);
+        round_sync.zero_();
+      }
+      return static_cast<uint32_t*>(round_sync.data());
+    }
+  };
 
   codegen::CudaSource source_;
   rt::CudaModule module_;
   std::vector<rt::CudaKernel> kernels_;
   mutable std::mutex scratch_mutex_;
-  mutable std::map<int, SplitKScratch> scratch_;  // by device id
+  mutable std::map<int, GemmScratch> scratch_;  // by device id
 };
 
 }  // namespace

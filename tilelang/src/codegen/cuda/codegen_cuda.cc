@@ -606,8 +606,8 @@ class CudaCodegen : public CodegenC {
              << "extern \"C\" __global__ void __launch_bounds__(" << l.kernel << "_config::kThreads, 1) " << l.kernel
              << "(const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
              << "    const __grid_constant__ tl::cuda::TmaDescriptor c_map, " << tc << "* __restrict__ c, int M, int N, int K, int64_t ldc, int raster_group,\n"
-             << "    tl::SplitK split_k) {\n"
-             << "  tl::cuda::gemm_sm90_body<" << l.kernel << "_config>(a, b, c_map, c, M, N, K, ldc, raster_group, split_k);\n}\n";
+             << "    tl::SplitK split_k, tl::RoundSync round_sync) {\n"
+             << "  tl::cuda::gemm_sm90_body<" << l.kernel << "_config>(a, b, c_map, c, M, N, K, ldc, raster_group, split_k, round_sync);\n}\n";
     out_.launches.push_back(l);
   }
 

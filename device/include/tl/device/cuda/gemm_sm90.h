@@ -48,7 +48,10 @@
 // SplitK{plan.dp_tiles, plan.splits, workspace, counters}: with splits > 1 a workspace of
 // plan.workspace_floats(BLOCK_M * BLOCK_N) floats and plan.counters(kNumConsumers) ints that are
 // zero (every launch leaves them zero; one launch at a time per workspace). SplitK{} and
-// min(#SMs, tiles) blocks run without split-K. tests/device/cuda/gemm_sm90_test.cu does exactly this.
+// min(#SMs, tiles) blocks run without split-K. Without split-K, the CTAs can be kept in step over the
+// rounds of tiles (tl/device/round_sync_plan.h): RoundSync{words, round_sync_every(...)} with two
+// zero words (every launch leaves them zero), where a barrier happens (round_sync_barriers > 0);
+// RoundSync{} for none. tests/device/cuda/gemm_sm90_test.cu does exactly this.
 //
 // Measured on the lent H200 (tests/device/cuda/gemm_sm90_test.cu, same run as cuBLAS): 128x256/4
 // stages, bf16, 4096^3 ~795 TFLOPS (cuBLAS ~800), 8192^3 745-777 (cuBLAS ~730); split-K for the
@@ -68,9 +71,11 @@
 #include "tl/device/cuda/arch.h"
 #include "tl/device/cuda/convert.h"
 #include "tl/device/cuda/mbarrier.h"
+#include "tl/device/cuda/round_sync.h"
 #include "tl/device/cuda/tile_scheduler.h"
 #include "tl/device/cuda/tma.h"
 #include "tl/device/cuda/wgmma.h"
+#include "tl/device/round_sync_plan.h"
 #include "tl/device/split_k.h"
 
 namespace tl::cuda {
@@ -382,11 +387,12 @@ TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
 // whose TMA descriptors are __grid_constant__ parameters passed here by reference. raster_group:
 // tile-columns per rasterization band (tile_scheduler.h), e.g. 8. tma_c is read only with
 // kTmaStore; c without it, and for the tiles split-K cuts into pieces (their pieces store directly).
-// sk: the split-K plan (split_k.h; SplitK{} for none).
+// sk: the split-K plan (split_k.h; SplitK{} for none). rs: the barrier between rounds
+// (round_sync_plan.h; RoundSync{} for none; not with split-K).
 template <class Cfg>
 __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const TmaDescriptor& tma_b, const TmaDescriptor& tma_c,
                                                typename Cfg::TC* __restrict__ c, int M, int N, int K, int64_t ldc,
-                                               int raster_group, const SplitK& sk) {
+                                               int raster_group, const SplitK& sk, const RoundSync& rs) {
 #if defined(TL_CUDA_SM90A)
   using T = typename Cfg::T;
   constexpr int kStages = Cfg::kStages;
@@ -429,7 +435,15 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (warp_idx_in_warpgroup() == 0 && elect_one_sync()) {
       PipelineState<kStages> st;
+      // rs: every rs.every-th round (of those every CTA has a unit in) starts once every CTA's
+      // producer has issued the rounds before it, so the CTAs that share panels of A and B read them
+      // together and L2 serves them from one DRAM read (round_sync.h).
+      const int synced_end = rs.words != nullptr ? num_units / int(gridDim.x) * int(gridDim.x) : 0;
+      bool sync_wait = true;
       for (int u = int(blockIdx.x); u < num_units; u += int(gridDim.x)) {
+        // Barrier i before round (i + 1) * rs.every; none before the first round.
+        if (const int round = u / int(gridDim.x); round > 0 && u < synced_end && round % rs.every == 0)
+          sync_wait = grid_round_sync(rs.words, uint32_t(round / rs.every - 1), gridDim.x, sync_wait);
         const SplitKUnit unit = split_k_unit(sk, num_tiles, num_k_blocks, u);
         int m_block, n_block;
         sched.get(unit.tile, m_block, n_block);
@@ -450,6 +464,7 @@ __device__ __forceinline__ void gemm_sm90_body(const TmaDescriptor& tma_a, const
           st.advance();
         }
       }
+      if (rs.words != nullptr) grid_round_sync_finish(rs.words, gridDim.x);
     }
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
@@ -561,8 +576,8 @@ template <class Cfg>
 __global__ void __launch_bounds__(Cfg::kThreads, 1)
     gemm_sm90_kernel(const __grid_constant__ TmaDescriptor tma_a, const __grid_constant__ TmaDescriptor tma_b,
                      const __grid_constant__ TmaDescriptor tma_c, typename Cfg::TC* __restrict__ c, int M, int N,
-                     int K, int64_t ldc, int raster_group, SplitK sk) {
-  gemm_sm90_body<Cfg>(tma_a, tma_b, tma_c, c, M, N, K, ldc, raster_group, sk);
+                     int K, int64_t ldc, int raster_group, SplitK sk, RoundSync rs) {
+  gemm_sm90_body<Cfg>(tma_a, tma_b, tma_c, c, M, N, K, ldc, raster_group, sk, rs);
 }
 
 }  // namespace tl::cuda
