@@ -6,6 +6,13 @@
 //   bench_gpu_matmul --blocked M N K   the seed and the best blocked-GEMM tiling (with and without a
 //                                      producer warpgroup) at one BF16 shape: how fixed per-tile
 //                                      costs weigh as K changes
+//   bench_gpu_matmul --eight-bit M N K the 8-bit tile program (examples/gemm_8bit.py) alone, at one
+//                                      shape (the full run has it at 4096^3 and 8192^3)
+//
+// The 8-bit rows (int8 and float8 e4m3, B given as [N, K]): int8 beside cuBLAS's int8 GEMM
+// (cublasGemmEx, int32 sums), checked for equality; float8 beside cuBLAS's BF16 GEMM of the same
+// values (e4m3 values are exact in bfloat16; FP32 out), checked against it. cuBLASLt's FP8 GEMM is
+// bench_gpu_deepgemm's peer (`--time M N K`), for the same call.
 //
 // BF16 and FP16 inputs, output in the input dtype, B given as [K, N] (the seed's layout). Fresh
 // random inputs per shape; device events, warm-up, median of 20 runs. Each result is checked
@@ -61,6 +68,72 @@ void cublas_matmul(cublasHandle_t h, const rt::Tensor& a, const rt::Tensor& b, r
 
 double tflops(const Shape& s, double ms) { return 2.0 * double(s.m) * double(s.n) * double(s.k) / (ms * 1e-3) / 1e12; }
 
+// Row-major C[M,N] = A[M,K] * B[N,K]^T through column-major cuBLAS (C^T = B A^T, the "TN" form its
+// int8 GEMM takes): int8 into int32 C, or bfloat16 into float32 C.
+void cublas_matmul_nt(cublasHandle_t h, const rt::Tensor& a, const rt::Tensor& b, rt::Tensor& c, const Shape& s) {
+  const int n = int(s.n), m = int(s.m), k = int(s.k);
+  if (a.dtype() == rt::DType::I8) {
+    const int32_t alpha = 1, beta = 0;
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b.data(), CUDA_R_8I, k, a.data(), CUDA_R_8I, k, &beta, c.data(), CUDA_R_32I, n,
+                              CUBLAS_COMPUTE_32I, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (int8)");
+  } else {
+    const float alpha = 1.0f, beta = 0.0f;
+    check_cublas(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, n, m, k, &alpha, b.data(), CUDA_R_16BF, k, a.data(), CUDA_R_16BF, k, &beta, c.data(), CUDA_R_32F,
+                              n, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx (bf16 x bf16 -> f32)");
+  }
+}
+
+// examples/gemm_8bit.py in a few tilings (128-byte rows of K: 128-byte swizzles, whole k32 steps)
+// at one shape: int8 beside cuBLAS's int8 GEMM, float8 e4m3 beside cuBLAS's BF16 GEMM of the same
+// values. False when a result differs from cuBLAS's.
+bool eight_bit_rows(cublasHandle_t handle, rt::CudaTimer& timer, const rt::CudaDeviceInfo& dev, const Shape& s) {
+  struct Tiling {
+    const char *m, *n, *k, *threads, *stages;
+  };
+  bool ok = true;
+  rt::Device gpu = rt::Device::cuda(0);
+  for (rt::DType dtype : {rt::DType::I8, rt::DType::F8E4M3}) {
+    const bool integer = dtype == rt::DType::I8;
+    rt::Tensor a_host = testutil::random_tensor({s.m, s.k}, dtype, testutil::fresh_seed(), integer ? -128 : -1, integer ? 128 : 1);
+    rt::Tensor b_host = testutil::random_tensor({s.n, s.k}, dtype, testutil::fresh_seed(), integer ? -128 : -1, integer ? 128 : 1);
+    rt::Tensor a = a_host.to(gpu), b = b_host.to(gpu), a_peer = a, b_peer = b;
+    if (!integer) {  // the peer's inputs: the same values in bfloat16
+      rt::Tensor ab = rt::Tensor::empty({s.m, s.k}, rt::DType::BF16), bb = rt::Tensor::empty({s.n, s.k}, rt::DType::BF16);
+      testutil::from_f64(ab, testutil::to_f64(a_host));
+      testutil::from_f64(bb, testutil::to_f64(b_host));
+      a_peer = ab.to(gpu), b_peer = bb.to(gpu);
+    }
+    const rt::DType out_dtype = integer ? rt::DType::I32 : rt::DType::F32;
+    rt::Tensor ref = rt::Tensor::empty({s.m, s.n}, out_dtype, gpu);
+    cublas_matmul_nt(handle, a_peer, b_peer, ref, s);
+    const std::vector<double> ref_values = testutil::to_f64(ref.to(rt::Device::cpu()));
+    const double ms_blas = timer.median_ms([&](rt::CuStream) { cublas_matmul_nt(handle, a_peer, b_peer, ref, s); });
+    for (const Tiling& t : {Tiling{"128", "128", "128", "128", "4"}, Tiling{"128", "256", "128", "256", "3"}, Tiling{"128", "256", "64", "256", "4"}}) {
+      tilelang::CompileOptions opts;
+      opts.target = tilelang::Target::cuda(dev.arch_name());
+      opts.params = {{"M", std::to_string(s.m)}, {"N", std::to_string(s.n)},    {"K", std::to_string(s.k)}, {"a_dtype", rt::name(dtype)},
+                     {"block_M", t.m},          {"block_N", t.n},               {"block_K", t.k},           {"threads", t.threads},
+                     {"num_stages", t.stages}};
+      tilelang::Kernel gemm = tilelang::Module::load(testutil::source_path("examples/gemm_8bit.py")).kernel("matmul", opts);
+      rt::Tensor ours = rt::Tensor::empty({s.m, s.n}, out_dtype, gpu);
+      gemm.launch({a, b, ours});
+      const double err = testutil::rel_error(testutil::to_f64(ours.to(rt::Device::cpu())), ref_values);
+      const double ms_ours = timer.median_ms([&](rt::CuStream) { gemm.launch({a, b, ours}); });
+      // float8: exact products, which Hopper's FP8 tensor cores add with fewer mantissa bits than
+      // float32 (~1e-4-1e-3 against cuBLAS's float32 sums); a wrong tile is off by O(1).
+      const bool good = integer ? err == 0 : err < 5e-3;
+      ok &= good;
+      std::printf("| 8-bit tile GEMM (examples/gemm_8bit.py, %sx%sx%s, %s threads, %s stages) | %s | %lld x %lld x %lld | %.1f | %.1f (%s) | %.3f | %.2e%s |\n",
+                  t.m, t.n, t.k, t.threads, t.stages, rt::name(dtype), (long long)s.m, (long long)s.n, (long long)s.k, tflops(s, ms_ours), tflops(s, ms_blas),
+                  integer ? "int8" : "bf16", ms_blas / ms_ours, err, good ? "" : " FAIL");
+      std::fflush(stdout);
+    }
+  }
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -70,14 +143,22 @@ int main(int argc, char** argv) {
     bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
     const bool few_tiles = argc == 2 && std::strcmp(argv[1], "--few-tiles") == 0;
     const bool one_shape = argc == 5 && std::strcmp(argv[1], "--blocked") == 0;
-    RT_USER_CHECK(argc == 1 || quick || few_tiles || one_shape, "usage: bench_gpu_matmul [--quick | --few-tiles | --blocked M N K]");
-    const Shape tile_shape = one_shape ? Shape{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])} : Shape{4096, 4096, 4096};
-    RT_USER_CHECK(tile_shape.m > 0 && tile_shape.n > 0 && tile_shape.k > 0, "--blocked needs three positive sizes");
+    const bool eight_bit = argc == 5 && std::strcmp(argv[1], "--eight-bit") == 0;
+    RT_USER_CHECK(argc == 1 || quick || few_tiles || one_shape || eight_bit,
+                  "usage: bench_gpu_matmul [--quick | --few-tiles | --blocked M N K | --eight-bit M N K]");
+    const Shape tile_shape = one_shape || eight_bit ? Shape{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])} : Shape{4096, 4096, 4096};
+    RT_USER_CHECK(tile_shape.m > 0 && tile_shape.n > 0 && tile_shape.k > 0, argv[1], " needs three positive sizes");
     const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
     std::printf("device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch_name().c_str(), dev.sm_count);
     cublasHandle_t handle;
     check_cublas(cublasCreate(&handle), "cublasCreate");
     rt::CudaTimer timer(nullptr, 0, rt::CudaTimer::Options{5, quick ? 5 : 20, false});
+    if (eight_bit) {
+      std::printf("\n| kernel | dtype | M x N x K | ours TFLOPS | cuBLAS TFLOPS | ours / cuBLAS | rel. error vs cuBLAS |\n|---|---|---|---|---|---|---|\n");
+      const bool ok = eight_bit_rows(handle, timer, dev, tile_shape);
+      cublasDestroy(handle);
+      return ok ? 0 : 1;
+    }
     std::vector<Shape> shapes = {{4096, 4096, 4096}, {8192, 8192, 8192}};
     for (int64_t m : {4096, 128})
       for (auto [n, k] : std::vector<std::pair<int64_t, int64_t>>{{2112, 7168}, {24576, 1536}, {7168, 16384}, {4096, 7168}, {7168, 2048}})
@@ -151,6 +232,9 @@ int main(int argc, char** argv) {
                   ms_blas / ms_ours, err, good ? "" : " FAIL");
       std::fflush(stdout);
     }
+    if (!few_tiles && !one_shape)
+      for (const Shape& s : quick ? std::vector<Shape>{{4096, 4096, 4096}} : std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}})
+        ok &= eight_bit_rows(handle, timer, dev, s);
     cublasDestroy(handle);
     std::printf("\n%s\n", ok ? "all results match cuBLAS" : "MISMATCH against cuBLAS");
     return ok ? 0 : 1;

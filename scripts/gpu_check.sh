@@ -110,7 +110,7 @@ fi
 if [ -z "${TL_SKIP_TILELANG:-}" ]; then  # TL_SKIP_TILELANG=1: the deepgemm steps only
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
 # shards at once: most of the time is NVRTC compiling kernels.
-programs='Sizes/*:Shapes/*:Dtypes/*:Variants/*:Forms/*:NotWarpSpecialized/*:BlockedGemm.*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*:WholeTiles/*'
+programs='Sizes/*:Shapes/*:Types/*:Dtypes/*:Variants/*:Forms/*:NotWarpSpecialized/*:BlockedGemm.*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*:WholeTiles/*'
 shards() {
   local pids=() rc=0
   for i in 0 1 2 3 4 5 6 7; do
@@ -124,7 +124,7 @@ shards() {
 }
 step program_tests_cuda shards
 step gemm_sm90_test gpu-bundle/gemm_sm90_test --quick
-step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Sizes/SeedMatmul.MatchesReference/float16_64:Shapes/BlockedGemm.MatchesReference/*16_200x136x72_tile*:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt'
+step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Sizes/SeedMatmul.MatchesReference/float16_64:Shapes/BlockedGemm.MatchesReference/*16_200x136x72_tile*:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt:Types/EightBitGemm.MatchesReference/int8_uint8_200x136x320:Types/EightBitGemm.MatchesReference/float8_e4m3_float8_e5m2_128x256x96'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal_*'
 if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only
   step bench_gpu_matmul gpu-bundle/bench_gpu_matmul

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <map>
 #include <string>
+#include <tuple>
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
@@ -47,6 +48,8 @@ std::vector<Case> cases() {
       {"float4_store_seed", "tests/tilelang/programs/float4_store_seed.py", "to_fp4", {}, {{DType::F32, {9}}}},
       {"matmul_f32_out_seed", "tests/tilelang/programs/matmul_f32_out_seed.py", "matmul_f32_out", {}, {{DType::BF16, {45, 130}}, {DType::BF16, {130, 77}}}},
       {"gemm_register_a", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}}, {}},
+      {"gemm_8bit_int8", "examples/gemm_8bit.py", "matmul", {{"M", "200"}, {"N", "136"}, {"K", "96"}, {"a_dtype", "int8"}}, {}},
+      {"gemm_8bit_fp8", "examples/gemm_8bit.py", "matmul", {{"M", "200"}, {"N", "136"}, {"K", "96"}, {"b_dtype", "float8_e5m2"}}, {}},
   };
 }
 
@@ -123,6 +126,33 @@ TEST(CudaCompile, TransposedTileGemmsUseWgmma) {
       std::string ptx = ptx_for(c, "sm_90a");
       EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k16.f32.f16.f16"), std::string::npos) << ta << " " << tb;
       EXPECT_EQ(ptx.find("mma.sync.aligned"), std::string::npos) << ta << " " << tb;
+    }
+}
+
+// 8-bit T.gemm on sm_90a: K-major operands run on wgmma's k32 forms, each pair of input types (float8
+// into float32, 8-bit integers into int32); the other orientations, and sm_80, take the scalar tile
+// gemm (no tensor-core instruction at all).
+TEST(CudaCompile, EightBitTileGemmsUseWgmmaWhenKMajor) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const std::pair<const char*, const char*> kinds[] = {{"float8_e4m3", "f32.e4m3.e4m3"}, {"float8_e5m2", "f32.e5m2.e5m2"}, {"int8", "s32.s8.s8"}, {"uint8", "s32.u8.u8"}};
+  for (const auto& [dtype, types] : kinds) {
+    Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"a_dtype", dtype}}, {}};
+    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n128k32.") + types), std::string::npos) << dtype;
+    std::string sm80 = ptx_for(c, "sm_80");
+    EXPECT_EQ(sm80.find("wgmma"), std::string::npos) << dtype;
+    EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
+  }
+  for (const auto& [a, b, types] : {std::tuple("float8_e4m3", "float8_e5m2", "f32.e4m3.e5m2"), std::tuple("float8_e5m2", "float8_e4m3", "f32.e5m2.e4m3"),
+                                    std::tuple("int8", "uint8", "s32.s8.u8"), std::tuple("uint8", "int8", "s32.u8.s8")}) {
+    Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"a_dtype", a}, {"b_dtype", b}}, {}};
+    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n128k32.") + types), std::string::npos) << a << " x " << b;
+  }
+  for (const char* ta : {"False", "True"})
+    for (const char* tb : {"False", "True"}) {
+      Case c{"gemm_t", "tests/tilelang/programs/gemm_transposed_tile.py", "gemm_t",
+             {{"M", "128"}, {"N", "128"}, {"K", "96"}, {"trans_a", ta}, {"trans_b", tb}, {"dtype", "float8_e4m3"}}, {}};
+      const bool k_major = std::string(ta) == "False" && std::string(tb) == "True";
+      EXPECT_EQ(ptx_for(c, "sm_90a").find("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3") != std::string::npos, k_major) << ta << " " << tb;
     }
 }
 

@@ -1,5 +1,6 @@
 // Numerical tests of whole programs on the CPU backend: every program runs on fresh random inputs
 // (outputs poisoned first) and is compared with a float64 reference, in float32 and float16.
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
@@ -128,6 +129,44 @@ TEST(IntegerInputs, Int8MatmulIsExact) {
   EXPECT_EQ(f64(out[0]), ref);  // integer arithmetic: exact
 }
 
+// examples/gemm_8bit.py: 8-bit A and B (each type on its own) with B given as [N, K] -- on sm_90a
+// wgmma's k32 forms (float8 into float32, int8 / uint8 into int32). Partial tiles in M and N; K a
+// whole number of 64-wide blocks, and 96 (the second block half past the end: zeros).
+class EightBitGemm : public ::testing::TestWithParam<std::tuple<std::pair<DType, DType>, std::array<int64_t, 3>>> {};
+
+TEST_P(EightBitGemm, MatchesReference) {
+  auto [types, shape] = GetParam();
+  auto [ta, tb] = types;
+  auto [m, n, kk] = shape;
+  const bool integer = rt::is_int(ta);
+  tilelang::Kernel k = tltest::load("examples/gemm_8bit.py", "matmul",
+                                    {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"a_dtype", rt::name(ta)},
+                                     {"b_dtype", rt::name(tb)}});
+  auto range = [](DType t) { return t == DType::I8 ? std::pair(-128.0, 128.0) : t == DType::U8 ? std::pair(0.0, 256.0) : std::pair(-1.0, 1.0); };
+  rt::Tensor a = random({m, kk}, ta, range(ta).first, range(ta).second), b = random({n, kk}, tb, range(tb).first, range(tb).second);
+  auto out = run(k, {a, b}, {{{m, n}, integer ? DType::I32 : DType::F32}});
+  std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk, true);
+  if (integer) {
+    EXPECT_EQ(f64(out[0]), ref) << "integer sums are exact";
+  } else {
+    // The products are exact in float32; Hopper's FP8 tensor cores add them with fewer mantissa
+    // bits than float32 (why DeepGEMM promotes its sums), ~1e-4 here. A wrong tile is off by O(1).
+    const double err = testutil::rel_error(f64(out[0]), ref);
+    EXPECT_LT(err, 2e-3) << "8-bit gemm " << rt::name(ta) << " x " << rt::name(tb);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, EightBitGemm,
+                         ::testing::Combine(::testing::Values(std::pair(DType::F8E4M3, DType::F8E4M3), std::pair(DType::F8E4M3, DType::F8E5M2),
+                                                              std::pair(DType::F8E5M2, DType::F8E5M2), std::pair(DType::I8, DType::I8),
+                                                              std::pair(DType::I8, DType::U8), std::pair(DType::U8, DType::U8)),
+                                            ::testing::Values(std::array<int64_t, 3>{200, 136, 320}, std::array<int64_t, 3>{128, 256, 96})),
+                         [](const auto& p) {
+                           const auto& types = std::get<0>(p.param);  // (no top-level commas: gtest splits this argument on them)
+                           const auto& shape = std::get<1>(p.param);
+                           return rt::str(rt::name(types.first), "_", rt::name(types.second), "_", shape[0], "x", shape[1], "x", shape[2]);
+                         });
+
 // Tiles of 64 x 64 x 32 and 128 x 128 x 64 (x 32 for float32, to fit shared memory): on sm_90a
 // the 16-bit operand rows are 64 and 128 bytes (A) and 128 and 256 bytes (B, two 128-byte swizzle
 // panels), each a different wgmma descriptor and TMA box. The 64-wide tiles also run with
@@ -203,7 +242,9 @@ TEST_P(TransposedGemm, MatchesReference) {
   expect_close(out[0], ref, rt::str("gemm trans_a=", ta, " trans_b=", tb));
 }
 
-INSTANTIATE_TEST_SUITE_P(Layouts, TransposedGemm, ::testing::Combine(::testing::Values(DType::F16, DType::BF16), ::testing::Bool(), ::testing::Bool()),
+// float8: on sm_90a only A [M, K] with B [N, K] runs on wgmma (8-bit operands are K-major); the
+// other three take the scalar tile gemm.
+INSTANTIATE_TEST_SUITE_P(Layouts, TransposedGemm, ::testing::Combine(::testing::Values(DType::F16, DType::BF16, DType::F8E4M3), ::testing::Bool(), ::testing::Bool()),
                          [](const auto& p) {
                            return rt::str(rt::name(std::get<0>(p.param)), std::get<1>(p.param) ? "_At" : "_A", std::get<2>(p.param) ? "_Bt" : "_B");
                          });

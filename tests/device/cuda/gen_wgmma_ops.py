@@ -15,51 +15,65 @@ OUT = Path("device/include/tl/device/cuda/wgmma_ops.h")
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
 
 
-def accumulator_operands(r):
-    """The asm text naming r accumulator registers (%0 .. %r-1, braced) and their "+f" constraints."""
+def accumulator_operands(r, reg="f"):
+    """The asm text naming r accumulator registers (%0 .. %r-1, braced) and their "+f" (or "+r")
+    constraints."""
     regs = ["%" + str(i) for i in range(r)]
     reg_lines = ['      "' + ("{" if i == 0 else "") + ", ".join(regs[i:i + 16]) + ("}, " if i + 16 >= r else ", ") + '"'
                  for i in range(0, r, 16)]
-    outs = ['"+f"(d[' + str(i) + '])' for i in range(r)]
+    outs = ['"+' + reg + '"(d[' + str(i) + '])' for i in range(r)]
     return reg_lines, [", ".join(outs[i:i + 8]) for i in range(0, r, 8)]
 
 
-def gen_ss(n, fp8):
-    """One wrapper: m64nNk16 for 16-bit inputs (with transpose operands) or m64nNk32 for 8-bit floats
-    (K-major only: FP8 wgmma has no transposed operands)."""
+def gen_ss(n, kind):
+    """One wrapper: m64nNk16 for 16-bit inputs (with transpose operands), or m64nNk32 for 8-bit inputs
+    (K-major only: 8-bit wgmma has no transposed operands) -- floats (e4m3/e5m2, A and B each either)
+    into FP32, integers (s8/u8, A and B each either) into s32 (wrapping; no scale operands)."""
     r = n // 2  # accumulator registers per thread
     a, b, s = r, r + 1, r + 2
-    name, k = ("WgmmaSsF32Fp8", 32) if fp8 else ("WgmmaSsF32", 16)
-    macro_name = "TL_WGMMA_SS_F32_%sN%d" % ("FP8_" if fp8 else "", n)
-    reg_lines, out_lines = accumulator_operands(r)
-    if fp8:
-        operands = '      "%%%d, %%%d, p, 1, 1;\\n}\\n"' % (a, b)
-        inputs = '      : "l"(desc_a), "l"(desc_b), "r"(scale_d))'
-    else:
+    name, k, dtype, reg = {"16bit": ("WgmmaSsF32", 16, "f32", "f"), "fp8": ("WgmmaSsF32Fp8", 32, "f32", "f"),
+                           "int8": ("WgmmaSsS32Int8", 32, "s32", "r")}[kind]
+    macro_name = "TL_WGMMA_SS_%s_N%d" % ({"16bit": "F32", "fp8": "F32_FP8", "int8": "S32_INT8"}[kind], n)
+    reg_lines, out_lines = accumulator_operands(r, reg)
+    if kind == "16bit":
         operands = '      "%%%d, %%%d, p, 1, 1, %%%d, %%%d;\\n}\\n"' % (a, b, r + 3, r + 4)
         inputs = '      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))'
+        types = '" TY "." TY "'
+        params = "TY"
+    else:
+        operands = ('      "%%%d, %%%d, p, 1, 1;\\n}\\n"' if kind == "fp8" else '      "%%%d, %%%d, p;\\n}\\n"') % (a, b)
+        inputs = '      : "l"(desc_a), "l"(desc_b), "r"(scale_d))'
+        types = '" TA "." TB "'
+        params = "TA, TB"
     lines = [
-        "#define %s(TY)" % macro_name,
+        "#define %s(%s)" % (macro_name, params),
         "  asm volatile(",
         '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % s,
-        '      "wgmma.mma_async.sync.aligned.m64n%dk%d.f32." TY "." TY " "' % (n, k),
+        '      "wgmma.mma_async.sync.aligned.m64n%dk%d.%s.%s "' % (n, k, dtype, types),
         *reg_lines,
         operands,
         "      : " + (",\n        ".join(out_lines)),
         inputs,
     ]
     macro = " \\\n".join("\n".join(lines).split("\n")) + "\n"
-    if fp8:
-        head, types = "  template <bool kE5M2>\n", ("kE5M2", "e5m2", "e4m3")
+    if kind == "16bit":
+        head = "  template <bool kBf16, int kTransA, int kTransB>\n"
+        body = ('    if constexpr (kBf16) %s("bf16");\n' % macro_name + '    else %s("f16");\n' % macro_name)
     else:
-        head, types = "  template <bool kBf16, int kTransA, int kTransB>\n", ("kBf16", "bf16", "f16")
+        flag, yes, no = ("E5M2", "e5m2", "e4m3") if kind == "fp8" else ("Unsigned", "u8", "s8")
+        head = "  template <bool kA%s, bool kB%s>\n" % (flag, flag)
+        body = ""
+        for i, (fa, fb) in enumerate(((True, True), (True, False), (False, True), (False, False))):
+            cond = "kA%s && kB%s" % (flag, flag) if i == 0 else "kA%s" % flag if i == 1 else "kB%s" % flag
+            call = '%s("%s", "%s");\n' % (macro_name, yes if fa else no, yes if fb else no)
+            body += ("    if constexpr (%s) " % cond if i == 0 else "    else if constexpr (%s) " % cond if i < 3 else "    else ") + call
+    ctype = "int32_t" if kind == "int8" else "float"
     spec = (
         "template <>\n"
         "struct %s<%d> {\n" % (name, n) +
         head +
-        "  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[%d], uint32_t scale_d) {\n" % r +
-        '    if constexpr (%s) %s("%s");\n' % (types[0], macro_name, types[1]) +
-        '    else %s("%s");\n' % (macro_name, types[2]) +
+        "  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, %s (&d)[%d], uint32_t scale_d) {\n" % (ctype, r) +
+        body +
         "  }\n"
         "};\n"
         "#undef %s\n" % macro_name
@@ -103,11 +117,11 @@ def generate():
     parts = [
         "// GENERATED by tests/device/cuda/gen_wgmma_ops.py -- do not edit by hand.\n"
         "//\n"
-        "// Raw wgmma.mma_async wrappers with FP32 accumulators, A and B from shared memory (descriptors):\n"
-        "// m64nNk16 for BF16/FP16 inputs (WgmmaSsF32) and m64nNk32 for FP8 e4m3/e5m2 inputs\n"
-        "// (WgmmaSsF32Fp8, K-major operands only); m64nNk16 with A from registers (WgmmaRsF32: the\n"
-        "// four 32-bit registers of a thread's A fragment, B from shared memory). Use them through\n"
-        "// tl/device/cuda/wgmma.h.\n"
+        "// Raw wgmma.mma_async wrappers, A and B from shared memory (descriptors): m64nNk16 for BF16/FP16\n"
+        "// inputs into FP32 (WgmmaSsF32); m64nNk32 for FP8 inputs, e4m3 or e5m2 each, into FP32\n"
+        "// (WgmmaSsF32Fp8) and for 8-bit integers, signed or unsigned each, into s32 (WgmmaSsS32Int8), both\n"
+        "// K-major operands only; m64nNk16 with A from registers (WgmmaRsF32: the four 32-bit registers of\n"
+        "// a thread's A fragment, B from shared memory). Use them through tl/device/cuda/wgmma.h.\n"
         "//   d       : the N/2 accumulator registers of this thread (fragment layout in wgmma.h)\n"
         "//   scale_d : 0 -> D = A*B, otherwise D = A*B + D\n"
         "//   kTransA / kTransB : 0 = K-major, 1 = MN-major (transposed) operand in shared memory (16-bit)\n"
@@ -120,11 +134,13 @@ def generate():
         "template <int N>\n"
         "struct WgmmaSsF32Fp8;\n"
         "template <int N>\n"
+        "struct WgmmaSsS32Int8;\n"
+        "template <int N>\n"
         "struct WgmmaRsF32;\n\n"
     ]
-    for fp8 in (False, True):
+    for kind in ("16bit", "fp8", "int8"):
         for n in NS:
-            parts.append(gen_ss(n, fp8) + "\n")
+            parts.append(gen_ss(n, kind) + "\n")
     for n in NS:
         parts.append(gen_rs(n) + "\n")
     parts.append("}  // namespace tl::cuda::detail\n")

@@ -74,7 +74,8 @@ class Candidates : public ir::IRVisitor {
   using ir::IRVisitor::visit;
   void visit(const ir::AllocateNode& n) override {
     const ir::Buffer& b = n.buffer;
-    bool dtype = b->dtype == ir::DType::F32 || (register_a_ && is_16bit_float(b->dtype));
+    // int32: accumulators of 8-bit integer gemms, wgmma's alone.
+    bool dtype = b->dtype == ir::DType::F32 || (warpgroup_ && b->dtype == ir::DType::I32) || (register_a_ && is_16bit_float(b->dtype));
     if (b->scope == ir::Scope::Fragment && dtype && b->shape.size() == 2 && threads_ % 32 == 0) {
       auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
       if (rows && cols)
@@ -198,7 +199,7 @@ class Screen : public FragmentWalk {
       return a != candidates_.end() && is_16bit_float(a->first->dtype) && c.warpgroup && !n.trans_a && whole(n.a) && a->second.rows == c.rows;
     };
     if (it != candidates_.end()) {
-      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_) && whole(n.c);
+      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_, it->second.warpgroup) && whole(n.c);
       if (it->second.warpgroup)
         ok = ok && (register_a_of(it->second) || wgmma_operand(n.a, !n.trans_a)) && wgmma_operand(n.b, n.trans_b) &&
              (n.trans_b || it->second.cols % 64 == 0);
@@ -419,13 +420,23 @@ bool calls_wgmma(const ir::Stmt& stmt) {
   return finder.found;
 }
 
-bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads) {
-  ir::DType ta = g.a.buffer->dtype;
-  if (!is_16bit_float(ta) || g.b.buffer->dtype != ta || g.c.buffer->dtype != ir::DType::F32) return false;
+bool eight_bit_gemm(const ir::GemmNode& g) { return rt::bits(g.a.buffer->dtype) == 8 && rt::bits(g.b.buffer->dtype) == 8; }
+
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, bool wgmma) {
+  ir::DType ta = g.a.buffer->dtype, tb = g.b.buffer->dtype, tc = g.c.buffer->dtype;
+  auto fp8 = [](ir::DType t) { return t == ir::DType::F8E4M3 || t == ir::DType::F8E5M2; };
+  auto int8 = [](ir::DType t) { return t == ir::DType::I8 || t == ir::DType::U8; };
+  int64_t step = 16;
+  if (is_16bit_float(ta) && tb == ta && tc == ir::DType::F32) {
+  } else if (wgmma && ((fp8(ta) && fp8(tb) && tc == ir::DType::F32) || (int8(ta) && int8(tb) && tc == ir::DType::I32)) && !g.trans_a && g.trans_b) {
+    step = 32;
+  } else {
+    return false;
+  }
   if (g.c.buffer->scope == ir::Scope::Global || threads % 32 != 0) return false;
   const ir::Range& k = g.trans_a ? g.a.ranges[g.a.ranges.size() - 2] : g.a.ranges.back();
   auto kk = ir::as_const_int(k.extent);
-  return kk && *kk % 16 == 0;
+  return kk && *kk % step == 0;
 }
 
 std::optional<TileNest> tile_nest(const ir::ForNode& n) {
@@ -550,15 +561,19 @@ class GemmOperandsSwizzled : public ir::IRVisitor {
 TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch, bool register_a) {
   TensorCorePlan mma{register_fragments(kernel, dep), {}};
   mma.swizzled = swizzled_tiles(kernel, mma.registers);
-  if (arch != "sm_90a" || mma.registers.empty()) return mma;
+  if (arch != "sm_90a") return mma;
   TensorCorePlan wgmma{register_fragments(kernel, dep, true, register_a), {}};
   wgmma.swizzled = swizzled_tiles(kernel, wgmma.registers);
   // The same accumulators in registers (row vectors follow their tiles' layouts and may differ;
-  // A operands in registers are wgmma's alone).
-  auto tiles = [](const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
+  // A operands in registers and the accumulators of 8-bit gemms are wgmma's alone).
+  std::set<const ir::BufferNode*> eight_bit;
+  for_each<ir::GemmNode>(kernel.body, [&](const ir::GemmNode& g) {
+    if (eight_bit_gemm(g)) eight_bit.insert(g.c.buffer.get());
+  });
+  auto tiles = [&](const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
     std::set<const ir::BufferNode*> out;
     for (const auto& [fragment, layout] : registers)
-      if (!layout.row_vector && fragment->dtype == ir::DType::F32) out.insert(fragment);
+      if (!layout.row_vector && fragment->dtype == ir::DType::F32 && !eight_bit.count(fragment)) out.insert(fragment);
     return out;
   };
   bool same_fragments = tiles(wgmma.registers) == tiles(mma.registers);

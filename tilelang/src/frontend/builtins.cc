@@ -618,6 +618,13 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     if (differ(ka, kb) || differ(m, dc[0]) || differ(n, dc[1]))
       error_at(loc, rt::str("T.gemm: shapes do not fit: A ", extents_string(a), ta ? " (transposed)" : "", ", B ", extents_string(b), tb ? " (transposed)" : "",
                             ", C ", extents_string(c), "; need A: M x K, B: K x N, C: M x N"));
+    // An integer C sums integer products exactly in int32 (wrapping, as the tensor cores' s32 sums
+    // do on every target); float operands into it, or a narrower or wider integer C, would not.
+    auto int32_operand = [](ir::DType t) { return rt::is_int(t) && rt::bits(t) <= 32; };
+    if (!rt::is_float(c.buffer->dtype) &&
+        (c.buffer->dtype != ir::DType::I32 || !int32_operand(a.buffer->dtype) || !int32_operand(b.buffer->dtype)))
+      error_at(loc, rt::str("T.gemm: an integer C must be int32 with integer A and B (int8, uint8, int32); got A ", rt::name(a.buffer->dtype), ", B ",
+                            rt::name(b.buffer->dtype), ", C ", rt::name(c.buffer->dtype)));
     if (c.buffer->scope == ir::Scope::Shared && kernel()->style == ir::FuncStyle::PrimFunc) {
       // Accepted: TileLang allows shared accumulators; they cost more than fragments on GPUs.
     }

@@ -12,9 +12,15 @@
 
 namespace tilelang::analysis {
 
-// Whether a gemm in a block of `threads` threads runs on the tensor cores (mma.sync m16n8k16):
-// 16-bit A and B of one dtype, a float C inside the block, K in whole 16-element steps.
-bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads);
+// Whether a gemm in a block of `threads` threads can run on the tensor cores by its types, layouts
+// and K: 16-bit float A and B of one dtype into a float C inside the block, K in whole 16-element
+// steps (mma.sync m16n8k16 and wgmma); with `wgmma` also 8-bit A and B -- float8 (e4m3, e5m2, each
+// either) into float32, int8 / uint8 (each either) into int32 -- K-major (A not transposed, B
+// transposed) in whole 32-element steps (wgmma's k32 forms).
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, bool wgmma = false);
+
+// Whether a gemm's operands are 8-bit (wgmma only).
+bool eight_bit_gemm(const ir::GemmNode& g);
 
 // Whether a gemm runs on wgmma (its accumulator in the warpgroup layout); whether a statement holds one.
 bool is_wgmma(const ir::GemmNode& g);

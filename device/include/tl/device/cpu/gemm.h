@@ -12,6 +12,7 @@
 //   tl::cpu::gemm_tile(M, N, K, A, lda, trans_a, B, ldb, trans_b, C, ldc)
 //     C[i*ldc+j] += sum_k opA(i,k) * opB(k,j), C float, single-threaded (no OpenMP inside), meant
 //     for tiles of 16..256 held in memory (T.gemm on shared/fragment buffers of the CPU twin).
+//   tl::cpu::gemm_tile_int32(...): the same for integer inputs into an int32 C (wrapping sums).
 //
 // Design: B is packed into kc x nc panels of NR-wide micro-panels (kept in L2), A into MR-tall
 // micro-panels (one lives in L1 while the kernel sweeps the B panel); the micro-kernel keeps an
@@ -43,6 +44,7 @@
 #include <new>
 #include <type_traits>
 #include <utility>
+#include <vector>
 
 #if defined(_OPENMP)
 #include <omp.h>
@@ -631,6 +633,32 @@ void gemm_tile(int M, int N, int K, const TA* A, int64_t lda, bool trans_a, cons
         }
       }
     }
+  }
+}
+
+// C[i*ldc+j] += sum_k opA(i,k) * opB(k,j) in 32-bit integers, for integer tiles (T.gemm into an
+// int32 accumulator): exact products, sums that wrap modulo 2^32 as the GPU's s32 tensor-core sums
+// do. Single-threaded; a row of C is built in unsigned arithmetic (wrapping is defined there) over
+// B's rows, contiguous when B is not transposed, so the inner loop vectorizes.
+template <class TA, class TB>
+void gemm_tile_int32(int M, int N, int K, const TA* A, int64_t lda, bool trans_a, const TB* B, int64_t ldb, bool trans_b,
+                     int32_t* C, int64_t ldc) {
+  if (M <= 0 || N <= 0 || K <= 0) return;
+  thread_local std::vector<uint32_t> row_sums;
+  if (row_sums.size() < size_t(N)) row_sums.resize(size_t(N));
+  uint32_t* row = row_sums.data();
+  for (int64_t i = 0; i < M; ++i) {
+    for (int64_t j = 0; j < N; ++j) row[j] = uint32_t(C[i * ldc + j]);
+    for (int64_t k = 0; k < K; ++k) {
+      const uint32_t a = uint32_t(int32_t(trans_a ? A[k * lda + i] : A[i * lda + k]));
+      if (trans_b) {
+        for (int64_t j = 0; j < N; ++j) row[j] += a * uint32_t(int32_t(B[j * ldb + k]));
+      } else {
+        const TB* b = B + k * ldb;
+        for (int64_t j = 0; j < N; ++j) row[j] += a * uint32_t(int32_t(b[j]));
+      }
+    }
+    for (int64_t j = 0; j < N; ++j) C[i * ldc + j] = int32_t(row[j]);
   }
 }
 

@@ -168,5 +168,6 @@ TL_DEVICE uint64_t globaltimer_ns() {
 // wgmma asynchronously need it around wgmma.wait_group (see wgmma.h).
 TL_DEVICE void fence_operand(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 TL_DEVICE void fence_operand(uint32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
+TL_DEVICE void fence_operand(int32_t& r) { asm volatile("" : "+r"(r)::"memory"); }
 
 }  // namespace tl::cuda

@@ -3,6 +3,7 @@
 // portable first lowering of T.gemm; Hopper's tensor-core path lives in gemm_sm90.h).
 #pragma once
 
+#include "tl/device/cuda/arch.h"
 #include "tl/device/numeric.h"
 #include "tl/device/scalar.h"
 
@@ -45,11 +46,22 @@ __device__ __forceinline__ void atomic_add(T* p, float v) {
 
 // C[i*ldc + j] (=|+=) sum_k opA(i,k) * opB(k,j), the output elements dealt round-robin to the
 // kernel's `threads` threads (the first of the block: a warp-specialized block has a producer
-// warpgroup after them); accumulation in float. Each of them calls it; it does not synchronize (the
-// caller's barriers order it with the code around).
+// warpgroup after them); accumulation in float, or for an int32 C (integer inputs, which the code
+// generator checks) in 32-bit integers that wrap as the tensor cores' s32 sums do. Each of them
+// calls it; it does not synchronize (the caller's barriers order it with the code around).
 template <class TA, class TB, class TC>
 __device__ __forceinline__ void tile_gemm(int M, int N, int K, const TA* A, int64_t lda, bool trans_a, const TB* B, int64_t ldb,
                                           bool trans_b, TC* C, int64_t ldc, bool clear, int threads) {
+  if constexpr (is_same_v<TC, int32_t>) {
+    for (int e = threadIdx.x; e < M * N; e += threads) {
+      const int i = e / N, j = e % N;
+      uint32_t acc = clear ? 0u : uint32_t(C[i * ldc + j]);
+      for (int k = 0; k < K; ++k)
+        acc += uint32_t(int32_t(trans_a ? A[k * lda + i] : A[i * lda + k])) * uint32_t(int32_t(trans_b ? B[j * ldb + k] : B[k * ldb + j]));
+      C[i * ldc + j] = int32_t(acc);
+    }
+    return;
+  }
   for (int e = threadIdx.x; e < M * N; e += threads) {
     const int i = e / N, j = e % N;
     float acc = clear ? 0.0f : tl::to_float(C[i * ldc + j]);

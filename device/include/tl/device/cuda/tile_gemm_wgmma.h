@@ -1,7 +1,10 @@
 // The gemm of a tile program on Hopper's warpgroup tensor cores (sm_90a): acc (=|+=) opA(A) opB(B)
-// with A and B 16-bit tiles in shared memory, in the swizzled layout of swizzle.h (or A a 16-bit
-// register fragment in the accumulator layout: tile_gemm_wgmma_rs), and the FP32 accumulator tile in
-// the registers of the block's threads.
+// with A and B tiles in shared memory, in the swizzled layout of swizzle.h (or A a 16-bit register
+// fragment in the accumulator layout: tile_gemm_wgmma_rs), and the accumulator tile in the registers
+// of the block's threads. Inputs: 16-bit floats (float16, bfloat16) into FP32, either operand
+// transposed; 8-bit floats (e4m3, e5m2, A and B each either) into FP32 and 8-bit integers (int8,
+// uint8, each either) into int32, K-major operands only (A [M, K], B [N, K]: wgmma reads no other
+// 8-bit layout).
 //
 // Accumulator layout (tilelang/ir/fragment_layout.h, warpgroup kind): the tile's rows are split
 // evenly over the block's warpgroups (128 threads each); a warpgroup's kAtomsM * 64 rows are
@@ -25,25 +28,26 @@
 
 namespace tl::cuda {
 
-// A 16-bit operand tile of kRows rows of kLd elements in the swizzled layout, as wgmma descriptors
-// see it; (row, col) arguments are relative to the operand's origin, rows multiples of 8.
-template <int kLd, int kRows>
+// An operand tile of kRows rows of kLd elements of kBytes bytes (2, or 1 K-major only) in the
+// swizzled layout, as wgmma descriptors see it; (row, col) arguments are relative to the operand's
+// origin, rows multiples of 8.
+template <int kLd, int kRows, int kBytes = 2>
 struct WgmmaOperand {
-  static constexpr int kRowBytes = kLd * 2;
+  static constexpr int kRowBytes = kLd * kBytes;
   static constexpr uint32_t kAtomBytes = kRowBytes < 128 ? kRowBytes : 128;  // one swizzled row
   static constexpr SmemSwizzle kSwizzle = kAtomBytes == 128 ? SmemSwizzle::k128B : kAtomBytes == 64 ? SmemSwizzle::k64B : SmemSwizzle::k32B;
 
-  // K-major (rows along M or N, columns along K): 8-row groups 8 swizzled rows apart; a k16 step
-  // moves 32 bytes within a row (or to the next 128-byte panel).
+  // K-major (rows along M or N, columns along K): 8-row groups 8 swizzled rows apart; a k step
+  // (k16 of 16-bit, k32 of 8-bit elements) moves 32 bytes within a row (or to the next 128-byte panel).
   template <class T>
   static TL_DEVICE uint64_t k_major(const T* tile, int mn, int k) {
-    return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(mn, k), 16u, 8u * kAtomBytes, kSwizzle);
+    return make_smem_desc(tile + swizzled_offset<kLd, kBytes, kRows>(mn, k), 16u, 8u * kAtomBytes, kSwizzle);
   }
   // MN-major (rows along K, columns along M or N): 8 k-rows per 1024-byte group, the next 64 M or
   // N in the next 128-byte panel, kRows * 128 bytes on.
   template <class T>
   static TL_DEVICE uint64_t mn_major(const T* tile, int k, int mn) {
-    static_assert(kRowBytes % 128 == 0, "an MN-major wgmma operand has rows of a multiple of 128 bytes");
+    static_assert(kRowBytes % 128 == 0 && kBytes == 2, "an MN-major wgmma operand has 16-bit elements, rows of a multiple of 128 bytes");
     return make_smem_desc(tile + swizzled_offset<kLd, 2, kRows>(k, mn), uint32_t(kRows) * 128u, 1024u, SmemSwizzle::k128B);
   }
   // The descriptor of the element (row, col) relative to the one of `origin` (either major; rows
@@ -51,7 +55,7 @@ struct WgmmaOperand {
   // only the start address moves. The instructions' descriptors are the origin's built once plus
   // constants, not rebuilt from addresses (uniform-datapath work per instruction).
   static TL_DEVICE uint64_t at(uint64_t origin, int row, int col) {
-    return smem_desc_add(origin, uint32_t(swizzled_offset<kLd, 2, kRows>(row, col)) * 2u);
+    return smem_desc_add(origin, uint32_t(swizzled_offset<kLd, kBytes, kRows>(row, col)) * uint32_t(kBytes));
   }
 };
 
@@ -64,13 +68,13 @@ __host__ __device__ constexpr int wgmma_instruction_n(int cols) {
   return 0;
 }
 
-// Pins the kRegs registers of a gemm's accumulator (float) or register A operand (16-bit elements,
-// two a register) at a point: after the wait that completed the gemm (no access moves above it),
-// or before the wgmma fence (their writes complete before it).
+// Pins the kRegs registers of a gemm's accumulator (float or int32_t) or register A operand
+// (16-bit elements, two a register) at a point: after the wait that completed the gemm (no access
+// moves above it), or before the wgmma fence (their writes complete before it).
 template <int kRegs, class T>
 TL_DEVICE void fence_register_tile(T* regs) {
   if constexpr (sizeof(T) == 4) {
-    fence_accumulators(*reinterpret_cast<float(*)[kRegs]>(regs));
+    fence_accumulators(*reinterpret_cast<T(*)[kRegs]>(regs));
   } else {
     static_assert(sizeof(T) == 2 && kRegs % 2 == 0, "a register tile of float or of 16-bit pairs");
 #pragma unroll
@@ -83,14 +87,27 @@ namespace detail {
 // The descriptor origin of a gemm's B tile (K x N, or N x K when kTransB).
 template <bool kTransB, int kLdb, int kRowsB, class T>
 TL_DEVICE uint64_t wgmma_b_origin(const T* B) {
-  using OpB = WgmmaOperand<kLdb, kRowsB>;
+  using OpB = WgmmaOperand<kLdb, kRowsB, int(sizeof(T))>;
   if constexpr (kTransB) return OpB::k_major(B, 0, 0);
   else return OpB::mn_major(B, 0, 0);
 }
 
+// One m64 x kN instruction of a gemm reading both operands from shared memory, by input type:
+// 16-bit k16 (either operand transposed), 8-bit floats or integers k32 (K-major).
+template <class TA, class TB, int kN, bool kTransA, bool kTransB, class Acc>
+TL_DEVICE void wgmma_ss_step(uint64_t da, uint64_t db, Acc (&d)[kN / 2], bool accumulate) {
+  if constexpr (sizeof(TA) == 2) {
+    wgmma_m64k16_ss<TA, kN, !kTransB, kTransA>(da, db, d, accumulate);
+  } else if constexpr (is_same_v<Acc, float>) {
+    wgmma_m64k32_ss_fp8<kN, is_same_v<TA, float8_e5m2_t>, is_same_v<TB, float8_e5m2_t>>(da, db, d, accumulate);
+  } else {
+    wgmma_m64k32_ss_int8<kN, is_same_v<TA, uint8_t>, is_same_v<TB, uint8_t>>(da, db, d, accumulate);
+  }
+}
+
 // After a gemm's instructions: one group, waited for as kPending says (tile_gemm_wgmma).
-template <int kPending, int kRegs>
-TL_DEVICE void wgmma_finish(float (&d)[kRegs]) {
+template <int kPending, int kRegs, class Acc>
+TL_DEVICE void wgmma_finish(Acc (&d)[kRegs]) {
   wgmma_commit_group();
   if constexpr (kPending >= 0) {
     wgmma_wait_group<kPending>();
@@ -100,19 +117,25 @@ TL_DEVICE void wgmma_finish(float (&d)[kRegs]) {
 
 }  // namespace detail
 
-// acc (=|+=) opA(A) * opB(B) over kK (a multiple of 16): A is M x K (K x M when kTransA), B is
-// K x N (N x K when kTransB), as kRowsA x kLda and kRowsB x kLdb swizzled tiles starting at a row
-// that is a multiple of 8 and at column 0. M = kAtomsM * 64 * warpgroups, N = kCols. All threads of
-// the block call it.
-template <class T, bool kTransA, bool kTransB, int kAtomsM, int kCols, int kK, int kLda, int kRowsA, int kLdb, int kRowsB, int kPending = 0>
-TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
+// acc (=|+=) opA(A) * opB(B) over kK (a multiple of 16, of 32 for 8-bit inputs): A is M x K (K x M
+// when kTransA), B is K x N (N x K when kTransB), as kRowsA x kLda and kRowsB x kLdb swizzled tiles
+// starting at a row that is a multiple of 8 and at column 0. M = kAtomsM * 64 * warpgroups, N =
+// kCols. B's element type TB (8-bit: may differ from A's) and the accumulator's (float, or int32_t
+// for integers) come from the arguments. All threads of the block call it.
+template <class T, bool kTransA, bool kTransB, int kAtomsM, int kCols, int kK, int kLda, int kRowsA, int kLdb, int kRowsB, int kPending = 0,
+          class TB = T, class Acc = float>
+TL_DEVICE void tile_gemm_wgmma(const T* A, const TB* B, Acc* acc, bool clear) {
   constexpr int kInstN = wgmma_instruction_n(kCols);
-  static_assert(kInstN > 0 && kK % 16 == 0, "wgmma tiles: N a multiple of 8, K of 16");
+  constexpr int kStepK = sizeof(T) == 1 ? 32 : 16;
+  static_assert(sizeof(T) == sizeof(TB) && (sizeof(T) == 2 ? is_same_v<T, TB> && is_same_v<Acc, float> : sizeof(T) == 1),
+                "wgmma tiles: 16-bit inputs of one type into float, or 8-bit inputs");
+  static_assert(sizeof(T) == 2 || (!kTransA && kTransB), "8-bit wgmma operands are K-major: A [M, K], B [N, K]");
+  static_assert(kInstN > 0 && kK % kStepK == 0, "wgmma tiles: N a multiple of 8, K of 16 (of 32 for 8-bit inputs)");
   static_assert(kTransB || kInstN % 64 == 0, "an N-major B is read in whole 64-column panels");
   constexpr int kRegs = kAtomsM * kCols / 2;
-  using OpA = WgmmaOperand<kLda, kRowsA>;
-  using OpB = WgmmaOperand<kLdb, kRowsB>;
-  float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
+  using OpA = WgmmaOperand<kLda, kRowsA, int(sizeof(T))>;
+  using OpB = WgmmaOperand<kLdb, kRowsB, int(sizeof(TB))>;
+  Acc(&d)[kRegs] = *reinterpret_cast<Acc(*)[kRegs]>(acc);
   const int m0 = int(threadIdx.x / 128) * kAtomsM * 64;
   uint64_t a0;  // A's origin (this warpgroup's rows)
   if constexpr (kTransA) a0 = OpA::mn_major(A, 0, m0);
@@ -121,15 +144,15 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const T* B, float* acc, bool clear) {
   fence_accumulators(d);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kK; k += 16)
+  for (int k = 0; k < kK; k += kStepK)
 #pragma unroll
     for (int am = 0; am < kAtomsM; ++am) {
       const uint64_t da = kTransA ? OpA::at(a0, k, am * 64) : OpA::at(a0, am * 64, k);
 #pragma unroll
       for (int n = 0; n < kCols; n += kInstN) {
         const uint64_t db = kTransB ? OpB::at(b0, n, k) : OpB::at(b0, k, n);
-        float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
-        wgmma_m64k16_ss<T, kInstN, !kTransB, kTransA>(da, db, dn, !(clear && k == 0));
+        Acc(&dn)[kInstN / 2] = *reinterpret_cast<Acc(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
+        detail::wgmma_ss_step<T, TB, kInstN, kTransA, kTransB>(da, db, dn, !(clear && k == 0));
       }
     }
   detail::wgmma_finish<kPending>(d);
@@ -169,8 +192,8 @@ TL_DEVICE void tile_gemm_wgmma_rs(T* a, const T* B, float* acc, bool clear) {
 }
 
 // Waits for every gemm of the warpgroup still in flight, then pins the accumulator.
-template <int kRegs>
-TL_DEVICE void wgmma_drain(float* acc) {
+template <int kRegs, class Acc>
+TL_DEVICE void wgmma_drain(Acc* acc) {
   wgmma_wait_group<0>();
   fence_register_tile<kRegs>(acc);
 }

@@ -84,10 +84,10 @@ TL_DEVICE void wgmma_wait_group() {
 }
 
 // The compiler does not know that wgmma writes the accumulators asynchronously: pin every
-// accumulator register at a point (after wgmma_wait_group before reading them, after writing
-// them before wgmma_fence), so no read or write moves across it.
-template <int kN>
-TL_DEVICE void fence_accumulators(float (&acc)[kN]) {
+// accumulator register (float or int32_t) at a point (after wgmma_wait_group before reading them,
+// after writing them before wgmma_fence), so no read or write moves across it.
+template <int kN, class Acc>
+TL_DEVICE void fence_accumulators(Acc (&acc)[kN]) {
 #pragma unroll
   for (int i = 0; i < kN; ++i) fence_operand(acc[i]);
 }
@@ -125,14 +125,28 @@ TL_DEVICE void wgmma_m64k16_rs([[maybe_unused]] const uint32_t (&a)[4], [[maybe_
 }
 
 // D[64 x N] (+)= A[64 x 32] * B[32 x N], FP32 accumulate, A and B 8-bit floats (e4m3, or e5m2 with
-// kE5M2) from shared memory, both K-major (FP8 wgmma has no transposed operands). The 128-byte
-// swizzled K-major tiles of make_smem_desc_kmajor_sw128 hold 128 K-elements per row here, and a
-// k32 step advances the start address by 32 bytes, as a k16 step does for 16-bit inputs.
-template <int N, bool kE5M2 = false>
+// kAE5M2 / kBE5M2; the two may differ) from shared memory, both K-major (8-bit wgmma has no
+// transposed operands). The 128-byte swizzled K-major tiles of make_smem_desc_kmajor_sw128 hold 128
+// K-elements per row here, and a k32 step advances the start address by 32 bytes, as a k16 step
+// does for 16-bit inputs.
+template <int N, bool kAE5M2 = false, bool kBE5M2 = kAE5M2>
 TL_DEVICE void wgmma_m64k32_ss_fp8([[maybe_unused]] uint64_t desc_a, [[maybe_unused]] uint64_t desc_b,
                                    [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
 #if defined(TL_CUDA_SM90A)
-  detail::WgmmaSsF32Fp8<N>::template run<kE5M2>(desc_a, desc_b, d, accumulate ? 1u : 0u);
+  detail::WgmmaSsF32Fp8<N>::template run<kAE5M2, kBE5M2>(desc_a, desc_b, d, accumulate ? 1u : 0u);
+#else
+  __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
+#endif
+}
+
+// The same for 8-bit integers into a 32-bit integer accumulator (int8, or uint8 with kAUnsigned /
+// kBUnsigned): exact products, sums that wrap modulo 2^32 (no saturation). The accumulator fragment
+// has the FP32 layout above.
+template <int N, bool kAUnsigned = false, bool kBUnsigned = false>
+TL_DEVICE void wgmma_m64k32_ss_int8([[maybe_unused]] uint64_t desc_a, [[maybe_unused]] uint64_t desc_b,
+                                    [[maybe_unused]] int32_t (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
+#if defined(TL_CUDA_SM90A)
+  detail::WgmmaSsS32Int8<N>::template run<kAUnsigned, kBUnsigned>(desc_a, desc_b, d, accumulate ? 1u : 0u);
 #else
   __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
 #endif
