@@ -137,7 +137,7 @@ TEST(CudaCompile, EightBitTileGemmsUseWgmmaWhenKMajor) {
   const std::pair<const char*, const char*> kinds[] = {{"float8_e4m3", "f32.e4m3.e4m3"}, {"float8_e5m2", "f32.e5m2.e5m2"}, {"int8", "s32.s8.s8"}, {"uint8", "s32.u8.u8"}};
   for (const auto& [dtype, types] : kinds) {
     Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"a_dtype", dtype}}, {}};
-    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n128k32.") + types), std::string::npos) << dtype;
+    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n256k32.") + types), std::string::npos) << dtype;
     std::string sm80 = ptx_for(c, "sm_80");
     EXPECT_EQ(sm80.find("wgmma"), std::string::npos) << dtype;
     EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
@@ -145,7 +145,7 @@ TEST(CudaCompile, EightBitTileGemmsUseWgmmaWhenKMajor) {
   for (const auto& [a, b, types] : {std::tuple("float8_e4m3", "float8_e5m2", "f32.e4m3.e5m2"), std::tuple("float8_e5m2", "float8_e4m3", "f32.e5m2.e4m3"),
                                     std::tuple("int8", "uint8", "s32.s8.u8"), std::tuple("uint8", "int8", "s32.u8.s8")}) {
     Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"a_dtype", a}, {"b_dtype", b}}, {}};
-    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n128k32.") + types), std::string::npos) << a << " x " << b;
+    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n256k32.") + types), std::string::npos) << a << " x " << b;
   }
   for (const char* ta : {"False", "True"})
     for (const char* tb : {"False", "True"}) {
