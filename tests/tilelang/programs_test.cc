@@ -614,4 +614,23 @@ INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
                                           c.width != 64 ? rt::str("_w", c.width) : std::string(), c.p_corner ? "_corner" : "");
                          });
 
+// scripts/gpu_check.sh runs this file's tests on the GPU through a filter of suite names: every
+// suite here must be in it, or a new one would never run on a GPU and nobody would notice.
+TEST(GpuCheck, ProgramFilterNamesEverySuiteOfThisFile) {
+  const std::string script = tltest::read_source("scripts/gpu_check.sh");
+  std::smatch found;
+  ASSERT_TRUE(std::regex_search(script, found, std::regex("programs='([^']*)'"))) << "no programs='...' filter in scripts/gpu_check.sh";
+  const std::string filter = ":" + found[1].str() + ":";
+  const std::string self = tltest::read_source("tests/tilelang/programs_test.cc");
+  const std::regex suite(R"(\n(TEST|INSTANTIATE_TEST_SUITE_P)\((\w+),)");
+  int suites = 0;
+  for (auto it = std::sregex_iterator(self.begin(), self.end(), suite); it != std::sregex_iterator(); ++it, ++suites) {
+    const std::string name = (*it)[2].str();
+    if (name == "GpuCheck") continue;
+    const std::string pattern = (*it)[1].str() == "TEST" ? name + ".*" : name + "/*";
+    EXPECT_NE(filter.find(":" + pattern + ":"), std::string::npos) << pattern << " is missing from the programs filter of scripts/gpu_check.sh";
+  }
+  EXPECT_GT(suites, 10);
+}
+
 }  // namespace
