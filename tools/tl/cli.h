@@ -11,7 +11,8 @@ namespace tl_cli {
 
 struct Options {
   std::string file;
-  std::vector<std::string> inputs;   // --in
+  std::vector<std::string> inputs;   // --in and --inout, in order
+  std::vector<size_t> inouts;        // which of `inputs` came by --inout (written back after the run)
   std::vector<std::string> outputs;  // --out
   std::vector<tilelang::frontend::TensorSpec> shapes;  // --shape
   std::map<std::string, std::string> params;  // --param

@@ -33,6 +33,12 @@ rt::Tensor read_input(const std::string& arg) {
 
 void need_file(const Options& o, const char* cmd) { RT_USER_CHECK(!o.file.empty(), "tl ", cmd, ": which file? (tl ", cmd, " FILE ...)"); }
 
+// The file an --inout argument names ("s.npy:bfloat16" -> "s.npy").
+std::string inout_path(const std::string& arg) {
+  size_t colon = arg.rfind(':');
+  return colon != std::string::npos && rt::parse_dtype(arg.substr(colon + 1)) ? arg.substr(0, colon) : arg;
+}
+
 }  // namespace
 
 int run_command(const Options& o) {
@@ -42,6 +48,10 @@ int run_command(const Options& o) {
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<rt::Tensor> inputs;
   for (const std::string& arg : o.inputs) inputs.push_back(read_input(arg));
+  // A kernel updates an --inout tensor in place (T.atomic_add targets, accumulators): it lives on
+  // the target's device for the run (a host copy would take the update) and goes back to its file.
+  const rt::Device device = kernel.target().kind == tilelang::Target::Kind::CPU ? rt::Device::cpu() : rt::Device::cuda(0);
+  for (size_t i : o.inouts) inputs[i] = inputs[i].to(device);
   size_t n_out = kernel.output_count(inputs);
   RT_USER_CHECK(o.outputs.size() <= n_out, "kernel '", kernel.name(), "' has ", n_out, " output", n_out == 1 ? "" : "s", " but ", o.outputs.size(),
                 " --out files were given");
@@ -56,6 +66,10 @@ int run_command(const Options& o) {
     std::sort(ms.begin(), ms.end());
     std::printf("%s: median %.3f ms over %d runs (min %.3f ms)\n", kernel.name().c_str(), ms[ms.size() / 2], o.repeat, ms.front());
   }
+  for (size_t i : o.inouts) {
+    rt::write_npy(inout_path(o.inputs[i]), inputs[i].to(rt::Device::cpu()));
+    std::printf("input %zu: %s %s updated -> %s\n", i + 1, rt::name(inputs[i].dtype()), inputs[i].shape_string().c_str(), inout_path(o.inputs[i]).c_str());
+  }
   for (size_t i = 0; i < outputs.size(); ++i) {
     if (i < o.outputs.size()) {
       rt::write_npy(o.outputs[i], outputs[i].to(rt::Device::cpu()));
@@ -69,6 +83,7 @@ int run_command(const Options& o) {
 
 int compile_command(const Options& o) {
   need_file(o, "compile");
+  RT_USER_CHECK(o.inouts.empty(), "tl compile runs nothing, so --inout has nothing to write back: use --in");
   RT_USER_CHECK(!o.emit.empty(), "tl compile needs --emit=ast|ir|lowered|cpp|cuda|ptx");
   tilelang::Stage stage = tilelang::parse_stage(o.emit);
   tilelang::Module module = tilelang::Module::load(o.file);
@@ -89,6 +104,7 @@ namespace tl_cli {
 
 int tune_command(const Options& o) {
   need_file(o, "tune");
+  RT_USER_CHECK(o.inouts.empty(), "tl tune runs every candidate many times, so --inout has no one result to write back: use --in");
   RT_USER_CHECK(!o.space.empty(), "tl tune needs the parameters to try: --space NAME=V1,V2,...");
   tilelang::Module module = tilelang::Module::load(o.file);
   tilelang::CompileOptions options = compile_options(o);

@@ -13,7 +13,7 @@
 namespace {
 
 const char* kUsage =
-    "usage: tl run FILE [--in X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]\n"
+    "usage: tl run FILE [--in X.npy | --inout X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]\n"
     "       tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME]\n"
     "       tl tune FILE --space NAME=V1,V2,...  [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda]\n"
     "       tl demo\n";
@@ -52,6 +52,7 @@ tl_cli::Options parse(int argc, char** argv, int first) {
     std::string a = argv[i];
     auto is = [&](const char* flag) { return a == flag || a.rfind(std::string(flag) + "=", 0) == 0; };
     if (is("--in")) o.inputs.push_back(value(i, a, "--in"));
+    else if (is("--inout")) o.inouts.push_back(o.inputs.size()), o.inputs.push_back(value(i, a, "--inout"));
     else if (is("--out")) o.outputs.push_back(value(i, a, "--out"));
     else if (is("--shape")) o.shapes.push_back(parse_shape(value(i, a, "--shape")));
     else if (is("--kernel")) o.kernel = value(i, a, "--kernel");
