@@ -426,17 +426,14 @@ bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, bool wgmma) {
   ir::DType ta = g.a.buffer->dtype, tb = g.b.buffer->dtype, tc = g.c.buffer->dtype;
   auto fp8 = [](ir::DType t) { return t == ir::DType::F8E4M3 || t == ir::DType::F8E5M2; };
   auto int8 = [](ir::DType t) { return t == ir::DType::I8 || t == ir::DType::U8; };
-  int64_t step = 16;
-  if (is_16bit_float(ta) && tb == ta && tc == ir::DType::F32) {
-  } else if (wgmma && ((fp8(ta) && fp8(tb) && tc == ir::DType::F32) || (int8(ta) && int8(tb) && tc == ir::DType::I32)) && !g.trans_a && g.trans_b) {
-    step = 32;
-  } else {
-    return false;
-  }
+  const bool sixteen_bit = is_16bit_float(ta) && tb == ta && tc == ir::DType::F32;
+  const bool eight_bit = wgmma && !g.trans_a && g.trans_b &&
+                         ((fp8(ta) && fp8(tb) && tc == ir::DType::F32) || (int8(ta) && int8(tb) && tc == ir::DType::I32));
+  if (!sixteen_bit && !eight_bit) return false;
   if (g.c.buffer->scope == ir::Scope::Global || threads % 32 != 0) return false;
   const ir::Range& k = g.trans_a ? g.a.ranges[g.a.ranges.size() - 2] : g.a.ranges.back();
   auto kk = ir::as_const_int(k.extent);
-  return kk && *kk % step == 0;
+  return kk && *kk % (eight_bit ? 32 : 16) == 0;
 }
 
 std::optional<TileNest> tile_nest(const ir::ForNode& n) {

@@ -148,10 +148,9 @@ class CpuCodegen : public CodegenC {
     std::string k = expr(n.trans_a ? n.a.ranges[ra - 2].extent : n.a.ranges[ra - 1].extent);
     const char* ta = n.trans_a ? "true" : "false";
     const char* tb = n.trans_b ? "true" : "false";
-    // A tile gemm of integers into an int32 tile (8-bit integer gemms): exact, wrapping as on the GPU.
-    auto small_int = [](ir::DType t) { return rt::is_int(t) && rt::bits(t) <= 32; };
-    if (in_kernel_ && n.accum_dtype == ir::DType::I32 && n.c.buffer->dtype == ir::DType::I32 && small_int(n.a.buffer->dtype) &&
-        small_int(n.b.buffer->dtype)) {
+    // A tile gemm into an int32 tile (its operands are integers: T.gemm checks that at the call):
+    // exact, wrapping as on the GPU.
+    if (in_kernel_ && n.accum_dtype == ir::DType::I32) {
       if (n.clear_accum) line(rt::str("for (int64_t i = 0; i < ", m, "; ++i) std::memset(", pc, " + i * ", ldc, ", 0, sizeof(int32_t) * (", nn, "));"));
       line(rt::str("tl::cpu::gemm_tile_int32(", m, ", ", nn, ", ", k, ", ", pa, ", ", lda, ", ", ta, ", ", pb, ", ", ldb, ", ", tb, ", ", pc, ", ", ldc, ");"));
       return;
