@@ -156,6 +156,22 @@ TEST(CudaCompile, EightBitTileGemmsUseWgmmaWhenKMajor) {
     }
 }
 
+// T.clear of an int32 wgmma accumulator is pinned right after the zeros (wgmma_waits): ptxas
+// otherwise placed them above setmaxnreg and spilled them (int8 128 x 128 on one consumer warpgroup,
+// two blocks an SM). Float accumulators keep their clears unpinned.
+TEST(CudaCompile, IntegerAccumulatorIsPinnedAfterItsClear) {
+  for (const char* dtype : {"int8", "float8_e4m3"}) {
+    Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul",
+           {{"M", "4096"}, {"N", "4096"}, {"K", "4096"}, {"a_dtype", dtype}, {"block_N", "128"}, {"threads", "128"}, {"num_stages", "3"}}, {}};
+    const std::string cuda = kernel_for(c, "sm_90a").emit(tilelang::Stage::Cuda, {});
+    const size_t zero = cuda.find("C_local[static_cast<int64_t>(r)] = 0"), pin = cuda.find("fence_register_tile<128>(C_local);"),
+                 gemm = cuda.find("tile_gemm_wgmma<");
+    ASSERT_NE(zero, std::string::npos) << dtype << "\n" << cuda;
+    ASSERT_NE(gemm, std::string::npos) << dtype << "\n" << cuda;
+    EXPECT_EQ(pin != std::string::npos && zero < pin && pin < gemm, std::string(dtype) == "int8") << dtype << "\n" << cuda;
+  }
+}
+
 // The 64 x 64 tiling on one warpgroup (the example's default is 128 x 128 on two up to head dim 128).
 const std::map<std::string, std::string> kAttention64{{"block_M", "64"}, {"block_N", "64"}, {"threads", "128"}};
 std::map<std::string, std::string> with(std::map<std::string, std::string> params, const std::map<std::string, std::string>& more) {

@@ -127,7 +127,17 @@ class Waits {
   ir::Stmt leaf(const ir::Stmt& s, State& st) {
     ir::Stmt wait = wait_for(waited_accesses(s), st, s->loc, is_call(s, ir::kBulkRelease) || analysis::calls_user_code(s));
     const auto* g = ir::as<ir::GemmNode>(s);
-    if (!g || !analysis::is_wgmma(*g)) return seq({wait, s}, s->loc);
+    if (!g || !analysis::is_wgmma(*g)) {
+      // An int32 accumulator other code writes (T.clear's zeros) is pinned right after it: without
+      // the pin ptxas materializes the constants above setmaxnreg, where the consumers do not yet
+      // have their registers, and spills them (int8 128 x 128 tiles on one warpgroup, two blocks an
+      // SM: 560 bytes and every wgmma serialized; float zeros it places well).
+      std::vector<ir::Expr> pins;
+      const analysis::Accesses written = analysis::accesses_of(s);
+      for (const ir::Buffer& acc : accs_)
+        if (acc->dtype == ir::DType::I32 && written.written.count(acc.get()) && in_scope_.count(acc.get())) pins.push_back(first_element(acc, s->loc));
+      return seq({wait, s, pins.empty() ? nullptr : intrinsic(ir::kWgmmaPin, std::move(pins), s->loc)}, s->loc);
+    }
     std::vector<ir::Expr> pins;
     for (const ir::Buffer& acc : accs_) {
       bool in_flight = acc == g->c.buffer;
