@@ -3,6 +3,10 @@
 # (num_stages deep) while a fragment accumulates in float32.
 #
 #   tl run examples/gemm.py --param M=1024 --param N=1024 --param K=1024 --in a.npy --in b.npy --out c.npy
+#
+# The defaults are small tiles that suit every target. On the H200 at 4096^3 bf16 (docs/perf.md)
+# block_N=256 block_K=64 threads=256 with num_stages=3 (fits sm_80's shared memory too) or 4 and
+# panel=8 run 21-24% faster; `tl tune` finds the best for a shape.
 import tilelang
 import tilelang.language as T
 
