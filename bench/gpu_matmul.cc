@@ -110,7 +110,8 @@ bool eight_bit_rows(cublasHandle_t handle, rt::CudaTimer& timer, const rt::CudaD
     cublas_matmul_nt(handle, a_peer, b_peer, ref, s);
     const std::vector<double> ref_values = testutil::to_f64(ref.to(rt::Device::cpu()));
     const double ms_blas = timer.median_ms([&](rt::CuStream) { cublas_matmul_nt(handle, a_peer, b_peer, ref, s); });
-    for (const Tiling& t : {Tiling{"128", "128", "128", "128", "4", "0"}, Tiling{"128", "256", "128", "256", "3", "0"}, Tiling{"128", "256", "128", "256", "3", "8"},
+    for (const Tiling& t : {Tiling{"128", "128", "128", "128", "3", "0"}, Tiling{"128", "128", "128", "128", "4", "0"}, Tiling{"128", "256", "128", "256", "3", "0"},
+                            Tiling{"128", "256", "128", "256", "3", "8"},
                             Tiling{"128", "256", "128", "256", "4", "8"}, Tiling{"256", "128", "128", "256", "4", "8"}}) {
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
