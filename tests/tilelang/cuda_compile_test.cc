@@ -129,18 +129,22 @@ TEST(CudaCompile, TransposedTileGemmsUseWgmma) {
     }
 }
 
-// 8-bit T.gemm on sm_90a: K-major operands run on wgmma's k32 forms, each pair of input types (float8
-// into float32, 8-bit integers into int32); the other orientations, and sm_80, take the scalar tile
-// gemm (no tensor-core instruction at all).
-TEST(CudaCompile, EightBitTileGemmsUseWgmmaWhenKMajor) {
+// 8-bit T.gemm with K-major operands runs on the tensor cores, each pair of input types: wgmma's
+// k32 forms on sm_90a, mma.sync m16n8k32 below it (int8 / uint8 from sm_80, float8 from sm_89); the
+// other orientations, and float8 on sm_80, take the scalar tile gemm (no tensor-core instruction).
+TEST(CudaCompile, EightBitTileGemmsUseTensorCoresWhenKMajor) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   const std::pair<const char*, const char*> kinds[] = {{"float8_e4m3", "f32.e4m3.e4m3"}, {"float8_e5m2", "f32.e5m2.e5m2"}, {"int8", "s32.s8.s8"}, {"uint8", "s32.u8.u8"}};
   for (const auto& [dtype, types] : kinds) {
     Case c{"gemm_8bit", "examples/gemm_8bit.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "256"}, {"a_dtype", dtype}}, {}};
-    EXPECT_NE(ptx_for(c, "sm_90a").find(std::string("wgmma.mma_async.sync.aligned.m64n256k32.") + types), std::string::npos) << dtype;
-    std::string sm80 = ptx_for(c, "sm_80");
+    const std::string t = types;
+    EXPECT_NE(ptx_for(c, "sm_90a").find("wgmma.mma_async.sync.aligned.m64n256k32." + t), std::string::npos) << dtype;
+    const std::string mma = "mma.sync.aligned.m16n8k32.row.col." + t + (t[0] == 's' ? ".s32" : ".f32");
+    EXPECT_NE(ptx_for(c, "sm_89").find(mma), std::string::npos) << dtype;
+    const std::string sm80 = ptx_for(c, "sm_80");
     EXPECT_EQ(sm80.find("wgmma"), std::string::npos) << dtype;
-    EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
+    EXPECT_EQ(sm80.find(mma) != std::string::npos, t[0] == 's') << dtype;
+    if (t[0] == 'f') EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
   }
   for (const auto& [a, b, types] : {std::tuple("float8_e4m3", "float8_e5m2", "f32.e4m3.e5m2"), std::tuple("float8_e5m2", "float8_e4m3", "f32.e5m2.e4m3"),
                                     std::tuple("int8", "uint8", "s32.s8.u8"), std::tuple("uint8", "int8", "s32.u8.s8")}) {

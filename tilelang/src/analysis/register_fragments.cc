@@ -21,7 +21,7 @@ constexpr int64_t kRegisterABudget = 192;
 
 // Whether ldmatrix can read a gemm operand: a 2-D tile of shared memory (leading dimensions of
 // extent 1, as in a pipeline stage) whose rows start at multiples of 16 bytes: the row length and
-// the tile's offset within its 2-D slice in whole 8-element groups (the leading dimensions' strides
+// the tile's offset within its 2-D slice in whole 16-byte chunks (the leading dimensions' strides
 // are multiples of the row length).
 bool ldmatrix_operand(const ir::Region& r) {
   const ir::Buffer& b = r.buffer;
@@ -31,7 +31,8 @@ bool ldmatrix_operand(const ir::Region& r) {
     if (!ir::is_const_int(r.ranges[d].extent, 1)) return false;
   auto ld = ir::as_const_int(b->shape[rank - 1]);
   auto m0 = ir::as_const_int(r.ranges[rank - 2].min), m1 = ir::as_const_int(r.ranges[rank - 1].min);
-  return ld && m0 && m1 && *ld % 8 == 0 && (*m0 * *ld + *m1) % 8 == 0;
+  const int64_t chunk = 128 / rt::bits(b->dtype);  // elements in 16 bytes
+  return ld && m0 && m1 && *ld % chunk == 0 && (*m0 * *ld + *m1) % chunk == 0;
 }
 
 // Whether a register-accumulator gemm operand can be swizzled (see swizzled_tiles).
@@ -67,15 +68,15 @@ bool whole(const ir::Region& r) {
 // from registers), with the accumulator layout each would take.
 class Candidates : public ir::IRVisitor {
  public:
-  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup, bool register_a)
-      : out_(out), threads_(threads), warpgroup_(warpgroup), register_a_(register_a) {}
+  Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup, bool register_a, bool int32)
+      : out_(out), threads_(threads), warpgroup_(warpgroup), register_a_(register_a), int32_(int32) {}
 
  protected:
   using ir::IRVisitor::visit;
   void visit(const ir::AllocateNode& n) override {
     const ir::Buffer& b = n.buffer;
-    // int32: accumulators of 8-bit integer gemms, wgmma's alone.
-    bool dtype = b->dtype == ir::DType::F32 || (warpgroup_ && b->dtype == ir::DType::I32) || (register_a_ && is_16bit_float(b->dtype));
+    // int32: accumulators of 8-bit integer gemms, where the tensor cores take them.
+    bool dtype = b->dtype == ir::DType::F32 || (int32_ && b->dtype == ir::DType::I32) || (register_a_ && is_16bit_float(b->dtype));
     if (b->scope == ir::Scope::Fragment && dtype && b->shape.size() == 2 && threads_ % 32 == 0) {
       auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
       if (rows && cols)
@@ -88,7 +89,7 @@ class Candidates : public ir::IRVisitor {
  private:
   std::map<const ir::BufferNode*, ir::FragmentLayout>& out_;
   int64_t threads_;
-  bool warpgroup_, register_a_;
+  bool warpgroup_, register_a_, int32_;
 };
 
 // Walks a kernel body keeping track of per-thread code (under an if, loop or let on the thread
@@ -159,8 +160,8 @@ class FragmentWalk : public ir::IRVisitor {
 // Walks a kernel body and strikes out the candidates some access rules out.
 class Screen : public FragmentWalk {
  public:
-  Screen(std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates, int64_t threads, const ThreadDependence& dep)
-      : FragmentWalk(dep), candidates_(candidates), threads_(threads) {}
+  Screen(std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates, int64_t threads, const ThreadDependence& dep, EightBitInputs eight_bit)
+      : FragmentWalk(dep), candidates_(candidates), threads_(threads), eight_bit_(eight_bit) {}
 
   std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
   // 16-bit candidates read as a gemm's A operand, with the accumulators of those gemms.
@@ -199,7 +200,7 @@ class Screen : public FragmentWalk {
       return a != candidates_.end() && is_16bit_float(a->first->dtype) && c.warpgroup && !n.trans_a && whole(n.a) && a->second.rows == c.rows;
     };
     if (it != candidates_.end()) {
-      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_, it->second.warpgroup) && whole(n.c);
+      bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_, eight_bit_) && whole(n.c);
       if (it->second.warpgroup)
         ok = ok && (register_a_of(it->second) || wgmma_operand(n.a, !n.trans_a)) && wgmma_operand(n.b, n.trans_b) &&
              (n.trans_b || it->second.cols % 64 == 0);
@@ -240,6 +241,7 @@ class Screen : public FragmentWalk {
 
   std::map<const ir::BufferNode*, ir::FragmentLayout>& candidates_;
   int64_t threads_;
+  EightBitInputs eight_bit_;
   const TileNest* nest_ = nullptr;
 };
 
@@ -422,13 +424,21 @@ bool calls_wgmma(const ir::Stmt& stmt) {
 
 bool eight_bit_gemm(const ir::GemmNode& g) { return rt::bits(g.a.buffer->dtype) == 8 && rt::bits(g.b.buffer->dtype) == 8; }
 
-bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, bool wgmma) {
+EightBitInputs eight_bit_inputs(const std::string& arch) {
+  // "sm_80", "sm_89", "sm_90a": the compute capability's digits.
+  const std::string digits = arch.rfind("sm_", 0) == 0 ? arch.substr(3, arch.find_first_not_of("0123456789", 3) - 3) : "";
+  const int cc = digits.empty() ? 0 : std::stoi(digits);
+  return {cc >= 80, cc >= 89};
+}
+
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, EightBitInputs eight_bit_inputs) {
   ir::DType ta = g.a.buffer->dtype, tb = g.b.buffer->dtype, tc = g.c.buffer->dtype;
   auto fp8 = [](ir::DType t) { return t == ir::DType::F8E4M3 || t == ir::DType::F8E5M2; };
   auto int8 = [](ir::DType t) { return t == ir::DType::I8 || t == ir::DType::U8; };
   const bool sixteen_bit = is_16bit_float(ta) && tb == ta && tc == ir::DType::F32;
-  const bool eight_bit = wgmma && !g.trans_a && g.trans_b &&
-                         ((fp8(ta) && fp8(tb) && tc == ir::DType::F32) || (int8(ta) && int8(tb) && tc == ir::DType::I32));
+  const bool eight_bit = !g.trans_a && g.trans_b &&
+                         ((eight_bit_inputs.floats && fp8(ta) && fp8(tb) && tc == ir::DType::F32) ||
+                          (eight_bit_inputs.integers && int8(ta) && int8(tb) && tc == ir::DType::I32));
   if (!sixteen_bit && !eight_bit) return false;
   if (g.c.buffer->scope == ir::Scope::Global || threads % 32 != 0) return false;
   const ir::Range& k = g.trans_a ? g.a.ranges[g.a.ranges.size() - 2] : g.a.ranges.back();
@@ -448,10 +458,10 @@ std::optional<TileNest> tile_nest(const ir::ForNode& n) {
 }
 
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, bool warpgroup,
-                                                                      bool register_a) {
+                                                                      bool register_a, EightBitInputs eight_bit) {
   std::map<const ir::BufferNode*, ir::FragmentLayout> candidates;
-  Candidates(candidates, kernel.threads, warpgroup, register_a).visit_stmt(kernel.body);
-  Screen screen(candidates, kernel.threads, dep);
+  Candidates(candidates, kernel.threads, warpgroup, register_a, eight_bit.integers).visit_stmt(kernel.body);
+  Screen screen(candidates, kernel.threads, dep, eight_bit);
   screen.visit_stmt(kernel.body);
   // The accumulators, then the A operands all of whose gemms keep theirs in registers.
   std::map<const ir::BufferNode*, ir::FragmentLayout> operands;
@@ -556,21 +566,22 @@ class GemmOperandsSwizzled : public ir::IRVisitor {
 }  // namespace
 
 TensorCorePlan tensor_core_plan(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep, const std::string& arch, bool register_a) {
-  TensorCorePlan mma{register_fragments(kernel, dep), {}};
+  const EightBitInputs eight_bit = eight_bit_inputs(arch);
+  TensorCorePlan mma{register_fragments(kernel, dep, false, false, eight_bit), {}};
   mma.swizzled = swizzled_tiles(kernel, mma.registers);
   if (arch != "sm_90a") return mma;
-  TensorCorePlan wgmma{register_fragments(kernel, dep, true, register_a), {}};
+  TensorCorePlan wgmma{register_fragments(kernel, dep, true, register_a, eight_bit), {}};
   wgmma.swizzled = swizzled_tiles(kernel, wgmma.registers);
   // The same accumulators in registers (row vectors follow their tiles' layouts and may differ;
-  // A operands in registers and the accumulators of 8-bit gemms are wgmma's alone).
-  std::set<const ir::BufferNode*> eight_bit;
+  // A operands in registers are wgmma's alone; 8-bit gemms take wgmma where it can read them).
+  std::set<const ir::BufferNode*> eight_bit_accumulators;
   for_each<ir::GemmNode>(kernel.body, [&](const ir::GemmNode& g) {
-    if (eight_bit_gemm(g)) eight_bit.insert(g.c.buffer.get());
+    if (eight_bit_gemm(g)) eight_bit_accumulators.insert(g.c.buffer.get());
   });
   auto tiles = [&](const std::map<const ir::BufferNode*, ir::FragmentLayout>& registers) {
     std::set<const ir::BufferNode*> out;
     for (const auto& [fragment, layout] : registers)
-      if (!layout.row_vector && fragment->dtype == ir::DType::F32 && !eight_bit.count(fragment)) out.insert(fragment);
+      if (!layout.row_vector && fragment->dtype == ir::DType::F32 && !eight_bit_accumulators.count(fragment)) out.insert(fragment);
     return out;
   };
   bool same_fragments = tiles(wgmma.registers) == tiles(mma.registers);

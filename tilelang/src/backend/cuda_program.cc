@@ -24,6 +24,9 @@ constexpr int kRasterGroup = 8;  // tile-columns per band of the Hopper GEMM's t
 rt::NvrtcResult compile(const codegen::CudaSource& source, const std::string& name, const Target& target) {
   rt::NvrtcOptions options;
   options.arch = target.arch;
+  // Code for an older architecture than the GPU's (--target cuda:sm_80 on an H200) loads as PTX,
+  // which the driver compiles for the GPU; a cubin runs only on its own architecture.
+  options.want_cubin = rt::cuda_device_count() == 0 || rt::cuda_device(0).arch_name() == target.arch;
   try {
     return rt::compile_cuda(source.code, name + ".cu", device_headers(), options);
   } catch (const rt::Error& e) {

@@ -12,14 +12,21 @@
 
 namespace tilelang::analysis {
 
+// The 8-bit inputs a target's tensor cores take besides 16-bit floats: int8 / uint8 into int32
+// from sm_80 (mma.sync m16n8k32), float8 (e4m3, e5m2) into float32 from sm_89 (mma.sync) and on
+// wgmma (sm_90a); both K-major only.
+struct EightBitInputs {
+  bool integers = false, floats = false;
+};
+EightBitInputs eight_bit_inputs(const std::string& arch);
+
 // Whether a gemm in a block of `threads` threads can run on the tensor cores by its types, layouts
 // and K: 16-bit float A and B of one dtype into a float C inside the block, K in whole 16-element
-// steps (mma.sync m16n8k16 and wgmma); with `wgmma` also 8-bit A and B -- float8 (e4m3, e5m2, each
-// either) into float32, int8 / uint8 (each either) into int32 -- K-major (A not transposed, B
-// transposed) in whole 32-element steps (wgmma's k32 forms).
-bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, bool wgmma = false);
+// steps; or, where `eight_bit` allows, 8-bit A and B (each type on its own: int8 with uint8, e4m3
+// with e5m2) K-major (A not transposed, B transposed) in whole 32-element steps.
+bool tensor_core_gemm(const ir::GemmNode& g, int64_t threads, EightBitInputs eight_bit = {});
 
-// Whether a gemm's operands are 8-bit (wgmma only).
+// Whether a gemm's operands are 8-bit.
 bool eight_bit_gemm(const ir::GemmNode& g);
 
 // Whether a gemm runs on wgmma (its accumulator in the warpgroup layout); whether a statement holds one.
@@ -68,8 +75,9 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
 // (not transposed) A operand of such gemms, each with its accumulator in registers and of its
 // rows, and otherwise accessed as the accumulators may be (not reduced), lives in registers in the
 // accumulator layout: wgmma reads it from there (a cast accumulator, such as attention's P).
+// `eight_bit`: the 8-bit gemms the target's tensor cores take (their int32 accumulators are candidates too).
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep,
-                                                                      bool warpgroup = false, bool register_a = false);
+                                                                      bool warpgroup = false, bool register_a = false, EightBitInputs eight_bit = {});
 
 // The shared tiles of a kernel to swizzle (device/cuda/swizzle.h), given its register fragments:
 // operands of gemms that accumulate in registers, with rows of 2, 4 or a multiple of 8 16-byte

@@ -1,7 +1,9 @@
-// Warp-level tensor-core matrix multiply (mma.sync.m16n8k16, sm_80 and later) for T.gemm:
-// C (float) (=|+=) op(A) * op(B) with A and B in bf16 or f16 in shared memory, and C either in
-// the threads' registers (tile_gemm_mma_regs, the layout of tilelang/ir/fragment_layout.h) or in
-// shared memory (tile_gemm_mma: each call reads C into registers and writes it back).
+// Warp-level tensor-core matrix multiply (mma.sync, sm_80 and later) for T.gemm: C (float)
+// (=|+=) op(A) * op(B) with A and B in bf16 or f16 in shared memory (m16n8k16), and C either in the
+// threads' registers (tile_gemm_mma_regs, the layout of tilelang/ir/fragment_layout.h) or in shared
+// memory (tile_gemm_mma: each call reads C into registers and writes it back); in registers also
+// 8-bit A and B, K-major (m16n8k32): int8 / uint8 into an int32 C (sm_80), e4m3 / e5m2 into float
+// (sm_89).
 //
 // Fragment layouts (PTX ISA, mma.m16n8k16 with .bf16/.f16 inputs; g = lane / 4, t = lane % 4):
 //   A (16 x 16): a0 = A[g][2t..2t+1], a1 = A[g+8][2t..], a2 = A[g][2t+8..], a3 = A[g+8][2t+8..]
@@ -35,6 +37,45 @@ __device__ __forceinline__ void mma_m16n8k16(float (&c)[4], const uint32_t (&a)[
 #else
   __trap();  // no tensor cores before sm_80; the code generator does not choose this path there
 #endif
+}
+
+// The 8-bit form, m16n8k32 (PTX ISA, .s8/.u8 and .e4m3/.e5m2 inputs): in bytes its A and B
+// fragments are the m16n8k16 ones above -- a0 = A[g][4t..4t+3], a2 = A[g][4t+16..], b0 =
+// B[4t..4t+3][g], b1 = B[4t+16..][g] -- and C's is the same. Integers sum in int32 (wrapping).
+template <class TA, class TB, class Acc>
+__device__ __forceinline__ void mma_m16n8k32([[maybe_unused]] Acc (&c)[4], [[maybe_unused]] const uint32_t (&a)[4],
+                                             [[maybe_unused]] const uint32_t (&b)[2]) {
+  constexpr bool kInt = is_same_v<Acc, int32_t>;
+  static_assert(kInt ? (is_same_v<TA, int8_t> || is_same_v<TA, uint8_t>) && (is_same_v<TB, int8_t> || is_same_v<TB, uint8_t>)
+                     : is_same_v<Acc, float> && (is_same_v<TA, float8_e4m3_t> || is_same_v<TA, float8_e5m2_t>) &&
+                           (is_same_v<TB, float8_e4m3_t> || is_same_v<TB, float8_e5m2_t>),
+                "m16n8k32: int8/uint8 into int32, or e4m3/e5m2 into float");
+#define TL_MMA_K32(D, TA_, TB_, REG)                                                                                               \
+  asm volatile("mma.sync.aligned.m16n8k32.row.col." D "." TA_ "." TB_ "." D " {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n" \
+               : REG(c[0]), REG(c[1]), REG(c[2]), REG(c[3])                                                                          \
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]))
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  if constexpr (kInt) {
+    constexpr bool ua = is_same_v<TA, uint8_t>, ub = is_same_v<TB, uint8_t>;
+    if constexpr (ua && ub) TL_MMA_K32("s32", "u8", "u8", "+r");
+    else if constexpr (ua) TL_MMA_K32("s32", "u8", "s8", "+r");
+    else if constexpr (ub) TL_MMA_K32("s32", "s8", "u8", "+r");
+    else TL_MMA_K32("s32", "s8", "s8", "+r");
+    return;
+  }
+#endif
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 890
+  if constexpr (!kInt) {
+    constexpr bool ea = is_same_v<TA, float8_e5m2_t>, eb = is_same_v<TB, float8_e5m2_t>;
+    if constexpr (ea && eb) TL_MMA_K32("f32", "e5m2", "e5m2", "+f");
+    else if constexpr (ea) TL_MMA_K32("f32", "e5m2", "e4m3", "+f");
+    else if constexpr (eb) TL_MMA_K32("f32", "e4m3", "e5m2", "+f");
+    else TL_MMA_K32("f32", "e4m3", "e4m3", "+f");
+    return;
+  }
+#endif
+#undef TL_MMA_K32
+  __trap();  // integers need sm_80, float8 sm_89; the code generator does not choose this path below them
 }
 
 // C[i*ldc + j] (=|+=) sum_k opA(i,k) opB(k,j) for an M x N x K problem with M % 32 == 0,
@@ -116,15 +157,16 @@ __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* row) {
 #endif
 }
 
-// The address of 16-bit element (row, col) of an operand tile with rows of kLd elements (col a
-// multiple of 8, so the 16-byte chunk it starts is whole); a swizzled tile has kRows rows.
+// The address of element (row, col) of an operand tile with rows of kLd elements (col at the start
+// of a 16-byte chunk, so the chunk is whole); a swizzled tile has kRows rows.
 template <int kLd, bool kSwizzled, int kRows, class T>
 __device__ __forceinline__ const T* operand_at(const T* base, int row, int col) {
-  if constexpr (kSwizzled) return base + swizzled_offset<kLd, 2, kRows>(row, col);
+  if constexpr (kSwizzled) return base + swizzled_offset<kLd, int(sizeof(T)), kRows>(row, col);
   else return base + int64_t(row) * kLd + col;
 }
 
-// acc (=|+=) opA(A) * opB(B) over K (a multiple of 16) for the block's accumulator tile in registers:
+// acc (=|+=) opA(A) * opB(B) over K (a multiple of 16; of 32 for 8-bit inputs, which are K-major:
+// A [M, K], B [N, K], with an int32 acc for integers) for the block's accumulator tile in registers:
 // warp w owns the warp tile at row block w / kWarpsN, column block w % kWarpsN, of kAtomsM x kAtomsN
 // atoms of 16 x 8 (kAtomsN even); register 4 * (am * kAtomsN + an) + c of a lane holds atom (am, an)
 // at row lane / 4 + 8 * (c / 2), column 2 * (lane % 4) + c % 2. A is M x K (K x M when kTransA), B
@@ -132,17 +174,21 @@ __device__ __forceinline__ const T* operand_at(const T* base, int row, int col) 
 // the operand is a swizzled tile (swizzle.h) of kRowsA / kRowsB rows of lda / ldb elements, read
 // from a row that is a multiple of 8. All threads of the block call it; it does not synchronize.
 template <class T, bool kTransA, bool kTransB, int kWarpsN, int kAtomsM, int kAtomsN, bool kSwizzleA, bool kSwizzleB, int kLda, int kLdb,
-          int kRowsA, int kRowsB>
-__device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B, float* acc, bool clear) {
+          int kRowsA, int kRowsB, class TB = T, class Acc = float>
+__device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const TB* B, Acc* acc, bool clear) {
   static_assert(kAtomsN % 2 == 0, "ldmatrix.x4 loads B for two atoms of 8 columns at once");
+  static_assert(sizeof(T) == sizeof(TB) && (sizeof(T) == 2 ? is_same_v<T, TB> && is_same_v<Acc, float> : sizeof(T) == 1 && !kTransA && kTransB),
+                "mma.sync tiles: 16-bit inputs of one type into float, or K-major 8-bit inputs");
+  // ldmatrix moves 16-byte rows: 8 elements of 16 bits, 16 of 8 bits (a k32 step's bytes are a k16 step's).
+  constexpr int kChunk = 16 / int(sizeof(T));
   const int lane = int(threadIdx.x) & 31, warp = int(threadIdx.x) >> 5;
   const int row0 = (warp / kWarpsN) * kAtomsM * 16, col0 = (warp % kWarpsN) * kAtomsN * 8;
   if (clear)
 #pragma unroll
-    for (int i = 0; i < kAtomsM * kAtomsN * 4; ++i) acc[i] = 0.0f;
-  // The row each lane addresses for ldmatrix.x4, and which 8-element half of the 16 it starts at.
-  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = (lane >> 4) * 8;
-  for (int k0 = 0; k0 < K; k0 += 16) {
+    for (int i = 0; i < kAtomsM * kAtomsN * 4; ++i) acc[i] = Acc(0);
+  // The row each lane addresses for ldmatrix.x4, and which 16-byte half of the k step it starts at.
+  const int lrow = (lane & 7) + ((lane >> 3) & 1) * 8, lhalf = (lane >> 4) * kChunk;
+  for (int k0 = 0; k0 < K; k0 += 2 * kChunk) {
     uint32_t a[kAtomsM][4], b[kAtomsN][2];
 #pragma unroll
     for (int am = 0; am < kAtomsM; ++am) {
@@ -159,7 +205,7 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B
       uint32_t r[4];
       // Matrices: b0 and b1 of column atom an, then b0 and b1 of atom an + 1.
       if constexpr (kTransB)  // B stored N x K: rows run along n
-        ldmatrix_x4<false>(r, operand_at<kLdb, kSwizzleB, kRowsB>(B, n + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * 8));
+        ldmatrix_x4<false>(r, operand_at<kLdb, kSwizzleB, kRowsB>(B, n + (lane & 7) + (lane >> 4) * 8, k0 + ((lane >> 3) & 1) * kChunk));
       else
         ldmatrix_x4<true>(r, operand_at<kLdb, kSwizzleB, kRowsB>(B, k0 + lrow, n + lhalf));
       b[an][0] = r[0], b[an][1] = r[1], b[an + 1][0] = r[2], b[an + 1][1] = r[3];
@@ -168,8 +214,9 @@ __device__ __forceinline__ void tile_gemm_mma_regs(int K, const T* A, const T* B
     for (int am = 0; am < kAtomsM; ++am)
 #pragma unroll
       for (int an = 0; an < kAtomsN; ++an) {
-        float(&c)[4] = *reinterpret_cast<float(*)[4]>(acc + 4 * (am * kAtomsN + an));
-        mma_m16n8k16<T>(c, a[am], b[an]);
+        Acc(&c)[4] = *reinterpret_cast<Acc(*)[4]>(acc + 4 * (am * kAtomsN + an));
+        if constexpr (sizeof(T) == 2) mma_m16n8k16<T>(c, a[am], b[an]);
+        else mma_m16n8k32<T, TB>(c, a[am], b[an]);
       }
   }
 }
