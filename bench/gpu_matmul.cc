@@ -96,8 +96,9 @@ bool eight_bit_rows(cublasHandle_t handle, rt::CudaTimer& timer, const rt::CudaD
   rt::Device gpu = rt::Device::cuda(0);
   for (rt::DType dtype : {rt::DType::I8, rt::DType::F8E4M3}) {
     const bool integer = dtype == rt::DType::I8;
-    rt::Tensor a_host = testutil::random_tensor({s.m, s.k}, dtype, testutil::fresh_seed(), integer ? -128 : -1, integer ? 128 : 1);
-    rt::Tensor b_host = testutil::random_tensor({s.n, s.k}, dtype, testutil::fresh_seed(), integer ? -128 : -1, integer ? 128 : 1);
+    const auto [lo, hi] = testutil::typical_range(dtype);
+    rt::Tensor a_host = testutil::random_tensor({s.m, s.k}, dtype, testutil::fresh_seed(), lo, hi);
+    rt::Tensor b_host = testutil::random_tensor({s.n, s.k}, dtype, testutil::fresh_seed(), lo, hi);
     rt::Tensor a = a_host.to(gpu), b = b_host.to(gpu), a_peer = a, b_peer = b;
     if (!integer) {  // the peer's inputs: the same values in bfloat16
       rt::Tensor ab = rt::Tensor::empty({s.m, s.k}, rt::DType::BF16), bb = rt::Tensor::empty({s.n, s.k}, rt::DType::BF16);

@@ -142,8 +142,9 @@ TEST_P(EightBitGemm, MatchesReference) {
   tilelang::Kernel k = tltest::load("examples/gemm_8bit.py", "matmul",
                                     {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"a_dtype", rt::name(ta)},
                                      {"b_dtype", rt::name(tb)}});
-  auto range = [](DType t) { return t == DType::I8 ? std::pair(-128.0, 128.0) : t == DType::U8 ? std::pair(0.0, 256.0) : std::pair(-1.0, 1.0); };
-  rt::Tensor a = random({m, kk}, ta, range(ta).first, range(ta).second), b = random({n, kk}, tb, range(tb).first, range(tb).second);
+  const auto [a_lo, a_hi] = testutil::typical_range(ta);
+  const auto [b_lo, b_hi] = testutil::typical_range(tb);
+  rt::Tensor a = random({m, kk}, ta, a_lo, a_hi), b = random({n, kk}, tb, b_lo, b_hi);
   auto out = run(k, {a, b}, {{{m, n}, integer ? DType::I32 : DType::F32}});
   std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk, true);
   if (integer) {

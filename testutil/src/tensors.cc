@@ -74,6 +74,14 @@ rt::Tensor random_tensor(const std::vector<int64_t>& shape, rt::DType dtype, uin
   return t;
 }
 
+std::pair<double, double> typical_range(rt::DType dtype) {
+  if (dtype == rt::DType::I8) return {-128, 128};
+  if (dtype == rt::DType::U8) return {0, 256};
+  if (dtype == rt::DType::Bool) return {0, 2};
+  if (rt::is_int(dtype)) return {-1000, 1000};
+  return {-1, 1};
+}
+
 uint64_t fresh_seed() {
   static std::atomic<uint64_t> counter{0};
   uint64_t now = static_cast<uint64_t>(std::chrono::high_resolution_clock::now().time_since_epoch().count());

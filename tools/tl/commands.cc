@@ -31,17 +31,6 @@ rt::Tensor read_input(const std::string& arg) {
   return rt::read_npy(arg);
 }
 
-// The range `tl tune` draws an input's values from: [-1, 1) for floats, every value of an 8-bit
-// integer type, small ones for wider integers. (Drawn from [-1, 1), integers truncate to all
-// zeros, which time cooler, so faster, than real data.)
-std::pair<double, double> tune_input_range(rt::DType dtype) {
-  if (dtype == rt::DType::I8) return {-128, 128};
-  if (dtype == rt::DType::U8) return {0, 256};
-  if (dtype == rt::DType::Bool) return {0, 2};
-  if (rt::is_int(dtype)) return {-1000, 1000};
-  return {-1, 1};
-}
-
 void need_file(const Options& o, const char* cmd) { RT_USER_CHECK(!o.file.empty(), "tl ", cmd, ": which file? (tl ", cmd, " FILE ...)"); }
 
 // The file an --inout argument names ("s.npy:bfloat16" -> "s.npy").
@@ -131,7 +120,7 @@ int tune_command(const Options& o) {
       shape.push_back(*n);
     }
     const rt::DType dtype = spec.dtype.value_or(rt::DType::F32);
-    const auto [lo, hi] = tune_input_range(dtype);
+    const auto [lo, hi] = testutil::typical_range(dtype);
     inputs.push_back(testutil::random_tensor(shape, dtype, testutil::fresh_seed(), lo, hi).to(device));
   }
   tilelang::TuneResult r = tilelang::autotune(module, o.kernel, options, o.space, inputs);

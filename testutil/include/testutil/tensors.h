@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "rt/tensor.h"
@@ -11,6 +12,10 @@ namespace testutil {
 
 // Uniform values in [lo, hi), rounded to the dtype (integers: truncated), from a seeded generator.
 rt::Tensor random_tensor(const std::vector<int64_t>& shape, rt::DType dtype, uint64_t seed, double lo = -1.0, double hi = 1.0);
+// The range random inputs of a dtype are drawn from: [-1, 1) for floats, every value of an 8-bit
+// integer type, [-1000, 1000) for wider integers, {0, 1} for bool. (From [-1, 1), integers would
+// truncate to all zeros: wrong for checks, and they time faster than real data.)
+std::pair<double, double> typical_range(rt::DType dtype);
 // A fresh seed per call (time and a counter), so every run draws new inputs.
 uint64_t fresh_seed();
 
