@@ -433,6 +433,27 @@ std::pair<int, int> wgmma_register_a_count(const std::string& ptx) {
   return {rs, all};
 }
 
+// An 8-bit P (cast from an FP32 or int32 accumulator) read whole as a wgmma gemm's A stays in
+// registers too: the gemm reorders it into the k32 fragment (shuffles) and reads it in the RS form;
+// on sm_89 (no wgmma) it goes through a shared tile to mma.sync.
+TEST(CudaCompile, EightBitRegisterAOperandsUseTheRegisterForm) {
+  for (const auto& [dtype, types] : {std::pair("float8_e4m3", "f32.e4m3.e4m3"), std::pair("float8_e5m2", "f32.e5m2.e5m2"),
+                                     std::pair("int8", "s32.s8.s8"), std::pair("uint8", "s32.u8.u8")}) {
+    Case c{"gemm_register_a", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}, {"dtype", dtype}}, {}};
+    const std::string cuda = cuda_for(c, "sm_90a").code;
+    EXPECT_NE(cuda.find("tl::cuda::tile_gemm_wgmma_rs<"), std::string::npos) << dtype << "\n" << cuda;
+    if (!rt::nvrtc_available()) continue;
+    const std::string ptx = ptx_for(c, "sm_90a");
+    auto [rs, all] = wgmma_register_a_count(ptx);
+    EXPECT_EQ(rs, 2) << dtype;   // O = P C^T: K = 64, two k32 steps from registers (each warpgroup's code)
+    EXPECT_EQ(all, 4) << dtype;  // and S = A B^T's two from shared memory
+    EXPECT_NE(ptx.find("wgmma.mma_async.sync.aligned.m64n64k32." + std::string(types)), std::string::npos) << dtype;
+    EXPECT_NE(ptx.find("shfl.sync.idx"), std::string::npos) << dtype;
+    const std::string t = types;
+    EXPECT_NE(ptx_for(c, "sm_89").find("mma.sync.aligned.m16n8k32.row.col." + t + (t[0] == 's' ? ".s32" : ".f32")), std::string::npos) << dtype;
+  }
+}
+
 // P stays in registers only while the register fragments fit a thread's budget (192 of 255): at
 // head dim 256, 64 x 64 tiles hold 176 with P (RS form); 128 x 128 would hold 224 and spill, so P
 // goes through a shared tile there.

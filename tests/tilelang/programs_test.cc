@@ -553,13 +553,14 @@ INSTANTIATE_TEST_SUITE_P(Forms, FlashAttention,
                                             ::testing::Bool(), ::testing::Values(AttentionForm::kWide, AttentionForm::kStagedP, AttentionForm::kOddKeys)),
                          attention_name);
 
-// Two gemms chained through a 16-bit fragment (tests/tilelang/programs/gemm_register_a.py): on
+// Two gemms chained through a 16- or 8-bit fragment (tests/tilelang/programs/gemm_register_a.py): on
 // sm_90a the second reads it from registers (M = 64: one warpgroup, 128: two), or from a shared tile
 // when transposed; `twice`, a third gemm reads it beside the second (both in flight at once);
 // `threads` other than 0 (the default, a warpgroup per 64 rows): 128 with M = 128, two 64-row
 // tiles of P in one warpgroup; `width` P's columns (80: no swizzle fits its rows, so wgmma reads it
 // only from registers); `p_corner` an extra read of P that keeps it out of registers (at width 80
-// the kernel then runs on mma.sync).
+// the kernel then runs on mma.sync). 8-bit dtypes: C is [64, width] (K-major), integers accumulate
+// in int32 and are drawn small enough that S fits the 8-bit type (P = S exactly).
 struct RegisterACase {
   DType dtype;
   int64_t m;
@@ -576,8 +577,15 @@ TEST_P(RegisterA, MatchesReference) {
                                             {"width", std::to_string(w)},      {"p_corner", p_corner ? "True" : "False"}};
   if (threads > 0) params["threads"] = std::to_string(threads);
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_register_a.py", "chain", params);
-  rt::Tensor a = random({m, 64}, dtype), bb = random({w, 64}, dtype), c = random({w, 64}, dtype);
+  const bool eight_bit = rt::bits(dtype) == 8, integer = dtype == DType::I8 || dtype == DType::U8;
+  // Integers: |S| <= 64 (A in {-1, 0, 1} or {0, 1}, B in {0, 1}) fits the 8-bit type; C in [-8, 8) or [0, 8).
+  const double lo = dtype == DType::I8 ? -1 : 0;
+  rt::Tensor a = integer ? random({m, 64}, dtype, lo, 2) : random({m, 64}, dtype);
+  rt::Tensor bb = integer ? random({w, 64}, dtype, 0, 2) : random({w, 64}, dtype);
+  rt::Tensor c = integer ? random({64, w}, dtype, 8 * lo, 8) : eight_bit ? random({64, w}, dtype) : random({w, 64}, dtype);
   const std::vector<double> x = f64(a), y = f64(bb), z = f64(c);
+  // C's element (q, j) of the product op(P) C: [K, N] for 16-bit dtypes, [N, K] (K-major) for 8-bit.
+  auto cz = [&](int64_t q, int64_t j) { return eight_bit ? z[j * w + q] : z[q * 64 + j]; };
   // S = A B^T, P rounded to the dtype as the kernel rounds it (through a tensor of that dtype).
   std::vector<double> p(static_cast<size_t>(m * w), 0.0);
   for (int64_t i = 0; i < m; ++i)
@@ -591,14 +599,20 @@ TEST_P(RegisterA, MatchesReference) {
   for (int64_t i = 0; i < m; ++i)
     for (int64_t j = 0; j < 64; ++j)
       for (int64_t q = 0; q < w; ++q)
-        ref[i * 64 + j] += (trans_a ? p[q * w + i] : p[i * w + q]) * (z[q * 64 + j] + (twice ? z[j * 64 + q] : 0.0));
+        ref[i * 64 + j] += (trans_a ? p[q * w + i] : p[i * w + q]) * (cz(q, j) + (twice ? z[j * 64 + q] : 0.0));
   if (p_corner)
     for (int64_t i = 0; i < m; ++i) ref[i * 64] += p[i * w];
-  auto out = run(k, {a, bb, c}, {{{m, 64}, DType::F32}});
-  // (S in float32 may round to P one unit apart from the float64 S: a few elements of 2^-8.)
-  const double err = testutil::rel_error(f64(out[0]), ref);
-  EXPECT_LT(err, 1e-3) << "chained gemm M=" << m << " trans_a=" << trans_a << " twice=" << twice << " threads=" << threads
-                       << " width=" << w << " p_corner=" << p_corner;
+  auto out = run(k, {a, bb, c}, {{{m, 64}, integer ? DType::I32 : DType::F32}});
+  const std::string what = rt::str("chained gemm ", rt::name(dtype), " M=", m, " trans_a=", trans_a, " twice=", twice, " threads=", threads,
+                                    " width=", w, " p_corner=", p_corner);
+  if (integer) {  // exact
+    const std::vector<double> got = f64(out[0]);
+    for (size_t i = 0; i < got.size(); ++i) ASSERT_EQ(got[i], ref[i]) << what << ", element " << i;
+    return;
+  }
+  // (S in float32 may round to P one unit apart from the float64 S: a few elements of 2^-8, or of
+  // 2^-3 for float8 -- still far below the bound in the norm of O.)
+  EXPECT_LT(testutil::rel_error(f64(out[0]), ref), 1e-3) << what;
 }
 
 INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
@@ -608,7 +622,13 @@ INSTANTIATE_TEST_SUITE_P(Layouts, RegisterA,
                                            RegisterACase{DType::BF16, 128, false, true, 0, 64, false},
                                            RegisterACase{DType::BF16, 128, false, false, 128, 64, false},
                                            RegisterACase{DType::BF16, 128, false, false, 0, 80, false},
-                                           RegisterACase{DType::BF16, 128, false, false, 0, 80, true}),
+                                           RegisterACase{DType::BF16, 128, false, false, 0, 80, true},
+                                           RegisterACase{DType::F8E4M3, 64, false, false, 0, 64, false},
+                                           RegisterACase{DType::F8E5M2, 128, false, false, 0, 128, false},
+                                           RegisterACase{DType::F8E4M3, 128, false, false, 128, 96, false},
+                                           RegisterACase{DType::I8, 128, false, false, 0, 64, false},
+                                           RegisterACase{DType::U8, 64, false, false, 0, 128, false},
+                                           RegisterACase{DType::F8E4M3, 64, false, false, 0, 64, true}),
                          [](const auto& p) {
                            const RegisterACase& c = p.param;
                            return rt::str(rt::name(c.dtype), "_M", c.m, c.trans_a ? "_At" : "_A", c.twice ? "_twice" : "",

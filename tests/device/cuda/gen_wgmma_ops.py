@@ -25,6 +25,19 @@ def accumulator_operands(r, reg="f"):
     return reg_lines, [", ".join(outs[i:i + 8]) for i in range(0, r, 8)]
 
 
+def eight_bit_dispatch(kind, macro_name):
+    """The template head and body that pick an 8-bit wrapper's PTX types from its two flags (A and B
+    each e5m2 or e4m3, or each unsigned or signed)."""
+    flag, yes, no = ("E5M2", "e5m2", "e4m3") if kind == "fp8" else ("Unsigned", "u8", "s8")
+    head = "  template <bool kA%s, bool kB%s>\n" % (flag, flag)
+    body = ""
+    for i, (fa, fb) in enumerate(((True, True), (True, False), (False, True), (False, False))):
+        cond = "kA%s && kB%s" % (flag, flag) if i == 0 else "kA%s" % flag if i == 1 else "kB%s" % flag
+        call = '%s("%s", "%s");\n' % (macro_name, yes if fa else no, yes if fb else no)
+        body += ("    if constexpr (%s) " % cond if i == 0 else "    else if constexpr (%s) " % cond if i < 3 else "    else ") + call
+    return head, body
+
+
 def gen_ss(n, kind):
     """One wrapper: m64nNk16 for 16-bit inputs (with transpose operands), or m64nNk32 for 8-bit inputs
     (K-major only: 8-bit wgmma has no transposed operands) -- floats (e4m3/e5m2, A and B each either)
@@ -60,13 +73,7 @@ def gen_ss(n, kind):
         head = "  template <bool kBf16, int kTransA, int kTransB>\n"
         body = ('    if constexpr (kBf16) %s("bf16");\n' % macro_name + '    else %s("f16");\n' % macro_name)
     else:
-        flag, yes, no = ("E5M2", "e5m2", "e4m3") if kind == "fp8" else ("Unsigned", "u8", "s8")
-        head = "  template <bool kA%s, bool kB%s>\n" % (flag, flag)
-        body = ""
-        for i, (fa, fb) in enumerate(((True, True), (True, False), (False, True), (False, False))):
-            cond = "kA%s && kB%s" % (flag, flag) if i == 0 else "kA%s" % flag if i == 1 else "kB%s" % flag
-            call = '%s("%s", "%s");\n' % (macro_name, yes if fa else no, yes if fb else no)
-            body += ("    if constexpr (%s) " % cond if i == 0 else "    else if constexpr (%s) " % cond if i < 3 else "    else ") + call
+        head, body = eight_bit_dispatch(kind, macro_name)
     ctype = "int32_t" if kind == "int8" else "float"
     spec = (
         "template <>\n"
@@ -81,31 +88,45 @@ def gen_ss(n, kind):
     return macro + spec
 
 
-def gen_rs(n):
-    """One wrapper: m64nNk16 for 16-bit inputs with A from registers (four 32-bit registers of two
-    16-bit elements each; B from shared memory, which alone may be transposed)."""
+def gen_rs(n, kind):
+    """One wrapper with A from registers (four 32-bit registers of the thread's A fragment; B from
+    shared memory): m64nNk16 for 16-bit inputs (two elements a register; B alone may be transposed),
+    or m64nNk32 for 8-bit inputs (four elements a register; K-major B), floats into FP32 and
+    integers into s32 as in gen_ss."""
     r = n // 2
     a, b, s = r, r + 4, r + 5
-    macro_name = "TL_WGMMA_RS_F32_N%d" % n
-    reg_lines, out_lines = accumulator_operands(r)
+    name, k, dtype, reg = {"16bit": ("WgmmaRsF32", 16, "f32", "f"), "fp8": ("WgmmaRsF32Fp8", 32, "f32", "f"),
+                           "int8": ("WgmmaRsS32Int8", 32, "s32", "r")}[kind]
+    macro_name = "TL_WGMMA_RS_%s_N%d" % ({"16bit": "F32", "fp8": "F32_FP8", "int8": "S32_INT8"}[kind], n)
+    reg_lines, out_lines = accumulator_operands(r, reg)
+    a_regs = "{%%%d, %%%d, %%%d, %%%d}, %%%d, p" % (a, a + 1, a + 2, a + 3, b)
+    if kind == "16bit":
+        tail, extra, types, params = ", 1, 1, %%%d" % (s + 1), ', "n"(kTransB)', '" TY "." TY "', "TY"
+    else:
+        tail, extra, types, params = ", 1, 1" if kind == "fp8" else "", "", '" TA "." TB "', "TA, TB"
     lines = [
-        "#define %s(TY)" % macro_name,
+        "#define %s(%s)" % (macro_name, params),
         "  asm volatile(",
         '      "{\\n.reg .pred p;\\nsetp.ne.b32 p, %%%d, 0;\\n"' % s,
-        '      "wgmma.mma_async.sync.aligned.m64n%dk16.f32." TY "." TY " "' % n,
+        '      "wgmma.mma_async.sync.aligned.m64n%dk%d.%s.%s "' % (n, k, dtype, types),
         *reg_lines,
-        '      "{%%%d, %%%d, %%%d, %%%d}, %%%d, p, 1, 1, %%%d;\\n}\\n"' % (a, a + 1, a + 2, a + 3, b, s + 1),
+        '      "%s%s;\\n}\\n"' % (a_regs, tail),
         "      : " + (",\n        ".join(out_lines)),
-        '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))',
+        '      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d)%s)' % extra,
     ]
     macro = " \\\n".join("\n".join(lines).split("\n")) + "\n"
+    ctype = "int32_t" if kind == "int8" else "float"
+    if kind == "16bit":
+        head = "  template <bool kBf16, int kTransB>\n"
+        body = ('    if constexpr (kBf16) %s("bf16");\n' % macro_name + '    else %s("f16");\n' % macro_name)
+    else:
+        head, body = eight_bit_dispatch(kind, macro_name)
     spec = (
         "template <>\n"
-        "struct WgmmaRsF32<%d> {\n" % n +
-        "  template <bool kBf16, int kTransB>\n"
-        "  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[%d], uint32_t scale_d) {\n" % r +
-        '    if constexpr (kBf16) %s("bf16");\n' % macro_name +
-        '    else %s("f16");\n' % macro_name +
+        "struct %s<%d> {\n" % (name, n) +
+        head +
+        "  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, %s (&d)[%d], uint32_t scale_d) {\n" % (ctype, r) +
+        body +
         "  }\n"
         "};\n"
         "#undef %s\n" % macro_name
@@ -120,8 +141,9 @@ def generate():
         "// Raw wgmma.mma_async wrappers, A and B from shared memory (descriptors): m64nNk16 for BF16/FP16\n"
         "// inputs into FP32 (WgmmaSsF32); m64nNk32 for FP8 inputs, e4m3 or e5m2 each, into FP32\n"
         "// (WgmmaSsF32Fp8) and for 8-bit integers, signed or unsigned each, into s32 (WgmmaSsS32Int8), both\n"
-        "// K-major operands only; m64nNk16 with A from registers (WgmmaRsF32: the four 32-bit registers of\n"
-        "// a thread's A fragment, B from shared memory). Use them through tl/device/cuda/wgmma.h.\n"
+        "// K-major operands only; the same with A from registers (WgmmaRsF32, WgmmaRsF32Fp8, WgmmaRsS32Int8:\n"
+        "// the four 32-bit registers of a thread's A fragment, B from shared memory). Use them through\n"
+        "// tl/device/cuda/wgmma.h.\n"
         "//   d       : the N/2 accumulator registers of this thread (fragment layout in wgmma.h)\n"
         "//   scale_d : 0 -> D = A*B, otherwise D = A*B + D\n"
         "//   kTransA / kTransB : 0 = K-major, 1 = MN-major (transposed) operand in shared memory (16-bit)\n"
@@ -136,13 +158,18 @@ def generate():
         "template <int N>\n"
         "struct WgmmaSsS32Int8;\n"
         "template <int N>\n"
-        "struct WgmmaRsF32;\n\n"
+        "struct WgmmaRsF32;\n"
+        "template <int N>\n"
+        "struct WgmmaRsF32Fp8;\n"
+        "template <int N>\n"
+        "struct WgmmaRsS32Int8;\n\n"
     ]
     for kind in ("16bit", "fp8", "int8"):
         for n in NS:
             parts.append(gen_ss(n, kind) + "\n")
-    for n in NS:
-        parts.append(gen_rs(n) + "\n")
+    for kind in ("16bit", "fp8", "int8"):
+        for n in NS:
+            parts.append(gen_rs(n, kind) + "\n")
     parts.append("}  // namespace tl::cuda::detail\n")
     return "".join(parts)
 

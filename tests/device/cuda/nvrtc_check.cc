@@ -129,12 +129,16 @@ int main(int argc, char** argv) {
   ops.ptx_must_contain = {"m64n8k16.f32.bf16.bf16", "m64n240k16.f32.f16.f16"};
   sources.push_back(ops);
 
-  // Every 8-bit wgmma size, each pair of input types: FP8 into float, 8-bit integers into int32.
+  // Every 8-bit wgmma size, each pair of input types: FP8 into float, 8-bit integers into int32, A
+  // from shared memory and from registers.
   Source ops8{"wgmma 8-bit sizes", "#include \"tl/device/cuda/wgmma.h\"\n", {}, {}};
   ops8.code += "template <class Acc, int N, bool kA, bool kB>\n__global__ void wgmma8_probe(unsigned long long a, "
                "unsigned long long b, Acc* out) {\n  Acc d[N / 2];\n  for (int i = 0; i < N / 2; ++i) d[i] = 0;\n"
+               "  const unsigned ra[4] = {unsigned(a), unsigned(a >> 8), unsigned(a >> 16), unsigned(a >> 24)};\n"
                "  tl::cuda::wgmma_fence();\n  if constexpr (tl::cuda::is_same_v<Acc, float>) tl::cuda::wgmma_m64k32_ss_fp8<N, kA, kB>(a, b, d);\n"
                "  else tl::cuda::wgmma_m64k32_ss_int8<N, kA, kB>(a, b, d);\n"
+               "  if constexpr (tl::cuda::is_same_v<Acc, float>) tl::cuda::wgmma_m64k32_rs_fp8<N, kA, kB>(ra, b, d);\n"
+               "  else tl::cuda::wgmma_m64k32_rs_int8<N, kA, kB>(ra, b, d);\n"
                "  tl::cuda::wgmma_commit_group();\n  tl::cuda::wgmma_wait_group<0>();\n"
                "  Acc s = 0;\n  for (int i = 0; i < N / 2; ++i) s += d[i];\n  out[threadIdx.x] = s;\n}\n";
   for (int n : {8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256})
@@ -142,7 +146,8 @@ int main(int argc, char** argv) {
       for (const char* pair : {"false, false", "false, true", "true, false", "true, true"})
         ops8.name_expressions.push_back(std::string("wgmma8_probe<") + acc + ", " + std::to_string(n) + ", " + pair + ">");
   ops8.ptx_must_contain = {"m64n8k32.f32.e4m3.e4m3", "m64n256k32.f32.e5m2.e4m3", "m64n16k32.f32.e4m3.e5m2",
-                           "m64n8k32.s32.s8.s8", "m64n256k32.s32.u8.s8", "m64n128k32.s32.s8.u8", "m64n64k32.s32.u8.u8"};
+                           "m64n8k32.s32.s8.s8", "m64n256k32.s32.u8.s8", "m64n128k32.s32.s8.u8", "m64n64k32.s32.u8.u8",
+                           "}, {%r"};  // the register form: A in braces after the accumulators
   sources.push_back(ops8);
 
   int failures = 0;

@@ -13,6 +13,11 @@ namespace tilelang::analysis {
 namespace {
 
 bool is_16bit_float(ir::DType t) { return t == ir::DType::F16 || t == ir::DType::BF16; }
+// The element types a wgmma reads from registers as its A operand: 16-bit floats, and 8-bit floats
+// and integers (tile_gemm_wgmma_rs reorders those into the k32 fragment).
+bool register_a_dtype(ir::DType t) {
+  return is_16bit_float(t) || t == ir::DType::F8E4M3 || t == ir::DType::F8E5M2 || t == ir::DType::I8 || t == ir::DType::U8;
+}
 
 // Registers a thread may give the register fragments (accumulators and wgmma A operands) before a
 // 16-bit A operand goes through shared memory instead: of the 255 a thread has, the rest holds
@@ -64,8 +69,8 @@ bool whole(const ir::Region& r) {
   return true;
 }
 
-// The 2-D float fragments a kernel allocates (and with `register_a` the 16-bit ones, wgmma A operands
-// from registers), with the accumulator layout each would take.
+// The 2-D float fragments a kernel allocates (and with `register_a` the 16- and 8-bit ones, wgmma A
+// operands from registers), with the accumulator layout each would take.
 class Candidates : public ir::IRVisitor {
  public:
   Candidates(std::map<const ir::BufferNode*, ir::FragmentLayout>& out, int64_t threads, bool warpgroup, bool register_a, bool int32)
@@ -76,7 +81,7 @@ class Candidates : public ir::IRVisitor {
   void visit(const ir::AllocateNode& n) override {
     const ir::Buffer& b = n.buffer;
     // int32: accumulators of 8-bit integer gemms, where the tensor cores take them.
-    bool dtype = b->dtype == ir::DType::F32 || (int32_ && b->dtype == ir::DType::I32) || (register_a_ && is_16bit_float(b->dtype));
+    bool dtype = b->dtype == ir::DType::F32 || (int32_ && b->dtype == ir::DType::I32) || (register_a_ && register_a_dtype(b->dtype));
     if (b->scope == ir::Scope::Fragment && dtype && b->shape.size() == 2 && threads_ % 32 == 0) {
       auto rows = ir::as_const_int(b->shape[0]), cols = ir::as_const_int(b->shape[1]);
       if (rows && cols)
@@ -164,7 +169,7 @@ class Screen : public FragmentWalk {
       : FragmentWalk(dep), candidates_(candidates), threads_(threads), eight_bit_(eight_bit) {}
 
   std::set<const ir::BufferNode*> accumulated;  // candidates some gemm accumulates into
-  // 16-bit candidates read as a gemm's A operand, with the accumulators of those gemms.
+  // 16- and 8-bit candidates read as a gemm's A operand, with the accumulators of those gemms.
   std::map<const ir::BufferNode*, std::vector<const ir::BufferNode*>> register_a;
 
  protected:
@@ -186,9 +191,9 @@ class Screen : public FragmentWalk {
     FragmentWalk::visit(n);
   }
   // Operands are used whole; the accumulator may take registers (the only other way in), and so
-  // may a 16-bit A of a wgmma gemm that is its whole tile, not transposed, of the accumulator's
-  // rows: its layout is then the A fragment of wgmma's register form (tile_gemm_wgmma_rs), and it
-  // need not suit shared memory (P of attention with block_N 80: 160-byte rows no swizzle fits).
+  // may a 16- or 8-bit A of a wgmma gemm that is its whole tile, not transposed, of the accumulator's
+  // rows: its layout is then the accumulator's, read by wgmma's register form (tile_gemm_wgmma_rs),
+  // and it need not suit shared memory (P of attention with block_N 80: 160-byte rows no swizzle fits).
   // Should it be staged after all (the register budget, register_fragments), the plan's last check
   // (GemmOperandsSwizzled) finds it unswizzled and the kernel takes mma.sync instead.
   void visit(const ir::GemmNode& n) override {
@@ -197,7 +202,7 @@ class Screen : public FragmentWalk {
     std::optional<ir::FragmentLayout> acc;
     auto a = candidates_.find(n.a.buffer.get());
     auto register_a_of = [&](const ir::FragmentLayout& c) {
-      return a != candidates_.end() && is_16bit_float(a->first->dtype) && c.warpgroup && !n.trans_a && whole(n.a) && a->second.rows == c.rows;
+      return a != candidates_.end() && register_a_dtype(a->first->dtype) && c.warpgroup && !n.trans_a && whole(n.a) && a->second.rows == c.rows;
     };
     if (it != candidates_.end()) {
       bool ok = !per_thread_ && !n.epilogue && tensor_core_gemm(n, threads_, eight_bit_) && whole(n.c);

@@ -71,10 +71,11 @@ std::optional<RowReduction> row_reduction(const ir::ForNode& outer);
 // With `warpgroup`, the layouts are wgmma's (FragmentLayout::warpgroup_accumulator) and the gemms'
 // operands must also be tiles wgmma can read (swizzlable, see swizzled_tiles; K-major rows of 32,
 // 64 or a multiple of 128 bytes, MN-major rows of a multiple of 128 bytes and an N-major B read in
-// whole 64-column panels). With `register_a` too, a 2-D 16-bit fragment that is read whole as the
-// (not transposed) A operand of such gemms, each with its accumulator in registers and of its
+// whole 64-column panels). With `register_a` too, a 2-D 16- or 8-bit fragment that is read whole as
+// the (not transposed) A operand of such gemms, each with its accumulator in registers and of its
 // rows, and otherwise accessed as the accumulators may be (not reduced), lives in registers in the
-// accumulator layout: wgmma reads it from there (a cast accumulator, such as attention's P).
+// accumulator layout: wgmma reads it from there (a cast accumulator, such as attention's P; 8-bit
+// elements are reordered into wgmma's k32 fragment at the gemm).
 // `eight_bit`: the 8-bit gemms the target's tensor cores take (their int32 accumulators are candidates too).
 std::map<const ir::BufferNode*, ir::FragmentLayout> register_fragments(const ir::KernelLaunchNode& kernel, const ThreadDependence& dep,
                                                                       bool warpgroup = false, bool register_a = false, EightBitInputs eight_bit = {});

@@ -6,7 +6,7 @@ namespace tilelang::passes {
 
 // Maps the tile-level code of each T.Kernel onto the threads of a CUDA block:
 //  - fragments that tensor-core gemms accumulate into go to registers when their other uses allow
-//    (analysis/register_fragments.h), and on sm_90a 16-bit A operands of wgmma gemms with them
+//    (analysis/register_fragments.h), and on sm_90a 16- and 8-bit A operands of wgmma gemms with them
 //    (PassOptions::wgmma_register_a); the rest of the fragments live in shared memory;
 //  - a nest of parallel loops (T.Parallel, lowered copies, fills) over a register fragment runs in
 //    each thread over the elements its registers hold; a row reduction of one combines them with

@@ -13,7 +13,7 @@ struct PassOptions {
   // move 16 bytes per access and use TMA. Kernels are specialized on it: an offset view gets code
   // built without the assumption.
   bool tensors_aligned = true;
-  // sm_90a: a 16-bit fragment that is a wgmma gemm's A operand (a cast accumulator, as attention's
+  // sm_90a: a 16- or 8-bit fragment that is a wgmma gemm's A operand (a cast accumulator, as attention's
   // P) stays in registers and wgmma reads it from there (the RS form); false stages it through a
   // shared tile (the SS form), to compare the two.
   bool wgmma_register_a = true;

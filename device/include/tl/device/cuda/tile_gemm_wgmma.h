@@ -69,16 +69,17 @@ __host__ __device__ constexpr int wgmma_instruction_n(int cols) {
 }
 
 // Pins the kRegs registers of a gemm's accumulator (float or int32_t) or register A operand
-// (16-bit elements, two a register) at a point: after the wait that completed the gemm (no access
-// moves above it), or before the wgmma fence (their writes complete before it).
+// (16-bit elements, two a register; 8-bit, four) at a point: after the wait that completed the gemm
+// (no access moves above it), or before the wgmma fence (their writes complete before it).
 template <int kRegs, class T>
 TL_DEVICE void fence_register_tile(T* regs) {
   if constexpr (sizeof(T) == 4) {
     fence_accumulators(*reinterpret_cast<T(*)[kRegs]>(regs));
   } else {
-    static_assert(sizeof(T) == 2 && kRegs % 2 == 0, "a register tile of float or of 16-bit pairs");
+    constexpr int kPerWord = 4 / int(sizeof(T));
+    static_assert((sizeof(T) == 2 || sizeof(T) == 1) && kRegs % kPerWord == 0, "a register tile of float or of 16- or 8-bit words");
 #pragma unroll
-    for (int i = 0; i < kRegs / 2; ++i) fence_operand(reinterpret_cast<uint32_t*>(regs)[i]);
+    for (int i = 0; i < kRegs / kPerWord; ++i) fence_operand(reinterpret_cast<uint32_t*>(regs)[i]);
   }
 }
 
@@ -102,6 +103,37 @@ TL_DEVICE void wgmma_ss_step(uint64_t da, uint64_t db, Acc (&d)[kN / 2], bool ac
     wgmma_m64k32_ss_fp8<kN, is_same_v<TA, float8_e5m2_t>, is_same_v<TB, float8_e5m2_t>>(da, db, d, accumulate);
   } else {
     wgmma_m64k32_ss_int8<kN, is_same_v<TA, uint8_t>, is_same_v<TB, uint8_t>>(da, db, d, accumulate);
+  }
+}
+
+// wgmma's k32 A fragment of 8-bit elements (wgmma_m64k32_rs_fp8) from the same 32 columns of a
+// 64-row tile in the accumulator's order, `in`: word j holds atom j's four elements (row0 and row0 + 8,
+// columns 8j + 2q and 8j + 2q + 1, q = lane % 4) -- a cast accumulator as it stands. The A fragment
+// wants columns 4q .. 4q + 3 of each 16 in one word: each thread packs one row's pairs of two atoms
+// into a word, and the lane that needs them takes the half it needs from its quad's two owners.
+TL_DEVICE void a8_fragment_from_accumulator_order(const uint32_t (&in)[4], uint32_t (&out)[4]) {
+  const uint32_t q = threadIdx.x % 4, owner = (threadIdx.x % 32) - q + 2 * (q % 2);
+  const uint32_t pick = q < 2 ? 0x5410u : 0x7632u;  // low pairs (the first atom of the 16 columns) or high
+#pragma unroll
+  for (int half = 0; half < 2; ++half)
+#pragma unroll
+    for (int row8 = 0; row8 < 2; ++row8) {
+      const uint32_t mine = __byte_perm(in[2 * half], in[2 * half + 1], row8 ? 0x7632u : 0x5410u);
+      const uint32_t lo = __shfl_sync(0xffffffffu, mine, owner), hi = __shfl_sync(0xffffffffu, mine, owner + 1);
+      out[2 * half + row8] = __byte_perm(lo, hi, pick);
+    }
+}
+
+// One m64 x kN instruction of a gemm reading A from registers, by input type: 16-bit k16 (the
+// fragment as it stands), 8-bit floats or integers k32 (reordered by a8_fragment_from_accumulator_order).
+template <class TA, class TB, int kN, bool kTransB, class Acc>
+TL_DEVICE void wgmma_rs_step(const uint32_t (&a)[4], uint64_t db, Acc (&d)[kN / 2], bool accumulate) {
+  if constexpr (sizeof(TA) == 2) {
+    wgmma_m64k16_rs<TA, kN, !kTransB>(a, db, d, accumulate);
+  } else if constexpr (is_same_v<Acc, float>) {
+    wgmma_m64k32_rs_fp8<kN, is_same_v<TA, float8_e5m2_t>, is_same_v<TB, float8_e5m2_t>>(a, db, d, accumulate);
+  } else {
+    wgmma_m64k32_rs_int8<kN, is_same_v<TA, uint8_t>, is_same_v<TB, uint8_t>>(a, db, d, accumulate);
   }
 }
 
@@ -158,34 +190,49 @@ TL_DEVICE void tile_gemm_wgmma(const T* A, const TB* B, Acc* acc, bool clear) {
   detail::wgmma_finish<kPending>(d);
 }
 
-// The same with A from registers: `a` is this thread's M x kK fragment of 16-bit elements in the
-// accumulator layout (a cast accumulator of kK columns); each 64-row tile's k16 step is the four
+// The same with A from registers: `a` is this thread's M x kK fragment in the accumulator layout
+// (a cast accumulator of kK columns). 16-bit elements: each 64-row tile's k16 step is the four
 // registers (eight elements) of its two 8-column blocks, wgmma_m64k16_rs's A fragment as it stands.
+// 8-bit elements (K-major B of 8-bit elements, accumulator as in tile_gemm_wgmma): each k32 step's
+// four registers are reordered into wgmma's A fragment first (shuffles within quads of lanes).
 // The registers are pinned before the wgmma fence (written before it, as wgmma requires) and must
 // not be written again until a wait covers the gemm (passes/wgmma_waits.h counts them as its operand).
-template <class T, bool kTransB, int kAtomsM, int kCols, int kK, int kLdb, int kRowsB, int kPending = 0>
-TL_DEVICE void tile_gemm_wgmma_rs(T* a, const T* B, float* acc, bool clear) {
+template <class T, bool kTransB, int kAtomsM, int kCols, int kK, int kLdb, int kRowsB, int kPending = 0, class TB = T, class Acc = float>
+TL_DEVICE void tile_gemm_wgmma_rs(T* a, const TB* B, Acc* acc, bool clear) {
   constexpr int kInstN = wgmma_instruction_n(kCols);
-  static_assert(sizeof(T) == 2 && kInstN > 0 && kK % 16 == 0, "wgmma tiles: 16-bit A, N a multiple of 8, K of 16");
+  constexpr int kStepK = sizeof(T) == 1 ? 32 : 16;
+  static_assert(sizeof(T) == sizeof(TB) && (sizeof(T) == 2 ? is_same_v<T, TB> && is_same_v<Acc, float> : sizeof(T) == 1),
+                "wgmma tiles: 16-bit inputs of one type into float, or 8-bit inputs");
+  static_assert(sizeof(T) == 2 || kTransB, "8-bit wgmma operands are K-major: B [N, K]");
+  static_assert(kInstN > 0 && kK % kStepK == 0, "wgmma tiles: N a multiple of 8, K of 16 (of 32 for 8-bit inputs)");
   static_assert(kTransB || kInstN % 64 == 0, "an N-major B is read in whole 64-column panels");
-  constexpr int kRegs = kAtomsM * kCols / 2, kWordsA = kAtomsM * kK / 4;
-  using OpB = WgmmaOperand<kLdb, kRowsB>;
-  float(&d)[kRegs] = *reinterpret_cast<float(*)[kRegs]>(acc);
+  constexpr int kRegs = kAtomsM * kCols / 2, kWordsA = kAtomsM * kK * int(sizeof(T)) / 8;
+  using OpB = WgmmaOperand<kLdb, kRowsB, int(sizeof(TB))>;
+  Acc(&d)[kRegs] = *reinterpret_cast<Acc(*)[kRegs]>(acc);
   uint32_t(&ra)[kWordsA] = *reinterpret_cast<uint32_t(*)[kWordsA]>(a);
   const uint64_t b0 = detail::wgmma_b_origin<kTransB, kLdb, kRowsB>(B);
+  // 8-bit elements: the whole fragment reordered before the wgmma fence (a register written after
+  // it makes ptxas fence again before the wgmma that reads it).
+  uint32_t reordered[sizeof(T) == 1 ? kWordsA : 1];
+  if constexpr (sizeof(T) == 1) {
+#pragma unroll
+    for (int w = 0; w < kWordsA; w += 4)
+      detail::a8_fragment_from_accumulator_order(*reinterpret_cast<const uint32_t(*)[4]>(ra + w), *reinterpret_cast<uint32_t(*)[4]>(reordered + w));
+  }
+  uint32_t(&words)[kWordsA] = *reinterpret_cast<uint32_t(*)[kWordsA]>(sizeof(T) == 1 ? reordered : ra);
   fence_accumulators(d);
-  fence_register_tile<kAtomsM * kK / 2>(a);
+  fence_register_tile<kWordsA>(words);
   wgmma_fence();
 #pragma unroll
-  for (int k = 0; k < kK; k += 16)
+  for (int k = 0; k < kK; k += kStepK)
 #pragma unroll
     for (int am = 0; am < kAtomsM; ++am) {
-      const uint32_t(&ak)[4] = *reinterpret_cast<const uint32_t(*)[4]>(ra + am * kK / 4 + k / 4);
+      const uint32_t(&ak)[4] = *reinterpret_cast<const uint32_t(*)[4]>(words + (am * kK + k) * int(sizeof(T)) / 8);
 #pragma unroll
       for (int n = 0; n < kCols; n += kInstN) {
         const uint64_t db = kTransB ? OpB::at(b0, n, k) : OpB::at(b0, k, n);
-        float(&dn)[kInstN / 2] = *reinterpret_cast<float(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
-        wgmma_m64k16_rs<T, kInstN, !kTransB>(ak, db, dn, !(clear && k == 0));
+        Acc(&dn)[kInstN / 2] = *reinterpret_cast<Acc(*)[kInstN / 2]>(d + am * kCols / 2 + n / 2);
+        detail::wgmma_rs_step<T, TB, kInstN, kTransB>(ak, db, dn, !(clear && k == 0));
       }
     }
   detail::wgmma_finish<kPending>(d);

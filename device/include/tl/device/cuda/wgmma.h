@@ -152,4 +152,29 @@ TL_DEVICE void wgmma_m64k32_ss_int8([[maybe_unused]] uint64_t desc_a, [[maybe_un
 #endif
 }
 
+// The 8-bit forms with A from registers: `a` is this thread's A fragment of the k32 step, four
+// 8-bit elements a register (low byte first), with q = l % 4: register 0 holds row0, columns 4q ..
+// 4q + 3; register 1 row0 + 8, the same columns; registers 2 and 3 likewise 16 columns on. (Not
+// the FP32 accumulator's column order: a thread holds 4 adjacent columns of each 16, not 2 of each
+// 8 -- converting an accumulator into this fragment moves bytes within each quad of lanes.) B as in
+// wgmma_m64k32_ss_fp8 / _int8. The registers must not change until a wait covers the instruction.
+template <int N, bool kAE5M2 = false, bool kBE5M2 = kAE5M2>
+TL_DEVICE void wgmma_m64k32_rs_fp8([[maybe_unused]] const uint32_t (&a)[4], [[maybe_unused]] uint64_t desc_b,
+                                   [[maybe_unused]] float (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
+#if defined(TL_CUDA_SM90A)
+  detail::WgmmaRsF32Fp8<N>::template run<kAE5M2, kBE5M2>(a, desc_b, d, accumulate ? 1u : 0u);
+#else
+  __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
+#endif
+}
+template <int N, bool kAUnsigned = false, bool kBUnsigned = false>
+TL_DEVICE void wgmma_m64k32_rs_int8([[maybe_unused]] const uint32_t (&a)[4], [[maybe_unused]] uint64_t desc_b,
+                                    [[maybe_unused]] int32_t (&d)[N / 2], [[maybe_unused]] bool accumulate = true) {
+#if defined(TL_CUDA_SM90A)
+  detail::WgmmaRsS32Int8<N>::template run<kAUnsigned, kBUnsigned>(a, desc_b, d, accumulate ? 1u : 0u);
+#else
+  __trap();  // wgmma needs sm_90a: compile with -gencode=arch=compute_90a,code=sm_90a
+#endif
+}
+
 }  // namespace tl::cuda

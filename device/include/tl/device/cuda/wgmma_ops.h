@@ -3,8 +3,9 @@
 // Raw wgmma.mma_async wrappers, A and B from shared memory (descriptors): m64nNk16 for BF16/FP16
 // inputs into FP32 (WgmmaSsF32); m64nNk32 for FP8 inputs, e4m3 or e5m2 each, into FP32
 // (WgmmaSsF32Fp8) and for 8-bit integers, signed or unsigned each, into s32 (WgmmaSsS32Int8), both
-// K-major operands only; m64nNk16 with A from registers (WgmmaRsF32: the four 32-bit registers of
-// a thread's A fragment, B from shared memory). Use them through tl/device/cuda/wgmma.h.
+// K-major operands only; the same with A from registers (WgmmaRsF32, WgmmaRsF32Fp8, WgmmaRsS32Int8:
+// the four 32-bit registers of a thread's A fragment, B from shared memory). Use them through
+// tl/device/cuda/wgmma.h.
 //   d       : the N/2 accumulator registers of this thread (fragment layout in wgmma.h)
 //   scale_d : 0 -> D = A*B, otherwise D = A*B + D
 //   kTransA / kTransB : 0 = K-major, 1 = MN-major (transposed) operand in shared memory (16-bit)
@@ -23,6 +24,10 @@ template <int N>
 struct WgmmaSsS32Int8;
 template <int N>
 struct WgmmaRsF32;
+template <int N>
+struct WgmmaRsF32Fp8;
+template <int N>
+struct WgmmaRsS32Int8;
 
 #define TL_WGMMA_SS_F32_N8(TY) \
   asm volatile( \
@@ -2099,5 +2104,1079 @@ struct WgmmaRsF32<256> {
   }
 };
 #undef TL_WGMMA_RS_F32_N256
+
+#define TL_WGMMA_RS_F32_FP8_N8(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3}, " \
+      "{%4, %5, %6, %7}, %8, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<8> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[4], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N8("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N8("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N8("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N8("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N8
+
+#define TL_WGMMA_RS_F32_FP8_N16(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n16k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, " \
+      "{%8, %9, %10, %11}, %12, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<16> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[8], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N16("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N16("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N16("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N16("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N16
+
+#define TL_WGMMA_RS_F32_FP8_N24(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n24k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, " \
+      "{%12, %13, %14, %15}, %16, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<24> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[12], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N24("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N24("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N24("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N24("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N24
+
+#define TL_WGMMA_RS_F32_FP8_N32(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<32> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[16], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N32("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N32("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N32("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N32("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N32
+
+#define TL_WGMMA_RS_F32_FP8_N48(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n48k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23}, " \
+      "{%24, %25, %26, %27}, %28, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<48> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[24], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N48("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N48("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N48("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N48("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N48
+
+#define TL_WGMMA_RS_F32_FP8_N64(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n64k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<64> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[32], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N64("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N64("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N64("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N64("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N64
+
+#define TL_WGMMA_RS_F32_FP8_N80(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n80k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39}, " \
+      "{%40, %41, %42, %43}, %44, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<80> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[40], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N80("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N80("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N80("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N80("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N80
+
+#define TL_WGMMA_RS_F32_FP8_N96(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n96k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, " \
+      "{%48, %49, %50, %51}, %52, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<96> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[48], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N96("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N96("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N96("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N96("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N96
+
+#define TL_WGMMA_RS_F32_FP8_N112(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n112k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55}, " \
+      "{%56, %57, %58, %59}, %60, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<112> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[56], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N112("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N112("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N112("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N112("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N112
+
+#define TL_WGMMA_RS_F32_FP8_N128(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n128k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<128> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[64], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N128("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N128("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N128("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N128("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N128
+
+#define TL_WGMMA_RS_F32_FP8_N144(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n144k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71}, " \
+      "{%72, %73, %74, %75}, %76, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<144> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[72], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N144("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N144("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N144("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N144("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N144
+
+#define TL_WGMMA_RS_F32_FP8_N160(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n160k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, " \
+      "{%80, %81, %82, %83}, %84, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<160> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[80], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N160("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N160("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N160("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N160("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N160
+
+#define TL_WGMMA_RS_F32_FP8_N176(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n176k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87}, " \
+      "{%88, %89, %90, %91}, %92, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<176> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[88], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N176("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N176("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N176("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N176("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N176
+
+#define TL_WGMMA_RS_F32_FP8_N192(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n192k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, " \
+      "{%96, %97, %98, %99}, %100, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<192> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[96], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N192("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N192("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N192("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N192("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N192
+
+#define TL_WGMMA_RS_F32_FP8_N208(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n208k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103}, " \
+      "{%104, %105, %106, %107}, %108, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<208> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[104], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N208("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N208("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N208("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N208("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N208
+
+#define TL_WGMMA_RS_F32_FP8_N224(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n224k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111}, " \
+      "{%112, %113, %114, %115}, %116, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<224> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[112], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N224("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N224("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N224("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N224("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N224
+
+#define TL_WGMMA_RS_F32_FP8_N240(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n240k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119}, " \
+      "{%120, %121, %122, %123}, %124, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<240> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[120], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N240("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N240("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N240("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N240("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N240
+
+#define TL_WGMMA_RS_F32_FP8_N256(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n256k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
+      "{%128, %129, %130, %131}, %132, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), \
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), \
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]), \
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]), \
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<256> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[128], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N256("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N256("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N256("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N256("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N256
+
+#define TL_WGMMA_RS_S32_INT8_N8(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %9, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n8k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3}, " \
+      "{%4, %5, %6, %7}, %8, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<8> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[4], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N8("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N8("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N8("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N8("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N8
+
+#define TL_WGMMA_RS_S32_INT8_N16(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %13, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n16k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7}, " \
+      "{%8, %9, %10, %11}, %12, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<16> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[8], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N16("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N16("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N16("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N16("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N16
+
+#define TL_WGMMA_RS_S32_INT8_N24(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %17, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n24k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11}, " \
+      "{%12, %13, %14, %15}, %16, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<24> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[12], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N24("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N24("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N24("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N24("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N24
+
+#define TL_WGMMA_RS_S32_INT8_N32(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, " \
+      "{%16, %17, %18, %19}, %20, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<32> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[16], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N32("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N32("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N32("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N32("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N32
+
+#define TL_WGMMA_RS_S32_INT8_N48(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n48k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23}, " \
+      "{%24, %25, %26, %27}, %28, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<48> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[24], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N48("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N48("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N48("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N48("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N48
+
+#define TL_WGMMA_RS_S32_INT8_N64(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n64k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, " \
+      "{%32, %33, %34, %35}, %36, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<64> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[32], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N64("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N64("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N64("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N64("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N64
+
+#define TL_WGMMA_RS_S32_INT8_N80(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %45, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n80k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39}, " \
+      "{%40, %41, %42, %43}, %44, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<80> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[40], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N80("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N80("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N80("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N80("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N80
+
+#define TL_WGMMA_RS_S32_INT8_N96(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %53, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n96k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47}, " \
+      "{%48, %49, %50, %51}, %52, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<96> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[48], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N96("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N96("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N96("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N96("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N96
+
+#define TL_WGMMA_RS_S32_INT8_N112(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n112k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55}, " \
+      "{%56, %57, %58, %59}, %60, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<112> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[56], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N112("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N112("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N112("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N112("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N112
+
+#define TL_WGMMA_RS_S32_INT8_N128(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n128k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, " \
+      "{%64, %65, %66, %67}, %68, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<128> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[64], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N128("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N128("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N128("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N128("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N128
+
+#define TL_WGMMA_RS_S32_INT8_N144(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %77, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n144k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71}, " \
+      "{%72, %73, %74, %75}, %76, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<144> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[72], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N144("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N144("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N144("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N144("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N144
+
+#define TL_WGMMA_RS_S32_INT8_N160(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %85, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n160k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79}, " \
+      "{%80, %81, %82, %83}, %84, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<160> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[80], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N160("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N160("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N160("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N160("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N160
+
+#define TL_WGMMA_RS_S32_INT8_N176(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %93, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n176k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87}, " \
+      "{%88, %89, %90, %91}, %92, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<176> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[88], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N176("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N176("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N176("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N176("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N176
+
+#define TL_WGMMA_RS_S32_INT8_N192(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %101, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n192k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95}, " \
+      "{%96, %97, %98, %99}, %100, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<192> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[96], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N192("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N192("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N192("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N192("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N192
+
+#define TL_WGMMA_RS_S32_INT8_N208(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %109, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n208k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103}, " \
+      "{%104, %105, %106, %107}, %108, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), \
+        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<208> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[104], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N208("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N208("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N208("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N208("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N208
+
+#define TL_WGMMA_RS_S32_INT8_N224(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %117, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n224k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111}, " \
+      "{%112, %113, %114, %115}, %116, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), \
+        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), \
+        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<224> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[112], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N224("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N224("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N224("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N224("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N224
+
+#define TL_WGMMA_RS_S32_INT8_N240(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %125, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n240k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119}, " \
+      "{%120, %121, %122, %123}, %124, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), \
+        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), \
+        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), \
+        "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<240> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[120], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N240("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N240("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N240("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N240("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N240
+
+#define TL_WGMMA_RS_S32_INT8_N256(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %133, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n256k32.s32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, " \
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, " \
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, " \
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, " \
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, " \
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, " \
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127}, " \
+      "{%128, %129, %130, %131}, %132, p;\n}\n" \
+      : "+r"(d[0]), "+r"(d[1]), "+r"(d[2]), "+r"(d[3]), "+r"(d[4]), "+r"(d[5]), "+r"(d[6]), "+r"(d[7]), \
+        "+r"(d[8]), "+r"(d[9]), "+r"(d[10]), "+r"(d[11]), "+r"(d[12]), "+r"(d[13]), "+r"(d[14]), "+r"(d[15]), \
+        "+r"(d[16]), "+r"(d[17]), "+r"(d[18]), "+r"(d[19]), "+r"(d[20]), "+r"(d[21]), "+r"(d[22]), "+r"(d[23]), \
+        "+r"(d[24]), "+r"(d[25]), "+r"(d[26]), "+r"(d[27]), "+r"(d[28]), "+r"(d[29]), "+r"(d[30]), "+r"(d[31]), \
+        "+r"(d[32]), "+r"(d[33]), "+r"(d[34]), "+r"(d[35]), "+r"(d[36]), "+r"(d[37]), "+r"(d[38]), "+r"(d[39]), \
+        "+r"(d[40]), "+r"(d[41]), "+r"(d[42]), "+r"(d[43]), "+r"(d[44]), "+r"(d[45]), "+r"(d[46]), "+r"(d[47]), \
+        "+r"(d[48]), "+r"(d[49]), "+r"(d[50]), "+r"(d[51]), "+r"(d[52]), "+r"(d[53]), "+r"(d[54]), "+r"(d[55]), \
+        "+r"(d[56]), "+r"(d[57]), "+r"(d[58]), "+r"(d[59]), "+r"(d[60]), "+r"(d[61]), "+r"(d[62]), "+r"(d[63]), \
+        "+r"(d[64]), "+r"(d[65]), "+r"(d[66]), "+r"(d[67]), "+r"(d[68]), "+r"(d[69]), "+r"(d[70]), "+r"(d[71]), \
+        "+r"(d[72]), "+r"(d[73]), "+r"(d[74]), "+r"(d[75]), "+r"(d[76]), "+r"(d[77]), "+r"(d[78]), "+r"(d[79]), \
+        "+r"(d[80]), "+r"(d[81]), "+r"(d[82]), "+r"(d[83]), "+r"(d[84]), "+r"(d[85]), "+r"(d[86]), "+r"(d[87]), \
+        "+r"(d[88]), "+r"(d[89]), "+r"(d[90]), "+r"(d[91]), "+r"(d[92]), "+r"(d[93]), "+r"(d[94]), "+r"(d[95]), \
+        "+r"(d[96]), "+r"(d[97]), "+r"(d[98]), "+r"(d[99]), "+r"(d[100]), "+r"(d[101]), "+r"(d[102]), "+r"(d[103]), \
+        "+r"(d[104]), "+r"(d[105]), "+r"(d[106]), "+r"(d[107]), "+r"(d[108]), "+r"(d[109]), "+r"(d[110]), "+r"(d[111]), \
+        "+r"(d[112]), "+r"(d[113]), "+r"(d[114]), "+r"(d[115]), "+r"(d[116]), "+r"(d[117]), "+r"(d[118]), "+r"(d[119]), \
+        "+r"(d[120]), "+r"(d[121]), "+r"(d[122]), "+r"(d[123]), "+r"(d[124]), "+r"(d[125]), "+r"(d[126]), "+r"(d[127]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsS32Int8<256> {
+  template <bool kAUnsigned, bool kBUnsigned>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, int32_t (&d)[128], uint32_t scale_d) {
+    if constexpr (kAUnsigned && kBUnsigned) TL_WGMMA_RS_S32_INT8_N256("u8", "u8");
+    else if constexpr (kAUnsigned) TL_WGMMA_RS_S32_INT8_N256("u8", "s8");
+    else if constexpr (kBUnsigned) TL_WGMMA_RS_S32_INT8_N256("s8", "u8");
+    else TL_WGMMA_RS_S32_INT8_N256("s8", "s8");
+  }
+};
+#undef TL_WGMMA_RS_S32_INT8_N256
 
 }  // namespace tl::cuda::detail
