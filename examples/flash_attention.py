@@ -9,7 +9,9 @@
 # compiler waits for S_k alone, and for the P V gemm only before P is overwritten).
 #
 # On sm_90a P (acc_s_cast) stays in registers and feeds the P V gemm from there (wgmma's register
-# A operand). The default tiling is the fastest measured on the H200 (docs/perf.md, attention runs
+# A operand). dtype float8_e4m3 / float8_e5m2: Q, K, V and P in 8 bits (P's probabilities in [0, 1]
+# keep e4m3's relative step of 2^-4), O in bfloat16; V comes transposed, [batch, heads, dim,
+# seq_len], as 8-bit tensor-core operands are K-major. The default tiling is the fastest measured on the H200 (docs/perf.md, attention runs
 # 15 and 17): up to head dim 128, block_M = block_N = 128 on two consumer warpgroups (threads=256):
 # 681-714 TFLOPS non-causal, 551-640 causal at head dim 128, 1.05-1.15x torch's cuDNN backend; 64 x
 # 64 on one (two blocks an SM) reaches 584-612 / 474-522. Above head dim 128 it is 64 x 64: at 256,
@@ -29,13 +31,15 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, b
     scale = (1.0 / dim) ** 0.5 * 1.44269504  # 1/sqrt(dim) * log2(e)
     shape = (batch, seq_len, heads, dim)
     accum = "float32"
+    eight_bit = dtype in ("float8_e4m3", "float8_e5m2")
+    v_shape = (batch, heads, dim, seq_len) if eight_bit else shape
 
     @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(shape, dtype), Output: T.Tensor(shape, dtype)):
+    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(v_shape, dtype), Output: T.Tensor(shape, "bfloat16" if eight_bit else dtype)):
         with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
             Q_shared = T.alloc_shared((block_M, dim), dtype)
             K_shared = T.alloc_shared((block_N, dim), dtype)
-            V_shared = T.alloc_shared((block_N, dim), dtype)
+            V_shared = T.alloc_shared((dim, block_N) if eight_bit else (block_N, dim), dtype)
             acc_s = T.alloc_fragment((block_M, block_N), accum)
             acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
             acc_o = T.alloc_fragment((block_M, dim), accum)
@@ -82,8 +86,11 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, b
                 T.copy(acc_s, acc_s_cast)
                 for i, j in T.Parallel(block_M, dim):
                     acc_o[i, j] *= scores_scale[i]
-                T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
-                T.gemm(acc_s_cast, V_shared, acc_o)
+                if eight_bit:
+                    T.copy(V[bz, by, :, k * block_N : (k + 1) * block_N], V_shared)
+                else:
+                    T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
+                T.gemm(acc_s_cast, V_shared, acc_o, transpose_B=eight_bit)
 
             for i, j in T.Parallel(block_M, dim):
                 acc_o[i, j] /= logsum[i]
