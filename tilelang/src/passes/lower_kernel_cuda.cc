@@ -264,7 +264,8 @@ class BlockLowering {
   // A store of each element to memory other threads see, contiguous and aligned along the columns,
   // goes two elements at a time: registers 2m and 2m + 1 of a thread are adjacent columns of a row,
   // so the pair is one 4- or 8-byte store (a vectorized loop of 2 the code generator packs). So does
-  // a store to a 16-bit register fragment (two elements a 32-bit register: one conversion of a pair).
+  // a store to a 16-bit register fragment (two elements a 32-bit register: one conversion of a pair)
+  // and to an e4m3 one (one cvt for two elements).
   ir::Stmt distribute_by_layout(const analysis::TileNest& t, const ir::FragmentLayout& layout, const SourceLoc& loc) {
     ir::Var r = ir::make_var("r", ir::DType::I32, loc);
     ir::Expr slot = layout.warps_n == 1 ? layout.slot(r) : nullptr;
@@ -351,8 +352,8 @@ class BlockLowering {
   // Whether a register-nest body is one store to a 16-bit register tile at register `r`.
   bool paired_register_store(const ir::Stmt& body, const ir::VarNode* r) const {
     const auto* st = ir::as<ir::BufferStoreNode>(body);
-    return st && st->buffer->scope == ir::Scope::Local && st->buffer->layout && !st->buffer->layout->row_vector && rt::bits(st->buffer->dtype) == 16 &&
-           st->indices.size() == 1 && ir::as<ir::VarNode>(st->indices[0]) == r;
+    return st && st->buffer->scope == ir::Scope::Local && st->buffer->layout && !st->buffer->layout->row_vector &&
+           (rt::bits(st->buffer->dtype) == 16 || st->buffer->dtype == ir::DType::F8E4M3) && st->indices.size() == 1 && ir::as<ir::VarNode>(st->indices[0]) == r;
   }
 
   // A row reduction of a register fragment (whole rows per warp): each thread combines the

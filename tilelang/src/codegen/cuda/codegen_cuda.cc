@@ -185,9 +185,9 @@ class CudaCodegen : public CodegenC {
       return;
     }
     // Two adjacent elements a register-fragment nest stores (lower_kernel_cuda's paired stores):
-    // both values, then one 4- or 8-byte store.
+    // both values, then one 2-, 4- or 8-byte store.
     if (n.for_kind == ir::ForKind::Vectorized && st && ir::is_const_int(n.extent, 2) && ir::is_const_int(n.min, 0) &&
-        (rt::bits(st->buffer->dtype) == 16 || rt::bits(st->buffer->dtype) == 32)) {
+        (rt::bits(st->buffer->dtype) == 8 || rt::bits(st->buffer->dtype) == 16 || rt::bits(st->buffer->dtype) == 32)) {
       std::vector<ir::Expr> at, value;
       for (int64_t v = 0; v < 2; ++v) {
         ir::VarMap m{{n.var.get(), ir::make_int(v, n.var->dtype)}};
@@ -205,11 +205,19 @@ class CudaCodegen : public CodegenC {
                      expr(value[0]), ", ", expr(value[1]), ");"));
         return;
       }
+      // float32 pairs into e4m3: one cvt.rn.satfinite.e4m3x2.f32 from sm_89.
+      if (t == ir::DType::F8E4M3 && value[0]->dtype == ir::DType::F32 && value[1]->dtype == ir::DType::F32) {
+        uses_convert_ = true;
+        line(rt::str("*reinterpret_cast<tl::uint16_t*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = tl::cuda::pack2_e4m3(", expr(value[0]), ", ",
+                     expr(value[1]), ");"));
+        return;
+      }
       std::string pair = names_.name(&n, "tl_pair");
       line("{");
       line(rt::str("  ", storage_type(st->buffer->dtype), " ", pair, "[2];"));
       for (int64_t v = 0; v < 2; ++v) line(rt::str("  ", pair, "[", v, "] = ", stored_value(st->buffer, value[v]), ";"));
-      const char* word = rt::bits(st->buffer->dtype) == 16 ? "tl::uint32_t" : "uint2";
+      const int bits = rt::bits(st->buffer->dtype);
+      const char* word = bits == 8 ? "tl::uint16_t" : bits == 16 ? "tl::uint32_t" : "uint2";
       line(rt::str("  *reinterpret_cast<", word, "*>(", buffer(st->buffer), " + ", flat(st->buffer, at), ") = *reinterpret_cast<const ", word, "*>(", pair, ");"));
       line("}");
       return;
@@ -620,7 +628,7 @@ class CudaCodegen : public CodegenC {
   bool uses_tile_scheduler_ = false;  // T.use_swizzle
   bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
   bool uses_bulk_copy_ = false;
-  bool uses_convert_ = false;  // paired float -> 16-bit float stores
+  bool uses_convert_ = false;  // paired float -> 16-bit float or e4m3 stores
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
   // wgmma gemms left in flight (gemm_in_flight), drained when the loop at loop_depth ends.
   struct InFlight {

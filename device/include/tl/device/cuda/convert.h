@@ -2,7 +2,8 @@
 //
 // Why: epilogues turn accumulator pairs (adjacent columns of a wgmma fragment) into one 32-bit
 // word of two 16-bit outputs; cvt.rn.{bf16x2,f16x2}.f32 does both in one instruction, with the
-// same round-to-nearest-even as tl::from_float (tl/device/numeric.h) and NaN/inf preserved.
+// same round-to-nearest-even as tl::from_float (tl/device/numeric.h) and NaN/inf preserved. The
+// same for e4m3 pairs (16 bits) from sm_89.
 #pragma once
 
 #include "tl/device/cuda/arch.h"
@@ -20,6 +21,18 @@ TL_DEVICE uint32_t pack2(float lo, float hi) {
     asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
   }
   return r;
+}
+
+// Bits of {lo, hi} in e4m3 (satfinite, as tl::float8_e4m3_t::from_float), `lo` in the low byte:
+// one cvt.rn.satfinite.e4m3x2.f32 from sm_89 (a cast fragment of FP8 attention's P, two at a time).
+TL_DEVICE uint16_t pack2_e4m3(float lo, float hi) {
+#if __CUDA_ARCH__ >= 890
+  uint16_t r;
+  asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(r) : "f"(hi), "f"(lo));  // first source -> upper byte
+  return r;
+#else
+  return uint16_t(float8_e4m3_t::from_float(lo).bits | (uint16_t(float8_e4m3_t::from_float(hi).bits) << 8));
+#endif
 }
 
 // One value in the storage type (float passes through).
