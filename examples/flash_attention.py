@@ -11,8 +11,12 @@
 # On sm_90a P (acc_s_cast) stays in registers and feeds the P V gemm from there (wgmma's register
 # A operand). dtype float8_e4m3 / float8_e5m2: Q, K, V and P in 8 bits (P's probabilities in [0, 1]
 # keep e4m3's relative step of 2^-4), O in bfloat16; V comes transposed, [batch, heads, dim,
-# seq_len], as 8-bit tensor-core operands are K-major. The default tiling is the fastest measured on the H200 (docs/perf.md, attention runs
-# 15 and 17): up to head dim 128, block_M = block_N = 128 on two consumer warpgroups (threads=256):
+# seq_len], as 8-bit tensor-core operands are K-major. e4m3 at head dim 128 on the H200: 762 TFLOPS
+# non-causal, 626 causal (1.11x / 1.13x this program in bf16; docs/perf.md, stop 34), without the
+# FA3 schedule, which is the default for 16-bit dtypes only (pipelined_softmax=None).
+#
+# The default tiling is the fastest measured on the H200 (docs/perf.md, attention runs 15 and 17):
+# up to head dim 128, block_M = block_N = 128 on two consumer warpgroups (threads=256):
 # 681-714 TFLOPS non-causal, 551-640 causal at head dim 128, 1.05-1.15x torch's cuDNN backend; 64 x
 # 64 on one (two blocks an SM) reaches 584-612 / 474-522. Above head dim 128 it is 64 x 64: at 256,
 # 128 x 128 tiles with P in registers need more than the 255 registers a thread has.
@@ -23,7 +27,7 @@ import tilelang
 import tilelang.language as T
 
 
-def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, block_N=None, dtype="bfloat16", warp_specialize=None, threads=None, pipelined_softmax=True):
+def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, block_N=None, dtype="bfloat16", warp_specialize=None, threads=None, pipelined_softmax=None):
     # The default tiling (see above); threads: a warpgroup per 64 query rows.
     block_M = (128 if dim <= 128 else 64) if block_M is None else block_M
     block_N = (128 if dim <= 128 else 64) if block_N is None else block_N
@@ -33,6 +37,7 @@ def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, b
     accum = "float32"
     eight_bit = dtype in ("float8_e4m3", "float8_e5m2")
     v_shape = (batch, heads, dim, seq_len) if eight_bit else shape
+    pipelined_softmax = not eight_bit if pipelined_softmax is None else pipelined_softmax
 
     @T.prim_func
     def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(v_shape, dtype), Output: T.Tensor(shape, "bfloat16" if eight_bit else dtype)):

@@ -549,7 +549,7 @@ INSTANTIATE_TEST_SUITE_P(Variants, FlashAttention,
 // registers (reordered into the 8-bit A fragment), V transposed through TMA.
 INSTANTIATE_TEST_SUITE_P(Types, FlashAttention,
                          ::testing::Combine(::testing::Values(DType::F8E4M3), ::testing::Bool(), ::testing::Values(128), ::testing::Values("None"),
-                                            ::testing::Values(true), ::testing::Values(AttentionForm::kDefault, AttentionForm::kWide)),
+                                            ::testing::Bool(), ::testing::Values(AttentionForm::kDefault, AttentionForm::kWide)),
                          attention_name);
 
 INSTANTIATE_TEST_SUITE_P(NotWarpSpecialized, FlashAttention,
