@@ -99,7 +99,8 @@ TEST(CudaCompile, BlockedGemmUsesTensorCoresAndPipelinedCopies) {
       Case c{"blocked_gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "512"}, {"K", "256"}, {"dtype", dtype}}, {}};
       std::string ptx = ptx_for(c, arch);
       bool hopper = std::string(arch) == "sm_90a";
-      EXPECT_EQ(ptx.find("wgmma.mma_async.sync.aligned.m64n128k16.f32") != std::string::npos, hopper) << dtype << " " << arch;
+      // The default 128 x 256 tile on two warpgroups: each a 64 x 256 instruction per k16 step.
+      EXPECT_EQ(ptx.find("wgmma.mma_async.sync.aligned.m64n256k16.f32") != std::string::npos, hopper) << dtype << " " << arch;
       EXPECT_EQ(ptx.find("mma.sync.aligned.m16n8k16") != std::string::npos, !hopper) << dtype << " " << arch;
       if (hopper) {
         // T.Pipelined: the tiles arrive by TMA, on one mbarrier per stage; the gemm of iteration k
@@ -318,9 +319,10 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     int64_t consumers, blocks, consumer_regs, stages;
     const char* epilogue_tile;  // the epilogue's staging tile (through shared memory, 16-byte stores)
   };
-  std::map<std::string, std::string> gemm{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"}};
-  std::map<std::string, std::string> wide = gemm;
-  wide.insert({{"block_N", "256"}, {"block_K", "64"}, {"threads", "256"}, {"num_stages", "4"}});
+  // One consumer warpgroup (128 x 128 x 32 tiles), and two (the example's default tile, 4 stages).
+  std::map<std::string, std::string> gemm{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"},
+                                          {"block_N", "128"}, {"block_K", "32"}, {"threads", "128"}};
+  std::map<std::string, std::string> wide{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"}, {"num_stages", "4"}};
   auto attention = [](const char* dim, const char* causal) {
     return with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}}, kAttention64);
   };
@@ -757,8 +759,8 @@ TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {
   for (const char* arch : {"sm_90a", "sm_80"}) {
     Case c{"gemm", "examples/gemm.py", "matmul", {{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"warp_specialize", arch == std::string("sm_80") ? "True" : "False"}}, {}};
     tilelang::codegen::CudaSource src = cuda_for(c, arch);
-    EXPECT_EQ(src.launches.at(0).threads, 128) << arch;
-    EXPECT_NE(src.code.find("__launch_bounds__(128)"), std::string::npos) << arch;
+    EXPECT_EQ(src.launches.at(0).threads, 256) << arch;  // the example's threads, no producer added
+    EXPECT_NE(src.code.find("__launch_bounds__(256)"), std::string::npos) << arch;
     EXPECT_EQ(src.code.find("setmaxnreg"), std::string::npos) << arch;
     EXPECT_EQ(src.code.find("warpgroup_idx()"), std::string::npos) << arch;
     EXPECT_EQ(src.code.find("named_barrier_sync"), std::string::npos) << arch;
