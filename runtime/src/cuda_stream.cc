@@ -161,7 +161,10 @@ CudaTimer::CudaTimer(CuStream stream, int device, Options options)
                 options.repeat, "; need warmup >= 0 and repeat >= 1");
 }
 
-CudaTiming CudaTimer::time(const std::function<void(CuStream)>& enqueue) const {
+CudaTiming CudaTimer::time(const std::function<void(CuStream)>& enqueue) const { return time_interleaved({enqueue}).front(); }
+
+std::vector<CudaTiming> CudaTimer::time_interleaved(const std::vector<std::function<void(CuStream)>>& enqueues) const {
+  RT_USER_CHECK(!enqueues.empty(), "CudaTimer::time_interleaved: nothing to time");
   const CudaDriver& d = cuda_driver();
   cuda_context(device_);
   // A scratch buffer overwritten before each timed call evicts the L2.
@@ -181,31 +184,35 @@ CudaTiming CudaTimer::time(const std::function<void(CuStream)>& enqueue) const {
       RT_CU_CHECK(d.cuMemsetD8Async(flush, 0, flush_bytes, stream_), "cuMemsetD8Async", "L2 flush on cuda:", device_);
   };
 
-  for (int i = 0; i < options_.warmup; ++i) {
-    flush_l2();
-    enqueue(stream_);
-  }
+  for (int i = 0; i < options_.warmup; ++i)
+    for (const auto& enqueue : enqueues) {
+      flush_l2();
+      enqueue(stream_);
+    }
+  const size_t calls = static_cast<size_t>(options_.repeat) * enqueues.size();
   std::vector<CudaEvent> starts, ends;
-  for (int i = 0; i < options_.repeat; ++i) {
+  for (size_t i = 0; i < calls; ++i) {
     starts.emplace_back(device_);
     ends.emplace_back(device_);
   }
-  for (int i = 0; i < options_.repeat; ++i) {
+  for (size_t i = 0; i < calls; ++i) {  // call i: repetition i / n of callable i % n
     flush_l2();
     starts[i].record(stream_);
-    enqueue(stream_);
+    enqueues[i % enqueues.size()](stream_);
     ends[i].record(stream_);
   }
-  CudaTiming timing;
-  for (int i = 0; i < options_.repeat; ++i) timing.samples_ms.push_back(CudaEvent::elapsed_ms(starts[i], ends[i]));
-  std::vector<double> sorted = timing.samples_ms;
-  std::sort(sorted.begin(), sorted.end());
-  const size_t n = sorted.size();
-  timing.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
-  timing.min_ms = sorted.front();
-  timing.max_ms = sorted.back();
-  timing.mean_ms = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(n);
-  return timing;
+  std::vector<CudaTiming> timings(enqueues.size());
+  for (size_t i = 0; i < calls; ++i) timings[i % enqueues.size()].samples_ms.push_back(CudaEvent::elapsed_ms(starts[i], ends[i]));
+  for (CudaTiming& timing : timings) {
+    std::vector<double> sorted = timing.samples_ms;
+    std::sort(sorted.begin(), sorted.end());
+    const size_t n = sorted.size();
+    timing.median_ms = n % 2 ? sorted[n / 2] : (sorted[n / 2 - 1] + sorted[n / 2]) / 2;
+    timing.min_ms = sorted.front();
+    timing.max_ms = sorted.back();
+    timing.mean_ms = std::accumulate(sorted.begin(), sorted.end(), 0.0) / static_cast<double>(n);
+  }
+  return timings;
 }
 
 }  // namespace rt

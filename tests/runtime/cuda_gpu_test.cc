@@ -356,6 +356,31 @@ TEST(CudaGpu, EventTimingIsPositive) {
             << 3.0 * 4 * n / (t.median_ms * 1e-3) / 1e9 << " GB/s)" << std::endl;
 }
 
+// Interleaved timing: one timing per callable, `repeat` samples each, and a callable that launches
+// the same kernel four times reads longer than one that launches it once.
+TEST(CudaGpu, InterleavedTimingKeepsTheCallablesApart) {
+  REQUIRE_GPU();
+  const int64_t n = int64_t(1) << 24;
+  const Tensor a = Tensor::empty({n}, DType::F32, Device::cuda(0));
+  a.zero_();
+  const Tensor c = Tensor::empty({n}, DType::F32, Device::cuda(0));
+  const CudaKernel vadd = module().function("vadd");
+  rt::CudaStream stream;
+  auto launches = [&](int times) {
+    return [&, times](rt::CuStream s) {
+      for (int i = 0; i < times; ++i)
+        vadd.launch_with(Dim3{static_cast<unsigned>(n / 256)}, Dim3{256}, 0, s, c.data(), a.data(), a.data(), static_cast<long long>(n));
+    };
+  };
+  rt::CudaTimer timer(stream.handle(), 0, {1, 5, false});
+  const std::vector<rt::CudaTiming> t = timer.time_interleaved({launches(1), launches(4)});
+  ASSERT_EQ(t.size(), 2u);
+  ASSERT_EQ(t[0].samples_ms.size(), 5u);
+  ASSERT_EQ(t[1].samples_ms.size(), 5u);
+  EXPECT_GT(t[1].median_ms, 2.5 * t[0].median_ms) << "one launch " << t[0].median_ms << " ms, four " << t[1].median_ms << " ms";
+  EXPECT_THROW(timer.time_interleaved({}), rt::Error);
+}
+
 TEST(CudaGpu, OtherThreadsGetTheContext) {
   REQUIRE_GPU();
   std::mt19937 rng(std::random_device{}());

@@ -95,6 +95,10 @@ class CudaTimer {
   // `enqueue` is called with the stream; it must not synchronize it.
   CudaTiming time(const std::function<void(CuStream)>& enqueue) const;
   double median_ms(const std::function<void(CuStream)>& enqueue) const { return time(enqueue).median_ms; }
+  // Several callables timed in turns (warm-up and each repetition run all of them, in order), one
+  // timing each: a comparison where the clock drifts over the run (the H200 under its power limit)
+  // then sees the same drift on every side, not the whole of it on the side timed last.
+  std::vector<CudaTiming> time_interleaved(const std::vector<std::function<void(CuStream)>>& enqueues) const;
 
  private:
   CuStream stream_;
