@@ -119,7 +119,6 @@ bool eight_bit_rows(cublasHandle_t handle, rt::CudaTimer& timer, const rt::CudaD
     rt::Tensor ref = rt::Tensor::empty({s.m, s.n}, out_dtype, gpu);
     cublas_matmul_nt(handle, a_peer, b_peer, ref, s);
     const std::vector<double> ref_values = testutil::to_f64(ref.to(rt::Device::cpu()));
-    const double ms_blas = timer.median_ms([&](rt::CuStream) { cublas_matmul_nt(handle, a_peer, b_peer, ref, s); });
     for (const Tiling& t : {Tiling{"128", "128", "128", "128", "3", "0"}, Tiling{"128", "128", "128", "128", "4", "0"}, Tiling{"128", "256", "128", "256", "3", "0"},
                             Tiling{"128", "256", "128", "256", "3", "8"},
                             Tiling{"128", "256", "128", "256", "4", "8"}, Tiling{"256", "128", "128", "256", "4", "8"}}) {
@@ -132,7 +131,7 @@ bool eight_bit_rows(cublasHandle_t handle, rt::CudaTimer& timer, const rt::CudaD
       rt::Tensor ours = rt::Tensor::empty({s.m, s.n}, out_dtype, gpu);
       gemm.launch({a, b, ours});
       const double err = testutil::rel_error(testutil::to_f64(ours.to(rt::Device::cpu())), ref_values);
-      const double ms_ours = timer.median_ms([&](rt::CuStream) { gemm.launch({a, b, ours}); });
+      const auto [ms_ours, ms_blas] = interleaved_ms(timer, [&] { gemm.launch({a, b, ours}); }, [&] { cublas_matmul_nt(handle, a_peer, b_peer, ref, s); });
       // float8: exact products, which Hopper's FP8 tensor cores add with fewer mantissa bits than
       // float32 (~1e-4-1e-3 against cuBLAS's float32 sums); a wrong tile is off by O(1).
       const bool good = integer ? err == 0 : err < 5e-3;
