@@ -145,7 +145,9 @@ TEST(CudaCompile, EightBitTileGemmsUseTensorCoresWhenKMajor) {
     const std::string sm80 = ptx_for(c, "sm_80");
     EXPECT_EQ(sm80.find("wgmma"), std::string::npos) << dtype;
     EXPECT_EQ(sm80.find(mma) != std::string::npos, t[0] == 's') << dtype;
-    if (t[0] == 'f') EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
+    if (t[0] == 'f') {
+      EXPECT_EQ(sm80.find("mma.sync"), std::string::npos) << dtype;
+    }
   }
   for (const auto& [a, b, types] : {std::tuple("float8_e4m3", "float8_e5m2", "f32.e4m3.e5m2"), std::tuple("float8_e5m2", "float8_e4m3", "f32.e5m2.e4m3"),
                                     std::tuple("int8", "uint8", "s32.s8.u8"), std::tuple("uint8", "int8", "s32.u8.s8")}) {
