@@ -328,48 +328,46 @@ TEST(CudaGpu, ClusterLaunch) {
                "the cluster (4, 1, 1) does not divide the grid (6, 1, 1)");
 }
 
+// c = a + a over 2^24 floats: the kernel the timing tests time.
+struct Vadd {
+  static constexpr int64_t n = int64_t(1) << 24;
+  Tensor a = Tensor::empty({n}, DType::F32, Device::cuda(0)), c = Tensor::empty({n}, DType::F32, Device::cuda(0));
+  CudaKernel kernel = module().function("vadd");
+  Vadd() { a.zero_(); }
+  void launch(rt::CuStream s) const {
+    kernel.launch_with(Dim3{static_cast<unsigned>(n / 256)}, Dim3{256}, 0, s, c.data(), a.data(), a.data(), static_cast<long long>(n));
+  }
+};
+
 TEST(CudaGpu, EventTimingIsPositive) {
   REQUIRE_GPU();
-  const int64_t n = int64_t(1) << 24;
-  const Tensor a = Tensor::empty({n}, DType::F32, Device::cuda(0));
-  a.zero_();
-  const Tensor c = Tensor::empty({n}, DType::F32, Device::cuda(0));
-  const CudaKernel vadd = module().function("vadd");
+  const Vadd vadd;
   rt::CudaStream stream;
   rt::CudaEvent start, end;
   start.record(stream.handle());
-  vadd.launch_with(Dim3{static_cast<unsigned>(n / 256)}, Dim3{256}, 0, stream.handle(), c.data(), a.data(), a.data(),
-                   static_cast<long long>(n));
+  vadd.launch(stream.handle());
   end.record(stream.handle());
   EXPECT_GT(rt::CudaEvent::elapsed_ms(start, end), 0.0);
 
   rt::CudaTimer timer(stream.handle(), 0, {2, 7, true});
-  const rt::CudaTiming t = timer.time([&](rt::CuStream s) {
-    vadd.launch_with(Dim3{static_cast<unsigned>(n / 256)}, Dim3{256}, 0, s, c.data(), a.data(), a.data(),
-                     static_cast<long long>(n));
-  });
+  const rt::CudaTiming t = timer.time([&](rt::CuStream s) { vadd.launch(s); });
   ASSERT_EQ(t.samples_ms.size(), 7u);
   EXPECT_GT(t.median_ms, 0.0);
   EXPECT_LE(t.min_ms, t.median_ms);
   EXPECT_LE(t.median_ms, t.max_ms);
   std::cout << "[ info ] vadd of 2^24 floats: median " << t.median_ms << " ms ("
-            << 3.0 * 4 * n / (t.median_ms * 1e-3) / 1e9 << " GB/s)" << std::endl;
+            << 3.0 * 4 * Vadd::n / (t.median_ms * 1e-3) / 1e9 << " GB/s)" << std::endl;
 }
 
 // Interleaved timing: one timing per callable, `repeat` samples each, and a callable that launches
 // the same kernel four times reads longer than one that launches it once.
 TEST(CudaGpu, InterleavedTimingKeepsTheCallablesApart) {
   REQUIRE_GPU();
-  const int64_t n = int64_t(1) << 24;
-  const Tensor a = Tensor::empty({n}, DType::F32, Device::cuda(0));
-  a.zero_();
-  const Tensor c = Tensor::empty({n}, DType::F32, Device::cuda(0));
-  const CudaKernel vadd = module().function("vadd");
+  const Vadd vadd;
   rt::CudaStream stream;
   auto launches = [&](int times) {
     return [&, times](rt::CuStream s) {
-      for (int i = 0; i < times; ++i)
-        vadd.launch_with(Dim3{static_cast<unsigned>(n / 256)}, Dim3{256}, 0, s, c.data(), a.data(), a.data(), static_cast<long long>(n));
+      for (int i = 0; i < times; ++i) vadd.launch(s);
     };
   };
   rt::CudaTimer timer(stream.handle(), 0, {1, 5, false});
