@@ -556,15 +556,21 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
       ir::Expr g = to_expr(args.positional[i], args.positional_locs[i], "a grid dimension of T.Kernel");
       if (!rt::is_int(g->dtype)) error_at(args.positional_locs[i], "grid dimensions of T.Kernel must be integers");
       if (auto c = ir::as_const_int(g); c && *c < 1) error_at(args.positional_locs[i], rt::str("grid dimensions of T.Kernel must be at least 1 (got ", *c, ")"));
+      if (auto c = ir::as_const_int(g); c && *c > std::numeric_limits<int32_t>::max())  // block indices are int32
+        error_at(args.positional_locs[i], rt::str("grid dimensions of T.Kernel must be at most 2147483647 (got ", *c, ")"));
       k.grid.push_back(ir::cast(rt::DType::I32, g));
     }
     r.rest(0);
     if (k.grid.empty() || k.grid.size() > 3) error_at(loc, "T.Kernel takes one to three grid dimensions");
     if (const Value* t = r.get(99, "threads")) {
       if (const TupleV* tt = t->get_if<TupleV>()) {
+        if (tt->items.empty() || tt->items.size() > 3)
+          error_at(r.loc("threads"), rt::str("threads= takes a count or one to three dimensions, not ", tt->items.size()));
         k.threads = 1;
         for (const Value& d : tt->items) {
           k.thread_dims.push_back(to_int(d, r.loc("threads"), "threads"));
+          if (k.thread_dims.back() < 1 || k.thread_dims.back() > 1024)
+            error_at(r.loc("threads"), rt::str("each dimension of threads must be between 1 and 1024 (got ", k.thread_dims.back(), ")"));
           k.threads *= k.thread_dims.back();
         }
       } else {
