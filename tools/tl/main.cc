@@ -120,6 +120,11 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     }
+    for (int i = 2; i < argc; ++i)  // `tl compile --help` too
+      if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+        std::cout << kUsage;
+        return 0;
+      }
     tl_cli::Options o = parse(argc, argv, 2);
     if (cmd == "run") return tl_cli::run_command(o);
     if (cmd == "compile") return tl_cli::compile_command(o);

@@ -509,7 +509,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
       if (x % y != 0 && (x < 0) == (y < 0)) ++q;
       return q;
     }
-    ir::Expr x = to_expr(a, r.loc("a"), "a"), y = to_expr(b, r.loc("b"), "b");
+    ir::Expr x = to_expr(a, r.loc("a"), rt::str("the dividend of ", name)), y = to_expr(b, r.loc("b"), rt::str("the divisor of ", name));
     return ExprV{ir::floor_div(ir::add(x, ir::sub(y, ir::make_int(1, y->dtype))), y, loc)};
   }
   if (name == "tilelang.layout.make_swizzled_layout") {
