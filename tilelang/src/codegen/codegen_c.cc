@@ -135,8 +135,13 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
     case ir::BinaryOp::Min: return min_max(false, x, y, b.a->dtype);
     case ir::BinaryOp::Max: return min_max(true, x, y, b.a->dtype);
     case ir::BinaryOp::Pow: return math("pow", {x, y}, b.dtype);
-    case ir::BinaryOp::FloorDiv: return rt::str("tl::floordiv<", vt, ">(", x, ", ", y, ")");
-    case ir::BinaryOp::FloorMod: return rt::str("tl::floormod<", vt, ">(", x, ", ", y, ")");
+    // Floats take the float/double overloads (the template is for integers: it uses %).
+    case ir::BinaryOp::FloorDiv:
+      if (rt::is_float(b.a->dtype)) return rt::str("tl::floordiv(", vt, "(", x, "), ", vt, "(", y, "))");
+      return rt::str("tl::floordiv<", vt, ">(", x, ", ", y, ")");
+    case ir::BinaryOp::FloorMod:
+      if (rt::is_float(b.a->dtype)) return rt::str("tl::floormod(", vt, "(", x, "), ", vt, "(", y, "))");
+      return rt::str("tl::floormod<", vt, ">(", x, ", ", y, ")");
     case ir::BinaryOp::And: return rt::str("(", x, " && ", y, ")");
     case ir::BinaryOp::Or: return rt::str("(", x, " || ", y, ")");
     default: return rt::str("(", x, " ", ir::op_symbol(b.op), " ", y, ")");
