@@ -745,4 +745,38 @@ TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {
   }
 }
 
+// Found by fuzzing: a block of one thread over a 128 x 128 tile had its cooperative loops fully
+// unrolled (16384 rounds, or 128 rounds of a 128-long row sum), which NVRTC compiled for minutes.
+// Such loops stay loops.
+TEST(CudaCompile, FewThreadsOverLargeTilesAreNotFullyUnrolled) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def k(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            C_l = T.alloc_fragment((128, 128), "float32")
+            R = T.alloc_fragment((128,), "float32")
+            T.copy(X[0, 0], C_l)
+            T.reduce_sum(C_l, R, dim=1)
+            for i, j in T.Parallel(128, 128):
+                C_l[i, j] = C_l[i, j] - R[i]
+            T.copy(C_l, Y[0, 0])
+
+    return main
+)";
+  const std::map<std::string, std::string> params{{"M", "128"}, {"N", "128"}};
+  auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>("few_threads.py", src));
+  tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {"k", params, {}});
+  tilelang::Target target = tilelang::Target::cuda("sm_80");
+  const std::string cuda = tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target).code;
+  EXPECT_EQ(cuda.find("#pragma unroll"), std::string::npos) << cuda;
+  if (!rt::nvrtc_available()) return;
+  tilelang::CompileOptions o;
+  o.target = target;
+  o.params = params;
+  EXPECT_NE(tilelang::Module::from_source(src, "few_threads.py").kernel("k", o).emit(tilelang::Stage::Ptx, {}).find(".entry"), std::string::npos);
+}
+
 }  // namespace
