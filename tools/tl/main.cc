@@ -84,7 +84,9 @@ tl_cli::Options parse(int argc, char** argv, int first) {
       std::string v = value(i, a, "--param");
       size_t eq = v.find('=');
       RT_USER_CHECK(eq != std::string::npos && eq > 0, "--param needs NAME=VALUE, not '", v, "'");
-      o.params[v.substr(0, eq)] = v.substr(eq + 1);
+      const std::string name = v.substr(0, eq);
+      RT_USER_CHECK(!o.params.count(name), "--param ", name, " is given twice (", o.params[name], " and ", v.substr(eq + 1), ")");
+      o.params[name] = v.substr(eq + 1);
     } else if (is("--space")) {
       std::string v = value(i, a, "--space");
       size_t eq = v.find('=');
