@@ -13,6 +13,7 @@
 #include "tilelang/analysis/register_fragments.h"
 #include "tilelang/analysis/vector_copy.h"
 #include "tilelang/analysis/thread_dependence.h"
+#include "tilelang/diagnostics.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
@@ -480,8 +481,27 @@ class KernelLowering : public ir::IRMutator {
 
 }  // namespace
 
+namespace {
+
+// T.atomic_add on the GPU (tl/device/cuda/kernel.h): 32- and 64-bit floats and integers, and the
+// 16-bit floats through a compare-and-swap on their 32-bit word; narrower elements have none.
+class CheckAtomicDtypes : public ir::IRVisitor {
+ protected:
+  void visit(const ir::BufferStoreNode& n) override {
+    const rt::DType t = n.buffer->dtype;
+    if (n.atomic_add && t != rt::DType::F32 && t != rt::DType::F64 && t != rt::DType::I32 && t != rt::DType::I64 && t != rt::DType::F16 &&
+        t != rt::DType::BF16)
+      error_at(n.loc, rt::str("T.atomic_add into '", n.buffer->name, "' of dtype ", rt::name(t),
+                              " is not supported on the GPU (float32, float64, int32, int64, float16 and bfloat16 are)"));
+    ir::IRVisitor::visit(n);
+  }
+};
+
+}  // namespace
+
 ir::PrimFunc lower_kernel_cuda(const ir::PrimFunc& func, const PassOptions& options) {
   if (options.target.kind != Target::Kind::CUDA) return func;
+  CheckAtomicDtypes().visit_stmt(func.body);
   ir::PrimFunc out = func;
   out.body = KernelLowering(options).mutate(func.body);
   return out;
