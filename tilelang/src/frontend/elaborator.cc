@@ -125,7 +125,8 @@ int64_t int_op(ast::BinOpKind op, int64_t x, int64_t y, const SourceLoc& loc) {
     case ast::BinOpKind::Mod:
       if (y == 0) error_at(loc, "integer modulo by zero");
       if (y == -1) return 0;
-      return x - py_floordiv(x, y) * y;
+      r = x % y;  // the remainder never overflows; x - (x // y) * y may in between (x = INT64_MIN)
+      return r != 0 && (r < 0) != (y < 0) ? r + y : r;
     case ast::BinOpKind::Pow: {
       RT_ICHECK(y >= 0, "int_op: negative exponent");  // Python gives a float; the caller computes that
       int64_t result = 1, base = x;
