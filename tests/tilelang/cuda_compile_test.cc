@@ -779,4 +779,18 @@ def k(M, N):
   EXPECT_NE(tilelang::Module::from_source(src, "few_threads.py").kernel("k", o).emit(tilelang::Stage::Ptx, {}).find(".entry"), std::string::npos);
 }
 
+// Found by fuzzing: the "free" barriers of TMA-pipelined stages counted threads / 32 warps: 0 for a
+// block of 16 threads (NVRTC crashed with SIGSEGV on it) and one too few for 48 (the last, partial
+// warp arrives too).
+TEST(CudaCompile, StageBarriersCountPartialWarps) {
+  for (const auto& [threads, warps] : std::vector<std::pair<std::string, std::string>>{{"16", "1"}, {"48", "2"}}) {
+    Case c{"gemm", "examples/gemm.py", "matmul",
+           {{"M", "128"}, {"N", "128"}, {"K", "128"}, {"block_M", "64"}, {"block_N", "64"}, {"threads", threads}}, {}};
+    const std::string cuda = cuda_for(c, "sm_90a").code;
+    EXPECT_NE(cuda.find("tile_copy_barriers_init<3, true>(reinterpret_cast<tl::cuda::mbarrier_t*>(&k_stage_bars[0]), " + warps + ");"), std::string::npos)
+        << threads << " threads:\n" << cuda;
+    if (rt::nvrtc_available()) EXPECT_NE(ptx_for(c, "sm_90a").find(".entry"), std::string::npos) << threads << " threads";
+  }
+}
+
 }  // namespace
