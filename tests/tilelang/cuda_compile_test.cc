@@ -793,4 +793,28 @@ TEST(CudaCompile, StageBarriersCountPartialWarps) {
   }
 }
 
+// Found by fuzzing: a float32 constant past FLT_MAX was written as 1e+308f, which NVRTC rejects
+// ("floating constant is out of range": an internal error). It is the float it rounds to, infinity.
+TEST(CudaCompile, Float32ConstantsPastTheRangeAreInfinite) {
+  const std::string src =
+      "@tile_kernel\n"
+      "def clip(x: Tensor) -> Tensor:\n"
+      "    y = zeros_like(x)\n"
+      "    for i in range(x.shape[0]):\n"
+      "        if x[i] < 1e308:\n"
+      "            y[i] = x[i]\n"
+      "    return y\n";
+  auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>("clip.py", src));
+  const std::vector<TensorSpec> shapes{{DType::F32, {64}}};
+  tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {"clip", {}, shapes});
+  tilelang::Target target = tilelang::Target::cuda("sm_80");
+  const std::string cuda = tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target).code;
+  EXPECT_NE(cuda.find("< (tl::float_inf())"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("1e+308f"), std::string::npos) << cuda;
+  if (!rt::nvrtc_available()) return;
+  tilelang::CompileOptions o;
+  o.target = target;
+  EXPECT_NE(tilelang::Module::from_source(src, "clip.py").kernel("clip", o).emit(tilelang::Stage::Ptx, shapes).find(".entry"), std::string::npos);
+}
+
 }  // namespace
