@@ -55,9 +55,9 @@ bool converts(ir::DType t) { return rt::is_float(t) && t != ir::DType::F32 && t 
 
 std::string float_literal(double v, ir::DType t) {
   bool f64 = t == ir::DType::F64;
-  // A float literal holds the float the value rounds to: past FLT_MAX (and half an ulp) that is an
-  // infinity (1e308f is "out of range" to NVRTC; the double-to-float conversion itself is undefined).
-  if (!f64 && std::isfinite(v)) v = std::fabs(v) >= 0x1.ffffffp127 ? std::copysign(HUGE_VAL, v) : static_cast<float>(v);
+  // A float literal denotes the float the value rounds to: past FLT_MAX (and half an ulp) that is an
+  // infinity, written as one (1e+308f is "out of range" to NVRTC).
+  if (!f64 && std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp127) v = std::copysign(HUGE_VAL, v);
   // Through tl/device/scalar.h: the <cmath> macros do not exist under NVRTC.
   if (std::isinf(v)) return rt::str("(", v > 0 ? "" : "-", f64 ? "double(tl::float_inf())" : "tl::float_inf()", ")");
   if (std::isnan(v)) return f64 ? "double(tl::float_nan())" : "tl::float_nan()";
