@@ -35,4 +35,25 @@ TEST(TlRun, InoutWritesTheUpdatedInputBack) {
   EXPECT_EQ(testutil::to_f64(rt::read_npy(s_in_path)), testutil::to_f64(s));
 }
 
+// Found by fuzzing: `tl compile --help` was "unknown option --help" (exit 1).
+TEST(TlHelp, AfterACommand) {
+  for (const char* flag : {"--help", "-h"}) {
+    const std::vector<std::string> args = {"compile", flag};
+    tltest::cli::Result r = tltest::cli::run_tl(args);
+    EXPECT_EQ(r.exit_code, 0) << tltest::cli::describe(args) << "\n" << r.err;
+    EXPECT_EQ(r.out.rfind("usage: tl run FILE", 0), 0u) << r.out;
+    EXPECT_EQ(r.err, "");
+  }
+}
+
+// Found by fuzzing: without --kernel, a tune whose candidates all fail named the kernel ''.
+TEST(TlTune, FailuresNameTheOnlyKernel) {
+  const std::vector<std::string> args = {"tune", "examples/gemm.py", "--target", "cpu", "--param", "M=64", "--param", "N=64", "--param", "K=64",
+                                         "--shape", "64x64:float16", "--shape", "64x64:float16", "--space", "block_M=abc"};
+  tltest::cli::Result r = tltest::cli::run_tl(args);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.substr(0, r.err.find('\n')), "tl: error: autotune of 'matmul': every one of the 1 candidates failed:") << r.err;
+  EXPECT_NE(r.err.find("error: the divisor of T.ceildiv must be a number, not str ('abc')"), std::string::npos) << r.err;
+}
+
 }  // namespace

@@ -770,4 +770,76 @@ TEST(CudaCompile, WarpSpecializationCanBeTurnedOff) {
   }
 }
 
+// Found by fuzzing: a block of one thread over a 128 x 128 tile had its cooperative loops fully
+// unrolled (16384 rounds, or 128 rounds of a 128-long row sum), which NVRTC compiled for minutes.
+// Such loops stay loops.
+TEST(CudaCompile, FewThreadsOverLargeTilesAreNotFullyUnrolled) {
+  const std::string src = R"(import tilelang.language as T
+
+
+def k(M, N):
+    @T.prim_func
+    def main(X: T.Tensor((M, N), "float32"), Y: T.Tensor((M, N), "float32")):
+        with T.Kernel(1, threads=1) as bx:
+            C_l = T.alloc_fragment((128, 128), "float32")
+            R = T.alloc_fragment((128,), "float32")
+            T.copy(X[0, 0], C_l)
+            T.reduce_sum(C_l, R, dim=1)
+            for i, j in T.Parallel(128, 128):
+                C_l[i, j] = C_l[i, j] - R[i]
+            T.copy(C_l, Y[0, 0])
+
+    return main
+)";
+  const std::map<std::string, std::string> params{{"M", "128"}, {"N", "128"}};
+  auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>("few_threads.py", src));
+  tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {"k", params, {}});
+  tilelang::Target target = tilelang::Target::cuda("sm_80");
+  const std::string cuda = tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target).code;
+  EXPECT_EQ(cuda.find("#pragma unroll"), std::string::npos) << cuda;
+  if (!rt::nvrtc_available()) return;
+  tilelang::CompileOptions o;
+  o.target = target;
+  o.params = params;
+  EXPECT_NE(tilelang::Module::from_source(src, "few_threads.py").kernel("k", o).emit(tilelang::Stage::Ptx, {}).find(".entry"), std::string::npos);
+}
+
+// Found by fuzzing: the "free" barriers of TMA-pipelined stages counted threads / 32 warps: 0 for a
+// block of 16 threads (NVRTC crashed with SIGSEGV on it) and one too few for 48 (the last, partial
+// warp arrives too).
+TEST(CudaCompile, StageBarriersCountPartialWarps) {
+  for (const auto& [threads, warps] : std::vector<std::pair<std::string, std::string>>{{"16", "1"}, {"48", "2"}}) {
+    Case c{"gemm", "examples/gemm.py", "matmul",
+           {{"M", "128"}, {"N", "128"}, {"K", "128"}, {"block_M", "64"}, {"block_N", "64"}, {"threads", threads}}, {}};
+    const std::string cuda = cuda_for(c, "sm_90a").code;
+    EXPECT_NE(cuda.find("tile_copy_barriers_init<3, true>(reinterpret_cast<tl::cuda::mbarrier_t*>(&k_stage_bars[0]), " + warps + ");"), std::string::npos)
+        << threads << " threads:\n" << cuda;
+    if (rt::nvrtc_available()) EXPECT_NE(ptx_for(c, "sm_90a").find(".entry"), std::string::npos) << threads << " threads";
+  }
+}
+
+// Found by fuzzing: a float32 constant past FLT_MAX was written as 1e+308f, which NVRTC rejects
+// ("floating constant is out of range": an internal error). It is the float it rounds to, infinity.
+TEST(CudaCompile, Float32ConstantsPastTheRangeAreInfinite) {
+  const std::string src =
+      "@tile_kernel\n"
+      "def clip(x: Tensor) -> Tensor:\n"
+      "    y = zeros_like(x)\n"
+      "    for i in range(x.shape[0]):\n"
+      "        if x[i] < 1e308:\n"
+      "            y[i] = x[i]\n"
+      "    return y\n";
+  auto ast = tilelang::ast::parse(std::make_shared<tilelang::SourceFile>("clip.py", src));
+  const std::vector<TensorSpec> shapes{{DType::F32, {64}}};
+  tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {"clip", {}, shapes});
+  tilelang::Target target = tilelang::Target::cuda("sm_80");
+  const std::string cuda = tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target).code;
+  EXPECT_NE(cuda.find("< (tl::float_inf())"), std::string::npos) << cuda;
+  EXPECT_EQ(cuda.find("1e+308f"), std::string::npos) << cuda;
+  if (!rt::nvrtc_available()) return;
+  tilelang::CompileOptions o;
+  o.target = target;
+  EXPECT_NE(tilelang::Module::from_source(src, "clip.py").kernel("clip", o).emit(tilelang::Stage::Ptx, shapes).find(".entry"), std::string::npos);
+}
+
 }  // namespace

@@ -116,10 +116,13 @@ TEST_P(ErrorCases, GivesTheExpectedError) {
     ASSERT_TRUE(source.has_value()) << "the expected message names " << file << ", which cannot be read";
     std::vector<std::string> lines = cli::split_lines(*source);
     ASSERT_GE(lines.size(), static_cast<size_t>(line)) << file << " has no line " << line;
-    const std::string& text = lines[line - 1];
+    std::string text = lines[line - 1];
     std::string caret = "    ";
-    for (int i = 1; i < col && i <= static_cast<int>(text.size()); ++i) caret += text[i - 1] == '\t' ? '\t' : ' ';
+    for (int i = 1; i < col && i <= static_cast<int>(text.size()); ++i)  // one place per character, not per UTF-8 byte
+      if ((static_cast<unsigned char>(text[i - 1]) & 0xC0) != 0x80) caret += text[i - 1] == '\t' ? '\t' : ' ';
     caret += "^";
+    for (char& ch : text)  // control characters other than tabs are shown as '?'
+      if ((static_cast<unsigned char>(ch) < 0x20 && ch != '\t') || ch == 0x7f) ch = '?';
     check(err.size() >= 2 && err[1] == "    " + text, "the second line of stderr must show " + file + ":" + std::to_string(line) + ":\n    " + text);
     check(err.size() >= 3 && err[2] == caret, "the third line of stderr must put a caret under column " + std::to_string(col) + ":\n" + caret);
   }

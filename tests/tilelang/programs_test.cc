@@ -291,6 +291,28 @@ std::vector<double> softmax_ref(const std::vector<double>& x, int64_t m, int64_t
   return y;
 }
 
+// Python's // and % on floats (found by fuzzing: the generated C++ called the integer template,
+// which applies %, and did not compile).
+TEST_P(Typed, FloatFloorDivAndMod) {
+  DType dtype = GetParam();
+  const std::string src =
+      "@tile_kernel\n"
+      "def fdm(x: Tensor) -> Tensor:\n"
+      "    y = zeros_like(x)\n"
+      "    for i in range(x.shape[0]):\n"
+      "        y[i] = x[i] // 0.75 + x[i] % 0.75\n"
+      "    return y\n";
+  tilelang::Kernel k = tltest::cpu_kernel(tilelang::Module::from_source(src, "fdm.py"), "fdm");
+  rt::Tensor x = random({301}, dtype, -8, 8);
+  auto out = run(k, {x}, {{{301}, dtype}});
+  std::vector<double> xv = f64(x), ref(xv.size());
+  for (size_t i = 0; i < xv.size(); ++i) {
+    double q = std::floor(xv[i] / 0.75);
+    ref[i] = q + (xv[i] - q * 0.75);
+  }
+  expect_close(out[0], ref, "float // and %");
+}
+
 TEST_P(Typed, SoftmaxSeed) {
   DType dtype = GetParam();
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/softmax_seed.py", "softmax");

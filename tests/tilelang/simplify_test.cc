@@ -3,6 +3,8 @@
 // arithmetic would wrap.
 #include <gtest/gtest.h>
 
+#include <limits>
+#include <optional>
 #include <string>
 
 #include "tilelang/analysis/bounds.h"
@@ -78,6 +80,26 @@ TEST(SimplifyRanges, LoopRangesRemoveAMaskTheLoopsCannotHit) {
   EXPECT_NE(whole.find("work"), std::string::npos) << whole;
   const std::string partial = ir::print(tilelang::passes::simplify_stmt(nest(65)));
   EXPECT_NE(partial.find("4096"), std::string::npos) << partial;
+}
+
+// Constant folding of the operations themselves (ir/op.cc) wraps like the target's fixed-width
+// integers and stays defined in C++ (found by fuzzing: INT64_MIN // -1 killed tl with SIGFPE, and an
+// integer power ran one factor per unit of a huge exponent).
+TEST(ConstantFolding, WrapsWithoutTrappingOrLooping) {
+  auto i64 = [](int64_t v) { return ir::make_int(v, ir::DType::I64); };
+  const int64_t lowest = std::numeric_limits<int64_t>::min();
+  EXPECT_EQ(ir::as_const_int(ir::floor_div(i64(lowest), i64(-1))), std::optional<int64_t>(lowest));
+  EXPECT_EQ(ir::as_const_int(ir::floor_mod(i64(lowest), i64(-1))), std::optional<int64_t>(0));
+  EXPECT_EQ(ir::as_const_int(ir::floor_div(i64(-7), i64(2))), std::optional<int64_t>(-4));
+  EXPECT_EQ(ir::as_const_int(ir::add(i64(std::numeric_limits<int64_t>::max()), i64(1))), std::optional<int64_t>(lowest));
+  EXPECT_EQ(ir::as_const_int(ir::add(i32(2147483647), i32(1))), std::optional<int64_t>(-2147483648LL));
+  EXPECT_EQ(ir::as_const_int(ir::pow(i32(3), i32(5))), std::optional<int64_t>(243));
+  EXPECT_EQ(ir::as_const_int(ir::pow(i64(2), i64(10000000000))), std::optional<int64_t>(0));  // 2^64 and up wrap to 0
+  EXPECT_EQ(ir::as_const_int(ir::pow(i32(-1), i64(9223372036854775807))), std::optional<int64_t>(-1));
+  EXPECT_EQ(ir::as_const_int(ir::bitwise(ir::BinaryOp::Shl, i32(1), i32(31))), std::optional<int64_t>(-2147483648LL));
+  // A shift by the type's width or more, or by a negative count, is left as written.
+  EXPECT_EQ(ir::as_const_int(ir::bitwise(ir::BinaryOp::Shl, i64(1), i64(70))), std::nullopt);
+  EXPECT_EQ(ir::as_const_int(ir::bitwise(ir::BinaryOp::Shr, i32(1), i32(-1))), std::nullopt);
 }
 
 }  // namespace

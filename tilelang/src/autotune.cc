@@ -82,8 +82,12 @@ double median_ms(const Kernel& k, const std::vector<rt::Tensor>& all, const Tune
 
 }  // namespace
 
-TuneResult autotune(const Module& module, const std::string& kernel, const CompileOptions& options, const TuneSpace& space,
+TuneResult autotune(const Module& module, const std::string& kernel_name, const CompileOptions& options, const TuneSpace& space,
                     const std::vector<rt::Tensor>& inputs, const TuneOptions& tune) {
+  // No name picks the file's only kernel (Module::kernel); messages name it.
+  std::string kernel = kernel_name;
+  if (kernel.empty())
+    if (std::vector<frontend::KernelInfo> all = module.kernels(); all.size() == 1) kernel = all[0].name;
   RT_USER_CHECK(!space.empty(), "autotune of '", kernel, "': no free parameters to tune");
   RT_USER_CHECK(tune.repeat > 0 && tune.warmup >= 0, "autotune of '", kernel, "': repeat must be positive and warmup not negative");
   for (size_t i = 0; i < space.size(); ++i) {

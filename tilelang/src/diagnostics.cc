@@ -43,7 +43,13 @@ std::string format_diagnostic(const SourceLoc& loc, const std::string& message, 
   if (!loc.known()) return rt::str(severity, ": ", message);
   std::string text = loc.file->line(loc.line);
   std::string caret;
-  for (int i = 1; i < loc.col && i <= static_cast<int>(text.size()); ++i) caret += text[i - 1] == '\t' ? '\t' : ' ';
+  // Columns count bytes; the caret moves one place per character (not per UTF-8 continuation byte).
+  for (int i = 1; i < loc.col && i <= static_cast<int>(text.size()); ++i)
+    if ((static_cast<unsigned char>(text[i - 1]) & 0xC0) != 0x80) caret += text[i - 1] == '\t' ? '\t' : ' ';
+  // Control characters other than tabs would garble the quoted line (a NUL ends the message where
+  // it is printed as a C string): show each as '?', one column as in the source.
+  for (char& c : text)
+    if ((static_cast<unsigned char>(c) < 0x20 && c != '\t') || c == 0x7f) c = '?';
   return rt::str(loc.to_string(), ": ", severity, ": ", message, "\n    ", text, "\n    ", caret, "^");
 }
 

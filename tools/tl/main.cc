@@ -3,8 +3,11 @@
 //   tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME]
 //   tl tune FILE --space NAME=V1,V2,... [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME] [--target cpu|cuda]
 //   tl demo
+#include <charconv>
 #include <cstdlib>
 #include <iostream>
+#include <limits>
+#include <optional>
 
 #include "cli.h"
 #include "rt/error.h"
@@ -17,6 +20,14 @@ const char* kUsage =
     "       tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME]\n"
     "       tl tune FILE --space NAME=V1,V2,...  [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda]\n"
     "       tl demo\n";
+
+// A string of decimal digits as a number no larger than `max`; nullopt when it is larger.
+std::optional<int64_t> parse_digits(const std::string& digits, int64_t max) {
+  int64_t v = 0;
+  auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), v);
+  if (ec != std::errc() || end != digits.data() + digits.size() || v > max) return std::nullopt;
+  return v;
+}
 
 // "64x32", "Mx32:float16": sizes or symbolic names, then an optional dtype.
 tilelang::frontend::TensorSpec parse_shape(const std::string& text) {
@@ -33,8 +44,13 @@ tilelang::frontend::TensorSpec parse_shape(const std::string& text) {
     size_t x = dims.find('x', start);
     std::string part = dims.substr(start, x == std::string::npos ? std::string::npos : x - start);
     RT_USER_CHECK(!part.empty(), "--shape ", text, ": expected sizes like 64x32 or Mx32");
-    if (part.find_first_not_of("0123456789") == std::string::npos) spec.shape.push_back(std::stoll(part));
-    else spec.shape.push_back(part);
+    if (part.find_first_not_of("0123456789") == std::string::npos) {
+      auto size = parse_digits(part, std::numeric_limits<int64_t>::max());
+      RT_USER_CHECK(size, "--shape ", text, ": the size ", part, " is too large (at most ", std::numeric_limits<int64_t>::max(), ")");
+      spec.shape.push_back(*size);
+    } else {
+      spec.shape.push_back(part);
+    }
     if (x == std::string::npos) break;
     start = x + 1;
   }
@@ -61,12 +77,16 @@ tl_cli::Options parse(int argc, char** argv, int first) {
     else if (is("--repeat")) {
       std::string v = value(i, a, "--repeat");
       RT_USER_CHECK(v.find_first_not_of("0123456789") == std::string::npos && !v.empty(), "--repeat needs a count, not '", v, "'");
-      o.repeat = std::stoi(v);
+      auto n = parse_digits(v, std::numeric_limits<int>::max());
+      RT_USER_CHECK(n, "--repeat ", v, ": too many (at most ", std::numeric_limits<int>::max(), ")");
+      o.repeat = static_cast<int>(*n);
     } else if (is("--param")) {
       std::string v = value(i, a, "--param");
       size_t eq = v.find('=');
       RT_USER_CHECK(eq != std::string::npos && eq > 0, "--param needs NAME=VALUE, not '", v, "'");
-      o.params[v.substr(0, eq)] = v.substr(eq + 1);
+      const std::string name = v.substr(0, eq);
+      RT_USER_CHECK(!o.params.count(name), "--param ", name, " is given twice (", o.params[name], " and ", v.substr(eq + 1), ")");
+      o.params[name] = v.substr(eq + 1);
     } else if (is("--space")) {
       std::string v = value(i, a, "--space");
       size_t eq = v.find('=');
@@ -102,6 +122,11 @@ int main(int argc, char** argv) {
       std::cout << kUsage;
       return 0;
     }
+    for (int i = 2; i < argc; ++i)  // `tl compile --help` too
+      if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+        std::cout << kUsage;
+        return 0;
+      }
     tl_cli::Options o = parse(argc, argv, 2);
     if (cmd == "run") return tl_cli::run_command(o);
     if (cmd == "compile") return tl_cli::compile_command(o);

@@ -55,6 +55,9 @@ bool converts(ir::DType t) { return rt::is_float(t) && t != ir::DType::F32 && t 
 
 std::string float_literal(double v, ir::DType t) {
   bool f64 = t == ir::DType::F64;
+  // A float literal denotes the float the value rounds to: past FLT_MAX (and half an ulp) that is an
+  // infinity, written as one (1e+308f is "out of range" to NVRTC).
+  if (!f64 && std::isfinite(v) && std::fabs(v) >= 0x1.ffffffp127) v = std::copysign(HUGE_VAL, v);
   // Through tl/device/scalar.h: the <cmath> macros do not exist under NVRTC.
   if (std::isinf(v)) return rt::str("(", v > 0 ? "" : "-", f64 ? "double(tl::float_inf())" : "tl::float_inf()", ")");
   if (std::isnan(v)) return f64 ? "double(tl::float_nan())" : "tl::float_nan()";
@@ -135,8 +138,13 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
     case ir::BinaryOp::Min: return min_max(false, x, y, b.a->dtype);
     case ir::BinaryOp::Max: return min_max(true, x, y, b.a->dtype);
     case ir::BinaryOp::Pow: return math("pow", {x, y}, b.dtype);
-    case ir::BinaryOp::FloorDiv: return rt::str("tl::floordiv<", vt, ">(", x, ", ", y, ")");
-    case ir::BinaryOp::FloorMod: return rt::str("tl::floormod<", vt, ">(", x, ", ", y, ")");
+    // Floats take the float/double overloads (the template is for integers: it uses %).
+    case ir::BinaryOp::FloorDiv:
+      if (rt::is_float(b.a->dtype)) return rt::str("tl::floordiv(", vt, "(", x, "), ", vt, "(", y, "))");
+      return rt::str("tl::floordiv<", vt, ">(", x, ", ", y, ")");
+    case ir::BinaryOp::FloorMod:
+      if (rt::is_float(b.a->dtype)) return rt::str("tl::floormod(", vt, "(", x, "), ", vt, "(", y, "))");
+      return rt::str("tl::floormod<", vt, ">(", x, ", ", y, ")");
     case ir::BinaryOp::And: return rt::str("(", x, " && ", y, ")");
     case ir::BinaryOp::Or: return rt::str("(", x, " || ", y, ")");
     default: return rt::str("(", x, " ", ir::op_symbol(b.op), " ", y, ")");

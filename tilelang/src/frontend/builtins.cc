@@ -254,7 +254,11 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
           if (fn == "log10") return std::log10(x);
           if (fn == "sqrt") return std::sqrt(x);
           if (fn == "rsqrt") return 1.0 / std::sqrt(x);
-          if (fn == "abs") return v[0].is<double>() ? Value(std::fabs(x)) : Value(static_cast<int64_t>(std::llabs(static_cast<long long>(x))));
+          if (fn == "abs") {
+            if (v[0].is<double>()) return std::fabs(x);
+            const int64_t i = v[0].is<bool>() ? static_cast<int64_t>(v[0].get<bool>()) : v[0].get<int64_t>();
+            return i < 0 ? int_neg(i, loc, "abs") : i;
+          }
           if (fn == "tanh") return std::tanh(x);
           if (fn == "sigmoid") return 1.0 / (1.0 + std::exp(-x));
           if (fn == "floor") return std::floor(x);
@@ -430,15 +434,27 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     const Value& v = r.req(0, "x");
     r.done();
     if (auto s = v.get_if<std::string>()) {
+      // The whole string must be the number, as in Python ("12abc" is not 12); spaces around it may be.
+      const size_t first = s->find_first_not_of(" \t"), last = s->find_last_not_of(" \t");
+      const std::string text = first == std::string::npos ? "" : s->substr(first, last - first + 1);
       try {
-        if (name == "int") return static_cast<int64_t>(std::stoll(*s));
-        if (name == "float") return std::stod(*s);
+        size_t used = 0;
+        if (name == "int") {
+          const int64_t i = std::stoll(text, &used);
+          if (used == text.size()) return i;
+        } else if (name == "float") {
+          const double d = std::stod(text, &used);
+          if (used == text.size()) return d;
+        }
+      } catch (const std::out_of_range&) {
+        if (name == "int") error_at(loc, rt::str("int() of '", *s, "': the value does not fit in 64 bits (kernel integers are at most 64-bit: 9223372036854775807)"));
       } catch (const std::exception&) {
-        error_at(loc, rt::str(name, "() cannot convert '", *s, "'"));
       }
+      if (name != "bool") error_at(loc, rt::str(name, "() cannot convert '", *s, "'"));
     }
     if (is_number(v)) {
-      if (name == "int") return static_cast<int64_t>(num(v));
+      if (name == "int" && v.is<int64_t>()) return v;
+      if (name == "int") return v.is<bool>() ? static_cast<int64_t>(v.get<bool>()) : float_to_int(v.get<double>(), loc, "int");
       if (name == "float") return num(v);
       return num(v) != 0.0;
     }
@@ -484,11 +500,16 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     const Value& b = r.req(1, "b");
     r.done();
     if (is_number(a) && is_number(b) && !a.is<double>() && !b.is<double>()) {
-      int64_t x = static_cast<int64_t>(num(a)), y = static_cast<int64_t>(num(b));
+      auto as_int = [](const Value& v) { return v.is<bool>() ? static_cast<int64_t>(v.get<bool>()) : v.get<int64_t>(); };
+      int64_t x = as_int(a), y = as_int(b);
       if (y == 0) error_at(loc, "ceildiv by zero");
-      return static_cast<int64_t>((x + y - 1 - ((x + y - 1) % y + y) % y) / y);
+      if (x == std::numeric_limits<int64_t>::min() && y == -1)
+        error_at(loc, rt::str("integer overflow: T.ceildiv(", x, ", ", y, ") does not fit in 64 bits (kernel integers are at most 64-bit: 9223372036854775807)"));
+      int64_t q = x / y;  // rounded toward zero; up when the exact quotient is positive
+      if (x % y != 0 && (x < 0) == (y < 0)) ++q;
+      return q;
     }
-    ir::Expr x = to_expr(a, r.loc("a"), "a"), y = to_expr(b, r.loc("b"), "b");
+    ir::Expr x = to_expr(a, r.loc("a"), rt::str("the dividend of ", name)), y = to_expr(b, r.loc("b"), rt::str("the divisor of ", name));
     return ExprV{ir::floor_div(ir::add(x, ir::sub(y, ir::make_int(1, y->dtype))), y, loc)};
   }
   if (name == "tilelang.layout.make_swizzled_layout") {
@@ -535,15 +556,21 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
       ir::Expr g = to_expr(args.positional[i], args.positional_locs[i], "a grid dimension of T.Kernel");
       if (!rt::is_int(g->dtype)) error_at(args.positional_locs[i], "grid dimensions of T.Kernel must be integers");
       if (auto c = ir::as_const_int(g); c && *c < 1) error_at(args.positional_locs[i], rt::str("grid dimensions of T.Kernel must be at least 1 (got ", *c, ")"));
+      if (auto c = ir::as_const_int(g); c && *c > std::numeric_limits<int32_t>::max())  // block indices are int32
+        error_at(args.positional_locs[i], rt::str("grid dimensions of T.Kernel must be at most 2147483647 (got ", *c, ")"));
       k.grid.push_back(ir::cast(rt::DType::I32, g));
     }
     r.rest(0);
     if (k.grid.empty() || k.grid.size() > 3) error_at(loc, "T.Kernel takes one to three grid dimensions");
     if (const Value* t = r.get(99, "threads")) {
       if (const TupleV* tt = t->get_if<TupleV>()) {
+        if (tt->items.empty() || tt->items.size() > 3)
+          error_at(r.loc("threads"), rt::str("threads= takes a count or one to three dimensions, not ", tt->items.size()));
         k.threads = 1;
         for (const Value& d : tt->items) {
           k.thread_dims.push_back(to_int(d, r.loc("threads"), "threads"));
+          if (k.thread_dims.back() < 1 || k.thread_dims.back() > 1024)
+            error_at(r.loc("threads"), rt::str("each dimension of threads must be between 1 and 1024 (got ", k.thread_dims.back(), ")"));
           k.threads *= k.thread_dims.back();
         }
       } else {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <functional>
+#include <limits>
 
 #include "rt/error.h"
 #include "tilelang/analysis/linear.h"
@@ -98,6 +99,74 @@ int64_t py_floordiv(int64_t a, int64_t b) {
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
 }
+
+}  // namespace
+
+int64_t int_op(ast::BinOpKind op, int64_t x, int64_t y, const SourceLoc& loc) {
+  auto overflow = [&]() {
+    error_at(loc, rt::str("integer overflow: ", x, " ", ast::symbol(op), " ", y,
+                          " does not fit in 64 bits (kernel integers are at most 64-bit: 9223372036854775807)"));
+  };
+  int64_t r = 0;
+  switch (op) {
+    case ast::BinOpKind::Add:
+      if (__builtin_add_overflow(x, y, &r)) overflow();
+      return r;
+    case ast::BinOpKind::Sub:
+      if (__builtin_sub_overflow(x, y, &r)) overflow();
+      return r;
+    case ast::BinOpKind::Mul:
+      if (__builtin_mul_overflow(x, y, &r)) overflow();
+      return r;
+    case ast::BinOpKind::FloorDiv:
+      if (y == 0) error_at(loc, "integer division by zero");
+      if (y == -1 && x == std::numeric_limits<int64_t>::min()) overflow();
+      return py_floordiv(x, y);
+    case ast::BinOpKind::Mod:
+      if (y == 0) error_at(loc, "integer modulo by zero");
+      if (y == -1) return 0;
+      r = x % y;  // the remainder never overflows; x - (x // y) * y may in between (x = INT64_MIN)
+      return r != 0 && (r < 0) != (y < 0) ? r + y : r;
+    case ast::BinOpKind::Pow: {
+      RT_ICHECK(y >= 0, "int_op: negative exponent");  // Python gives a float; the caller computes that
+      int64_t result = 1, base = x;
+      for (int64_t e = y;;) {  // by squaring: the exponent may be large (1 ** 10**18)
+        if ((e & 1) && __builtin_mul_overflow(result, base, &result)) overflow();
+        e >>= 1;
+        if (e == 0) return result;
+        if (__builtin_mul_overflow(base, base, &base)) overflow();
+      }
+    }
+    case ast::BinOpKind::LShift:
+      if (y < 0) error_at(loc, rt::str("negative shift count ", y));
+      if (x == 0) return 0;
+      if (y >= 63 || (x << y) >> y != x) overflow();
+      return x << y;
+    case ast::BinOpKind::RShift:
+      if (y < 0) error_at(loc, rt::str("negative shift count ", y));
+      return y >= 63 ? (x < 0 ? -1 : 0) : x >> y;
+    case ast::BinOpKind::BitOr: return x | y;
+    case ast::BinOpKind::BitXor: return x ^ y;
+    case ast::BinOpKind::BitAnd: return x & y;
+    default: break;
+  }
+  RT_UNREACHABLE("int_op: ", ast::symbol(op));
+}
+
+int64_t float_to_int(double d, const SourceLoc& loc, const std::string& fn) {
+  if (std::isnan(d) || std::isinf(d)) error_at(loc, rt::str(fn, "() of ", d, ": cannot convert ", std::isnan(d) ? "NaN" : "infinity", " to an integer"));
+  if (!(d >= -9223372036854775808.0 && d < 9223372036854775808.0))
+    error_at(loc, rt::str(fn, "() of ", d, ": the value does not fit in 64 bits (kernel integers are at most 64-bit: 9223372036854775807)"));
+  return static_cast<int64_t>(d);
+}
+
+int64_t int_neg(int64_t x, const SourceLoc& loc, const char* fn) {
+  if (x == std::numeric_limits<int64_t>::min())
+    error_at(loc, rt::str("integer overflow: ", fn, "(", x, ") does not fit in 64 bits (kernel integers are at most 64-bit: 9223372036854775807)"));
+  return -x;
+}
+
+namespace {
 
 ir::BinaryOp to_ir_op(ast::BinOpKind op) {
   switch (op) {
@@ -951,7 +1020,7 @@ Value Elaborator::eval_unary(const ast::UnaryOpExpr& u) {
       if (auto e = try_expr(v); e && (v.is<ExprV>() || v.is<BufferV>())) return ExprV{ir::logical_not(*e, u.loc)};
       return !truthy(v, u.loc);
     case ast::UnaryOpKind::Neg:
-      if (auto i = v.get_if<int64_t>()) return -*i;
+      if (auto i = v.get_if<int64_t>()) return int_neg(*i, u.loc, "-");
       if (auto b = v.get_if<bool>()) return static_cast<int64_t>(-static_cast<int>(*b));
       if (auto d = v.get_if<double>()) return -*d;
       return ExprV{ir::neg(to_expr(v, u.operand->loc, "the operand of '-'"), u.loc)};
@@ -970,7 +1039,7 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
   // Compile-time arithmetic follows Python.
   if (is_number(a) && is_number(b)) {
     bool floats = a.is<double>() || b.is<double>();
-    if (op == ast::BinOpKind::Div || (floats && op != ast::BinOpKind::LShift && op != ast::BinOpKind::RShift)) {
+    if (op == ast::BinOpKind::Div || floats) {
       double x = as_double(a), y = as_double(b);
       switch (op) {
         case ast::BinOpKind::Add: return x + y;
@@ -991,27 +1060,22 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
     }
     int64_t x = as_int(a), y = as_int(b);
     switch (op) {
-      case ast::BinOpKind::Add: return x + y;
-      case ast::BinOpKind::Sub: return x - y;
-      case ast::BinOpKind::Mul: return x * y;
-      case ast::BinOpKind::FloorDiv:
-        if (y == 0) error_at(loc, "integer division by zero");
-        return py_floordiv(x, y);
-      case ast::BinOpKind::Mod:
-        if (y == 0) error_at(loc, "integer modulo by zero");
-        return x - py_floordiv(x, y) * y;
       case ast::BinOpKind::Pow:
-        if (y < 0) return std::pow(static_cast<double>(x), static_cast<double>(y));
-        {
-          int64_t r = 1;
-          for (int64_t i = 0; i < y; ++i) r *= x;
-          return r;
+        if (y < 0) {
+          if (x == 0) error_at(loc, "0 cannot be raised to a negative power");
+          return std::pow(static_cast<double>(x), static_cast<double>(y));
         }
-      case ast::BinOpKind::LShift: return x << y;
-      case ast::BinOpKind::RShift: return x >> y;
-      case ast::BinOpKind::BitOr: return x | y;
-      case ast::BinOpKind::BitXor: return x ^ y;
-      case ast::BinOpKind::BitAnd: return x & y;
+        return int_op(op, x, y, loc);
+      case ast::BinOpKind::Add:
+      case ast::BinOpKind::Sub:
+      case ast::BinOpKind::Mul:
+      case ast::BinOpKind::FloorDiv:
+      case ast::BinOpKind::Mod:
+      case ast::BinOpKind::LShift:
+      case ast::BinOpKind::RShift:
+      case ast::BinOpKind::BitOr:
+      case ast::BinOpKind::BitXor:
+      case ast::BinOpKind::BitAnd: return int_op(op, x, y, loc);
       default: break;
     }
   }
@@ -1021,15 +1085,20 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
     for (const Value& v : b.get<TupleV>().items) t.items.push_back(v);
     return t;
   }
-  if (op == ast::BinOpKind::Mul && a.is<TupleV>() && b.is<int64_t>()) {
-    TupleV t{{}, a.get<TupleV>().is_list};
-    for (int64_t i = 0; i < b.get<int64_t>(); ++i)
-      for (const Value& v : a.get<TupleV>().items) t.items.push_back(v);
+  if (op == ast::BinOpKind::Mul && ((a.is<TupleV>() && b.is<int64_t>()) || (a.is<int64_t>() && b.is<TupleV>()))) {
+    const TupleV& items = a.is<TupleV>() ? a.get<TupleV>() : b.get<TupleV>();
+    const int64_t n = a.is<TupleV>() ? b.get<int64_t>() : a.get<int64_t>();
+    TupleV t{{}, items.is_list};
+    if (n > 0 && !items.items.empty() && n > kMaxInterpretedIterations / static_cast<int64_t>(items.items.size()))
+      error_at(loc, rt::str("this ", items.is_list ? "list" : "tuple", " would have ", n, " x ", items.items.size(),
+                            " items; compile-time tuples and lists hold at most 2^20"));
+    for (int64_t i = 0; i < n; ++i)
+      for (const Value& v : items.items) t.items.push_back(v);
     return t;
   }
   if (op == ast::BinOpKind::MatMul)
     error_at(loc, "'@' (matrix product) is not an operator of kernels; write the loops (they become a gemm) or call T.gemm");
-  auto [ea, eb] = operands(a, b, loc, rt::str("an operand of '", ast::symbol(op), "'"));
+  auto [ea, eb] = operands(a, b, loc, rt::str("operand of '", ast::symbol(op), "'"));
   ir::BinaryOp irop = to_ir_op(op);
   if ((irop == ir::BinaryOp::BitAnd || irop == ir::BinaryOp::BitOr || irop == ir::BinaryOp::BitXor || irop == ir::BinaryOp::Shl ||
        irop == ir::BinaryOp::Shr) &&
@@ -1085,7 +1154,7 @@ Value Elaborator::eval_compare(const ast::CompareExpr& c) {
       else eq = left.is<NoneV>() && right.is<NoneV>();
       r = (op == ast::CmpOpKind::Eq) == eq;
     } else {
-      auto [a, b] = operands(left, right, c.loc, "an operand of the comparison");
+      auto [a, b] = operands(left, right, c.loc, "operand of the comparison");
       r = ExprV{ir::compare(to_ir_cmp(op), a, b, c.loc)};
     }
     // Chain: a < b < c is (a < b) and (b < c).
@@ -1238,7 +1307,10 @@ Value Elaborator::call(const Value& callee, Args args, const SourceLoc& loc, con
     // T.float32(x): a cast; T.float32() alone is not meaningful.
     if (args.positional.size() != 1) error_at(loc, rt::str(callee_text, "(x) converts one value to ", rt::name(d->dtype)));
     const Value& v = args.positional[0];
-    if (is_number(v) && !staged()) return rt::is_float(d->dtype) ? Value(as_double(v)) : Value(static_cast<int64_t>(as_double(v)));
+    if (is_number(v) && !staged()) {
+      if (rt::is_float(d->dtype)) return as_double(v);
+      return v.is<double>() ? float_to_int(v.get<double>(), loc, callee_text) : as_int(v);
+    }
     return ExprV{ir::cast(d->dtype, to_expr(v, args.positional_locs[0], "the value to convert"), loc)};
   }
   if (const ModuleV* m = callee.get_if<ModuleV>())

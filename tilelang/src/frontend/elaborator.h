@@ -117,6 +117,16 @@ class Elaborator {
   Frame& frame() { return *frames_.back(); }
 };
 
+// Compile-time integer arithmetic as in Python (floor division, modulo with the divisor's sign),
+// within the 64 bits kernel integers have: a result that does not fit, a negative shift count and a
+// division by zero are errors at loc. op is one of + - * // % ** << >> | ^ &.
+int64_t int_op(ast::BinOpKind op, int64_t x, int64_t y, const SourceLoc& loc);
+// A Python float converted to an integer by fn ("int", "T.int32", ...), truncating as Python does;
+// NaN, infinities and values beyond 64 bits are errors at loc.
+int64_t float_to_int(double d, const SourceLoc& loc, const std::string& fn);
+// -x, or abs(x) of a negative x (fn: "-" or "abs"), with the same check.
+int64_t int_neg(int64_t x, const SourceLoc& loc, const char* fn);
+
 // Binds every member of `T.` by its bare name (for `from tilelang.language import *`).
 void bind_language_names(Env& env);
 

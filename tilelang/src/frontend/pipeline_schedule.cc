@@ -1,6 +1,7 @@
 #include "frontend/pipeline_schedule.h"
 
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <set>
 
@@ -67,6 +68,14 @@ ir::Stmt schedule_pipelined(const ir::Var& var, const ir::Expr& min, const ir::E
       error_at(s.order[g] == -1 ? s.stage_loc : s.order_loc, rt::str("T.Pipelined's group ", g, " has order ", s.order[g], " and stage ", s.stage[g],
                                                                   ": -1 (a copy the pipeline loads) goes in both or neither"));
     if (s.stage[g] < -1) error_at(s.stage_loc, rt::str("T.Pipelined's stage ", s.stage[g], " of group ", g, " is negative"));
+    // The scheduled loop runs extent + (largest stage) steps on the loop's counter: that must not wrap
+    // (a symbolic extent keeps half the counter's range).
+    const int64_t counter_max = var->dtype == rt::DType::I64 ? std::numeric_limits<int64_t>::max() : std::numeric_limits<int32_t>::max();
+    const auto cmin = ir::as_const_int(min), cext = ir::as_const_int(extent);
+    const int64_t room = cmin && cext && *cmin >= 0 && *cext >= 0 && *cmin <= counter_max - *cext ? counter_max - *cmin - *cext : counter_max / 2;
+    if (s.stage[g] > room || s.stage[g] > std::numeric_limits<int32_t>::max())
+      error_at(s.stage_loc, rt::str("T.Pipelined's stage ", s.stage[g], " of group ", g, " is too large: the scheduled loop runs its iterations plus the largest stage as steps, past the range of its ",
+                                    rt::name(var->dtype), " counter"));
     if (s.order[g] >= 0) by_order.push_back(g);
   }
   std::sort(by_order.begin(), by_order.end(), [&](size_t a, size_t b) { return s.order[a] < s.order[b]; });

@@ -29,7 +29,14 @@ int64_t wrap_to(DType t, int64_t v) {
   }
 }
 
+// Folding wraps like the kernel's fixed-width arithmetic, without C++'s undefined signed overflow
+// (wrap_to then narrows to the result's type).
+int64_t wrap_add(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) + static_cast<uint64_t>(b)); }
+int64_t wrap_sub(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) - static_cast<uint64_t>(b)); }
+int64_t wrap_mul(int64_t a, int64_t b) { return static_cast<int64_t>(static_cast<uint64_t>(a) * static_cast<uint64_t>(b)); }
+
 int64_t floor_div_int(int64_t a, int64_t b) {
+  if (b == -1) return wrap_sub(0, a);  // INT64_MIN / -1 traps in C++
   int64_t q = a / b;
   if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
   return q;
@@ -48,9 +55,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
   if (rt::is_int(t) && ia && ib) {
     int64_t x = *ia, y = *ib, r = 0;
     switch (op) {
-      case BinaryOp::Add: r = x + y; break;
-      case BinaryOp::Sub: r = x - y; break;
-      case BinaryOp::Mul: r = x * y; break;
+      case BinaryOp::Add: r = wrap_add(x, y); break;
+      case BinaryOp::Sub: r = wrap_sub(x, y); break;
+      case BinaryOp::Mul: r = wrap_mul(x, y); break;
       case BinaryOp::Min: r = std::min(x, y); break;
       case BinaryOp::Max: r = std::max(x, y); break;
       case BinaryOp::FloorDiv:
@@ -59,7 +66,7 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         break;
       case BinaryOp::FloorMod:
         if (y == 0) return make_binary(op, t, cast(t, a), cast(t, b), loc);
-        r = x - floor_div_int(x, y) * y;
+        r = wrap_sub(x, wrap_mul(floor_div_int(x, y), y));
         break;
       default: RT_UNREACHABLE("arith op ", op_symbol(op));
     }
@@ -134,9 +141,12 @@ Expr max(Expr a, Expr b, SourceLoc loc) { return arith(BinaryOp::Max, std::move(
 Expr pow(Expr a, Expr b, SourceLoc loc) {
   auto ia = as_const_int(a), ib = as_const_int(b);
   if (ia && ib && *ib >= 0 && rt::is_int(arith_type(a, b))) {
-    int64_t r = 1;
-    for (int64_t i = 0; i < *ib; ++i) r *= *ia;
-    return make_int(r, arith_type(a, b), loc);
+    int64_t r = 1, base = *ia;
+    for (int64_t e = *ib; e > 0; e >>= 1) {  // by squaring: the exponent may be huge
+      if (e & 1) r = wrap_mul(r, base);
+      base = wrap_mul(base, base);
+    }
+    return make_int(wrap_to(arith_type(a, b), r), arith_type(a, b), loc);
   }
   DType t = promote(a->dtype, b->dtype);
   if (!rt::is_float(t)) t = DType::F32;  // integer powers with a runtime operand are computed in float
@@ -146,13 +156,15 @@ Expr pow(Expr a, Expr b, SourceLoc loc) {
 Expr bitwise(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
   DType t = promote(a->dtype, b->dtype);
   auto ia = as_const_int(a), ib = as_const_int(b);
-  if (ia && ib) {
+  // A shift by a negative count or by the width of the type or more is left to the target, as written.
+  const bool shift = op == BinaryOp::Shl || op == BinaryOp::Shr;
+  if (ia && ib && (!shift || (*ib >= 0 && *ib < std::max(32, rt::bits(t))))) {
     int64_t x = *ia, y = *ib, r = 0;
     switch (op) {
       case BinaryOp::BitAnd: r = x & y; break;
       case BinaryOp::BitOr: r = x | y; break;
       case BinaryOp::BitXor: r = x ^ y; break;
-      case BinaryOp::Shl: r = x << y; break;
+      case BinaryOp::Shl: r = static_cast<int64_t>(static_cast<uint64_t>(x) << y); break;
       case BinaryOp::Shr: r = x >> y; break;
       default: RT_UNREACHABLE("bitwise op ", op_symbol(op));
     }

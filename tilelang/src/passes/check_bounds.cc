@@ -117,8 +117,8 @@ class BoundsChecker : public ir::IRVisitor {
           return s;
         }(), "]");
         error_at(loc, rt::str("index out of bounds: ", access, " ", verb, " '", buffer->name, "' of shape ", ir::shape_string(buffer->shape),
-                              ", but its index ", ir::print(indices[d]), " in dimension ", d, " reaches ", bad, " (valid: 0 to ",
-                              *extent - 1, ")"));
+                              ", but its index ", ir::print(indices[d]), " in dimension ", d, " reaches ", bad,
+                              *extent > 0 ? rt::str(" (valid: 0 to ", *extent - 1, ")") : std::string(" (the dimension is empty: no index is valid)")));
       }
     }
   }

@@ -2,6 +2,7 @@
 
 #include "rt/error.h"
 #include "tilelang/analysis/dependence.h"
+#include "tilelang/diagnostics.h"
 #include "tilelang/ir/equality.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
@@ -136,6 +137,17 @@ ir::Stmt hopper_gemm(const ir::GemmNode& g, std::vector<ir::Buffer>& temps, cons
   return ir::make_seq({gemm, epilogue});
 }
 
+// The first T.Kernel launch under a statement, if any.
+class FindLaunch : public ir::IRVisitor {
+ public:
+  const ir::KernelLaunchNode* found = nullptr;
+
+ protected:
+  void visit(const ir::KernelLaunchNode& n) override {
+    if (!found) found = &n;
+  }
+};
+
 // One whole-tensor statement as launches.
 ir::Stmt to_launches(const ir::Stmt& s, const PassOptions& options, std::vector<ir::Buffer>& temps) {
   if (ir::as<ir::KernelLaunchNode>(s) || ir::is_no_op(s)) return s;
@@ -146,6 +158,14 @@ ir::Stmt to_launches(const ir::Stmt& s, const PassOptions& options, std::vector<
   }
   if (const auto* a = ir::as<ir::AllocateNode>(s); a && a->buffer->scope == ir::Scope::Global)
     return ir::make_allocate(a->buffer, to_launches(a->body, options, temps), a->loc);
+  // What is left becomes device code, so it must not hold a launch of its own (the CPU runs such a
+  // host loop of launches; the CUDA host code is a plain sequence of launches).
+  FindLaunch find;
+  find.visit_stmt(s);
+  if (find.found)
+    error_at(find.found->loc, rt::str("this T.Kernel is inside a loop or 'if' outside any kernel (at ", s->loc.to_string(),
+                                      "), which the CUDA target cannot run: its host code only launches kernels one after another; "
+                                      "make the loop a grid dimension of the T.Kernel or move it into the kernel"));
   // A gemm, possibly inside batch loops.
   std::vector<const ir::ForNode*> batch;
   ir::Stmt cur = s;

@@ -1,5 +1,6 @@
 #include "tilelang/passes/lower_kernel_cuda.h"
 
+#include <algorithm>
 #include <map>
 #include <set>
 #include <string>
@@ -12,6 +13,7 @@
 #include "tilelang/analysis/register_fragments.h"
 #include "tilelang/analysis/vector_copy.h"
 #include "tilelang/analysis/thread_dependence.h"
+#include "tilelang/diagnostics.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
@@ -19,6 +21,30 @@
 
 namespace tilelang::passes {
 namespace {
+
+// The most iterations a cooperative loop over a tile is unrolled for, counting those of the loops
+// inside each round (see BlockLowering).
+constexpr int64_t kMaxUnrolledWork = 256;
+
+// The most iterations of the loops nested in a statement along one path (a loop of unknown extent
+// counts as 16).
+class NestedIterations : public ir::IRVisitor {
+ public:
+  int64_t most = 1;
+
+ protected:
+  void visit(const ir::ForNode& n) override {
+    auto c = ir::as_const_int(n.extent);
+    const int64_t outer = current_;
+    current_ = std::min<int64_t>(outer * std::max<int64_t>(c ? *c : 16, 1), int64_t(1) << 40);
+    most = std::max(most, current_);
+    ir::IRVisitor::visit(n);
+    current_ = outer;
+  }
+
+ private:
+  int64_t current_ = 1;
+};
 
 // Fragments kept in registers: the fragment, and each thread's registers (a local buffer with the
 // layout) that replace it.
@@ -254,7 +280,14 @@ class BlockLowering {
     ir::Expr index = ir::add(ir::mul(round, ir::make_int(threads_)), tx_);
     if (!count || *count % threads_ != 0) body = ir::make_if(ir::compare(ir::BinaryOp::LT, e, total), body, nullptr, loc);
     body = ir::make_let(e, index, body, loc);
-    return ir::make_for(round, ir::make_int(0), rounds, ir::ForKind::Unrolled, body, loc);
+    // Unrolled where the rounds are few; a block of very few threads over a large tile (threads=1
+    // on a 128 x 128 tile: 16384 rounds, or 128 rounds of a 128-long reduction) stays a loop, which
+    // NVRTC otherwise compiles for minutes.
+    auto round_count = ir::as_const_int(rounds);
+    NestedIterations inner;
+    inner.visit_stmt(body);
+    const ir::ForKind kind = round_count && *round_count * inner.most > kMaxUnrolledWork ? ir::ForKind::Serial : ir::ForKind::Unrolled;
+    return ir::make_for(round, ir::make_int(0), rounds, kind, body, loc);
   }
 
   // for i, j in a tile nest over register fragments -> for r in registers: i, j = layout(tx, r).
@@ -449,8 +482,27 @@ class KernelLowering : public ir::IRMutator {
 
 }  // namespace
 
+namespace {
+
+// T.atomic_add on the GPU (tl/device/cuda/kernel.h): 32- and 64-bit floats and integers, and the
+// 16-bit floats through a compare-and-swap on their 32-bit word; narrower elements have none.
+class CheckAtomicDtypes : public ir::IRVisitor {
+ protected:
+  void visit(const ir::BufferStoreNode& n) override {
+    const rt::DType t = n.buffer->dtype;
+    if (n.atomic_add && t != rt::DType::F32 && t != rt::DType::F64 && t != rt::DType::I32 && t != rt::DType::I64 && t != rt::DType::F16 &&
+        t != rt::DType::BF16)
+      error_at(n.loc, rt::str("T.atomic_add into '", n.buffer->name, "' of dtype ", rt::name(t),
+                              " is not supported on the GPU (float32, float64, int32, int64, float16 and bfloat16 are)"));
+    ir::IRVisitor::visit(n);
+  }
+};
+
+}  // namespace
+
 ir::PrimFunc lower_kernel_cuda(const ir::PrimFunc& func, const PassOptions& options) {
   if (options.target.kind != Target::Kind::CUDA) return func;
+  CheckAtomicDtypes().visit_stmt(func.body);
   ir::PrimFunc out = func;
   out.body = KernelLowering(options).mutate(func.body);
   return out;

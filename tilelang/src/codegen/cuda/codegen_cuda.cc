@@ -74,9 +74,11 @@ class CudaCodegen : public CodegenC {
     if (f == ir::kGemmInFlight) return "(void)0";  // after a synchronous gemm (visit(SeqNode) takes the wgmma ones)
     if (f == ir::kWgmmaAsync) RT_UNREACHABLE("wgmma_async not right after its gemm");
     if (f == ir::kWgmmaCommit) return "tl::cuda::wgmma_commit_group()";
-    // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized).
+    // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized),
+    // a last partial warp too (lane 0 arrives): with threads=16 the count was 0, on which NVRTC crashed,
+    // and with threads=48 one warp too few.
     if (f == ir::kBulkInit)
-      return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", launch_threads_ / 32, ")");
+      return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", (launch_threads_ + 31) / 32, ")");
     // In the producer warpgroup the one thread running its branch issues and waits.
     if (producer_ && f == ir::kBulkAcquire) return rt::str("tl::cuda::mbarrier_wait_parity(", mbarrier(a[0]), ", ", a[1], ")");
     if (producer_ && f == ir::kBulkArrive) return rt::str("tl::cuda::mbarrier_arrive(", mbarrier(a[0]), ")");
