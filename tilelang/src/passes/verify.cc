@@ -3,6 +3,7 @@
 #include <set>
 
 #include "rt/error.h"
+#include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 #include "tilelang/ir/visitor.h"
 
@@ -111,6 +112,14 @@ class Verifier : public ir::IRVisitor {
   }
   void visit(const ir::EvaluateNode& n) override {
     at(n.loc);
+    ir::IRVisitor::visit(n);
+  }
+  // An integer division or remainder by a constant zero: undefined on every target (constant
+  // folding leaves it for this check).
+  void visit(const ir::BinaryNode& n) override {
+    const bool divides = n.op == ir::BinaryOp::Div || n.op == ir::BinaryOp::FloorDiv || n.op == ir::BinaryOp::FloorMod;
+    if (divides && rt::is_int(n.a->dtype) && ir::is_const_int(n.b, 0))
+      error_at(n.loc.known() ? n.loc : stmt_loc_, rt::str("integer ", n.op == ir::BinaryOp::FloorMod ? "remainder" : "division", " by zero"));
     ir::IRVisitor::visit(n);
   }
 

@@ -13,6 +13,7 @@
 #include "tilelang/ir/printer.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
+#include "tilelang/passes/shared_memory.h"
 #include "tl/device/split_k.h"
 
 namespace tilelang::codegen {
@@ -20,6 +21,7 @@ namespace {
 
 constexpr int64_t kSmemAlign = 128;
 constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern repeats every 1024 bytes
+constexpr int64_t kMaxGridYZ = 65535;     // CUDA's limit on gridDim.y and gridDim.z
 
 // An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
 std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
@@ -456,6 +458,10 @@ class CudaCodegen : public CodegenC {
     launch.grid = n.grid;
     launch.threads = n.threads;
     launch.loc = n.loc;
+    for (size_t d = 1; d < n.grid.size(); ++d)
+      if (auto c = ir::as_const_int(n.grid[d]); c && *c > kMaxGridYZ)
+        error_at(n.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", *c, "; CUDA allows at most ", kMaxGridYZ,
+                                " in the second and third (the first may reach 2147483647)"));
     body_.str("");
     indent_ = 1;
     smem_top_ = smem_peak_ = 0;
@@ -484,6 +490,9 @@ class CudaCodegen : public CodegenC {
     uses_wgmma_ |= kernel_uses_wgmma_;
     visit_stmt(n.body);
     --in_kernel_;
+    if (smem_peak_ > passes::shared_memory_per_block(target_.sm()))
+      error_at(n.loc, rt::str("this T.Kernel's shared tiles need ", smem_peak_, " bytes of shared memory; a block on ", target_.arch, " has at most ",
+                              passes::shared_memory_per_block(target_.sm()), " (smaller tiles or fewer pipeline stages)"));
     launch.smem_bytes = smem_peak_;
     launch.tensor_maps = tensor_maps_;
     std::string params = parameters();
