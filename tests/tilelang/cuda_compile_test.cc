@@ -471,7 +471,9 @@ TEST(CudaCompile, PInRegistersOnlyWithinTheRegisterBudget) {
   Case attention{"attention", "examples/flash_attention.py", "flash_attention",
                  {{"batch", "1"}, {"heads", "2"}, {"seq_len", "512"}, {"dim", "256"}, {"block_M", "64"}, {"block_N", "64"}, {"threads", "128"}}, {}};
   EXPECT_NE(cuda_for(attention, "sm_90a").code.find("tl::bfloat16_t acc_s_cast["), std::string::npos);
-  if (rt::nvrtc_available()) EXPECT_GT(wgmma_register_a_count(ptx_for(attention, "sm_90a")).first, 0);
+  if (rt::nvrtc_available()) {
+    EXPECT_GT(wgmma_register_a_count(ptx_for(attention, "sm_90a")).first, 0);
+  }
   for (auto [width, in_registers] : {std::pair{"128", true}, std::pair{"256", false}}) {
     Case c{"gemm_register_a", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "64"}, {"width", width}}, {}};
     const std::string cuda = cuda_for(c, "sm_90a").code;
@@ -823,7 +825,9 @@ TEST(CudaCompile, StageBarriersCountPartialWarps) {
     const std::string cuda = cuda_for(c, "sm_90a").code;
     EXPECT_NE(cuda.find("tile_copy_barriers_init<3, true>(reinterpret_cast<tl::cuda::mbarrier_t*>(&k_stage_bars[0]), " + warps + ");"), std::string::npos)
         << threads << " threads:\n" << cuda;
-    if (rt::nvrtc_available()) EXPECT_NE(ptx_for(c, "sm_90a").find(".entry"), std::string::npos) << threads << " threads";
+    if (rt::nvrtc_available()) {
+      EXPECT_NE(ptx_for(c, "sm_90a").find(".entry"), std::string::npos) << threads << " threads";
+    }
   }
 }
 

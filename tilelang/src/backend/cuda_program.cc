@@ -89,8 +89,9 @@ class CudaProgram : public Program {
       for (size_t d = 0; d < l.grid.size(); ++d) {
         int64_t v = value_of(l.grid[d], known, l.loc);
         // (A constant grid was checked when the kernel was compiled; this one depends on the inputs.)
-        if (d > 0 && v > 65535)
-          error_at(l.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", v, " for these inputs; CUDA allows at most 65535 in the second and third"));
+        if (d > 0 && v > codegen::kMaxGridYZ)
+          error_at(l.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", v, " for these inputs; CUDA allows at most ", codegen::kMaxGridYZ,
+                                  " in the second and third"));
         empty |= v <= 0;
         *g[d] = static_cast<unsigned>(std::max<int64_t>(v, 0));
       }

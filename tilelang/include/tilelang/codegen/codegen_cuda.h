@@ -11,6 +11,10 @@
 
 namespace tilelang::codegen {
 
+// CUDA's limit on gridDim.y and gridDim.z (checked when a kernel is compiled, and at the launch for
+// grid sizes that depend on the inputs).
+constexpr int64_t kMaxGridYZ = 65535;
+
 // A TMA descriptor a kernel takes (after the dimensions, in order): over buffer `buffer` (an index
 // into CudaSource::buffers), boxes of `box` elements (the tensor's order, outermost first).
 struct TensorMapUse {

@@ -21,7 +21,6 @@ namespace {
 
 constexpr int64_t kSmemAlign = 128;
 constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern repeats every 1024 bytes
-constexpr int64_t kMaxGridYZ = 65535;     // CUDA's limit on gridDim.y and gridDim.z
 
 // An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
 std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
