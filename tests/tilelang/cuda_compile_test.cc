@@ -221,17 +221,21 @@ TEST(CudaCompile, AttentionRowStatisticsLiveInRegisters) {
 }
 
 // T.use_swizzle (examples/gemm.py's `panel`) takes the blocks' (x, y) from the grouped tile order;
-// with enable=False the blocks keep the launch order.
+// with enable=False the blocks keep the launch order. Warp-specialized (the default on sm_90a), the
+// kernel is persistent: its roles walk the 8 x 4 blocks in that order (tile_scheduler.h's
+// PersistentBlocks); without a producer, each block maps its own index.
 TEST(CudaCompile, UseSwizzleRemapsTheBlocks) {
-  for (const char* panel : {"8", "0"}) {
-    tilelang::CompileOptions o;
-    o.target = tilelang::Target::cuda("sm_90a");
-    o.params = {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"panel", panel}};
-    std::string cuda = tilelang::Module::load(tltest::source_path("examples/gemm.py")).kernel("matmul", o).emit(tilelang::Stage::Cuda, {});
-    const bool on = std::string(panel) == "8";
-    EXPECT_EQ(cuda.find("GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, 8)") != std::string::npos, on) << panel;
-    EXPECT_EQ(cuda.find("= static_cast<int32_t>(tl_block_x);") != std::string::npos, on) << panel;
-  }
+  for (const char* panel : {"8", "0"})
+    for (const char* ws : {"None", "False"}) {
+      tilelang::CompileOptions o;
+      o.target = tilelang::Target::cuda("sm_90a");
+      o.params = {{"M", "1024"}, {"N", "1024"}, {"K", "256"}, {"panel", panel}, {"warp_specialize", ws}};
+      std::string cuda = tilelang::Module::load(tltest::source_path("examples/gemm.py")).kernel("matmul", o).emit(tilelang::Stage::Cuda, {});
+      const bool on = std::string(panel) == "8", persistent = std::string(ws) == "None";
+      EXPECT_EQ(cuda.find("GroupedTileScheduler::make(int(gridDim.y), int(gridDim.x), 1, 1, 8)") != std::string::npos, on && !persistent) << panel << ws;
+      EXPECT_EQ(cuda.find("= static_cast<int32_t>(tl_block_x);") != std::string::npos, on && !persistent) << panel << ws;
+      EXPECT_EQ(cuda.find(rt::str("PersistentBlocks::make(int(4), int(8), 1, ", panel, ");")) != std::string::npos, persistent) << panel << ws;
+    }
 }
 
 TEST(CudaCompile, CopiesOutsidePipelinesMove16Bytes) {
@@ -317,13 +321,14 @@ tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
 // Warp specialization on sm_90a: a T.Pipelined loop whose loads all go by TMA gets a producer
 // warpgroup after the kernel's threads (the launch grows by 128): it gives registers back and one of
 // its threads issues the stages' boxes; the kernel's threads take the registers, consume the stages
-// and meet on named barrier 1 only; their epilogue stages through the memory of the stage tiles. One consumer warpgroup runs two blocks an SM where the shared
+// and meet on named barrier 1 only. One consumer warpgroup runs two blocks an SM where the shared
 // memory allows (128 registers at launch: producer 40, consumers 216), two run one (168: 40, 232).
 TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   struct WsCase {
     Case c;
     int64_t consumers, blocks, consumer_regs, stages;
     const char* epilogue_tile;  // the epilogue's staging tile (through shared memory, 16-byte stores)
+    bool persistent;            // every block runs the loop alike and the epilogue tile fits beside the stages
   };
   // One consumer warpgroup (128 x 128 x 32 tiles), and two (the example's default tile, 4 stages).
   std::map<std::string, std::string> gemm{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"},
@@ -332,10 +337,10 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   auto attention = [](const char* dim, const char* causal) {
     return with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}}, kAttention64);
   };
-  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile"},
-                          WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, "C_tile"},
-                          WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, "Output_tile"},
-                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, "Output_tile"}}) {
+  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile", true},
+                          WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, "C_tile", false},
+                          WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, "Output_tile", false},
+                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, "Output_tile", true}}) {
     const std::string t = std::to_string(w.consumers);
     tilelang::codegen::CudaSource src = cuda_for(w.c, "sm_90a");
     const std::string& cuda = src.code;
@@ -362,8 +367,11 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     EXPECT_EQ(rest.find("tile_copy_tma"), std::string::npos) << w.c.name << ": the consumers issue no copies";
     EXPECT_EQ(rest.find("__syncthreads()"), std::string::npos) << w.c.name << ": a block barrier the producer never reaches";
     EXPECT_NE(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");"), std::string::npos) << w.c.name;
-    // The stage tiles are allocated in each role around its loop, at the same offsets, and the
-    // epilogue's tile takes their memory after the loop (the wide tiles leave no other room for it).
+    // The stage tiles are allocated in each role, at the same offsets. Without persistence (the
+    // wide tiles leave no other room; causal attention's blocks run their loops for different
+    // lengths) the epilogue's tile takes their memory after the loop; a persistent kernel's lies
+    // above them (the producer fills them with the next block's stages meanwhile), and both roles
+    // walk the blocks in rounds.
     const size_t stage_at = producer.find("K_shared") != std::string::npos ? producer.find("K_shared = ") : producer.find("A_shared = ");
     ASSERT_NE(stage_at, std::string::npos) << w.c.name << ": the producer allocates the stages";
     const std::string stage_line = producer.substr(stage_at, producer.find('\n', stage_at) - stage_at);
@@ -371,8 +379,20 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     const size_t tile_at = rest.find(rt::str(w.epilogue_tile, " = "));
     ASSERT_NE(tile_at, std::string::npos) << w.c.name << ": no epilogue tile\n" << cuda;
     const std::string tile_line = rest.substr(tile_at, rest.find('\n', tile_at) - tile_at);
-    EXPECT_NE(tile_line.find(stage_line.substr(stage_line.find("(tl_smem + "))), std::string::npos)
-        << w.c.name << ": the epilogue tile reuses the first stage tile's memory: " << tile_line << " / " << stage_line;
+    auto offset = [](const std::string& line) { return std::stoll(line.substr(line.find("(tl_smem + ") + 11)); };
+    int64_t stages_top = 0;  // the start of the producer's last stage tile
+    for (size_t at = producer.find("(tl_smem + "); at != std::string::npos; at = producer.find("(tl_smem + ", at + 1))
+      stages_top = std::max<int64_t>(stages_top, offset(producer.substr(at)));
+    if (w.persistent) {
+      EXPECT_GT(offset(tile_line), stages_top) << w.c.name << ": the epilogue tile lies above the stages: " << tile_line;
+      EXPECT_NE(producer.find("tl_blocks.rounds()"), std::string::npos) << w.c.name;
+      EXPECT_NE(rest.find("tl_blocks.rounds()"), std::string::npos) << w.c.name;
+      EXPECT_EQ(src.launches[0].persistent_blocks_per_sm, w.blocks) << w.c.name;
+    } else {
+      EXPECT_EQ(offset(tile_line), offset(stage_line)) << w.c.name << ": the epilogue tile reuses the first stage tile's memory: " << tile_line << " / " << stage_line;
+      EXPECT_EQ(cuda.find("tl_blocks"), std::string::npos) << w.c.name;
+      EXPECT_EQ(src.launches[0].persistent_blocks_per_sm, 0) << w.c.name;
+    }
     if (!rt::nvrtc_available()) continue;
     std::string ptx = ptx_for(w.c, "sm_90a");
     EXPECT_NE(ptx.find("setmaxnreg.dec.sync.aligned.u32 40;"), std::string::npos) << w.c.name;

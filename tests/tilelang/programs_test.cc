@@ -215,6 +215,64 @@ TEST(BlockedGemm, WideTilesOnTwoConsumers) {
   expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk), "blocked gemm, 128 x 256 tiles");
 }
 
+// A persistent kernel (sm_90a's warp-specialized kernels where every block runs the loop alike:
+// tile_scheduler.h's PersistentBlocks) launches at most the blocks the GPU holds at once and walks
+// the kernel's blocks in rounds. Here 16 x 20 = 320 GEMM blocks of 64 x 64 on 2 x 132 CTAs (some run
+// two rounds, some one), in panels of 3 block columns (the last band narrower) and in row order,
+// and 4 x 48 x 2 = 384 attention blocks of a 3-D grid: each result matches the reference and has
+// the bits of the same kernel launched a block a tile (TL_PERSISTENT_KERNELS=0).
+TEST(PersistentKernels, RoundsCoverEveryBlockOnce) {
+  if (!tltest::on_gpu() || tltest::test_target().arch != "sm_90a") GTEST_SKIP() << "persistent kernels are sm_90a's warp-specialized ones";
+  auto same_bits = [](const rt::Tensor& x, const rt::Tensor& y) { return std::memcmp(x.data(), y.data(), static_cast<size_t>(x.nbytes())) == 0; };
+  const int64_t m = 1000, n = 1224, kk = 96;
+  rt::Tensor a = random({m, kk}, DType::BF16), b = random({kk, n}, DType::BF16);
+  const std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk);
+  for (const char* panel : {"3", "0"}) {
+    auto gemm = [&](const char* persistent) {
+      testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
+      tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
+                                        {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", "bfloat16"}, {"block_M", "64"},
+                                         {"block_N", "64"}, {"block_K", "32"}, {"threads", "128"}, {"num_stages", "2"}, {"panel", panel}});
+      return run(k, {a, b}, {{{m, n}, DType::BF16}})[0];
+    };
+    const rt::Tensor persistent = gemm("1"), per_block = gemm("0");
+    expect_close(persistent, ref, rt::str("persistent gemm, panel ", panel));
+    EXPECT_TRUE(same_bits(persistent, per_block)) << "panel " << panel;
+  }
+  const int64_t batch = 2, heads = 48, seq = 256, dim = 64;
+  rt::Tensor q = random({batch, seq, heads, dim}, DType::BF16), kt = random({batch, seq, heads, dim}, DType::BF16), v = random({batch, seq, heads, dim}, DType::BF16);
+  auto attention = [&](const char* persistent) {
+    testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
+    tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
+                                      {{"batch", std::to_string(batch)}, {"heads", std::to_string(heads)}, {"seq_len", std::to_string(seq)},
+                                       {"dim", std::to_string(dim)}, {"block_M", "64"}, {"block_N", "64"}, {"threads", "128"}});
+    return run(k, {q, kt, v}, {{{batch, seq, heads, dim}, DType::BF16}})[0];
+  };
+  const rt::Tensor persistent = attention("1"), per_block = attention("0");
+  EXPECT_TRUE(same_bits(persistent, per_block)) << "attention";
+  // Spot rows against float64 (every head of the last batch's last query block).
+  const std::vector<double> qv = f64(q), kv = f64(kt), vv = f64(v), ov = f64(persistent);
+  auto at = [&](int64_t bb, int64_t t, int64_t hh, int64_t x) { return ((bb * seq + t) * heads + hh) * dim + x; };
+  double worst = 0;
+  for (int64_t hh = 0; hh < heads; ++hh)
+    for (int64_t i = seq - 64; i < seq; i += 7) {
+      std::vector<double> p(seq);
+      double mx = -INFINITY, sum = 0;
+      for (int64_t j = 0; j < seq; ++j) {
+        double dot = 0;
+        for (int64_t x = 0; x < dim; ++x) dot += qv[at(1, i, hh, x)] * kv[at(1, j, hh, x)];
+        mx = std::max(mx, p[j] = dot / std::sqrt(double(dim)));
+      }
+      for (double& e : p) sum += e = std::exp(e - mx);
+      for (int64_t x = 0; x < dim; ++x) {
+        double o = 0;
+        for (int64_t j = 0; j < seq; ++j) o += p[j] * vv[at(1, j, hh, x)];
+        worst = std::max(worst, std::fabs(ov[at(1, i, hh, x)] - o / sum));
+      }
+    }
+  EXPECT_LT(worst, 3e-2) << "persistent attention against float64";
+}
+
 // Shapes that are whole tiles: the accumulator goes out without guards, two elements per store.
 INSTANTIATE_TEST_SUITE_P(WholeTiles, BlockedGemm,
                          ::testing::Combine(::testing::Values(DType::F32, DType::F16, DType::BF16), ::testing::Values(128), ::testing::Values(128),

@@ -1,6 +1,7 @@
 #include "backend/cuda_program.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <map>
 #include <mutex>
 
@@ -86,16 +87,26 @@ class CudaProgram : public Program {
       rt::Dim3 grid;
       unsigned* g[] = {&grid.x, &grid.y, &grid.z};
       bool empty = false;
+      int64_t blocks = 1;
       for (size_t d = 0; d < l.grid.size(); ++d) {
         int64_t v = value_of(l.grid[d], known, l.loc);
         // (A constant grid was checked when the kernel was compiled; this one depends on the inputs.)
-        if (d > 0 && v > codegen::kMaxGridYZ)
+        if (d > 0 && v > codegen::kMaxGridYZ && l.persistent_blocks_per_sm == 0)
           error_at(l.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", v, " for these inputs; CUDA allows at most ", codegen::kMaxGridYZ,
                                   " in the second and third"));
         empty |= v <= 0;
         *g[d] = static_cast<unsigned>(std::max<int64_t>(v, 0));
+        blocks = std::min<int64_t>(blocks * std::max<int64_t>(v, 0), int64_t(1) << 40);
       }
       if (empty) continue;  // nothing to do for an empty grid
+      if (l.persistent_blocks_per_sm > 0) {
+        // A persistent kernel: as many blocks as the GPU runs at once, each walking the kernel's
+        // blocks in rounds (their index an int on the device).
+        if (blocks > INT32_MAX)
+          error_at(l.loc, rt::str("this T.Kernel has ", blocks, " blocks for these inputs; a persistent kernel handles at most ", INT32_MAX));
+        const int64_t resident = int64_t(rt::cuda_device(buffers.empty() ? 0 : buffers[0].device().id).sm_count) * l.persistent_blocks_per_sm;
+        grid = rt::Dim3{static_cast<unsigned>(std::min(blocks, resident)), 1, 1};
+      }
       kernels_[i].launch(grid, rt::Dim3{static_cast<unsigned>(l.threads), 1, 1}, static_cast<size_t>(l.smem_bytes), nullptr, args.data());
     }
   }

@@ -81,6 +81,20 @@ bool conflicts(const SharedAccess& first, const SharedAccess& later) {
 
 ir::Stmt barrier(const SourceLoc& loc) { return std::make_shared<const ir::BarrierNode>(loc); }
 
+// Whether the last thing `s` does is a block barrier (a tile op's staging through shared memory
+// ends with one).
+bool ends_with_barrier(const ir::Stmt& s) {
+  if (ir::as<ir::BarrierNode>(s)) return true;
+  if (const auto* seq = ir::as<ir::SeqNode>(s)) {
+    for (auto it = seq->stmts.rbegin(); it != seq->stmts.rend(); ++it)
+      if (!ir::is_no_op(*it)) return ends_with_barrier(*it);
+    return false;
+  }
+  if (const auto* a = ir::as<ir::AllocateNode>(s)) return ends_with_barrier(a->body);
+  if (const auto* l = ir::as<ir::LetStmtNode>(s)) return ends_with_barrier(l->body);
+  return false;
+}
+
 // Parallel loops below the distributed ones run serially in each thread.
 class SerializeParallel : public ir::IRMutator {
  protected:
@@ -192,7 +206,7 @@ class BlockLowering {
       ir::Stmt body = lower(f->body);
       // Loop-carried dependences through shared memory: the next iteration waits for this one.
       SharedAccess acc = shared_access(f->body, registers_);
-      if (conflicts(acc, acc)) body = ir::make_seq({body, barrier(f->loc)});
+      if (conflicts(acc, acc) && !ends_with_barrier(body)) body = ir::make_seq({body, barrier(f->loc)});
       return ir::make_for(f->var, f->min, f->extent, f->for_kind, body, f->loc, f->pipelining());
     }
     if (dep_.dependent(s)) return s;

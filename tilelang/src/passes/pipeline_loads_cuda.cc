@@ -1,10 +1,13 @@
 #include "tilelang/passes/pipeline_loads_cuda.h"
 
+#include <algorithm>
+#include <functional>
 #include <map>
 #include <optional>
 #include <set>
 
 #include "rt/dtype.h"
+#include "rt/env.h"
 #include "rt/error.h"
 #include "tilelang/diagnostics.h"
 #include "tilelang/analysis/access.h"
@@ -295,7 +298,46 @@ struct Specialized {
   // offsets, so the shared tiles that enclose the consumers' loop are hoisted around both roles.
   std::vector<ir::Buffer> staged;
   std::vector<ir::Buffer> hoisted;
+  // Persistent: the launch runs at most the blocks the GPU holds at once and each role walks the
+  // kernel's blocks in rounds (ir::kPersistentRounds), the stages counted on across them (the loop
+  // runs `extent` times every block, so round r's iterations start at r x extent). Why: the producer
+  // loads the next block's first stages while the consumers finish one (its epilogue, its stores)
+  // and each block's fixed start is paid once per SM. The consumers' tiles then never reuse the
+  // stages' memory (the producer writes them during the epilogue).
+  bool persistent = false;
+  ir::Var round;
 };
+
+// Whether the loop runs the same number of iterations in every block of the kernel: its extent
+// reads no memory and no variable the kernel binds but through lets of such values.
+bool same_extent_every_block(const ir::KernelLaunchNode& n, const ir::ForNode& loop) {
+  std::map<const ir::VarNode*, ir::Expr> lets;
+  struct Lets : ir::IRVisitor {
+    std::map<const ir::VarNode*, ir::Expr>& out;
+    explicit Lets(std::map<const ir::VarNode*, ir::Expr>& o) : out(o) {}
+    using ir::IRVisitor::visit;
+    void visit(const ir::LetStmtNode& l) override {
+      out[l.var.get()] = l.value;
+      ir::IRVisitor::visit(l);
+    }
+  } collect(lets);
+  collect.visit_stmt(n.body);
+  std::set<const ir::VarNode*> bound = analysis::vars_bound_inside(n.body);
+  bound.insert(n.thread_var.get());
+  for (const ir::Var& v : n.block_vars) bound.insert(v.get());
+  std::function<bool(const ir::Expr&)> same = [&](const ir::Expr& e) {
+    bool ok = true;
+    ir::for_each_expr(e, [&](const ir::Expr& x) {
+      if (ir::as<ir::BufferLoadNode>(x)) ok = false;
+      if (x->kind != ir::NodeKind::Var) return;
+      const auto* v = static_cast<const ir::VarNode*>(x.get());
+      if (auto let = lets.find(v); let != lets.end()) ok = ok && same(let->second);
+      else ok = ok && !bound.count(v);
+    });
+    return ok;
+  };
+  return same(loop.extent);
+}
 
 // Shared memory a warp-specialized kernel needs (an upper bound on the code generator's layout): the
 // stages' barriers, the shared tiles around both roles, the stages, and the consumers' shared tiles
@@ -323,6 +365,28 @@ int64_t specialized_shared_bytes(const ir::Stmt& consumers, const Specialized& p
     if (b->scope == ir::Scope::Shared) total += shared_tile_bytes(b);
   count.visit_stmt(consumers);
   return total + count.bytes;
+}
+
+// The largest shared tile the kernel lowering may stage a fragment's store to a global tensor
+// through (lower_kernel_cuda's store_through_shared, the epilogue's 16-byte stores): beside the
+// stages of a persistent kernel there must be room for it too.
+int64_t epilogue_staging_bytes(const ir::Stmt& consumers) {
+  struct Stores : ir::IRVisitor {
+    int64_t most = 0;
+    using ir::IRVisitor::visit;
+    void visit(const ir::BufferStoreNode& n) override {
+      if (n.buffer->scope == ir::Scope::Global)
+        ir::for_each_expr(n.value, [&](const ir::Expr& x) {
+          const auto* l = ir::as<ir::BufferLoadNode>(x);
+          if (!l || l->buffer->scope != ir::Scope::Fragment) return;
+          ir::Buffer tile = ir::make_buffer(n.buffer->name, n.buffer->dtype, l->buffer->shape, ir::Scope::Shared, n.loc);
+          most = std::max(most, shared_tile_bytes(tile));
+        });
+      ir::IRVisitor::visit(n);
+    }
+  } stores;
+  stores.visit_stmt(consumers);
+  return stores.most;
 }
 
 class Pipeliner : public ir::IRMutator {
@@ -365,16 +429,23 @@ class Pipeliner : public ir::IRMutator {
       if (!loop && plans_.count(l) && l->warp_specialize.value_or(true)) loop = l;
     if (!loop) return ir::IRMutator::visit(n, self);
     std::string why = obstacle(n, *loop, loops);
-    Specialized parts{loop, {}, nullptr, nullptr, nullptr, {}, {}};
-    if (why.empty() && !at_top_level(n.body, loop, parts.lets))
+    std::vector<const ir::LetStmtNode*> lets;
+    if (why.empty() && !at_top_level(n.body, loop, lets))
       why = "it runs inside another loop or a condition of the kernel (the producer warpgroup runs the loop's copies on their own)";
+    // Persistent where every block runs the loop alike and the stages fit beside every other
+    // shared tile (TL_PERSISTENT_KERNELS=0: never, for A/B runs); else one block a tile as before.
+    Specialized parts;
     ir::Stmt consumers;
-    if (why.empty()) {
+    for (bool persistent : {same_extent_every_block(n, *loop) && rt::env_string("TL_PERSISTENT_KERNELS", "1") != "0", false}) {
+      if (!why.empty()) break;
+      parts = Specialized{loop, lets, nullptr, nullptr, nullptr, {}, {}, persistent, ir::make_var("round", ir::DType::I32, loop->loc)};
       ws_ = &parts;
       consumers = mutate(n.body);
       ws_ = nullptr;
       why = producer_obstacle(n, parts);
-      if (const int64_t need = specialized_shared_bytes(consumers, parts); why.empty() && need > smem_limit_)
+      const int64_t need = specialized_shared_bytes(consumers, parts) + (persistent ? epilogue_staging_bytes(consumers) : 0);
+      if (!why.empty() || need <= smem_limit_) break;
+      if (!persistent)
         why = rt::str("with a producer the consumers' shared tiles before the loop lie above the stages it fills: up to ",
                       need, " bytes of shared memory, more than the ", smem_limit_, " a block may use");
     }
@@ -384,13 +455,35 @@ class Pipeliner : public ir::IRMutator {
     }
     const SourceLoc& loc = loop->loc;
     ir::Stmt producer = parts.producer;
-    // The lets, bound anew for the producer (each variable keeps one binding).
+    // The lets (and a persistent kernel's round and block coordinates), bound anew for the producer
+    // (each variable keeps one binding).
     ir::VarMap fresh;
     for (const ir::LetStmtNode* l : parts.lets) fresh[l->var.get()] = ir::make_var(l->var->name, l->var->dtype, l->loc);
+    std::vector<ir::Var> producer_blocks;
+    const ir::Var producer_round = ir::make_var(parts.round->name, parts.round->dtype, loc);
+    if (parts.persistent) {
+      for (const ir::Var& v : n.block_vars) {
+        producer_blocks.push_back(ir::make_var(v->name, v->dtype, v->loc));
+        fresh[v.get()] = producer_blocks.back();
+      }
+      fresh[parts.round.get()] = producer_round;
+    }
     producer = ir::substitute(producer, fresh);
     for (auto it = parts.lets.rbegin(); it != parts.lets.rend(); ++it) {
       const ir::Var& v = std::static_pointer_cast<const ir::VarNode>(fresh.at((*it)->var.get()));
       producer = ir::make_let(v, ir::substitute((*it)->value, fresh), producer, (*it)->loc);
+    }
+    if (parts.persistent) {
+      // The kernel's block variables stay unused (each variable keeps one binding).
+      ir::VarMap rounds_blocks;
+      std::vector<ir::Var> consumer_blocks;
+      for (const ir::Var& v : n.block_vars) {
+        consumer_blocks.push_back(ir::make_var(v->name, v->dtype, v->loc));
+        rounds_blocks[v.get()] = consumer_blocks.back();
+      }
+      producer = persistent_rounds(producer_round, producer_blocks, producer, loc);
+      consumers = persistent_rounds(parts.round, consumer_blocks, ir::substitute(consumers, rounds_blocks), loc);
+      for (const ir::Buffer& b : parts.staged) consumers = ir::make_allocate(b, consumers, loc);
     }
     ir::Expr is_producer = ir::make_call(ir::DType::Bool, ir::CallKind::Intrinsic, ir::kProducerWarpgroup, {ir::make_int(n.threads)}, loc);
     for (const ir::Buffer& b : parts.staged) producer = ir::make_allocate(b, producer, loc);
@@ -427,12 +520,13 @@ class Pipeliner : public ir::IRMutator {
     auto use_parity = [&](const ir::Expr& iter, int64_t back) {  // parity of phase iter / S - back of its stage
       return ir::floor_mod(ir::add(ir::floor_div(iter, ir::make_int(stages, iter->dtype)), ir::make_int(back, iter->dtype)), ir::make_int(2, iter->dtype));
     };
-    // The copies of iteration `iter` (an offset from the loop's start) into stage `stage`.
-    auto load = [&](const ir::Expr& iter, const ir::Expr& stage) {
+    // The copies of iteration `iter` (an offset from the loop's start; `run` in the stages' sequence)
+    // into stage `stage`.
+    auto load = [&](const ir::Expr& iter, const ir::Expr& run, const ir::Expr& stage) {
       std::vector<ir::Stmt> out;
       if (free_barriers)  // the stage's use S iterations back is released
-        out.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(stages, iter->dtype)),
-                                  intrinsic(ir::kBulkAcquire, {free_bar(stage), use_parity(iter, 1)}, loc), nullptr, loc));
+        out.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, run, ir::make_int(stages, run->dtype)),
+                                  intrinsic(ir::kBulkAcquire, {free_bar(stage), use_parity(run, 1)}, loc), nullptr, loc));
       ToStage to_stage(plan.staged, stage, true, bulk ? bar(stage) : nullptr);
       for (const ir::Stmt& c : copies) out.push_back(to_stage.mutate(ir::substitute(c, {{n.var.get(), ir::add(n.min, iter)}})));
       if (free_barriers) out.push_back(intrinsic(ir::kBulkArrive, {bar(stage)}, loc));
@@ -440,7 +534,7 @@ class Pipeliner : public ir::IRMutator {
     };
     // ... if it exists.
     auto load_ahead = [&](const ir::Expr& iter, const ir::Expr& stage) {
-      return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), load(iter, stage), nullptr, loc);
+      return ir::make_if(ir::compare(ir::BinaryOp::LT, iter, n.extent), load(iter, iter, stage), nullptr, loc);
     };
     // A stage's copies are all issued (also past the loop's end, where there are none).
     auto close = [&](const ir::Expr& stage) {
@@ -451,20 +545,26 @@ class Pipeliner : public ir::IRMutator {
     };
     ir::Var p = ir::make_var("p", n.var->dtype, loc);
     ir::Expr iter = ir::sub(n.var, n.min);
-    ir::Expr stage = ir::floor_mod(iter, ir::make_int(stages, iter->dtype));
+    // The iteration's place in the stages' sequence: a persistent kernel's rounds go on counting.
+    auto stage_count = [&](const ir::Expr& it) {
+      return specialized && ws_->persistent ? ir::add(ir::mul(ir::cast(it->dtype, ws_->round), ir::cast(it->dtype, n.extent)), it) : it;
+    };
+    const ir::Expr run = stage_count(iter);
+    ir::Expr stage = ir::floor_mod(run, ir::make_int(stages, iter->dtype));
     // The consumers' part of an iteration: wait for the stage, the rest of the body on it, release it.
     auto consume = [&](std::vector<ir::Stmt>& steady) {
-      if (bulk) steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), use_parity(iter, 0)}, loc));
+      if (bulk) steady.push_back(intrinsic(ir::kBulkWait, {bar(stage), use_parity(run, 0)}, loc));
       if (!free_barriers) steady.push_back(std::make_shared<const ir::BarrierNode>(loc));
       ToStage to_stage(plan.staged, stage, false);
       for (size_t i = 0; i < rest.size(); ++i) {
         steady.push_back(to_stage.mutate(mutate(rest[i])));
         if (overlapped != i) continue;
         steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
-        // The gemm of the iteration before has finished with its stage.
+        // The gemm of the iteration before has finished with its stage (in a persistent kernel's
+        // first iteration of a round, the last of the round before, drained when its loop ended).
         if (free_barriers) {
-          ir::Expr before = ir::floor_mod(ir::add(iter, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
-          steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, iter, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
+          ir::Expr before = ir::floor_mod(ir::add(run, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
+          steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, run, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
         }
       }
       if (free_barriers && !overlapped) steady.push_back(intrinsic(ir::kBulkRelease, {free_bar(stage)}, loc));
@@ -472,14 +572,16 @@ class Pipeliner : public ir::IRMutator {
     if (specialized) {
       RT_ICHECK(free_barriers, "a warp-specialized loop with copies other than bulk ones at ", loc.to_string());
       // The producer loads every iteration in turn; the consumers' loop only consumes.
+      const ir::Expr p_run = stage_count(p);
       ws_->producer = ir::make_for(p, ir::make_int(0, p->dtype), n.extent, ir::ForKind::Serial,
-                                   load(p, ir::floor_mod(p, ir::make_int(stages, p->dtype))), loc);
+                                   load(p, p_run, ir::floor_mod(p_run, ir::make_int(stages, p->dtype))), loc);
       ws_->bars = bars;
       ws_->init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(1)}, loc);
       std::vector<ir::Stmt> steady;
       consume(steady);
       ir::Stmt consumers = serial(n, ir::make_seq(std::move(steady), loc));
-      for (const ir::Buffer& b : ws_->staged) consumers = ir::make_allocate(b, consumers, loc);
+      if (!ws_->persistent)  // (a persistent kernel's stages enclose the consumers' rounds)
+        for (const ir::Buffer& b : ws_->staged) consumers = ir::make_allocate(b, consumers, loc);
       return consumers;
     }
     std::vector<ir::Stmt> first{load_ahead(p, p)};
@@ -505,6 +607,16 @@ class Pipeliner : public ir::IRMutator {
   static ir::Stmt serial(const ir::ForNode& n, const ir::Stmt& body) {
     if (n.depth == 1) return peel_loop(n.var, n.min, n.extent, body, n.loc);
     return ir::make_for(n.var, n.min, n.extent, ir::ForKind::Serial, body, n.loc);
+  }
+
+  // A persistent kernel's role: `body` for each of the block's rounds, its block coordinates bound.
+  static ir::Stmt persistent_rounds(const ir::Var& round, const std::vector<ir::Var>& block_vars, ir::Stmt body, const SourceLoc& loc) {
+    for (size_t d = block_vars.size(); d-- > 0;) {
+      ir::Expr coord = ir::make_call(ir::DType::I32, ir::CallKind::Intrinsic, ir::kPersistentBlock, {round, ir::make_int(int64_t(d))}, loc);
+      body = ir::make_let(block_vars[d], ir::cast(block_vars[d]->dtype, coord), body, loc);
+    }
+    ir::Expr rounds = ir::make_call(ir::DType::I32, ir::CallKind::Intrinsic, ir::kPersistentRounds, {}, loc);
+    return ir::make_for(round, ir::make_int(0, round->dtype), rounds, ir::ForKind::Serial, body, loc);
   }
 
   // Why the kernel's `loop` cannot be warp-specialized (before its lowering); empty if it can.

@@ -42,6 +42,9 @@ struct CudaLaunch {
   uint32_t box_a[2] = {0, 0}, box_b[2] = {0, 0}, box_c[2] = {0, 0};
   bool tma_store = false;  // C written through TMA (else plain stores)
   std::vector<TensorMapUse> tensor_maps;  // Kernel: the bulk copies' descriptors
+  // Kernel: > 0 when persistent (ir::kPersistentRounds): `grid` is the kernel's blocks, and the
+  // launch takes min(their number, SMs x this) blocks in x.
+  int64_t persistent_blocks_per_sm = 0;
   SourceLoc loc;
 };
 

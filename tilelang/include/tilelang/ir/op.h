@@ -72,6 +72,12 @@ inline constexpr const char* kBulkAcquire = "bulk_copy_acquire";  // (address_of
 // copies (from one thread of the warpgroup), its else-branch is the kernel on those threads, which
 // synchronize among themselves only.
 inline constexpr const char* kProducerWarpgroup = "producer_warpgroup";
+// A persistent warp-specialized kernel (pipeline_loads_cuda) launches at most as many blocks as the
+// GPU runs at once, and each role walks the T.Kernel's blocks c, c + launched, ... in a loop:
+// persistent_rounds() is how many this block runs, persistent_block(r, d) coordinate d of its r-th
+// (tile_scheduler.h's PersistentBlocks, the kernel's T.use_swizzle order).
+inline constexpr const char* kPersistentRounds = "persistent_rounds";
+inline constexpr const char* kPersistentBlock = "persistent_block";
 Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc = {});
 
 std::optional<int64_t> as_const_int(const Expr& e);

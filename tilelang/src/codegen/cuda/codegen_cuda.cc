@@ -78,6 +78,8 @@ class CudaCodegen : public CodegenC {
     // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized),
     // a last partial warp too (lane 0 arrives): with threads=16 the count was 0, on which NVRTC crashed,
     // and with threads=48 one warp too few.
+    if (f == ir::kPersistentRounds) return "tl_blocks.rounds()";
+    if (f == ir::kPersistentBlock) return rt::str("tl_blocks.block(", a[0], ", ", a[1], ")");
     if (f == ir::kBulkInit)
       return rt::str("tl::cuda::tile_copy_barriers_init<", a[1], ", ", a[2] == "1" ? "true" : "false", ">(", mbarrier(a[0]), ", ", (launch_threads_ + 31) / 32, ")");
     // In the producer warpgroup the one thread running its branch issues and waits.
@@ -457,7 +459,10 @@ class CudaCodegen : public CodegenC {
     launch.grid = n.grid;
     launch.threads = n.threads;
     launch.loc = n.loc;
-    for (size_t d = 1; d < n.grid.size(); ++d)
+    // A persistent kernel (pipeline_loads_cuda) binds its block coordinates in each role's rounds
+    // and launches in x only.
+    const bool persistent = calls_persistent_rounds(n.body);
+    for (size_t d = 1; d < n.grid.size() && !persistent; ++d)
       if (auto c = ir::as_const_int(n.grid[d]); c && *c > kMaxGridYZ)
         error_at(n.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", *c, "; CUDA allows at most ", kMaxGridYZ,
                                 " in the second and third (the first may reach 2147483647)"));
@@ -469,7 +474,13 @@ class CudaCodegen : public CodegenC {
     for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
-    if (n.swizzle_panel > 0 && n.block_vars.size() >= 2) {
+    if (persistent) {
+      uses_tile_scheduler_ = true;
+      std::string dims[3] = {"1", "1", "1"};
+      for (size_t d = 0; d < n.grid.size(); ++d) dims[d] = rt::str("int(", expr(n.grid[d]), ")");
+      line(rt::str("const tl::cuda::PersistentBlocks tl_blocks = tl::cuda::PersistentBlocks::make(", dims[0], ", ", dims[1], ", ", dims[2], ", ",
+                   n.block_vars.size() >= 2 ? n.swizzle_panel : 0, ");"));
+    } else if (n.swizzle_panel > 0 && n.block_vars.size() >= 2) {
       // T.use_swizzle(panel_size=P): the blocks run in the grouped order of tile_scheduler.h (bands
       // of P block columns, each walked row by row), so the blocks in flight share rows and columns
       // of their operands through L2; the launch order is x fastest, as without it.
@@ -480,7 +491,8 @@ class CudaCodegen : public CodegenC {
       line("tl_raster.get(int(blockIdx.y * gridDim.x + blockIdx.x), tl_block_y, tl_block_x);");
       block_idx[0] = "tl_block_x", block_idx[1] = "tl_block_y";
     }
-    for (size_t i = 0; i < n.block_vars.size(); ++i) line(rt::str("const int32_t ", var(n.block_vars[i].get()), " = static_cast<int32_t>(", block_idx[i], ");"));
+    for (size_t i = 0; i < n.block_vars.size() && !persistent; ++i)
+      line(rt::str("const int32_t ", var(n.block_vars[i].get()), " = static_cast<int32_t>(", block_idx[i], ");"));
     line(rt::str("const int32_t ", var(n.thread_var.get()), " = static_cast<int32_t>(threadIdx.x);"));
     ++in_kernel_;
     launch_threads_ = n.threads;
@@ -501,6 +513,7 @@ class CudaCodegen : public CodegenC {
       launch.threads = n.threads + 128;
       RegisterSplit r = register_split(n.threads, smem_peak_);
       bounds = rt::str(launch.threads, ", ", r.blocks);
+      if (persistent) launch.persistent_blocks_per_sm = r.blocks;
       auto fill = [&](const char* placeholder, const std::string& code) {
         size_t at = body.find(placeholder);
         RT_ICHECK(at != std::string::npos, "no ", placeholder, " in a warp-specialized kernel");
@@ -511,10 +524,20 @@ class CudaCodegen : public CodegenC {
       kernels_ << "\n// Warp-specialized: " << n.threads << " consumer threads and a producer warpgroup, " << r.blocks << " block(s) an SM, " << r.per_thread
                << " registers a thread at launch.\n";
     }
+    RT_ICHECK(!persistent || launch.persistent_blocks_per_sm > 0, "a persistent kernel that is not warp-specialized at ", n.loc.to_string());
     kernels_ << "\nextern \"C\" __global__ void __launch_bounds__(" << bounds << ") " << launch.kernel << "(" << params << ") {\n";
     if (smem_peak_ > 0) kernels_ << "  extern __shared__ __align__(1024) unsigned char tl_smem[];\n";
     kernels_ << body << "}\n";
     out_.launches.push_back(launch);
+  }
+
+  static bool calls_persistent_rounds(const ir::Stmt& body) {
+    bool found = false;
+    ir::for_each_expr(body, [&](const ir::Expr& e) {
+      const auto* c = ir::as<ir::CallNode>(e);
+      found = found || (c && c->name == ir::kPersistentRounds);
+    });
+    return found;
   }
 
   // The registers of a warp-specialized kernel (setmaxnreg needs the launch's count known: the

@@ -41,4 +41,38 @@ struct GroupedTileScheduler {
   }
 };
 
+// The blocks of a T.Kernel that a persistent grid runs (tilelang's pipeline_loads_cuda): block c of
+// the launch runs the kernel's blocks c, c + gridDim.x, ... in order; block t of a grid_x x grid_y x
+// grid_z kernel is (x, y, z) with x fastest, or in the grouped order above within each z-plane when
+// the kernel asked for T.use_swizzle (panel > 0), as a launch of the whole grid would run them. The
+// producer and the consumers of a block compute the same sequence.
+struct PersistentBlocks {
+  int grid_x, grid_y, grid_z;
+  int panel;  // T.use_swizzle's panel size; 0: row order
+  GroupedTileScheduler raster;
+
+  TL_HOST_DEVICE static PersistentBlocks make(int grid_x, int grid_y, int grid_z, int panel) {
+    return PersistentBlocks{grid_x, grid_y, grid_z, panel, GroupedTileScheduler::make(grid_y, grid_x, 1, 1, panel)};
+  }
+  // The launch checked that the kernel's blocks fit an int.
+  TL_DEVICE int rounds() const {
+    const int total = grid_x * grid_y * grid_z, first = int(blockIdx.x), stride = int(gridDim.x);
+    return first < total ? (total - first + stride - 1) / stride : 0;
+  }
+  // Coordinate `dim` (0: x, 1: y, 2: z) of this block's round `r`.
+  TL_DEVICE int block(int r, int dim) const {
+    const int t = int(blockIdx.x) + r * int(gridDim.x), plane = grid_x * grid_y;
+    const int z = t / plane, in_plane = t - z * plane;
+    if (dim == 2) return z;
+    int x, y;
+    if (panel > 0) {
+      raster.get(in_plane, y, x);
+    } else {
+      y = in_plane / grid_x;
+      x = in_plane - y * grid_x;
+    }
+    return dim == 0 ? x : y;
+  }
+};
+
 }  // namespace tl::cuda
