@@ -134,6 +134,10 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
       return b.op == ir::BinaryOp::FloorDiv ? rt::str("(", x, " >> ", shift, ")") : rt::str("(", x, " & ", *c - 1, ")");
     }
   }
+  // A shift by a run-time amount goes through the helpers, which define the amounts C++ and CUDA
+  // leave undefined; a constant amount is in range (verify checks it) and keeps the plain operator.
+  if ((b.op == ir::BinaryOp::Shl || b.op == ir::BinaryOp::Shr) && !ir::as_const_int(b.b))
+    return rt::str(b.op == ir::BinaryOp::Shl ? "tl::shl(" : "tl::shr(", x, ", ", y, ")");
   switch (b.op) {
     case ir::BinaryOp::Min: return min_max(false, x, y, b.a->dtype);
     case ir::BinaryOp::Max: return min_max(true, x, y, b.a->dtype);
