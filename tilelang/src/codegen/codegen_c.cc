@@ -18,7 +18,7 @@ const std::set<std::string> kReserved = {
     "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false", "float", "for", "friend",
     "goto", "if", "inline", "int", "long", "namespace", "new", "not", "or", "private", "protected", "public", "register",
     "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try", "typedef",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "xor", "std", "tl", "buffers", "dims", "num_threads",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "xor", "std", "tl", "buffers", "dims", "num_threads", "failure",
     "main", "abs", "min", "max", "exp", "log", "sqrt", "pow", "floor", "ceil", "round", "int8_t", "int32_t", "int64_t", "uint8_t",
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "tl_smem"};
 
@@ -231,7 +231,7 @@ void CodegenC::visit(const ir::ForNode& n) {
   }
   loop_annotation(n);
   line(rt::str("for (", t, " ", v, " = ", expr(n.min), "; ", v, " < ", bound, "; ++", v, ") {"));
-  nested(n.body);
+  loop_body(n);
   line("}");
 }
 
