@@ -38,6 +38,7 @@ std::vector<Case> cases() {
       {"gemm_transposed_tile", "tests/tilelang/programs/gemm_transposed_tile.py", "gemm_t", {{"M", "96"}, {"N", "136"}, {"K", "80"}, {"trans_a", "True"}, {"trans_b", "True"}}, {}},
       {"column_sum_atomic", "tests/tilelang/programs/column_sum_atomic.py", "column_sum", {{"M", "100"}, {"N", "70"}}, {}},
       {"integer_ops", "tests/tilelang/programs/integer_ops_tile.py", "integer_ops", {{"N", "24"}}, {}},
+      {"shifts", "tests/tilelang/programs/shifts_tile.py", "shifts", {{"N", "141"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},

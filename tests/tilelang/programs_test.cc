@@ -543,6 +543,40 @@ TEST(Numerics, IntegerDivisionAndInt8Reductions) {
   EXPECT_EQ(f64(out[2]), q);
 }
 
+// Shifts by every amount from -70 to 70: in range as in C, out of range (negative, or at least the
+// width) every bit shifted out (docs/language.md, 2.5); C++ and CUDA leave those undefined (x86
+// shifted by the amount modulo the width).
+TEST(Numerics, ShiftsByAnyAmount) {
+  const int64_t n = 141;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/shifts_tile.py", "shifts", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n}, DType::I32, -2e9, 2e9), w = random({n}, DType::I64, -9e18, 9e18), b = random({n}, DType::I8, -128, 127);
+  rt::Tensor s = rt::Tensor::empty({n}, DType::I32);
+  std::vector<double> amounts(n);
+  for (int64_t i = 0; i < n; ++i) amounts[i] = static_cast<double>(i - 70);
+  testutil::from_f64(s, amounts);
+  auto out = run(k, {x, w, b, s}, {{{4, n}, DType::I32}, {{2, n}, DType::I64}});
+  auto shl = [](int64_t v, int64_t a, int width) -> int64_t {
+    if (a < 0 || a >= width) return 0;
+    const uint64_t r = static_cast<uint64_t>(v) << a;
+    return width == 32 ? static_cast<int32_t>(static_cast<uint32_t>(r)) : static_cast<int64_t>(r);
+  };
+  auto shr = [](int64_t v, int64_t a, int width) -> int64_t { return v >> (a >= 0 && a < width ? a : 63); };
+  const auto* xv = static_cast<const int32_t*>(x.data());
+  const auto* wv = static_cast<const int64_t*>(w.data());
+  const auto* bv = static_cast<const int8_t*>(b.data());
+  const auto* d32 = static_cast<const int32_t*>(out[0].data());
+  const auto* d64 = static_cast<const int64_t*>(out[1].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t a = i - 70;
+    EXPECT_EQ(d32[i], shl(xv[i], a, 32)) << xv[i] << " << " << a;
+    EXPECT_EQ(d32[n + i], shr(xv[i], a, 32)) << xv[i] << " >> " << a;
+    EXPECT_EQ(d32[2 * n + i], shl(bv[i], a, 32)) << "int8 " << int(bv[i]) << " << " << a;
+    EXPECT_EQ(d32[3 * n + i], shr(bv[i], a, 32)) << "int8 " << int(bv[i]) << " >> " << a;
+    EXPECT_EQ(d64[i], shl(wv[i], a, 64)) << wv[i] << " << " << a;
+    EXPECT_EQ(d64[n + i], shr(wv[i], a, 64)) << wv[i] << " >> " << a;
+  }
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -4,13 +4,15 @@
 #include "rt/error.h"
 #include "rt/host_compiler.h"
 #include "tilelang/codegen/codegen_cpu.h"
+#include "tilelang/diagnostics.h"
+#include "tl/device/cpu/kernel.h"
 
 namespace tilelang::backend {
 namespace {
 
 class CpuProgram : public Program {
  public:
-  explicit CpuProgram(const ir::PrimFunc& lowered) : source_(codegen::generate_cpu(lowered)) {
+  explicit CpuProgram(const ir::PrimFunc& lowered) : kernel_(lowered.name), source_(codegen::generate_cpu(lowered)) {
     try {
       library_ = rt::compile_cxx(source_.code, device_headers(), rt::HostCompileOptions{});
     } catch (const rt::Error& e) {
@@ -25,11 +27,14 @@ class CpuProgram : public Program {
   void run(const std::vector<rt::Tensor>& params, const std::vector<int64_t>& dims) const override {
     std::vector<void*> buffers;
     for (const rt::Tensor& t : params) buffers.push_back(t.data());
-    entry_(buffers.data(), dims.data(), rt::cpu_info().cores);
+    tl::cpu::Failure failure;
+    entry_(buffers.data(), dims.data(), rt::cpu_info().cores, &failure);
+    if (failure.failed()) error_at(source_.sites.at(failure.site()), rt::str("kernel '", kernel_, "': ", failure.message()));
   }
 
  private:
-  using Entry = void (*)(void* const*, const int64_t*, int);
+  using Entry = void (*)(void* const*, const int64_t*, int, tl::cpu::Failure*);
+  std::string kernel_;
   codegen::CpuSource source_;
   std::shared_ptr<rt::SharedLibrary> library_;
   Entry entry_ = nullptr;

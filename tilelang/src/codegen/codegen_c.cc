@@ -18,7 +18,7 @@ const std::set<std::string> kReserved = {
     "continue", "default", "delete", "do", "double", "else", "enum", "explicit", "extern", "false", "float", "for", "friend",
     "goto", "if", "inline", "int", "long", "namespace", "new", "not", "or", "private", "protected", "public", "register",
     "return", "short", "signed", "sizeof", "static", "struct", "switch", "template", "this", "throw", "true", "try", "typedef",
-    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "xor", "std", "tl", "buffers", "dims", "num_threads",
+    "union", "unsigned", "using", "virtual", "void", "volatile", "while", "xor", "std", "tl", "buffers", "dims", "num_threads", "failure",
     "main", "abs", "min", "max", "exp", "log", "sqrt", "pow", "floor", "ceil", "round", "int8_t", "int32_t", "int64_t", "uint8_t",
     "threadIdx", "blockIdx", "blockDim", "gridDim", "warpSize", "tl_smem"};
 
@@ -134,6 +134,10 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
       return b.op == ir::BinaryOp::FloorDiv ? rt::str("(", x, " >> ", shift, ")") : rt::str("(", x, " & ", *c - 1, ")");
     }
   }
+  // A shift by a run-time amount goes through the helpers, which define the amounts C++ and CUDA
+  // leave undefined; a constant amount is in range (verify checks it) and keeps the plain operator.
+  if ((b.op == ir::BinaryOp::Shl || b.op == ir::BinaryOp::Shr) && !ir::as_const_int(b.b))
+    return rt::str(b.op == ir::BinaryOp::Shl ? "tl::shl(" : "tl::shr(", x, ", ", y, ")");
   switch (b.op) {
     case ir::BinaryOp::Min: return min_max(false, x, y, b.a->dtype);
     case ir::BinaryOp::Max: return min_max(true, x, y, b.a->dtype);
@@ -227,7 +231,7 @@ void CodegenC::visit(const ir::ForNode& n) {
   }
   loop_annotation(n);
   line(rt::str("for (", t, " ", v, " = ", expr(n.min), "; ", v, " < ", bound, "; ++", v, ") {"));
-  nested(n.body);
+  loop_body(n);
   line("}");
 }
 

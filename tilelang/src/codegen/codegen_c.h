@@ -57,6 +57,7 @@ class CodegenC : public ir::IRVisitor {
     visit_stmt(s);
     --indent_;
   }
+  virtual void loop_body(const ir::ForNode& loop) { nested(loop.body); }  // between the braces of `for`
   // The symbolic dimensions of the parameters' shapes, in a stable order.
   static std::vector<ir::Var> dim_vars_of(const ir::PrimFunc& func);
 

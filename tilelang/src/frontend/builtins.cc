@@ -4,10 +4,12 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <regex>
 
 #include "rt/error.h"
 #include "tilelang/analysis/linear.h"
 #include "frontend/elaborator.h"
+#include "tilelang/frontend/lexer.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
 
@@ -22,6 +24,14 @@ const char* const kTFunctions[] = {
     "abs", "tanh", "sigmoid", "floor", "ceil", "round", "trunc", "erf", "sin", "cos", "pow", "ceildiv", "if_then_else",
     "cast", "atomic_add", "use_swizzle", "annotate_layout", "infinity", "get_thread_binding", "get_block_binding",
     "call_extern", "inline_code", "address_of", "sync_threads", "symbolic", "dynamic", "floordiv", "floormod", "truncdiv", "truncmod", "fma"};
+
+// A name the target's compiler can call: an identifier, optionally qualified by namespaces
+// (std::hypot, ::hypotf). Anything else is pasted into the generated code as is, where the compiler
+// rejects it far from the call, or takes it as more code.
+bool is_function_name(const std::string& name) {
+  static const std::regex pattern("(::)?[A-Za-z_][A-Za-z0-9_]*(::[A-Za-z_][A-Za-z0-9_]*)*");
+  return std::regex_match(name, pattern);
+}
 
 // Reads a builtin's arguments by position or keyword, and rejects what it does not know.
 class ArgReader {
@@ -801,6 +811,9 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     rt::DType dtype = to_dtype(r.req(0, "dtype"), r.loc("dtype"), "the result dtype of T.call_extern");
     const Value& fn = r.req(1, "func_name");
     if (!fn.is<std::string>()) error_at(r.loc("func_name"), "T.call_extern needs the function's name as a string");
+    if (!is_function_name(fn.get<std::string>()))
+      error_at(r.loc("func_name"), rt::str("T.call_extern needs a function name (an identifier, optionally qualified: hypotf, std::hypot), not ",
+                                           quote_string(fn.get<std::string>())));
     std::vector<ir::Expr> call_args;
     std::vector<Value> rest = r.rest(2);
     for (size_t i = 0; i < rest.size(); ++i) call_args.push_back(to_expr(rest[i], r.pos_loc(i + 2), "an argument of T.call_extern"));

@@ -154,11 +154,14 @@ Expr pow(Expr a, Expr b, SourceLoc loc) {
 }
 
 Expr bitwise(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
-  DType t = promote(a->dtype, b->dtype);
-  auto ia = as_const_int(a), ib = as_const_int(b);
-  // A shift by a negative count or by the width of the type or more is left to the target, as written.
   const bool shift = op == BinaryOp::Shl || op == BinaryOp::Shr;
-  if (ia && ib && (!shift || (*ib >= 0 && *ib < std::max(32, rt::bits(t))))) {
+  // Shifts compute in int32 at least, as in C and as the code generators emit them (an int8
+  // shifted left keeps its high bits); & | ^ cannot leave their operands' type.
+  DType t = shift ? arith_type(a, b) : promote(a->dtype, b->dtype);
+  auto ia = as_const_int(a), ib = as_const_int(b);
+  // A shift by a negative amount or by the width of the type or more is left unfolded: verify
+  // reports it.
+  if (ia && ib && (!shift || (*ib >= 0 && *ib < rt::bits(t)))) {
     int64_t x = *ia, y = *ib, r = 0;
     switch (op) {
       case BinaryOp::BitAnd: r = x & y; break;

@@ -114,12 +114,17 @@ class Verifier : public ir::IRVisitor {
     at(n.loc);
     ir::IRVisitor::visit(n);
   }
-  // An integer division or remainder by a constant zero: undefined on every target (constant
-  // folding leaves it for this check).
+  // An integer division or remainder by a constant zero, and a shift by a constant amount outside
+  // [0, width): undefined on every target (constant folding leaves them for this check; the code
+  // generators define run-time shift amounts).
   void visit(const ir::BinaryNode& n) override {
+    const SourceLoc& loc = n.loc.known() ? n.loc : stmt_loc_;
     const bool divides = n.op == ir::BinaryOp::Div || n.op == ir::BinaryOp::FloorDiv || n.op == ir::BinaryOp::FloorMod;
     if (divides && rt::is_int(n.a->dtype) && ir::is_const_int(n.b, 0))
-      error_at(n.loc.known() ? n.loc : stmt_loc_, rt::str("integer ", n.op == ir::BinaryOp::FloorMod ? "remainder" : "division", " by zero"));
+      error_at(loc, rt::str("integer ", n.op == ir::BinaryOp::FloorMod ? "remainder" : "division", " by zero"));
+    auto amount = ir::as_const_int(n.b);
+    if ((n.op == ir::BinaryOp::Shl || n.op == ir::BinaryOp::Shr) && amount && (*amount < 0 || *amount >= rt::bits(n.dtype)))
+      error_at(loc, rt::str("shift amount ", *amount, " is out of range: ", rt::name(n.dtype), " values shift by 0 to ", rt::bits(n.dtype) - 1));
     ir::IRVisitor::visit(n);
   }
 

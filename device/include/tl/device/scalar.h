@@ -1,6 +1,6 @@
 // Scalar helpers shared by host (CPU backend) and device (CUDA backend) code that the code
-// generators emit: Python's floor division and modulo, rounding a float through a narrow format,
-// and element access of packed float4 arrays.
+// generators emit: Python's floor division and modulo, shifts by any amount, rounding a float
+// through a narrow format, and element access of packed float4 arrays.
 #pragma once
 
 #if !defined(__CUDACC_RTC__)
@@ -30,6 +30,15 @@ TL_HOST_DEVICE inline float floordiv(float a, float b) { return floorf(a / b); }
 TL_HOST_DEVICE inline double floordiv(double a, double b) { return floor(a / b); }
 TL_HOST_DEVICE inline float floormod(float a, float b) { return a - floorf(a / b) * b; }
 TL_HOST_DEVICE inline double floormod(double a, double b) { return a - floor(a / b) * b; }
+
+// Shifts by a run-time amount, defined for every amount (C++ and CUDA leave an amount outside
+// [0, width) undefined): a negative amount or one of at least the width shifts every bit out, so
+// shl gives 0 and shr gives 0, or -1 for a negative x (the sign fills). Kernels shift int32 and
+// int64 values (narrower integers are promoted to int32 first).
+TL_HOST_DEVICE inline int32_t shl(int32_t x, int32_t s) { return uint32_t(s) < 32u ? int32_t(uint32_t(x) << s) : 0; }
+TL_HOST_DEVICE inline int64_t shl(int64_t x, int64_t s) { return uint64_t(s) < 64u ? int64_t(uint64_t(x) << s) : 0; }
+TL_HOST_DEVICE inline int32_t shr(int32_t x, int32_t s) { return x >> (uint32_t(s) < 32u ? s : 31); }
+TL_HOST_DEVICE inline int64_t shr(int64_t x, int64_t s) { return x >> (uint64_t(s) < 64u ? s : 63); }
 
 // The value a float takes once stored as T (T is a narrow float format).
 template <class T>

@@ -1,15 +1,19 @@
 // Helpers the CPU code generator's output calls beyond tl/device/scalar.h (which host and device
-// share): atomic accumulation into any element type, and aligned heap buffers for tensors and
-// tiles too large for the stack.
+// share): atomic accumulation into any element type, aligned heap buffers for tensors and tiles
+// too large for the stack, and the failure record through which a kernel's entry reports errors.
 #pragma once
 
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <new>
+#include <stdexcept>
+#include <string>
 #include <type_traits>
 
 #include "tl/device/numeric.h"
@@ -32,15 +36,78 @@ inline void atomic_add(T* p, float v) {
   }
 }
 
-// A 64-byte aligned array of n elements, freed at the end of its scope.
+// An error of generated code at one of its sites: the code generator's number for a statement
+// (CpuSource::sites), which the caller turns into a source location.
+class SiteError : public std::runtime_error {
+ public:
+  SiteError(int site, const std::string& message) : std::runtime_error(message), site_(site) {}
+  int site() const { return site_; }
+
+ private:
+  int site_;
+};
+
+// How a kernel's entry reports what stopped it to its caller. A C++ exception must not leave an
+// OpenMP region (std::terminate) nor the extern "C" entry: the generated code catches each one
+// and records it here, at the site of the region or entry that caught it (a SiteError has its own).
+class Failure {
+ public:
+  // Thrown after a region once a failure is recorded, so that the code after the region does not
+  // run on what the region left unfinished.
+  struct Stop {};
+
+  bool failed() const { return failed_.load(std::memory_order_relaxed); }
+  int site() const { return site_; }
+  const char* message() const { return message_; }
+
+  // In a catch block: records the exception being handled, unless a failure is recorded already
+  // (the first one of concurrent blocks wins; a Stop comes after one).
+  void record(int site) noexcept {
+    if (failed_.exchange(true)) return;
+    try {
+      throw;
+    } catch (const SiteError& e) {
+      set(e.site(), "", e.what());
+    } catch (const std::exception& e) {
+      set(site, "a C++ exception was thrown: ", e.what());
+    } catch (...) {
+      set(site, "a C++ exception that is not a std::exception was thrown", "");
+    }
+  }
+  void check() const {
+    if (failed()) throw Stop{};
+  }
+
+ private:
+  void set(int site, const char* prefix, const char* what) {
+    site_ = site;
+    std::snprintf(message_, sizeof message_, "%s%s", prefix, what);
+  }
+
+  std::atomic<bool> failed_{false};
+  int site_ = -1;
+  char message_[512] = {};
+};
+
+// A 64-byte aligned array of n elements, freed at the end of its scope. what: the buffer, for the
+// error when the allocation fails ("shared tile 'S'") at site.
 struct AlignedFree {
   void operator()(void* p) const { std::free(p); }
 };
 template <class T>
-inline std::unique_ptr<T[], AlignedFree> alloc(int64_t n) {
-  size_t bytes = (static_cast<size_t>(n > 0 ? n : 1) * sizeof(T) + 63) / 64 * 64;
-  void* p = std::aligned_alloc(64, bytes);
-  if (!p) throw std::bad_alloc();
+inline std::unique_ptr<T[], AlignedFree> alloc(int64_t n, int site, const char* what) {
+  char message[256];
+  // A count from run-time sizes may be negative or past what size_t holds: that fails too.
+  if (static_cast<uint64_t>(n) > (SIZE_MAX - 63) / sizeof(T)) {
+    std::snprintf(message, sizeof message, "allocating %lld elements of %zu bytes for %s failed", static_cast<long long>(n), sizeof(T), what);
+    throw SiteError(site, message);
+  }
+  size_t bytes = static_cast<size_t>(n > 0 ? n : 1) * sizeof(T);
+  void* p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (!p) {
+    std::snprintf(message, sizeof message, "allocating %zu bytes for %s failed", bytes, what);
+    throw SiteError(site, message);
+  }
   return std::unique_ptr<T[], AlignedFree>(static_cast<T*>(p));
 }
 

@@ -1,0 +1,81 @@
+// Run-time failures of kernels on the CPU reach the caller of the C++ API as user errors at the
+// statement that failed, naming the kernel, instead of std::terminate: an allocation refused (a tile
+// sized by the inputs) and a C++ exception thrown by user code, inside a kernel's blocks (an OpenMP
+// region) or outside any region. (error/cases.txt checks the same through `tl run`.)
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "program_util.h"
+#include "rt/error.h"
+
+namespace {
+
+tilelang::Kernel cpu_kernel(const tilelang::Module& m, const std::string& name, std::map<std::string, std::string> params = {}) {
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cpu();
+  o.params = std::move(params);
+  return m.kernel(name, o);
+}
+
+// The first line of the error the launch throws ("" and a test failure if it runs).
+std::string launch_error(const tilelang::Kernel& k, const std::vector<rt::Tensor>& tensors) {
+  try {
+    k.launch(tensors);
+  } catch (const rt::Error& e) {
+    EXPECT_EQ(e.kind(), rt::ErrorKind::User) << e.what();
+    const std::string what = e.what();
+    return what.substr(0, what.find('\n'));
+  }
+  ADD_FAILURE() << "the kernel ran";
+  return "";
+}
+
+TEST(CpuFailures, AllocationSizedByTheInputs) {
+  const std::string file = "tests/tilelang/error/cpu_tile_too_large.py";
+  tilelang::Kernel k = cpu_kernel(tilelang::Module::load(tltest::source_path(file)), "double");
+  rt::Tensor x = tltest::random({8}, rt::DType::F32), y = rt::Tensor::empty({8}, rt::DType::F32);
+  EXPECT_EQ(launch_error(k, {x, y}), tltest::source_path(file) + ":13:17: error: kernel 'double': allocating 32000000000000000 bytes for shared tile 'S' failed");
+  // Half the elements: half the bytes, reported again (nothing of the first failure is left over).
+  rt::Tensor x4 = tltest::random({4}, rt::DType::F32), y4 = rt::Tensor::empty({4}, rt::DType::F32);
+  EXPECT_EQ(launch_error(k, {x4, y4}), tltest::source_path(file) + ":13:17: error: kernel 'double': allocating 16000000000000000 bytes for shared tile 'S' failed");
+}
+
+const char* const kThrowing = R"(import tilelang.language as T
+
+
+def in_block(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32")):
+        with T.Kernel(N, threads=1) as bx:
+            X[bx] = 1.0
+            if bx == 5:
+                T.inline_code("throw std::runtime_error(\"block 5 failed\");")
+
+    return main
+
+
+def on_host(N):
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32")):
+        T.inline_code("throw std::runtime_error(\"host code failed\");")
+        with T.Kernel(N, threads=1) as bx:
+            X[bx] = 1.0
+
+    return main
+)";
+
+TEST(CpuFailures, ExceptionInsideAKernelsBlocks) {
+  tilelang::Kernel k = cpu_kernel(tilelang::Module::from_source(kThrowing, "throwing.py"), "in_block", {{"N", "64"}});
+  EXPECT_EQ(launch_error(k, {tltest::random({64}, rt::DType::F32)}),
+            "throwing.py:7:9: error: kernel 'in_block': a C++ exception was thrown: block 5 failed");
+}
+
+TEST(CpuFailures, ExceptionOutsideAnyRegion) {
+  tilelang::Kernel k = cpu_kernel(tilelang::Module::from_source(kThrowing, "throwing.py"), "on_host", {{"N", "64"}});
+  EXPECT_EQ(launch_error(k, {tltest::random({64}, rt::DType::F32)}),
+            "throwing.py:16:5: error: kernel 'on_host': a C++ exception was thrown: host code failed");
+}
+
+}  // namespace
