@@ -370,28 +370,36 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     EXPECT_NE(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");"), std::string::npos) << w.c.name;
     // The stage tiles are allocated in each role, at the same offsets. Without persistence (the
     // wide tiles leave no other room; causal attention's blocks run their loops for different
-    // lengths) the epilogue's tile takes their memory after the loop; a persistent kernel's lies
-    // above them (the producer fills them with the next block's stages meanwhile), and both roles
-    // walk the blocks in rounds.
+    // lengths) the epilogue's tile takes their memory after the loop and goes out by 16-byte
+    // stores. A persistent kernel walks the blocks in rounds in both roles; its epilogue tile is the
+    // kernel's own, apart from the stages (the producer fills them with the next block's stages
+    // meanwhile), and goes out by TMA while the consumers go on (whole tiles here), thread 0 waiting
+    // until the stores have read it before it is filled again and before the block exits.
     const size_t stage_at = producer.find("K_shared") != std::string::npos ? producer.find("K_shared = ") : producer.find("A_shared = ");
     ASSERT_NE(stage_at, std::string::npos) << w.c.name << ": the producer allocates the stages";
     const std::string stage_line = producer.substr(stage_at, producer.find('\n', stage_at) - stage_at);
     EXPECT_NE(rest.find(stage_line), std::string::npos) << w.c.name << ": the consumers' stages at the producer's offset: " << stage_line;
-    const size_t tile_at = rest.find(rt::str(w.epilogue_tile, " = "));
+    const size_t tile_at = cuda.find(rt::str(w.epilogue_tile, " = "));
     ASSERT_NE(tile_at, std::string::npos) << w.c.name << ": no epilogue tile\n" << cuda;
-    const std::string tile_line = rest.substr(tile_at, rest.find('\n', tile_at) - tile_at);
+    const std::string tile_line = cuda.substr(tile_at, cuda.find('\n', tile_at) - tile_at);
     auto offset = [](const std::string& line) { return std::stoll(line.substr(line.find("(tl_smem + ") + 11)); };
-    int64_t stages_top = 0;  // the start of the producer's last stage tile
+    int64_t stages_bottom = INT64_MAX;  // the start of the producer's first stage tile
     for (size_t at = producer.find("(tl_smem + "); at != std::string::npos; at = producer.find("(tl_smem + ", at + 1))
-      stages_top = std::max<int64_t>(stages_top, offset(producer.substr(at)));
+      stages_bottom = std::min<int64_t>(stages_bottom, offset(producer.substr(at)));
     if (w.persistent) {
-      EXPECT_GT(offset(tile_line), stages_top) << w.c.name << ": the epilogue tile lies above the stages: " << tile_line;
+      EXPECT_LT(tile_at, branch) << w.c.name << ": the epilogue tile is allocated for the whole kernel";
+      EXPECT_LT(offset(tile_line), stages_bottom) << w.c.name << ": the epilogue tile lies apart from the stages: " << tile_line;
       EXPECT_NE(producer.find("tl_blocks.rounds()"), std::string::npos) << w.c.name;
       EXPECT_NE(rest.find("tl_blocks.rounds()"), std::string::npos) << w.c.name;
+      const size_t wait = rest.find("tl::cuda::tile_store_wait_read();"), fill = rest.find(rt::str(w.epilogue_tile, " + tl::cuda::swizzled_offset"));
+      const size_t issue = rest.find(rt::str("tl::cuda::tile_store_tma(", w.epilogue_tile, " + ")), commit = rest.find("tl::cuda::tile_store_commit();");
+      EXPECT_TRUE(wait < fill && fill < issue && issue < commit && commit != std::string::npos) << w.c.name << ": wait, fill, store, commit\n" << rest;
+      EXPECT_NE(rest.find("tl::cuda::tile_store_wait_all();"), std::string::npos) << w.c.name;
       EXPECT_EQ(src.launches[0].persistent_blocks_per_sm, w.blocks) << w.c.name;
     } else {
       EXPECT_EQ(offset(tile_line), offset(stage_line)) << w.c.name << ": the epilogue tile reuses the first stage tile's memory: " << tile_line << " / " << stage_line;
       EXPECT_EQ(cuda.find("tl_blocks"), std::string::npos) << w.c.name;
+      EXPECT_EQ(cuda.find("tile_store_tma"), std::string::npos) << w.c.name;
       EXPECT_EQ(src.launches[0].persistent_blocks_per_sm, 0) << w.c.name;
     }
     if (!rt::nvrtc_available()) continue;

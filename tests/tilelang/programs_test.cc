@@ -219,25 +219,29 @@ TEST(BlockedGemm, WideTilesOnTwoConsumers) {
 // tile_scheduler.h's PersistentBlocks) launches at most the blocks the GPU holds at once and walks
 // the kernel's blocks in rounds. Here 16 x 20 = 320 GEMM blocks of 64 x 64 on 2 x 132 CTAs (some run
 // two rounds, some one), in panels of 3 block columns (the last band narrower) and in row order,
-// and 4 x 48 x 2 = 384 attention blocks of a 3-D grid: each result matches the reference and has
-// the bits of the same kernel launched a block a tile (TL_PERSISTENT_KERNELS=0).
+// with ragged edge tiles (1000 x 1224: stored element-wise) and whole ones (1024 x 1280: stored by
+// TMA while the next round runs), and 4 x 48 x 2 = 384 attention blocks of a 3-D grid (its output
+// tiles by TMA into a 4-D tensor): each result matches the reference and has the bits of the same
+// kernel launched a block a tile (TL_PERSISTENT_KERNELS=0).
 TEST(PersistentKernels, RoundsCoverEveryBlockOnce) {
   if (!tltest::on_gpu() || tltest::test_target().arch != "sm_90a") GTEST_SKIP() << "persistent kernels are sm_90a's warp-specialized ones";
   auto same_bits = [](const rt::Tensor& x, const rt::Tensor& y) { return std::memcmp(x.data(), y.data(), static_cast<size_t>(x.nbytes())) == 0; };
-  const int64_t m = 1000, n = 1224, kk = 96;
-  rt::Tensor a = random({m, kk}, DType::BF16), b = random({kk, n}, DType::BF16);
-  const std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk);
-  for (const char* panel : {"3", "0"}) {
-    auto gemm = [&](const char* persistent) {
-      testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
-      tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
-                                        {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", "bfloat16"}, {"block_M", "64"},
-                                         {"block_N", "64"}, {"block_K", "32"}, {"threads", "128"}, {"num_stages", "2"}, {"panel", panel}});
-      return run(k, {a, b}, {{{m, n}, DType::BF16}})[0];
-    };
-    const rt::Tensor persistent = gemm("1"), per_block = gemm("0");
-    expect_close(persistent, ref, rt::str("persistent gemm, panel ", panel));
-    EXPECT_TRUE(same_bits(persistent, per_block)) << "panel " << panel;
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{1000, 1224}, std::pair<int64_t, int64_t>{1024, 1280}}) {
+    const int64_t kk = 96;
+    rt::Tensor a = random({m, kk}, DType::BF16), b = random({kk, n}, DType::BF16);
+    const std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk);
+    for (const char* panel : {"3", "0"}) {
+      auto gemm = [&](const char* persistent) {
+        testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
+        tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
+                                          {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", "bfloat16"}, {"block_M", "64"},
+                                           {"block_N", "64"}, {"block_K", "32"}, {"threads", "128"}, {"num_stages", "2"}, {"panel", panel}});
+        return run(k, {a, b}, {{{m, n}, DType::BF16}})[0];
+      };
+      const rt::Tensor persistent = gemm("1"), per_block = gemm("0");
+      expect_close(persistent, ref, rt::str("persistent gemm ", m, " x ", n, ", panel ", panel));
+      EXPECT_TRUE(same_bits(persistent, per_block)) << m << " x " << n << ", panel " << panel;
+    }
   }
   const int64_t batch = 2, heads = 48, seq = 256, dim = 64;
   rt::Tensor q = random({batch, seq, heads, dim}, DType::BF16), kt = random({batch, seq, heads, dim}, DType::BF16), v = random({batch, seq, heads, dim}, DType::BF16);

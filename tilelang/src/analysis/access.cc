@@ -85,4 +85,13 @@ bool calls_user_code(const ir::Stmt& s) {
   return finder.found;
 }
 
+bool calls_intrinsic(const ir::Stmt& s, const std::string& name) {
+  bool found = false;
+  ir::for_each_expr(s, [&](const ir::Expr& e) {
+    const auto* c = ir::as<ir::CallNode>(e);
+    found = found || (c && c->call_kind == ir::CallKind::Intrinsic && c->name == name);
+  });
+  return found;
+}
+
 }  // namespace tilelang::analysis

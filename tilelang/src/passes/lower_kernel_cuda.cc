@@ -5,6 +5,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "rt/dtype.h"
 #include "rt/error.h"
@@ -17,6 +18,7 @@
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
+#include "tilelang/passes/bulk_copy.h"
 #include "tilelang/passes/shared_memory.h"
 
 namespace tilelang::passes {
@@ -169,8 +171,14 @@ class NarrowSharedScopes : public ir::IRMutator {
 
 class BlockLowering {
  public:
-  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers, int64_t smem_limit)
-      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned), registers_(registers), smem_limit_(smem_limit) {}
+  BlockLowering(const analysis::ThreadDependence& dep, ir::Var tx, int64_t threads, bool tensors_aligned, const Registers& registers, int64_t smem_limit,
+                bool bulk_stores)
+      : dep_(dep), tx_(std::move(tx)), threads_(threads), tensors_aligned_(tensors_aligned), registers_(registers), smem_limit_(smem_limit),
+        bulk_stores_(bulk_stores) {}
+
+  // The staging tiles the epilogues store by TMA: each is the kernel's own for its whole run (a store
+  // may still read it while the kernel goes on), allocated around the kernel's body.
+  const std::vector<ir::Buffer>& bulk_store_tiles() const { return bulk_store_tiles_; }
 
   // A statement at block level: every thread of the block reaches it.
   ir::Stmt lower(const ir::Stmt& s) {
@@ -364,6 +372,7 @@ class BlockLowering {
     ir::Stmt fill = ir::make_for(i, ir::make_int(0, i->dtype), ir::make_int(t.extent_rows, i->dtype), ir::ForKind::Parallel,
                                  ir::make_for(j, ir::make_int(0, j->dtype), ir::make_int(t.extent_cols, j->dtype), ir::ForKind::Parallel,
                                               ir::make_store(tile, {i, j}, st->value, loc), loc), loc);
+    if (ir::Stmt bulk = bulk_store(*st, tile, t, guard != nullptr, fill, loc)) return bulk;
     ir::Stmt out_store = ir::make_store(st->buffer, st->indices, at_ij, loc);
     if (guard) out_store = ir::make_if(guard->cond, out_store, nullptr, loc);
     ir::Stmt drain = ir::make_for(i, ir::make_int(0, i->dtype), ir::make_int(t.extent_rows, i->dtype), ir::ForKind::Parallel,
@@ -449,6 +458,36 @@ class BlockLowering {
     return ir::make_for(slot, ir::make_int(0), ir::make_int(2 * l.atoms_m()), ir::ForKind::Unrolled, per_slot, loc);
   }
 
+  // In a persistent kernel (sm_90a), the staging tile of a whole tile's store goes out by TMA: thread
+  // 0 issues its boxes after the fill and the block moves on to its next round while they read the
+  // tile; before the next fill thread 0 waits until they have (null where the store is not such a
+  // box: a guarded edge tile, a tensor TMA cannot address, indices other than [row0 + i, col0 + j]).
+  ir::Stmt bulk_store(const ir::BufferStoreNode& st, const ir::Buffer& tile, const analysis::TileNest& t, bool guarded, const ir::Stmt& fill,
+                      const SourceLoc& loc) {
+    if (!bulk_stores_ || guarded) return nullptr;
+    const ir::VarNode *i = t.rows->var.get(), *j = t.cols->var.get();
+    std::vector<ir::Range> box;
+    int row_dims = 0;
+    for (size_t d = 0; d < st.indices.size(); ++d) {
+      auto lin = analysis::as_linear(st.indices[d]);
+      if (!lin) return nullptr;
+      const int64_t ci = lin->coefficient(i), cj = lin->coefficient(j);
+      const bool last = d + 1 == st.indices.size();
+      if (cj != (last ? 1 : 0) || (ci != 0 && ci != 1) || (last && ci != 0)) return nullptr;
+      row_dims += ci == 1;
+      ir::Expr min = ir::substitute(st.indices[d], {{i, ir::make_int(0, t.rows->var->dtype)}, {j, ir::make_int(0, t.cols->var->dtype)}});
+      if (dep_.dependent(min)) return nullptr;
+      box.push_back({min, ir::make_int(last ? t.extent_cols : ci == 1 ? t.extent_rows : 1)});
+    }
+    const ir::Region global{st.buffer, box, loc}, whole = ir::full_region(tile, loc);
+    if (row_dims != 1 || !tma_box_allowed(global, whole, tensors_aligned_)) return nullptr;
+    bulk_store_tiles_.push_back(tile);
+    auto call = [&](const char* name) { return ir::make_evaluate(ir::make_call(ir::DType::I32, ir::CallKind::Intrinsic, name, {}, loc), loc); };
+    return ir::make_seq({call(ir::kBulkStoreWaitRead), barrier(loc), lower(fill), barrier(loc),
+                         std::make_shared<const ir::CopyNode>(whole, global, loc, ir::make_int(0)), call(ir::kBulkStoreCommit)},
+                        loc);
+  }
+
   const analysis::ThreadDependence& dep_;
   ir::Var tx_;
   int64_t threads_;
@@ -456,6 +495,8 @@ class BlockLowering {
   const Registers& registers_;
   int64_t smem_limit_;         // shared memory one block may use
   int64_t smem_in_scope_ = 0;  // taken by the shared tiles whose scope the lowering is in
+  bool bulk_stores_;           // epilogues may store by TMA (a persistent kernel on sm_90a)
+  std::vector<ir::Buffer> bulk_store_tiles_;
 };
 
 class KernelLowering : public ir::IRMutator {
@@ -476,7 +517,10 @@ class KernelLowering : public ir::IRMutator {
       registers.emplace(fragment, std::move(regs));
     }
     const int64_t smem_limit = shared_memory_per_block(sm_);
-    ir::Stmt body = BlockLowering(dep, n.thread_var, n.threads, tensors_aligned_, registers, smem_limit).lower(NarrowSharedScopes().mutate(n.body));
+    BlockLowering block(dep, n.thread_var, n.threads, tensors_aligned_, registers, smem_limit,
+                        arch_ == "sm_90a" && analysis::calls_intrinsic(n.body, ir::kPersistentRounds));
+    ir::Stmt body = block.lower(NarrowSharedScopes().mutate(n.body));
+    for (const ir::Buffer& tile : block.bulk_store_tiles()) body = ir::make_allocate(tile, body, n.loc);
     // Tensor-core operand tiles in the bank-conflict-free layout.
     std::map<const ir::BufferNode*, ir::Buffer> swizzled;
     for (const ir::BufferNode* tile : plan.swizzled) {

@@ -16,6 +16,7 @@
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
 #include "tilelang/ir/visitor.h"
+#include "tilelang/passes/bulk_copy.h"
 #include "tilelang/passes/lower_tile_ops.h"
 #include "tilelang/passes/peel_loop.h"
 #include "tilelang/passes/shared_memory.h"
@@ -123,37 +124,6 @@ class Planner : public ir::IRVisitor {
   std::map<const ir::ForNode*, std::vector<std::pair<size_t, const ir::BufferNode*>>> candidates_;
   std::map<const ir::BufferNode*, std::set<const ir::ForNode*>> users_;  // null: outside pipelined loops
 };
-
-// Whether TMA can move a copy of a box of a global tensor into a whole 2-D shared tile: same dtype
-// (TMA does not convert), a tensor of constant shape with rows of whole 16-byte units at an aligned
-// base, the tile's rows and columns the box's two non-unit sides (the columns the tensor's
-// contiguous dimension), at most 256 elements a side and whole 16-byte units a row, and each stage
-// of the tile a multiple of 128 bytes (TMA writes to 128-byte aligned shared memory).
-bool bulk_copy_allowed(const ir::CopyNode& c, bool tensors_aligned) {
-  const ir::Buffer &src = c.src.buffer, &dst = c.dst.buffer;
-  if (!tensors_aligned || src->dtype != dst->dtype || src->shape.size() > 5 || dst->shape.size() != 2) return false;
-  const int bits = rt::bits(src->dtype);
-  if (bits != 8 && bits != 16 && bits != 32 && bits != 64) return false;
-  const int64_t bytes = bits / 8;
-  int64_t row_elems = 1;  // elements of the dimensions inside the current one
-  for (size_t d = src->shape.size(); d-- > 0;) {
-    auto e = ir::as_const_int(src->shape[d]);
-    if (!e || (d + 1 < src->shape.size() && row_elems * bytes % 16 != 0)) return false;
-    row_elems *= *e;
-  }
-  auto rows = ir::as_const_int(dst->shape[0]), cols = ir::as_const_int(dst->shape[1]);
-  if (!rows || !cols || *rows > 256 || *cols > 256 || *cols * bytes % 16 != 0 || *rows * *cols * bytes % 128 != 0) return false;
-  for (const ir::Range& r : c.dst.ranges)
-    if (!ir::is_const_int(r.min, 0)) return false;
-  if (!ir::is_const_int(c.dst.ranges[0].extent, *rows) || !ir::is_const_int(c.dst.ranges[1].extent, *cols)) return false;
-  std::vector<int64_t> sides;  // the source region's non-unit extents, outermost first
-  for (const ir::Range& r : c.src.ranges) {
-    auto e = ir::as_const_int(r.extent);
-    if (!e) return false;
-    if (*e != 1) sides.push_back(*e);
-  }
-  return sides == std::vector<int64_t>{*rows, *cols} && ir::is_const_int(c.src.ranges.back().extent, *cols);
-}
 
 // The copies chosen to become bulk copies get a placeholder barrier (the pipeliner sets each
 // stage's), which keeps them whole through lower_copies.
@@ -675,7 +645,7 @@ ir::PrimFunc pipeline_loads_cuda(const ir::PrimFunc& func, const PassOptions& op
   for (const auto& [loop, plan] : whole.plans()) {
     std::vector<ir::Stmt> body = statements(loop->body);
     for (size_t i : plan.copies)
-      if (const auto* c = ir::as<ir::CopyNode>(body[i]); c && bulk_copy_allowed(*c, options.tensors_aligned)) bulk.insert(c);
+      if (const auto* c = ir::as<ir::CopyNode>(body[i]); c && tma_box_allowed(c->src, c->dst, options.tensors_aligned)) bulk.insert(c);
   }
   ir::PrimFunc out = func;
   out.body = lower_copies(MarkBulk(bulk).mutate(func.body));

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <set>
+#include <string>
 
 #include "tilelang/ir/ir.h"
 
@@ -19,5 +20,7 @@ bool uses_buffer(const ir::Stmt& stmt, const ir::BufferNode* buffer);
 bool uses_buffer(const ir::Expr& expr, const ir::BufferNode* buffer);
 // Whether a statement calls code of the user's (T.call_extern, T.inline_code), which may touch anything.
 bool calls_user_code(const ir::Stmt& stmt);
+// Whether a statement calls the compiler's intrinsic `name` (ir/op.h) anywhere.
+bool calls_intrinsic(const ir::Stmt& stmt, const std::string& name);
 
 }  // namespace tilelang::analysis

@@ -67,6 +67,11 @@ inline constexpr const char* kBulkArrive = "bulk_copy_arrive";    // (address_of
 inline constexpr const char* kBulkWait = "bulk_copy_wait";        // (address_of(full), parity): they have landed
 inline constexpr const char* kBulkRelease = "bulk_copy_release";  // (address_of(free)): this warp is done with the stage
 inline constexpr const char* kBulkAcquire = "bulk_copy_acquire";  // (address_of(free), parity): thread 0 waits for every warp's release
+// A persistent kernel's epilogue stores a staging tile by TMA (a CopyNode from the shared tile to a
+// global box, its barrier 0): thread 0 issues the boxes, then closes them into a group; before the
+// tile is written again, it waits until the group has read it (tile_copy_tma.h).
+inline constexpr const char* kBulkStoreCommit = "bulk_store_commit";
+inline constexpr const char* kBulkStoreWaitRead = "bulk_store_wait_read";
 // (threads): the condition of a warp-specialized kernel's branch (pipeline_loads_cuda), true in the
 // producer warpgroup the launch gets after the kernel's `threads`. Its then-branch issues the bulk
 // copies (from one thread of the warpgroup), its else-branch is the kernel on those threads, which

@@ -6,6 +6,7 @@
 #include "codegen/codegen_c.h"
 #include "rt/cuda_device.h"
 #include "rt/error.h"
+#include "tilelang/analysis/access.h"
 #include "tilelang/analysis/linear.h"
 #include "tilelang/analysis/register_fragments.h"
 #include "tilelang/analysis/vector_copy.h"
@@ -78,6 +79,8 @@ class CudaCodegen : public CodegenC {
     // The stages are released by every warp of the kernel's threads (the consumers when warp-specialized),
     // a last partial warp too (lane 0 arrives): with threads=16 the count was 0, on which NVRTC crashed,
     // and with threads=48 one warp too few.
+    if (f == ir::kBulkStoreCommit) return "tl::cuda::tile_store_commit()";
+    if (f == ir::kBulkStoreWaitRead) return "tl::cuda::tile_store_wait_read()";
     if (f == ir::kPersistentRounds) return "tl_blocks.rounds()";
     if (f == ir::kPersistentBlock) return rt::str("tl_blocks.block(", a[0], ", ", a[1], ")");
     if (f == ir::kBulkInit)
@@ -289,7 +292,7 @@ class CudaCodegen : public CodegenC {
   // on named barrier 1, without the producer warpgroup.
   void visit(const ir::BarrierNode&) override {
     std::string sync = consumers_ > 0 ? rt::str("tl::cuda::named_barrier_sync(1, ", consumers_, ");") : "__syncthreads();";
-    line(kernel_uses_wgmma_ ? "tl::cuda::fence_proxy_async_shared(); " + sync : sync);
+    line(kernel_uses_wgmma_ || kernel_bulk_stores_ ? "tl::cuda::fence_proxy_async_shared(); " + sync : sync);
   }
 
   // A warp-specialized kernel's roles (pipeline_loads_cuda): the producer warpgroup after the
@@ -321,45 +324,54 @@ class CudaCodegen : public CodegenC {
     // go above them.
     producer_end_ = producer_tiles_end_;
     visit_stmt(n.else_case);
+    // The staging tiles must live until the epilogues' TMA stores have read them.
+    if (kernel_bulk_stores_) line("tl::cuda::tile_store_wait_all();");
     consumers_ = 0;
     producer_end_ = 0;
     --indent_;
     line("}");
   }
 
-  // A bulk copy (pipeline_loads_cuda): thread 0 loads the box with TMA, in the tile's swizzle; a
-  // swizzled tile with rows longer than 128 bytes takes one box per 128-byte panel (swizzle.h).
+  // A bulk copy between a global box and a shared tile (pipeline_loads_cuda's loads ahead, where
+  // thread 0 loads the box with TMA, in the tile's swizzle; lower_kernel_cuda's epilogue stores,
+  // where thread 0 stores it): a swizzled tile with rows longer than 128 bytes takes one box per
+  // 128-byte panel (swizzle.h).
   void visit(const ir::CopyNode& n) override {
     RT_ICHECK(n.barrier && in_kernel_, "an element-wise copy reached the CUDA code generator at ", n.loc.to_string());
-    const char* issue = producer_ ? "tl::cuda::tile_copy_tma_issue(" : "tl::cuda::tile_copy_tma(";
     uses_bulk_copy_ = true;
-    const ir::Buffer &src = n.src.buffer, &dst = n.dst.buffer;
-    const int64_t bytes = rt::bits(dst->dtype) / 8, cols = *ir::as_const_int(dst->shape.back()), rows = *ir::as_const_int(n.dst.ranges[n.dst.ranges.size() - 2].extent);
+    const bool store = n.dst.buffer->scope == ir::Scope::Global;
+    const ir::Region &global = store ? n.dst : n.src, &shared = store ? n.src : n.dst;
+    const ir::Buffer& tile = shared.buffer;
+    const int64_t bytes = rt::bits(tile->dtype) / 8, cols = *ir::as_const_int(tile->shape.back()), rows = *ir::as_const_int(shared.ranges[shared.ranges.size() - 2].extent);
     int64_t row_bytes = cols * bytes, panels = 1;
     rt::TmaSwizzle swizzle = rt::TmaSwizzle::None;
-    if (dst->swizzled) {
+    if (tile->swizzled) {
       swizzle = row_bytes == 32 ? rt::TmaSwizzle::B32 : row_bytes == 64 ? rt::TmaSwizzle::B64 : rt::TmaSwizzle::B128;
       if (row_bytes > 128) panels = row_bytes / 128;
     }
     const int64_t inner = cols / panels;
-    TensorMapUse use{index_of(src), {}, swizzle};
-    for (const ir::Range& r : n.src.ranges) use.box.push_back(static_cast<uint32_t>(*ir::as_const_int(r.extent)));
+    TensorMapUse use{index_of(global.buffer), {}, swizzle};
+    for (const ir::Range& r : global.ranges) use.box.push_back(static_cast<uint32_t>(*ir::as_const_int(r.extent)));
     use.box.back() = static_cast<uint32_t>(inner);
     auto found = std::find(tensor_maps_.begin(), tensor_maps_.end(), use);
     size_t map = found - tensor_maps_.begin();
     if (found == tensor_maps_.end()) tensor_maps_.push_back(use);
     for (int64_t p = 0; p < panels; ++p) {
       std::vector<ir::Expr> at;
-      for (const ir::Range& r : n.dst.ranges) at.push_back(r.min);
+      for (const ir::Range& r : shared.ranges) at.push_back(r.min);
       at.back() = ir::add(at.back(), ir::make_int(p * inner, at.back()->dtype));
       std::string coords;  // innermost first
-      for (size_t d = n.src.ranges.size(); d-- > 0;) {
-        ir::Expr c = n.src.ranges[d].min;
-        if (d + 1 == n.src.ranges.size()) c = ir::add(c, ir::make_int(p * inner, c->dtype));
+      for (size_t d = global.ranges.size(); d-- > 0;) {
+        ir::Expr c = global.ranges[d].min;
+        if (d + 1 == global.ranges.size()) c = ir::add(c, ir::make_int(p * inner, c->dtype));
         coords += rt::str(", ", expr(ir::cast(ir::DType::I32, c)));
       }
-      line(rt::str(issue, buffer(dst), " + ", flat(dst, at), ", tl_map", map, ", ", mbarrier(expr(n.barrier)), ", ",
-                   rows * inner * bytes, "u", coords, ");"));
+      if (store) {
+        line(rt::str("tl::cuda::tile_store_tma(", buffer(tile), " + ", flat(tile, at), ", tl_map", map, coords, ");"));
+        continue;
+      }
+      line(rt::str(producer_ ? "tl::cuda::tile_copy_tma_issue(" : "tl::cuda::tile_copy_tma(", buffer(tile), " + ", flat(tile, at), ", tl_map", map, ", ",
+                   mbarrier(expr(n.barrier)), ", ", rows * inner * bytes, "u", coords, ");"));
     }
   }
 
@@ -461,7 +473,7 @@ class CudaCodegen : public CodegenC {
     launch.loc = n.loc;
     // A persistent kernel (pipeline_loads_cuda) binds its block coordinates in each role's rounds
     // and launches in x only.
-    const bool persistent = calls_persistent_rounds(n.body);
+    const bool persistent = analysis::calls_intrinsic(n.body, ir::kPersistentRounds);
     for (size_t d = 1; d < n.grid.size() && !persistent; ++d)
       if (auto c = ir::as_const_int(n.grid[d]); c && *c > kMaxGridYZ)
         error_at(n.loc, rt::str("grid dimension ", d + 1, " of this T.Kernel is ", *c, "; CUDA allows at most ", kMaxGridYZ,
@@ -498,6 +510,8 @@ class CudaCodegen : public CodegenC {
     launch_threads_ = n.threads;
     tensor_maps_.clear();
     kernel_uses_wgmma_ = analysis::calls_wgmma(n.body);
+    // Epilogue stores by TMA read the staging tile through the async proxy too.
+    kernel_bulk_stores_ = analysis::calls_intrinsic(n.body, ir::kBulkStoreCommit);
     uses_wgmma_ |= kernel_uses_wgmma_;
     visit_stmt(n.body);
     --in_kernel_;
@@ -529,15 +543,6 @@ class CudaCodegen : public CodegenC {
     if (smem_peak_ > 0) kernels_ << "  extern __shared__ __align__(1024) unsigned char tl_smem[];\n";
     kernels_ << body << "}\n";
     out_.launches.push_back(launch);
-  }
-
-  static bool calls_persistent_rounds(const ir::Stmt& body) {
-    bool found = false;
-    ir::for_each_expr(body, [&](const ir::Expr& e) {
-      const auto* c = ir::as<ir::CallNode>(e);
-      found = found || (c && c->name == ir::kPersistentRounds);
-    });
-    return found;
   }
 
   // The registers of a warp-specialized kernel (setmaxnreg needs the launch's count known: the
@@ -660,6 +665,7 @@ class CudaCodegen : public CodegenC {
   bool uses_hopper_gemm_ = false;
   bool uses_tile_scheduler_ = false;  // T.use_swizzle
   bool uses_wgmma_ = false, kernel_uses_wgmma_ = false;
+  bool kernel_bulk_stores_ = false;  // the kernel's epilogues store by TMA (lower_kernel_cuda)
   bool uses_bulk_copy_ = false;
   bool uses_convert_ = false;  // paired float -> 16-bit float or e4m3 stores
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted

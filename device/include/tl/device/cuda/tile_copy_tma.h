@@ -55,6 +55,34 @@ TL_DEVICE void tile_copy_tma(void* dst, const TmaDescriptor& desc, mbarrier_t* b
   if (threadIdx.x == 0) tile_copy_tma_issue(dst, desc, bar, bytes, coords...);
 }
 
+// Epilogue stores (tilelang's lower_kernel_cuda, persistent kernels): thread 0 stores the box of the
+// shared tile at `src` to the tensor behind `desc` at `coords` (innermost first; what lies outside
+// the tensor is skipped). The tile's writers fenced the async proxy and met thread 0 at a barrier.
+template <class... Coords>
+TL_DEVICE void tile_store_tma(const void* src, const TmaDescriptor& desc, Coords... coords) {
+  static_assert(sizeof...(Coords) >= 2 && sizeof...(Coords) <= 5, "TMA store boxes have 2 to 5 dimensions here");
+  if (threadIdx.x != 0) return;
+  const int c[] = {int(coords)...};
+  if constexpr (sizeof...(Coords) == 2) tma_store_2d(&desc, src, c[0], c[1]);
+  else if constexpr (sizeof...(Coords) == 3) tma_store_3d(&desc, src, c[0], c[1], c[2]);
+  else if constexpr (sizeof...(Coords) == 4) tma_store_4d(&desc, src, c[0], c[1], c[2], c[3]);
+  else tma_store_5d(&desc, src, c[0], c[1], c[2], c[3], c[4]);
+}
+// Thread 0 closes the boxes of one tile into a group.
+TL_DEVICE void tile_store_commit() {
+  if (threadIdx.x == 0) tma_store_commit();
+}
+// Thread 0 waits until its stores have read their tiles: before a barrier after which the tile is
+// written again. The stores' writes to global memory may still be in flight.
+TL_DEVICE void tile_store_wait_read() {
+  if (threadIdx.x == 0) tma_store_wait_read<0>();
+}
+// Thread 0 waits until its stores are complete: before the block exits (the tiles must live until
+// read, and the kernel's writes are then all done).
+TL_DEVICE void tile_store_wait_all() {
+  if (threadIdx.x == 0) tma_store_wait<0>();
+}
+
 // Closes a stage: thread 0 arrives (after issuing the stage's boxes, or none past the loop's end).
 TL_DEVICE void tile_copy_arrive(mbarrier_t* bar) {
   if (threadIdx.x == 0) mbarrier_arrive(bar);

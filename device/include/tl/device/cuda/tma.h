@@ -101,6 +101,18 @@ TL_DEVICE void tma_store_3d(const TmaDescriptor* desc, const void* smem_src, int
                "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2)
                : "memory");
 }
+TL_DEVICE void tma_store_4d(const TmaDescriptor* desc, const void* smem_src, int c0, int c1, int c2, int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(desc)),
+               "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+TL_DEVICE void tma_store_5d(const TmaDescriptor* desc, const void* smem_src, int c0, int c1, int c2, int c3, int c4) {
+  asm volatile("cp.async.bulk.tensor.5d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5, %6}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(desc)),
+               "r"(smem_addr(smem_src)), "r"(c0), "r"(c1), "r"(c2), "r"(c3), "r"(c4)
+               : "memory");
+}
 // Closes the group of stores issued so far by this thread.
 TL_DEVICE void tma_store_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
 // Waits until at most kPending groups still READ shared memory (the source may then be reused).
