@@ -476,6 +476,11 @@ class Pipeliner : public ir::IRMutator {
     // one iteration later, so the loads run one stage less ahead. (A producer warpgroup waits for
     // the release instead, so there it costs no stage.)
     std::optional<size_t> overlapped = overlap_gemms_ && stages >= (specialized ? 2 : 3) ? gemm_to_overlap(rest) : std::nullopt;
+    // A persistent kernel's consumers release a round's last stage as soon as its loop has drained
+    // the gemm in flight (the code generator drains right after the loop; a peeled loop's last gemm
+    // is waited for only where its accumulator is next touched), so the producer has every stage for
+    // the next round's loads during the epilogue.
+    const bool release_last = specialized && ws_->persistent && overlapped && n.depth != 1;
     const int64_t ahead_by = overlapped ? stages - 2 : stages - 1;
     // Bulk copies complete on one mbarrier per stage ("full"), the others (cp.async) in commit
     // groups. With bulk copies only, the block never synchronizes for the stages: each warp
@@ -531,10 +536,12 @@ class Pipeliner : public ir::IRMutator {
         if (overlapped != i) continue;
         steady.push_back(intrinsic(ir::kGemmInFlight, {ir::make_int(1)}, loc));
         // The gemm of the iteration before has finished with its stage (in a persistent kernel's
-        // first iteration of a round, the last of the round before, drained when its loop ended).
+        // peeled loop, also in a round's first iteration: the last of the round before, waited
+        // for by then).
         if (free_barriers) {
           ir::Expr before = ir::floor_mod(ir::add(run, ir::make_int(stages - 1, iter->dtype)), ir::make_int(stages, iter->dtype));
-          steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, run, ir::make_int(1, iter->dtype)), intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
+          steady.push_back(ir::make_if(ir::compare(ir::BinaryOp::GE, release_last ? iter : run, ir::make_int(1, iter->dtype)),
+                                       intrinsic(ir::kBulkRelease, {free_bar(before)}, loc), nullptr, loc));
         }
       }
       if (free_barriers && !overlapped) steady.push_back(intrinsic(ir::kBulkRelease, {free_bar(stage)}, loc));
@@ -550,6 +557,12 @@ class Pipeliner : public ir::IRMutator {
       std::vector<ir::Stmt> steady;
       consume(steady);
       ir::Stmt consumers = serial(n, ir::make_seq(std::move(steady), loc));
+      if (release_last) {
+        ir::Expr last = ir::floor_mod(stage_count(ir::sub(n.extent, ir::make_int(1, n.extent->dtype))), ir::make_int(stages, iter->dtype));
+        consumers = ir::make_seq({consumers, ir::make_if(ir::compare(ir::BinaryOp::GE, n.extent, ir::make_int(1, n.extent->dtype)),
+                                                         intrinsic(ir::kBulkRelease, {free_bar(last)}, loc), nullptr, loc)},
+                                 loc);
+      }
       if (!ws_->persistent)  // (a persistent kernel's stages enclose the consumers' rounds)
         for (const ir::Buffer& b : ws_->staged) consumers = ir::make_allocate(b, consumers, loc);
       return consumers;
