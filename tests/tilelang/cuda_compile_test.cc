@@ -338,10 +338,14 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
   auto attention = [](const char* dim, const char* causal) {
     return with({{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", dim}, {"is_causal", causal}}, kAttention64);
   };
-  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile", true},
+  std::map<std::string, std::string> example{{"M", "1024"}, {"N", "1024"}, {"K", "1024"}, {"dtype", "bfloat16"}};
+  std::map<std::string, std::string> attention_wide{{"batch", "1"}, {"heads", "2"}, {"seq_len", "256"}, {"dim", "128"}, {"is_causal", "False"}};
+  for (const WsCase& w : {WsCase{{"gemm", "examples/gemm.py", "matmul", gemm, {}}, 128, 2, 216, 3, "C_tile", false},
                           WsCase{{"gemm_wide", "examples/gemm.py", "matmul", wide, {}}, 256, 1, 232, 4, "C_tile", false},
+                          WsCase{{"gemm_default", "examples/gemm.py", "matmul", example, {}}, 256, 1, 232, 3, "C_tile", true},
                           WsCase{{"attention", "examples/flash_attention.py", "flash_attention", attention("128", "True"), {}}, 128, 2, 216, 2, "Output_tile", false},
-                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, "Output_tile", true}}) {
+                          WsCase{{"attention_d64", "examples/flash_attention.py", "flash_attention", attention("64", "False"), {}}, 128, 2, 216, 2, "Output_tile", false},
+                          WsCase{{"attention_wide", "examples/flash_attention.py", "flash_attention", attention_wide, {}}, 256, 1, 232, 2, "Output_tile", true}}) {
     const std::string t = std::to_string(w.consumers);
     tilelang::codegen::CudaSource src = cuda_for(w.c, "sm_90a");
     const std::string& cuda = src.code;
@@ -370,7 +374,7 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
     EXPECT_NE(rest.find("tl::cuda::named_barrier_sync(1, " + t + ");"), std::string::npos) << w.c.name;
     // The stage tiles are allocated in each role, at the same offsets. Without persistence (the
     // wide tiles leave no other room; causal attention's blocks run their loops for different
-    // lengths) the epilogue's tile takes their memory after the loop and goes out by 16-byte
+    // lengths; one consumer warpgroup's blocks run two an SM) the epilogue's tile takes their memory after the loop and goes out by 16-byte
     // stores. A persistent kernel walks the blocks in rounds in both roles; its epilogue tile is the
     // kernel's own, apart from the stages (the producer fills them with the next block's stages
     // meanwhile), and goes out by TMA while the consumers go on (whole tiles here), thread 0 waiting
@@ -395,7 +399,7 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
       const size_t issue = rest.find(rt::str("tl::cuda::tile_store_tma(", w.epilogue_tile, " + ")), commit = rest.find("tl::cuda::tile_store_commit();");
       EXPECT_TRUE(wait < fill && fill < issue && issue < commit && commit != std::string::npos) << w.c.name << ": wait, fill, store, commit\n" << rest;
       EXPECT_NE(rest.find("tl::cuda::tile_store_wait_all();"), std::string::npos) << w.c.name;
-      if (std::string(w.c.name) == "gemm") {  // a plain loop: the round's last stage is released once the loop has drained its gemm
+      if (std::string(w.c.name) == "gemm_default") {  // a plain loop: the round's last stage is released once the loop has drained its gemm
         const size_t drain = rest.find("tl::cuda::wgmma_drain<");
         EXPECT_TRUE(drain != std::string::npos && rest.find("tl::cuda::tile_copy_release(", drain) < wait) << w.c.name << "\n" << rest;
       }

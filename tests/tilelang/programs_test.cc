@@ -217,16 +217,17 @@ TEST(BlockedGemm, WideTilesOnTwoConsumers) {
 
 // A persistent kernel (sm_90a's warp-specialized kernels where every block runs the loop alike:
 // tile_scheduler.h's PersistentBlocks) launches at most the blocks the GPU holds at once and walks
-// the kernel's blocks in rounds. Here 16 x 20 = 320 GEMM blocks of 64 x 64 on 2 x 132 CTAs (some run
-// two rounds, some one), in panels of 3 block columns (the last band narrower) and in row order,
-// with ragged edge tiles (1000 x 1224: stored element-wise) and whole ones (1024 x 1280: stored by
-// TMA while the next round runs), and 4 x 48 x 2 = 384 attention blocks of a 3-D grid (its output
-// tiles by TMA into a 4-D tensor): each result matches the reference and has the bits of the same
-// kernel launched a block a tile (TL_PERSISTENT_KERNELS=0).
+// the kernel's blocks in rounds. Here 16 x 10 = 160 GEMM blocks of 128 x 128 (two consumer
+// warpgroups: one block an SM) on 132 CTAs (some run two rounds, some one), in panels of 3 block
+// columns (the last band narrower) and in row order, with ragged edge tiles (2000 x 1224: stored
+// element-wise) and whole ones (2048 x 1280: stored by TMA while the next round runs), and 2 x 48 x
+// 2 = 192 attention blocks of 128 queries in a 3-D grid (its output tiles by TMA into a 4-D tensor):
+// each result matches the reference and has the bits of the same kernel launched a block a tile
+// (TL_PERSISTENT_KERNELS=0).
 TEST(PersistentKernels, RoundsCoverEveryBlockOnce) {
   if (!tltest::on_gpu() || tltest::test_target().arch != "sm_90a") GTEST_SKIP() << "persistent kernels are sm_90a's warp-specialized ones";
   auto same_bits = [](const rt::Tensor& x, const rt::Tensor& y) { return std::memcmp(x.data(), y.data(), static_cast<size_t>(x.nbytes())) == 0; };
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{1000, 1224}, std::pair<int64_t, int64_t>{1024, 1280}}) {
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{2000, 1224}, std::pair<int64_t, int64_t>{2048, 1280}}) {
     const int64_t kk = 96;
     rt::Tensor a = random({m, kk}, DType::BF16), b = random({kk, n}, DType::BF16);
     const std::vector<double> ref = matmul_ref(f64(a), f64(b), m, n, kk);
@@ -234,8 +235,8 @@ TEST(PersistentKernels, RoundsCoverEveryBlockOnce) {
       auto gemm = [&](const char* persistent) {
         testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
         tilelang::Kernel k = tltest::load("examples/gemm.py", "matmul",
-                                          {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", "bfloat16"}, {"block_M", "64"},
-                                           {"block_N", "64"}, {"block_K", "32"}, {"threads", "128"}, {"num_stages", "2"}, {"panel", panel}});
+                                          {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"dtype", "bfloat16"}, {"block_M", "128"},
+                                           {"block_N", "128"}, {"block_K", "32"}, {"threads", "256"}, {"num_stages", "2"}, {"panel", panel}});
         return run(k, {a, b}, {{{m, n}, DType::BF16}})[0];
       };
       const rt::Tensor persistent = gemm("1"), per_block = gemm("0");
@@ -249,12 +250,12 @@ TEST(PersistentKernels, RoundsCoverEveryBlockOnce) {
     testutil::ScopedEnv env("TL_PERSISTENT_KERNELS", persistent);
     tilelang::Kernel k = tltest::load("examples/flash_attention.py", "flash_attention",
                                       {{"batch", std::to_string(batch)}, {"heads", std::to_string(heads)}, {"seq_len", std::to_string(seq)},
-                                       {"dim", std::to_string(dim)}, {"block_M", "64"}, {"block_N", "64"}, {"threads", "128"}});
+                                       {"dim", std::to_string(dim)}, {"block_M", "128"}, {"block_N", "128"}, {"threads", "256"}});
     return run(k, {q, kt, v}, {{{batch, seq, heads, dim}, DType::BF16}})[0];
   };
   const rt::Tensor persistent = attention("1"), per_block = attention("0");
   EXPECT_TRUE(same_bits(persistent, per_block)) << "attention";
-  // Spot rows against float64 (every head of the last batch's last query block).
+  // Spot rows against float64 (every head, rows of the last batch's last query block).
   const std::vector<double> qv = f64(q), kv = f64(kt), vv = f64(v), ov = f64(persistent);
   auto at = [&](int64_t bb, int64_t t, int64_t hh, int64_t x) { return ((bb * seq + t) * heads + hh) * dim + x; };
   double worst = 0;

@@ -402,8 +402,9 @@ class Pipeliner : public ir::IRMutator {
     std::vector<const ir::LetStmtNode*> lets;
     if (why.empty() && !at_top_level(n.body, loop, lets))
       why = "it runs inside another loop or a condition of the kernel (the producer warpgroup runs the loop's copies on their own)";
-    // Persistent where every block runs the loop alike and the stages fit beside every other
-    // shared tile (TL_PERSISTENT_KERNELS=0: never, for A/B runs); else one block a tile as before.
+    // Persistent where every block runs the loop alike, the stages fit beside every other shared
+    // tile and a block has its SM to itself (TL_PERSISTENT_KERNELS=0: never, for A/B runs); else
+    // one block a tile as before.
     Specialized parts;
     ir::Stmt consumers;
     for (bool persistent : {same_extent_every_block(n, *loop) && rt::env_string("TL_PERSISTENT_KERNELS", "1") != "0", false}) {
@@ -414,6 +415,9 @@ class Pipeliner : public ir::IRMutator {
       ws_ = nullptr;
       why = producer_obstacle(n, parts);
       const int64_t need = specialized_shared_bytes(consumers, parts) + (persistent ? epilogue_staging_bytes(consumers) : 0);
+      // Two blocks an SM already overlap one's epilogue with the other's loop: there persistence
+      // measured 1-2.6% slower (64 x 64 attention, docs/perf.md stop 35), so one block a tile.
+      if (why.empty() && persistent && need <= smem_limit_ && specialized_blocks_per_sm(n.threads, need) > 1) continue;
       if (!why.empty() || need <= smem_limit_) break;
       if (!persistent)
         why = rt::str("with a producer the consumers' shared tiles before the loop lie above the stages it fills: up to ",

@@ -17,4 +17,9 @@ int64_t shared_tile_bytes(const ir::Buffer& b) {
 
 int64_t shared_memory_per_block(int sm) { return (sm >= 90 ? 227 : sm == 80 ? 163 : 99) * 1024; }
 
+int64_t specialized_blocks_per_sm(int64_t consumers, int64_t smem_bytes) {
+  constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerBlock = 1024;  // sm_90
+  return consumers == 128 && 2 * (smem_bytes + kReservedPerBlock) <= kSmemPerSm ? 2 : 1;
+}
+
 }  // namespace tilelang::passes

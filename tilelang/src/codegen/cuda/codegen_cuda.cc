@@ -554,9 +554,8 @@ class CudaCodegen : public CodegenC {
     int64_t blocks, per_thread, producer, consumer;
   };
   static RegisterSplit register_split(int64_t consumers, int64_t smem_bytes) {
-    constexpr int64_t kSmemPerSm = 228 * 1024, kReservedPerBlock = 1024;  // sm_90
     RegisterSplit r;
-    r.blocks = consumers == 128 && 2 * (smem_bytes + kReservedPerBlock) <= kSmemPerSm ? 2 : 1;
+    r.blocks = passes::specialized_blocks_per_sm(consumers, smem_bytes);
     r.per_thread = std::min<int64_t>(65536 / (r.blocks * (consumers + 128)) / 8 * 8, 255);
     r.producer = 40;
     r.consumer = std::min<int64_t>((r.per_thread + (r.per_thread - r.producer) * 128 / consumers) / 8 * 8, 240);
