@@ -17,6 +17,7 @@
 #include <memory>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -360,6 +361,30 @@ TEST(CpuGemm, RawEpilogueRegions) {
   const Reference ref = reference(M, N, K, A, false, B, false);
   Checker{M, N, K, 0.0, "raw epilogue"}.check([&](int64_t i, int64_t j) { return double(C[size_t(i * N + j)]); },
                                               ref.value, ref.bound);
+}
+
+// An epilogue that throws on one tile, with the problem split over several threads: the exception
+// reaches the caller (it terminated the program when it left the parallel region).
+TEST(CpuGemm, EpilogueExceptionReachesTheCaller) {
+  const int64_t M = 256, N = 256, K = 64;
+  std::mt19937 rng(g_seed++);
+  const auto A = make_operand<float>(M, K, 0, rng);
+  const auto B = make_operand<float>(K, N, 0, rng);
+  tl::cpu::GemmBlocking blk = tl::cpu::default_blocking();
+  blk.threads = 4;
+  std::atomic<int> tiles{0};
+  try {
+    tl::cpu::gemm(M, N, K, A.data.data(), K, false, B.data.data(), N, false,
+                  [&](int64_t i0, int64_t j0, int, int, const float*, int64_t) {
+                    ++tiles;
+                    if (i0 >= M / 2 && j0 >= N / 2 && i0 < M / 2 + tl::cpu::kGemmMR && j0 < N / 2 + tl::cpu::kGemmNR) throw std::runtime_error("tile refused");
+                  },
+                  blk);
+    ADD_FAILURE() << "no exception reached the caller";
+  } catch (const std::runtime_error& e) {
+    EXPECT_STREQ(e.what(), "tile refused");
+  }
+  EXPECT_GT(tiles.load(), 1);
 }
 
 TEST(CpuGemm, EmptyDepthGivesZeros) {

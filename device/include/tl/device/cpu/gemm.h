@@ -30,17 +30,20 @@
 //   the logical extents. M, N or K <= 0 are fine (K = 0 hands zeros to the epilogue).
 // - Without OpenMP, or when called inside an OpenMP parallel region, gemm runs on one thread.
 // - Packing buffers are per-thread and reused across calls (thread_local); an epilogue must not call
-//   tl::cpu::gemm itself (gemm_tile has its own buffers and is fine). Exceptions thrown by an
-//   epilogue inside the parallel region terminate the program.
+//   tl::cpu::gemm itself (gemm_tile has its own buffers and is fine). An exception thrown by an
+//   epilogue (or a scratch allocation) on any thread reaches the caller after the parallel region
+//   (the first one thrown; the other threads finish their blocks), with C partly written.
 // - On a machine where other processes keep cores busy, OpenMP's default spin-waiting makes the
 //   threads fight them; OMP_WAIT_POLICY=passive avoids that (at a few % on small, idle runs).
 #pragma once
 
 #include <algorithm>
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <new>
 #include <type_traits>
 #include <utility>
@@ -593,8 +596,18 @@ void gemm(int64_t M, int64_t N, int64_t K, const TA* A, int64_t lda, bool trans_
   };
 #if defined(_OPENMP)
   if (nt > 1) {
+    // An exception must not leave the region (std::terminate): the first is kept and rethrown.
+    std::exception_ptr thrown;
+    std::atomic<bool> caught{false};
 #pragma omp parallel num_threads(nt)
-    run(omp_get_thread_num(), omp_get_num_threads());
+    {
+      try {
+        run(omp_get_thread_num(), omp_get_num_threads());
+      } catch (...) {
+        if (!caught.exchange(true)) thrown = std::current_exception();
+      }
+    }
+    if (thrown) std::rethrow_exception(thrown);
     return;
   }
 #endif
