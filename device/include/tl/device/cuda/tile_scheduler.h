@@ -48,11 +48,11 @@ struct GroupedTileScheduler {
 // producer and the consumers of a block compute the same sequence.
 struct PersistentBlocks {
   int grid_x, grid_y, grid_z;
-  int panel;  // T.use_swizzle's panel size; 0: row order
-  GroupedTileScheduler raster;
+  GroupedTileScheduler raster;  // within a z-plane; a band as wide as the grid is plain row order
 
+  // panel: T.use_swizzle's panel size, 0 for row order.
   TL_HOST_DEVICE static PersistentBlocks make(int grid_x, int grid_y, int grid_z, int panel) {
-    return PersistentBlocks{grid_x, grid_y, grid_z, panel, GroupedTileScheduler::make(grid_y, grid_x, 1, 1, panel)};
+    return PersistentBlocks{grid_x, grid_y, grid_z, GroupedTileScheduler::make(grid_y, grid_x, 1, 1, panel > 0 ? panel : grid_x)};
   }
   // The launch checked that the kernel's blocks fit an int.
   TL_DEVICE int rounds() const {
@@ -62,15 +62,10 @@ struct PersistentBlocks {
   // Coordinate `dim` (0: x, 1: y, 2: z) of this block's round `r`.
   TL_DEVICE int block(int r, int dim) const {
     const int t = int(blockIdx.x) + r * int(gridDim.x), plane = grid_x * grid_y;
-    const int z = t / plane, in_plane = t - z * plane;
+    const int z = t / plane;
     if (dim == 2) return z;
     int x, y;
-    if (panel > 0) {
-      raster.get(in_plane, y, x);
-    } else {
-      y = in_plane / grid_x;
-      x = in_plane - y * grid_x;
-    }
+    raster.get(t - z * plane, y, x);
     return dim == 0 ? x : y;
   }
 };
