@@ -273,7 +273,8 @@ namespace {
 
 // The Hopper GEMM's tile shape follows the problem (codegen_cuda.cc): 128 x 256 by default; when
 // that leaves SMs idle, the 128-row tile the split-K plan favours (64 columns unless a wider tile
-// fills the SMs in one wave); 256 x 128 when that leaves a better last wave; 64 x 64 for M <= 64.
+// fills the SMs in one wave); 256 x 128 when that leaves a better last wave; 64 x 64 for M <= 64,
+// and at M = 128 where 64 x 64 tiles fill one wave of the 132 SMs (sm_90a's count without a device).
 TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
   std::string text = tltest::read_source("examples/matmul.py");
   const std::string square = "zeros_like(a)";
@@ -297,6 +298,10 @@ TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
   EXPECT_NE(config(64, 4096, 7168).find(", 64, 64, 64, 12,"), std::string::npos) << config(64, 4096, 7168);
   EXPECT_NE(config(40, 2112, 7168).find(", 64, 64, 64, 12,"), std::string::npos) << config(40, 2112, 7168);
   EXPECT_NE(config(65, 2112, 7168).find(", 128, "), std::string::npos) << config(65, 2112, 7168);
+  EXPECT_NE(config(128, 4096, 7168).find(", 64, 64, 64, 12,"), std::string::npos) << config(128, 4096, 7168);
+  EXPECT_NE(config(128, 4224, 4096).find(", 64, 64, 64, 12,"), std::string::npos) << config(128, 4224, 4096);
+  EXPECT_NE(config(128, 3840, 7168).find(", 128, 64, 64, 8,"), std::string::npos) << config(128, 3840, 7168);
+  EXPECT_NE(config(96, 4096, 7168).find(", 128, "), std::string::npos) << config(96, 4096, 7168);
 }
 
 }  // namespace

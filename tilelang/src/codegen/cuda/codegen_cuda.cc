@@ -601,14 +601,17 @@ class CudaCodegen : public CodegenC {
     // When 256 x 128 tiles leave a better last wave (4096 x 2112: 272 tiles = 264 + 8 against
     // 288 = 264 + 24; measured 1.05x), those, with 4 stages. For M <= 64, 64 x 64 tiles (one
     // consumer warpgroup, 12 stages): measured +8-62% over the best 128-row tile at M = 64 on five
-    // DeepGEMM-like shapes (docs/perf.md, stop 29); at M = 128 they did not win reliably.
+    // DeepGEMM-like shapes (docs/perf.md, stop 29). At M = 128 they win only where they fill one
+    // wave whole, no split-K (128 x 4096 x 7168: 128 tiles, +12%; 128 x 4224 x 4096 +8%; 120 tiles
+    // of 132 already lost 2% to 128 x 64 split in two; docs/perf.md, stop 36).
     auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n), k_const = ir::as_const_int(l.k);
     l.block_m = 128, l.block_n = 256, l.block_k = 64;
     int stages = 4;
     if (m_const && n_const) {
       auto tiles = [&](int bm, int bn) { return int(((*m_const + bm - 1) / bm) * ((*n_const + bn - 1) / bn)); };
       const int k_blocks = k_const ? int((*k_const + 63) / 64) : 64;
-      if (*m_const <= 64) {
+      const int tiles64 = tiles(64, 64);
+      if (*m_const <= 64 || (*m_const == 128 && tiles64 <= sm_count_ && 20 * tiles64 >= 19 * sm_count_)) {
         l.block_m = 64, l.block_n = 64, stages = 12;
       } else if (tiles(128, 256) < sm_count_) {
         // The model's time of a tile row: the plan's K-blocks on the busiest SM times the tile's
