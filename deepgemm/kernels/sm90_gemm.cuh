@@ -829,14 +829,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           if (consumer == 1) {
 #pragma unroll
             for (int v = 0; v < kVecs; ++v)
-              smem_x[v * 128 + thread] = make_float4(acc[0][4 * v], acc[0][4 * v + 1], acc[0][4 * v + 2], acc[0][4 * v + 3]);
+              // Column pairs swapped, as in the split-K partials (gemm_sm90_split_reduce): acc
+              // apart from the wgmma results' register banks.
+              smem_x[v * 128 + thread] = make_float4(acc[0][4 * v + 1], acc[0][4 * v], acc[0][4 * v + 3], acc[0][4 * v + 2]);
           }
           named_barrier_sync(kExchangeBarrier, 256);
           if (consumer == 0) {
 #pragma unroll
             for (int v = 0; v < kVecs; ++v) {
               const float4 x = smem_x[v * 128 + thread];
-              acc[0][4 * v] += x.x, acc[0][4 * v + 1] += x.y, acc[0][4 * v + 2] += x.z, acc[0][4 * v + 3] += x.w;
+              acc[0][4 * v] += x.y, acc[0][4 * v + 1] += x.x, acc[0][4 * v + 2] += x.w, acc[0][4 * v + 3] += x.z;
             }
           }
           named_barrier_sync(kExchangeBarrier, 256);
@@ -846,7 +848,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
       DG_STAMP(StoreBegin);
       if (tile.unit.piece >= 0) {  // a piece of a split tile (plain GEMMs): its share of the tile's sum
-        tl::cuda::detail::gemm_sm90_split_reduce<Cfg>(acc, p.split_k, tiles.tiles, tile.unit, consumer,
+        tl::cuda::detail::gemm_sm90_split_reduce<Cfg, Cfg::kFp8>(acc, p.split_k, tiles.tiles, tile.unit, consumer,
                                                       static_cast<TC*>(p.d), p.m, p.n, p.d_sr, tile.m0 + r0,
                                                       tile.n0 + c0, vec_ok);
         DG_STAMP(StoreEnd);

@@ -315,8 +315,14 @@ TL_DEVICE void gemm_sm90_store_tma(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], c
 // (the result does not depend on timing), and stores it to C. Each piece thus reads one slice's
 // worth of partials, however many pieces there are.
 // Partials live as [float4 v][thread] per consumer slice (whole 512-byte lines per warp). Every
-// thread of the consumer calls this.
-template <class Cfg>
+// thread of the consumer calls this. kPairsSwapped: each float4 holds its two column pairs swapped
+// (acc[4j + 1], acc[4j], acc[4j + 3], acc[4j + 2]). A 128-bit store wants its four registers in
+// order on an aligned quad, so the plain order pins acc[i] to a register of the same parity as a
+// wgmma result element i (whose registers are one contiguous run); where acc is a separate FP32
+// set that the results are added into (FP8 promotion), every such FFMA then reads its two
+// non-constant sources from one register bank. The swapped order lets ptxas put them in
+// different banks (DeepGEMM's FP8 kernel; docs/perf.md, stop 36).
+template <class Cfg, bool kPairsSwapped = false>
 TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2], const SplitK& sk, int tiles,
                                       const SplitKUnit& unit, int consumer, typename Cfg::TC* c, int M, int N,
                                       int64_t ldc, int row0, int col0, bool vec_ok) {
@@ -336,7 +342,7 @@ TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
 #pragma unroll
   for (int v = 0; v < kVecs; ++v) {
     const float* a = &acc[v / kVecsPerRow][4 * (v % kVecsPerRow)];
-    __stcg(mine + v * 128, make_float4(a[0], a[1], a[2], a[3]));
+    __stcg(mine + v * 128, kPairsSwapped ? make_float4(a[1], a[0], a[3], a[2]) : make_float4(a[0], a[1], a[2], a[3]));
   }
   __threadfence();  // this thread's partial is visible GPU-wide before the count below
   named_barrier_sync(bar_id, 128);
@@ -374,6 +380,7 @@ TL_DEVICE void gemm_sm90_split_reduce(float (&acc)[Cfg::kMmaM][Cfg::kBlockN / 2]
       const float4 x = __ldcg(slice(piece) + v * 128);
       sum.x += x.x, sum.y += x.y, sum.z += x.z, sum.w += x.w;
     }
+    if constexpr (kPairsSwapped) sum = make_float4(sum.y, sum.x, sum.w, sum.z);
     // float4 v holds acc[s][4j .. 4j+3]: columns 8j, 8j+1 of rows r (x, y) and r + 8 (z, w).
     const int row = row0 + 64 * (v / kVecsPerRow), col = col0 + 8 * (v % kVecsPerRow);
     if (row < M) gemm_sm90_store_pair<TC>(c + int64_t(row) * ldc, col, N, vec_ok, sum.x, sum.y);
