@@ -251,7 +251,7 @@ class CudaCodegen : public CodegenC {
       visit_stmt(n.body);
       return;
     }
-    auto count = ir::as_const_int(element_count(b));
+    auto count = constant_element_count(b, n.loc);
     if (!count) error_at(n.loc, rt::str("tile '", b->name, "' needs a size known at compile time on the GPU, not ", ir::print(element_count(b))));
     int64_t bytes = rt::storage_bytes(b->dtype, std::max<int64_t>(*count, 1));
     if (b->scope == ir::Scope::Local) {
