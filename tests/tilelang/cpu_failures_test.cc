@@ -66,6 +66,30 @@ TEST(CpuFailures, SizePastInt64) {
   tltest::expect_close(y8, twice, "y = 2x through a tile sized by the inputs");
 }
 
+TEST(CpuFailures, SizePastTheDimensionVariable) {
+  // N is int32 in the kernel: 2^32 + 8 was cut to 8 and the kernel ran on 8 elements.
+  const char* const source = R"(import tilelang.language as T
+
+
+def double():
+    N = T.symbolic("N")
+
+    @T.prim_func
+    def main(X: T.Tensor((N,), "float32")):
+        with T.Kernel(T.ceildiv(N, 64), threads=64) as bx:
+            for i in T.Parallel(64):
+                if bx * 64 + i < N:
+                    X[bx * 64 + i] = X[bx * 64 + i] * 2.0
+
+    return main
+)";
+  tilelang::Kernel k = cpu_kernel(tilelang::Module::from_source(source, "wide.py"), "double");
+  std::vector<float> data(8);  // all the kernel touched; the launch must not get that far
+  rt::Tensor x = rt::Tensor::wrap(data.data(), {(int64_t(1) << 32) + 8}, rt::DType::F32, rt::Device::cpu());
+  EXPECT_EQ(launch_error(k, {x}), "wide.py:8:14: error: tensor 1 of kernel 'double' (parameter 'X') has size 4294967304 in dimension 0, more than 'N' "
+                                  "(int32) holds; declare it wider, e.g. T.symbolic(\"N\", \"int64\")");
+}
+
 const char* const kThrowing = R"(import tilelang.language as T
 
 

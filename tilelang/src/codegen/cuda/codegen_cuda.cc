@@ -483,7 +483,8 @@ class CudaCodegen : public CodegenC {
     smem_top_ = smem_peak_ = 0;
     smem_offsets_.clear();
     smem_live_.clear();
-    for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
+    for (const ir::Var& v : out_.dim_vars)
+      line(rt::str("const ", value_type(v->dtype), " ", var(v.get()), " = static_cast<", value_type(v->dtype), ">(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
     if (persistent) {
