@@ -186,6 +186,26 @@ ir::Expr CodegenC::element_count(const ir::Buffer& b) {
   return n;
 }
 
+std::optional<int64_t> CodegenC::constant_element_count(const ir::Buffer& b, const SourceLoc& loc) {
+  int64_t n = 1;
+  bool overflow = false;
+  std::string product;  // "2 x 3", for the error
+  for (const ir::Expr& d : b->shape) {
+    auto c = ir::as_const_int(d);
+    if (!c) return std::nullopt;
+    overflow |= __builtin_mul_overflow(n, *c, &n);
+    product += rt::str(product.empty() ? "" : " x ", *c);
+  }
+  if (overflow) error_at(loc, rt::str(describe(b), " has ", product, " elements, more than int64 holds"));
+  return n;
+}
+
+std::string CodegenC::describe(const ir::Buffer& b) {
+  if (b->scope == ir::Scope::Global) return rt::str("tensor '", b->name, "'");
+  // A fragment the CUDA lowering keeps in registers is local with a layout: still the user's fragment.
+  return rt::str(b->layout ? "fragment" : ir::scope_name(b->scope), " tile '", b->name, "'");
+}
+
 void CodegenC::visit(const ir::BufferStoreNode& n) {
   if (n.atomic_add) {
     if (n.buffer->dtype == ir::DType::F4E2M1) error_at(n.loc, "atomic_add into float4 tensors is not supported");

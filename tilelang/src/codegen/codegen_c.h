@@ -3,6 +3,7 @@
 // math spellings, loop annotations, allocation, atomics, kernels and gemms.
 #pragma once
 
+#include <optional>
 #include <set>
 #include <sstream>
 #include <string>
@@ -48,6 +49,11 @@ class CodegenC : public ir::IRVisitor {
   virtual std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx);  // row-major offset, 64-bit
   std::string stored_value(const ir::Buffer& b, const ir::Expr& value);  // `value` in b's storage format
   ir::Expr element_count(const ir::Buffer& b);
+  // b's element count when its shape is constant (none when it is not); a count past int64 is an
+  // error at loc (folding element_count would wrap it to a wrong size).
+  std::optional<int64_t> constant_element_count(const ir::Buffer& b, const SourceLoc& loc);
+  // A buffer as errors name it: "shared tile 'S'", "tensor 'T'".
+  static std::string describe(const ir::Buffer& b);
   std::string var(const ir::VarNode* v) { return names_.name(v, v->name); }
   std::string buffer(const ir::Buffer& b) { return names_.name(b.get(), b->name); }
   static bool is_scalar_var(const ir::Buffer& b) { return b->shape.empty() && b->scope == ir::Scope::Local; }

@@ -1,6 +1,7 @@
 #include "tilelang/codegen/codegen_cpu.h"
 
 #include <algorithm>
+#include <functional>
 
 #include "codegen/codegen_c.h"
 #include "rt/error.h"
@@ -103,18 +104,20 @@ class CpuCodegen : public CodegenC {
     if (is_scalar_var(b)) {
       line(rt::str(storage_type(b->dtype), " ", name, "{};"));
     } else {
-      std::string count = expr(element_count(b));
-      if (b->dtype == ir::DType::F4E2M1) count = rt::str("((", count, ") + 1) / 2");
-      auto constant = ir::as_const_int(element_count(b));
+      auto constant = constant_element_count(b, n.loc);
       const bool tile = b->scope != ir::Scope::Global;
-      const std::string what = tile ? rt::str(ir::scope_name(b->scope), " tile '", b->name, "'") : rt::str("tensor '", b->name, "'");
+      const std::string what = describe(b);
       if (tile && constant && *constant > kMaxTileBytes * 8 / rt::bits(b->dtype))
         error_at(n.loc, rt::str(what, " of ", *constant, " ", rt::name(b->dtype), " elements is larger than the 1 GiB a tile may have on the cpu",
                                 " (a tile is one block's working set)"));
       if (tile && constant && rt::storage_bytes(b->dtype, *constant) <= kMaxStackBytes) {
         line(rt::str("alignas(64) ", storage_type(b->dtype), " ", name, "[", std::max<int64_t>(*constant, 1), "];"));
       } else {
-        line(rt::str("auto ", name, "_owner = tl::cpu::alloc<", storage_type(b->dtype), ">(", count, ", ", site(n.loc), ", \"", what, "\");"));
+        const int at = site(n.loc);
+        std::string count = constant ? expr(ir::make_int(*constant, ir::DType::I64)) : run_time_count(b, at);
+        // Float4 packs two elements a byte: rounded up without a + 1 that could overflow.
+        if (b->dtype == ir::DType::F4E2M1) count = rt::str("(", count, ") / 2 + (", count, ") % 2");
+        line(rt::str("auto ", name, "_owner = tl::cpu::alloc<", storage_type(b->dtype), ">(", count, ", ", at, ", \"", what, "\");"));
         line(rt::str(storage_type(b->dtype), "* __restrict ", name, " = ", name, "_owner.get();"));
       }
     }
@@ -236,6 +239,23 @@ class CpuCodegen : public CodegenC {
     line("} catch (...) {");
     line(rt::str("  failure->record(", site(loc), ");"));
     line("}");
+  }
+
+  // The element count of a buffer sized by run-time extents, its products checked (tl::cpu::size_mul):
+  // exact as Python's integers, also where an extent's own arithmetic is int32, or an error at site.
+  std::string run_time_count(const ir::Buffer& b, int at) {
+    const std::string check = rt::str(", ", at, ", \"", describe(b), "\")");
+    std::function<std::string(const ir::Expr&)> size = [&](const ir::Expr& e) {
+      if (const auto* m = ir::as<ir::BinaryNode>(e); m && m->op == ir::BinaryOp::Mul && rt::is_int(m->dtype))
+        return rt::str("tl::cpu::size_mul(", size(m->a), ", ", size(m->b), check);
+      // A widening conversion changes no value; a narrowing one stays (it wraps as the program says).
+      if (const auto* c = ir::as<ir::CastNode>(e); c && rt::is_int(c->dtype) && rt::is_int(c->value->dtype) && rt::bits(c->dtype) >= rt::bits(c->value->dtype))
+        return size(c->value);
+      return expr(ir::cast(ir::DType::I64, e));
+    };
+    std::string count = size(b->shape.at(0));
+    for (size_t d = 1; d < b->shape.size(); ++d) count = rt::str("tl::cpu::size_mul(", count, ", ", size(b->shape[d]), check);
+    return count;
   }
 
   // A statement that may fail at run time: its number in CpuSource::sites.

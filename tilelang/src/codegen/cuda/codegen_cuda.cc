@@ -22,6 +22,13 @@ namespace {
 
 constexpr int64_t kSmemAlign = 128;
 constexpr int64_t kSwizzledAlign = 1024;  // wgmma's 128-byte swizzle pattern repeats every 1024 bytes
+// The most a thread's arrays in scope (T.alloc_local, fragments kept in registers) may take. Past a
+// thread's 255 registers they live in local memory, at most 512 KiB a thread on sm_80 and sm_90, and
+// less in practice: on an H200 a 512 KiB - 256 B frame compiled but its launch failed (invalid
+// argument), and a launch reserves the frame for each thread the GPU can hold (2048 an SM: at 64 KiB
+// a thread 16 GiB of the H200's 139, at 448 KiB 115 GiB). Half the limit leaves the frame room for
+// the rest and still catches sizes that are mistakes.
+constexpr int64_t kMaxThreadArrayBytes = 256 * 1024;
 
 // An mbarrier of a bulk-copy pipeline from its address_of (an int64 element of the barrier array).
 std::string mbarrier(const std::string& address) { return rt::str("reinterpret_cast<tl::cuda::mbarrier_t*>", address); }
@@ -251,17 +258,29 @@ class CudaCodegen : public CodegenC {
       visit_stmt(n.body);
       return;
     }
-    auto count = ir::as_const_int(element_count(b));
+    auto count = constant_element_count(b, n.loc);
     if (!count) error_at(n.loc, rt::str("tile '", b->name, "' needs a size known at compile time on the GPU, not ", ir::print(element_count(b))));
     int64_t bytes = rt::storage_bytes(b->dtype, std::max<int64_t>(*count, 1));
     if (b->scope == ir::Scope::Local) {
+      if (thread_array_bytes_ + bytes > kMaxThreadArrayBytes)
+        error_at(n.loc, rt::str(describe(b), " needs ", bytes, " bytes in each thread (", *count, " ", rt::name(b->dtype), " elements",
+                                thread_array_bytes_ > 0 ? rt::str("; ", thread_array_bytes_ + bytes, " with the arrays in scope") : "", "), more than the ",
+                                kMaxThreadArrayBytes, " a thread's arrays may take on the GPU (registers, then local memory)"));
       // Registers (or local memory) of each thread; float4 packs two elements a byte. Aligned so
       // that 16-bit pairs (a wgmma register A, paired conversions) may be read as 32-bit words.
       line(rt::str("alignas(16) ", storage_type(b->dtype), " ", name, "[", b->dtype == ir::DType::F4E2M1 ? bytes : std::max<int64_t>(*count, 1), "];"));
+      thread_array_bytes_ += bytes;
       visit_stmt(n.body);
+      thread_array_bytes_ -= bytes;
       return;
     }
-    // Shared and fragment tiles: carved out of the block's dynamic shared memory.
+    // Shared and fragment tiles: carved out of the block's dynamic shared memory. A fragment there is
+    // the lowering's choice (one it does not keep in registers), so one too large by itself is
+    // reported at its allocation, not only as the kernel's total (emit_kernel).
+    if (b->scope == ir::Scope::Fragment && bytes > passes::shared_memory_per_block(target_.sm()))
+      error_at(n.loc, rt::str(describe(b), " (", *count, " ", rt::name(b->dtype), " elements) needs ", bytes,
+                              " bytes of shared memory, where fragments not kept in registers live; a block on ", target_.arch, " has at most ",
+                              passes::shared_memory_per_block(target_.sm())));
     int64_t align = b->swizzled ? kSwizzledAlign : kSmemAlign;
     int64_t offset = (std::max(smem_top_, producer_end_) + align - 1) / align * align;
     // A tile allocated in both roles of a warp-specialized kernel (pipeline_loads_cuda) is one tile:
@@ -483,7 +502,8 @@ class CudaCodegen : public CodegenC {
     smem_top_ = smem_peak_ = 0;
     smem_offsets_.clear();
     smem_live_.clear();
-    for (const ir::Var& v : out_.dim_vars) line(rt::str("const int32_t ", var(v.get()), " = static_cast<int32_t>(", var(v.get()), "_arg);"));
+    for (const ir::Var& v : out_.dim_vars)
+      line(rt::str("const ", value_type(v->dtype), " ", var(v.get()), " = static_cast<", value_type(v->dtype), ">(", var(v.get()), "_arg);"));
     static const char* kBlockIdx[] = {"blockIdx.x", "blockIdx.y", "blockIdx.z"};
     std::vector<std::string> block_idx(kBlockIdx, kBlockIdx + 3);
     if (persistent) {
@@ -685,6 +705,7 @@ class CudaCodegen : public CodegenC {
   std::map<const ir::BufferNode*, int64_t> smem_offsets_;  // the kernel's shared tiles
   std::vector<std::pair<int64_t, int64_t>> smem_live_;      // offset and bytes of the tiles in scope
   int64_t launch_threads_ = 0;  // the kernel's threads (without a producer warpgroup)
+  int64_t thread_array_bytes_ = 0;  // each thread's arrays in scope (registers, local memory)
   int sm_count_ = 132;
   static constexpr const char* kProducerRegsLine = "@producer registers@";
   static constexpr const char* kConsumerRegsLine = "@consumer registers@";

@@ -89,6 +89,19 @@ class Failure {
   char message_[512] = {};
 };
 
+// a * b for the size of a buffer sized by run-time extents: a product past int64 (which C++ leaves
+// undefined; it would wrap to a wrong size) fails at site, naming the buffer (what, as for alloc).
+inline int64_t size_mul(int64_t a, int64_t b, int site, const char* what) {
+  int64_t product;
+  if (__builtin_mul_overflow(a, b, &product)) {
+    char message[256];
+    std::snprintf(message, sizeof message, "allocating %s failed: %lld x %lld elements is more than int64 holds", what, static_cast<long long>(a),
+                  static_cast<long long>(b));
+    throw SiteError(site, message);
+  }
+  return product;
+}
+
 // A 64-byte aligned array of n elements, freed at the end of its scope. what: the buffer, for the
 // error when the allocation fails ("shared tile 'S'") at site.
 struct AlignedFree {
