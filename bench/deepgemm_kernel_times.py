@@ -14,11 +14,11 @@ wrong result: a time of a wrong kernel is no time).
 BENCH: the bench binary (default gpu-bundle/bench_gpu_deepgemm).
 """
 
-import csv
 import re
 import statistics
-import subprocess
 import sys
+
+from ncu_launches import ncu_launches
 
 # (M, N, K, the previous DeepGEMM release's TFLOPS on this H200 from the issue; 0: not published):
 # the table of bench_gpu_deepgemm.
@@ -43,24 +43,10 @@ def configuration(out):
 def launches(bench, m, n, k):
     """The kernels one `--time` process launched, in order: [(name, ns), ...], our configuration, and
     the bench's spot check of our output ("ok", "MISMATCH", or "?" when its line is missing)."""
-    cmd = ["ncu", "--clock-control", "none", "--cache-control", "all", "--metrics", "gpu__time_duration.sum", "--csv",
-           bench, "--time", str(m), str(n), str(k)]
-    text = subprocess.run(cmd, capture_output=True, text=True, timeout=600).stdout
-    rows = list(csv.reader(line for line in text.splitlines() if line.startswith('"')))
-    if not rows:
-        raise RuntimeError(f"no ncu records for {m} x {n} x {k}: {' '.join(cmd)}")
-    header = rows[0]
-    out = []
-    for r in rows[1:]:
-        rec = dict(zip(header, r))
-        if rec.get("Metric Name") != "gpu__time_duration.sum":
-            continue
-        ns = float(rec["Metric Value"].replace(",", ""))
-        ns *= {"ns": 1, "us": 1e3, "usecond": 1e3, "nsecond": 1, "ms": 1e6, "msecond": 1e6}.get(rec["Metric Unit"], 1)
-        out.append((rec["Kernel Name"], ns))
+    records, text = ncu_launches([bench, "--time", str(m), str(n), str(k)])
     own_line = re.search(rf"^{m} x {n} x {k}: ours .*$", text, re.M)
     check = "?" if not own_line else ("MISMATCH" if "MISMATCH" in own_line.group(0) else "ok")
-    return out, configuration(text), check
+    return [(name, ns) for name, _, _, ns in records], configuration(text), check
 
 
 def ours_calls(kernels):

@@ -8,6 +8,8 @@
 //                                      costs weigh as K changes
 //   bench_gpu_matmul --eight-bit M N K the 8-bit tile program (examples/gemm_8bit.py) alone, at one
 //                                      shape (the full run has it at 4096^3 and 8192^3)
+//   bench_gpu_matmul --seed DTYPE M N K  the seed alone beside cuBLAS, one dtype (bfloat16 or
+//                                      float16) and shape: what bench/seed_kernel_times.py profiles
 //
 // The 8-bit rows (int8 and float8 e4m3, B given as [N, K]): int8 beside cuBLAS's int8 GEMM
 // (cublasGemmEx, int32 sums), checked for equality; float8 beside cuBLAS's BF16 GEMM of the same
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <regex>
 #include <sstream>
 #include <string>
@@ -155,10 +158,17 @@ int main(int argc, char** argv) {
     const bool few_tiles = argc == 2 && std::strcmp(argv[1], "--few-tiles") == 0;
     const bool one_shape = argc == 5 && std::strcmp(argv[1], "--blocked") == 0;
     const bool eight_bit = argc == 5 && std::strcmp(argv[1], "--eight-bit") == 0;
-    RT_USER_CHECK(argc == 1 || quick || few_tiles || one_shape || eight_bit,
-                  "usage: bench_gpu_matmul [--quick | --few-tiles | --blocked M N K | --eight-bit M N K]");
-    const Shape tile_shape = one_shape || eight_bit ? Shape{std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])} : Shape{4096, 4096, 4096};
+    const bool seed_only = argc == 6 && std::strcmp(argv[1], "--seed") == 0;
+    RT_USER_CHECK(argc == 1 || quick || few_tiles || one_shape || eight_bit || seed_only,
+                  "usage: bench_gpu_matmul [--quick | --few-tiles | --blocked M N K | --eight-bit M N K | --seed DTYPE M N K]");
+    const int first_size = seed_only ? 3 : 2;
+    const Shape tile_shape = one_shape || eight_bit || seed_only
+                                 ? Shape{std::atoll(argv[first_size]), std::atoll(argv[first_size + 1]), std::atoll(argv[first_size + 2])}
+                                 : Shape{4096, 4096, 4096};
     RT_USER_CHECK(tile_shape.m > 0 && tile_shape.n > 0 && tile_shape.k > 0, argv[1], " needs three positive sizes");
+    const std::optional<rt::DType> seed_dtype = seed_only ? rt::parse_dtype(argv[2]) : std::nullopt;
+    RT_USER_CHECK(!seed_only || seed_dtype == rt::DType::BF16 || seed_dtype == rt::DType::F16, "--seed takes bfloat16 or float16, not '",
+                  argv[2], "'");
     const rt::CudaDeviceInfo& dev = rt::cuda_device(0);
     std::printf("device: %s (%s, %d SMs)\n", dev.name.c_str(), dev.arch_name().c_str(), dev.sm_count);
     cublasHandle_t handle;
@@ -176,11 +186,11 @@ int main(int argc, char** argv) {
         shapes.push_back({m, n, k});
     if (quick) shapes.resize(2);
     if (few_tiles) shapes.erase(shapes.begin(), shapes.end() - 5);
-    if (one_shape) shapes = {tile_shape};
+    if (one_shape || seed_only) shapes = {tile_shape};
     bool ok = true;
     std::printf("\n| kernel | dtype | M x N x K | ours TFLOPS | cuBLAS TFLOPS | ours / cuBLAS | rel. error vs cuBLAS |\n|---|---|---|---|---|---|---|\n");
     for (rt::DType dtype : {rt::DType::BF16, rt::DType::F16}) {
-      if (one_shape && dtype != rt::DType::BF16) continue;
+      if ((one_shape && dtype != rt::DType::BF16) || (seed_only && dtype != *seed_dtype)) continue;
       tilelang::CompileOptions opts;
       opts.target = tilelang::Target::cuda(dev.arch_name());
       tilelang::Kernel square = tilelang::Module::from_source(seed_source(dtype, true), "examples/matmul.py").kernel("matmul", opts);
@@ -214,7 +224,7 @@ int main(int argc, char** argv) {
     for (const TileConfig& c : {TileConfig{"128", "256", "64", "256", "3", "8", "None"}, TileConfig{"128", "128", "32", "128", "3", "8", "None"},
                                 TileConfig{"128", "128", "64", "128", "4", "8", "None"}, TileConfig{"128", "256", "64", "256", "4", "8", "None"},
                                 TileConfig{"128", "256", "32", "256", "5", "8", "None"}}) {
-      if (few_tiles || (one_shape && std::strcmp(c.n, "256") + std::strcmp(c.k, "64") != 0)) continue;
+      if (few_tiles || seed_only || (one_shape && std::strcmp(c.n, "256") + std::strcmp(c.k, "64") != 0)) continue;
       configs.push_back(c);
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, "0", c.ws});
       configs.push_back(TileConfig{c.m, c.n, c.k, c.threads, c.stages, c.panel, "False"});
@@ -242,7 +252,7 @@ int main(int argc, char** argv) {
                   ms_blas / ms_ours, err, good ? "" : " FAIL");
       std::fflush(stdout);
     }
-    if (!few_tiles && !one_shape)
+    if (!few_tiles && !one_shape && !seed_only)
       for (const Shape& s : quick ? std::vector<Shape>{{4096, 4096, 4096}} : std::vector<Shape>{{4096, 4096, 4096}, {8192, 8192, 8192}})
         ok &= eight_bit_rows(handle, timer, dev, s);
     cublasDestroy(handle);

@@ -128,6 +128,8 @@ step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-b
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal_*'
 if [ -z "${TL_SKIP_BENCH:-}" ]; then  # TL_SKIP_BENCH=1: checks only
   step bench_gpu_matmul gpu-bundle/bench_gpu_matmul
+  # The M = 128 rows' kernel-only times (event timing adds the launch latency there), under ncu.
+  step seed_kernel_times python3 bench/seed_kernel_times.py gpu-bundle/bench_gpu_matmul
   step bench_triton_torch python3 bench/triton_matmul.py --all
   step bench_gpu_attention gpu-bundle/bench_gpu_attention
   step bench_torch_attention python3 bench/torch_attention.py
