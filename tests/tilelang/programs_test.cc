@@ -582,6 +582,27 @@ TEST(Numerics, ShiftsByAnyAmount) {
   }
 }
 
+// Python ints beside run-time integers of a type that cannot hold them (docs/language.md): int8
+// compared with 200 and -129, int8 plus 300, int32 times 2^32 and plus 2^40 -- each exact. (Typed as
+// the int8 or int32 operand, 200 was -56 and every comparison false.)
+TEST(Numerics, IntsPastTheOtherOperandsType) {
+  const int64_t n = 64;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/weak_ints_tile.py", "weak_ints", {{"N", std::to_string(n)}});
+  rt::Tensor b = random({n}, DType::I8, -128, 127), x = random({n}, DType::I32, -2e9, 2e9);
+  auto out = run(k, {b, x}, {{{3, n}, DType::I32}, {{2, n}, DType::I64}});
+  const auto* bv = static_cast<const int8_t*>(b.data());
+  const auto* xv = static_cast<const int32_t*>(x.data());
+  const auto* d32 = static_cast<const int32_t*>(out[0].data());
+  const auto* d64 = static_cast<const int64_t*>(out[1].data());
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(d32[i], 1) << "int8 " << int(bv[i]) << " < 200";
+    EXPECT_EQ(d32[n + i], 1) << "int8 " << int(bv[i]) << " > -129";
+    EXPECT_EQ(d32[2 * n + i], bv[i] + 300);
+    EXPECT_EQ(d64[i], int64_t(xv[i]) * 4294967296LL) << xv[i] << " * 2^32";
+    EXPECT_EQ(d64[n + i], int64_t(xv[i]) + (int64_t(1) << 40)) << xv[i] << " + 2^40";
+  }
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

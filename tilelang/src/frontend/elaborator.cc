@@ -1339,12 +1339,14 @@ std::pair<ir::Expr, ir::Expr> Elaborator::operands(const Value& a, const Value& 
   if (!ea) error_at(loc, rt::str("unsupported ", what, ": ", type_name(a), " (", describe(a), ")"));
   if (!eb) error_at(loc, rt::str("unsupported ", what, ": ", type_name(b), " (", describe(b), ")"));
   // A Python number next to a runtime value takes that value's type (weak typing), so `x * 2`
-  // keeps x's dtype and `i + 0.5` is float32.
+  // keeps x's dtype and `i + 0.5` is float32. An int that type cannot hold keeps its own type
+  // (int32, or int64 past it), and the usual promotion follows: `x_i8 < 200` compares in int32
+  // (as int8, 200 would be -56), `i * 2**40` multiplies in int64.
   auto weak = [&](const Value& v, ir::Expr& e, const ir::Expr& other) {
     if (!is_number(v) || !(other->kind != ir::NodeKind::IntImm && other->kind != ir::NodeKind::FloatImm)) return;
     if (v.is<double>()) e = ir::make_float(as_double(v), rt::is_float(other->dtype) ? other->dtype : rt::DType::F32, loc);
     else if (rt::is_float(other->dtype)) e = ir::make_float(as_double(v), other->dtype, loc);
-    else if (rt::is_int(other->dtype)) e = ir::make_int(as_int(v), other->dtype, loc);
+    else if (rt::is_int(other->dtype) && ir::holds(other->dtype, as_int(v))) e = ir::make_int(as_int(v), other->dtype, loc);
   };
   weak(a, *ea, *eb);
   weak(b, *eb, *ea);

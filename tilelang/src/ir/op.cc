@@ -97,6 +97,8 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
 
 }  // namespace
 
+bool holds(DType t, int64_t v) { return rt::is_int(t) && wrap_to(t, v) == v; }
+
 DType promote(DType a, DType b) {
   if (a == b) return a;
   bool fa = rt::is_float(a), fb = rt::is_float(b);

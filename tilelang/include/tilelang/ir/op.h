@@ -17,6 +17,8 @@
 namespace tilelang::ir {
 
 DType promote(DType a, DType b);
+// Whether integer type t (bool, int8, uint8, int32, int64) holds the value v.
+bool holds(DType t, int64_t v);
 
 Expr add(Expr a, Expr b, SourceLoc loc = {});
 Expr sub(Expr a, Expr b, SourceLoc loc = {});
