@@ -136,7 +136,7 @@ void bind(const std::string& kernel, const Target& target, const std::vector<ir:
       if (const auto* v = ir::as<ir::VarNode>(b->shape[d])) {
         // The kernel holds the size in the variable's type (int32 unless declared otherwise): a
         // larger size would be cut to a wrong one.
-        if (ir::as_const_int(ir::cast(v->dtype, ir::make_int(actual, rt::DType::I64))) != actual)
+        if (!ir::holds(v->dtype, actual))
           error_at(b->loc, rt::str(arg, " has size ", actual, " in dimension ", d, ", more than '", v->name, "' (", rt::name(v->dtype),
                                    ") holds; declare it wider, e.g. T.symbolic(\"", v->name, "\", \"int64\")"));
         auto [pos, fresh] = known.try_emplace(v, analysis::Interval::point(actual));

@@ -17,7 +17,7 @@
 namespace tilelang::ir {
 
 DType promote(DType a, DType b);
-// Whether integer type t (bool, int8, uint8, int32, int64) holds the value v.
+// Whether integer type t (int8, uint8, int32, int64) holds the value v; false for other types.
 bool holds(DType t, int64_t v);
 
 Expr add(Expr a, Expr b, SourceLoc loc = {});
