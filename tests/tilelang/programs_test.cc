@@ -603,6 +603,45 @@ TEST(Numerics, IntsPastTheOtherOperandsType) {
   }
 }
 
+// Float to integer (docs/language.md, T.cast): toward zero, saturating at the type's range, NaN to
+// 0, from float32 and float64 and in constants the compiler folds. (C++ leaves the out-of-range
+// conversions undefined: on x86 the CPU gave the type's minimum, CUDA the low byte for 8 bits.)
+TEST(Numerics, FloatToIntSaturates) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> values = {3e9, -3e9, nan, 300.0, -200.0, 1e20, -1.5, 2.5, inf, -inf, 127.9, -128.9, 255.5, -0.5, 1e19, -9.3e18};
+  const int64_t n = static_cast<int64_t>(values.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/float_to_int_tile.py", "float_to_int", {{"N", std::to_string(n)}});
+  rt::Tensor x = rt::Tensor::empty({n}, DType::F32), y = rt::Tensor::empty({n}, DType::F64);
+  testutil::from_f64(x, values);
+  testutil::from_f64(y, values);
+  auto out = run(k, {x, y}, {{{2, n}, DType::I8}, {{2, n}, DType::U8}, {{2, n}, DType::I32}, {{2, n}, DType::I64}, {{6}, DType::I64}});
+  auto expect = [](double v, double lo, double hi) -> double {  // hi: the type's maximum
+    if (std::isnan(v)) return 0;
+    const double t = std::trunc(v);
+    return t < lo ? lo : t > hi ? hi : t;
+  };
+  const std::vector<double> x32 = f64(x);  // the float32 values as converted
+  const std::vector<double> d8 = f64(out[0]), du8 = f64(out[1]), d32 = f64(out[2]);
+  const auto* d64 = static_cast<const int64_t*>(out[3].data());
+  for (int64_t i = 0; i < n; ++i) {
+    for (int r = 0; r < 2; ++r) {
+      const double v = r == 0 ? x32[i] : values[i];
+      EXPECT_EQ(d8[r * n + i], expect(v, -128, 127)) << "int8 of " << v;
+      EXPECT_EQ(du8[r * n + i], expect(v, 0, 255)) << "uint8 of " << v;
+      EXPECT_EQ(d32[r * n + i], expect(v, -2147483648.0, 2147483647.0)) << "int32 of " << v;
+      const int64_t want64 = std::isnan(v) ? 0 : v >= 9223372036854775808.0 ? INT64_MAX : v <= -9223372036854775808.0 ? INT64_MIN : int64_t(v);
+      EXPECT_EQ(d64[r * n + i], want64) << "int64 of " << v;
+    }
+  }
+  const auto* c = static_cast<const int64_t*>(out[4].data());
+  EXPECT_EQ(c[0], 127);
+  EXPECT_EQ(c[1], 0);
+  EXPECT_EQ(c[2], 2147483647);
+  EXPECT_EQ(c[3], INT64_MIN);
+  EXPECT_EQ(c[4], INT64_MAX);
+  EXPECT_EQ(c[5], -2);
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -106,6 +106,8 @@ std::string CodegenC::expr(const ir::Expr& e) {
       const auto* c = ir::as<ir::CastNode>(e);
       std::string v = expr(c->value);
       if (converts(e->dtype)) return rt::str("tl::round_to<", format_type(e->dtype), ">(static_cast<float>(", v, "))");
+      // Float to integer saturates (NaN: 0) on every target alike (tl/device/numeric.h).
+      if (rt::is_int(e->dtype) && rt::is_float(c->value->dtype)) return rt::str("tl::trunc_to<", value_type(e->dtype), ">(", v, ")");
       return rt::str("static_cast<", value_type(e->dtype), ">(", v, ")");
     }
     case ir::NodeKind::Call: return call(*ir::as<ir::CallNode>(e));

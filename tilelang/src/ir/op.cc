@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "rt/error.h"
+#include "tl/device/numeric.h"
 
 namespace tilelang::ir {
 namespace {
@@ -263,9 +264,17 @@ Expr cast(DType dtype, Expr value, SourceLoc loc) {
       // conversion otherwise); f32 rounding is applied here.
       if (dtype == DType::F32) return make_float(static_cast<float>(f->value), dtype, loc);
       if (dtype == DType::F64) return make_float(f->value, dtype, loc);
-    } else if (std::isfinite(f->value)) {
-      if (dtype == DType::Bool) return make_bool(f->value != 0.0, loc);
-      return make_int(wrap_to(dtype, static_cast<int64_t>(f->value)), dtype, loc);
+    } else if (dtype == DType::Bool) {
+      if (std::isfinite(f->value)) return make_bool(f->value != 0.0, loc);
+    } else {
+      // As the kernels convert (tl::trunc_to): toward zero, saturating, NaN -> 0.
+      switch (dtype) {
+        case DType::I8: return make_int(tl::trunc_to<int8_t>(f->value), dtype, loc);
+        case DType::U8: return make_int(tl::trunc_to<uint8_t>(f->value), dtype, loc);
+        case DType::I32: return make_int(tl::trunc_to<int32_t>(f->value), dtype, loc);
+        case DType::I64: return make_int(tl::trunc_to<int64_t>(f->value), dtype, loc);
+        default: break;
+      }
     }
   }
   return make_cast(dtype, std::move(value), std::move(loc));

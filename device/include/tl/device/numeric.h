@@ -476,4 +476,41 @@ TL_HOST_DEVICE inline int64_t from_float<int64_t>(float x) {
   return int64_t(detail::round_sat(x, -9223372036854775808.0f, 9223371487098961920.0f));
 }
 
+
+// ---------------------------------------------------------------------------------------------
+// A cast from float (or double) to an integer type, as T.cast and the implicit conversions of
+// generated code do it, and as the compiler folds constants: toward zero, saturating at the type's
+// range, NaN -> 0 -- PTX's cvt.rzi for 32- and 64-bit results. C++ leaves an out-of-range
+// conversion undefined (x86 gives the type's minimum, CUDA's 8-bit casts keep the low byte of a
+// 32-bit conversion), so the CPU and the GPU disagreed without it.
+template <class T>
+struct IntRange;  // lo: the minimum; hi_excl: the power of two past the maximum
+template <>
+struct IntRange<int8_t> {
+  static constexpr double lo = -128.0, hi_excl = 128.0;
+  static constexpr int8_t max = 127;
+};
+template <>
+struct IntRange<uint8_t> {
+  static constexpr double lo = 0.0, hi_excl = 256.0;
+  static constexpr uint8_t max = 255;
+};
+template <>
+struct IntRange<int32_t> {
+  static constexpr double lo = -2147483648.0, hi_excl = 2147483648.0;
+  static constexpr int32_t max = 2147483647;
+};
+template <>
+struct IntRange<int64_t> {
+  static constexpr double lo = -9223372036854775808.0, hi_excl = 9223372036854775808.0;
+  static constexpr int64_t max = 9223372036854775807LL;
+};
+template <class T, class F>
+TL_HOST_DEVICE inline T trunc_to(F x) {
+  if (!(x == x)) return T(0);
+  if (x <= F(IntRange<T>::lo)) return T(IntRange<T>::lo);  // the bounds are exact in float and double
+  if (x >= F(IntRange<T>::hi_excl)) return IntRange<T>::max;
+  return T(x);
+}
+
 }  // namespace tl
