@@ -642,6 +642,34 @@ TEST(Numerics, FloatToIntSaturates) {
   EXPECT_EQ(c[5], -2);
 }
 
+// max and min with NaNs (docs/language.md): a NaN operand gives the other operand, in either
+// order, and the reductions skip NaNs -- as CUDA's fmaxf / fminf. (The CPU returned the first
+// operand when either was NaN: max(NaN, 1) was NaN, max(1, NaN) 1.)
+TEST(Numerics, MaxAndMinSkipNaNs) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> xs = {nan, 1.0, nan, -2.0, 5.0, nan, 3.0, -7.0};
+  const std::vector<double> ys = {1.0, nan, nan, -3.0, 4.0, -1.0, nan, 8.0};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/nan_max_tile.py", "nan_max", {{"N", std::to_string(n)}});
+  rt::Tensor x = rt::Tensor::empty({n}, DType::F32), y = rt::Tensor::empty({n}, DType::F32);
+  testutil::from_f64(x, xs);
+  testutil::from_f64(y, ys);
+  auto out = run(k, {x, y}, {{{4, n}, DType::F32}, {{2}, DType::F32}});
+  const std::vector<double> d = f64(out[0]), r = f64(out[1]);
+  for (int64_t i = 0; i < n; ++i) {
+    const double mx = std::isnan(xs[i]) ? ys[i] : std::isnan(ys[i]) ? xs[i] : std::max(xs[i], ys[i]);
+    const double mn = std::isnan(xs[i]) ? ys[i] : std::isnan(ys[i]) ? xs[i] : std::min(xs[i], ys[i]);
+    for (int order = 0; order < 2; ++order) {
+      if (std::isnan(mx)) EXPECT_TRUE(std::isnan(d[order * n + i])) << i;
+      else EXPECT_EQ(d[order * n + i], mx) << "max of " << xs[i] << ", " << ys[i];
+      if (std::isnan(mn)) EXPECT_TRUE(std::isnan(d[(2 + order) * n + i])) << i;
+      else EXPECT_EQ(d[(2 + order) * n + i], mn) << "min of " << xs[i] << ", " << ys[i];
+    }
+  }
+  EXPECT_EQ(r[0], 5.0);
+  EXPECT_EQ(r[1], -7.0);
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -64,6 +64,8 @@ class CpuCodegen : public CodegenC {
   }
 
   std::string min_max(bool is_max, const std::string& a, const std::string& b, ir::DType t) override {
+    // Floats skip NaNs as CUDA's fmaxf / fminf do (tl/device/scalar.h).
+    if (rt::is_float(t)) return rt::str(is_max ? "tl::max_num<" : "tl::min_num<", value_type(t), ">(", a, ", ", b, ")");
     return rt::str(is_max ? "std::max<" : "std::min<", value_type(t), ">(", a, ", ", b, ")");
   }
 
