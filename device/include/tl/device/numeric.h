@@ -478,33 +478,24 @@ TL_HOST_DEVICE inline int64_t from_float<int64_t>(float x) {
 
 
 // ---------------------------------------------------------------------------------------------
+namespace detail {
+constexpr double pow2(int n) { return n == 0 ? 1.0 : 2.0 * pow2(n - 1); }
+}  // namespace detail
+// An integer type's range as trunc_to needs it: lo, the minimum, and hi_excl, the power of two past
+// the maximum, both exact as doubles (and as floats).
+template <class T>
+struct IntRange {
+  static constexpr bool kSigned = T(-1) < T(0);
+  static constexpr int kBits = 8 * int(sizeof(T));
+  static constexpr double hi_excl = detail::pow2(kSigned ? kBits - 1 : kBits);
+  static constexpr double lo = kSigned ? -hi_excl : 0.0;
+  static constexpr T max = T(kSigned ? ~(uint64_t(1) << (kBits - 1)) : ~uint64_t(0));
+};
 // A cast from float (or double) to an integer type, as T.cast and the implicit conversions of
 // generated code do it, and as the compiler folds constants: toward zero, saturating at the type's
 // range, NaN -> 0 -- PTX's cvt.rzi for 32- and 64-bit results. C++ leaves an out-of-range
 // conversion undefined (x86 gives the type's minimum, CUDA's 8-bit casts keep the low byte of a
 // 32-bit conversion), so the CPU and the GPU disagreed without it.
-template <class T>
-struct IntRange;  // lo: the minimum; hi_excl: the power of two past the maximum
-template <>
-struct IntRange<int8_t> {
-  static constexpr double lo = -128.0, hi_excl = 128.0;
-  static constexpr int8_t max = 127;
-};
-template <>
-struct IntRange<uint8_t> {
-  static constexpr double lo = 0.0, hi_excl = 256.0;
-  static constexpr uint8_t max = 255;
-};
-template <>
-struct IntRange<int32_t> {
-  static constexpr double lo = -2147483648.0, hi_excl = 2147483648.0;
-  static constexpr int32_t max = 2147483647;
-};
-template <>
-struct IntRange<int64_t> {
-  static constexpr double lo = -9223372036854775808.0, hi_excl = 9223372036854775808.0;
-  static constexpr int64_t max = 9223372036854775807LL;
-};
 template <class T, class F>
 TL_HOST_DEVICE inline T trunc_to(F x) {
   if (!(x == x)) return T(0);
