@@ -670,6 +670,37 @@ TEST(Numerics, MaxAndMinSkipNaNs) {
   EXPECT_EQ(r[1], -7.0);
 }
 
+// Integer // and % by run-time divisors of every sign, -1 among them (docs/language.md): Python's
+// floor semantics, and by -1 the two's-complement negation (INT_MIN // -1 is INT_MIN) with a
+// remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE).
+TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
+  const std::vector<int64_t> x32 = {7, -7, INT32_MIN, INT32_MIN, INT32_MAX, 0, -1, 5, INT32_MIN, 13};
+  const std::vector<int64_t> y32 = {2, 2, -1, 1, -1, -3, -1, -2, 2, INT32_MIN};
+  const std::vector<int64_t> x64 = {7, -7, INT64_MIN, INT64_MIN, INT64_MAX, 0, -1, 5, INT64_MIN, 13};
+  const std::vector<int64_t> y64 = {2, 2, -1, 1, -1, -3, -1, -2, 2, INT64_MIN};
+  const int64_t n = static_cast<int64_t>(x32.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/int_division_tile.py", "int_division", {{"N", std::to_string(n)}});
+  rt::Tensor x = rt::Tensor::empty({n}, DType::I32), y = rt::Tensor::empty({n}, DType::I32);
+  rt::Tensor w = rt::Tensor::empty({n}, DType::I64), v = rt::Tensor::empty({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) {
+    static_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(x32[i]), static_cast<int32_t*>(y.data())[i] = static_cast<int32_t>(y32[i]);
+    static_cast<int64_t*>(w.data())[i] = x64[i], static_cast<int64_t*>(v.data())[i] = y64[i];
+  }
+  auto out = run(k, {x, y, w, v}, {{{2, n}, DType::I32}, {{2, n}, DType::I64}});
+  // Floor division and its remainder in 128-bit arithmetic, wrapped to the width.
+  auto floor_div = [](__int128 a, __int128 b) { __int128 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; };
+  auto wrap = [](__int128 v, int bits) { return bits == 32 ? int64_t(int32_t(uint32_t(uint64_t(v)))) : int64_t(uint64_t(v)); };
+  const auto* d32 = static_cast<const int32_t*>(out[0].data());
+  const auto* d64 = static_cast<const int64_t*>(out[1].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const __int128 q32 = floor_div(x32[i], y32[i]), q64 = floor_div(x64[i], y64[i]);
+    EXPECT_EQ(d32[i], wrap(q32, 32)) << x32[i] << " // " << y32[i];
+    EXPECT_EQ(d32[n + i], wrap(__int128(x32[i]) - q32 * y32[i], 32)) << x32[i] << " % " << y32[i];
+    EXPECT_EQ(d64[i], wrap(q64, 64)) << x64[i] << " // " << y64[i];
+    EXPECT_EQ(d64[n + i], wrap(__int128(x64[i]) - q64 * y64[i], 64)) << x64[i] << " % " << y64[i];
+  }
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

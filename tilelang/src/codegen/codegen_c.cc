@@ -147,10 +147,10 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
     // Floats take the float/double overloads (the template is for integers: it uses %).
     case ir::BinaryOp::FloorDiv:
       if (rt::is_float(b.a->dtype)) return rt::str("tl::floordiv(", vt, "(", x, "), ", vt, "(", y, "))");
-      return rt::str("tl::floordiv<", vt, ">(", x, ", ", y, ")");
+      return rt::str("tl::floordiv<", vt, ">(", x, ", ", ir::as_const_int(b.b) ? y : int_divisor(y, b), ")");
     case ir::BinaryOp::FloorMod:
       if (rt::is_float(b.a->dtype)) return rt::str("tl::floormod(", vt, "(", x, "), ", vt, "(", y, "))");
-      return rt::str("tl::floormod<", vt, ">(", x, ", ", y, ")");
+      return rt::str("tl::floormod<", vt, ">(", x, ", ", ir::as_const_int(b.b) ? y : int_divisor(y, b), ")");
     case ir::BinaryOp::And: return rt::str("(", x, " && ", y, ")");
     case ir::BinaryOp::Or: return rt::str("(", x, " || ", y, ")");
     default: return rt::str("(", x, " ", ir::op_symbol(b.op), " ", y, ")");

@@ -15,14 +15,19 @@ namespace tl {
 TL_HOST_DEVICE inline float float_inf() { return detail::bits_to_float(0x7f800000u); }
 TL_HOST_DEVICE inline float float_nan() { return detail::bits_to_float(0x7fc00000u); }
 
-// Python's // and % on integers (round toward negative infinity).
+// Python's // and % on integers (round toward negative infinity). By -1 the quotient is the
+// negation, wrapping as two's complement (INT_MIN // -1 is INT_MIN, as the compiler folds it) and the
+// remainder 0: C++'s INT_MIN / -1 is undefined and traps on x86. (A divisor of 0 is undefined on the
+// GPU; the CPU backend checks it first, tl::cpu::divisor.)
 template <class T>
 TL_HOST_DEVICE inline T floordiv(T a, T b) {
+  if (b == T(-1)) return T(uint64_t(0) - uint64_t(a));
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
 }
 template <class T>
 TL_HOST_DEVICE inline T floormod(T a, T b) {
+  if (b == T(-1)) return T(0);
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
 }

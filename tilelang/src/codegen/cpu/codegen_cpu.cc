@@ -5,7 +5,9 @@
 
 #include "codegen/codegen_c.h"
 #include "rt/error.h"
+#include "tilelang/analysis/access.h"
 #include "tilelang/ir/op.h"
+#include "tilelang/ir/visitor.h"
 
 namespace tilelang::codegen {
 namespace {
@@ -69,8 +71,26 @@ class CpuCodegen : public CodegenC {
     return rt::str(is_max ? "std::max<" : "std::min<", value_type(t), ">(", a, ", ", b, ")");
   }
 
+  // A divisor of 0 is an error at the expression (integer division traps on x86).
+  std::string int_divisor(const std::string& y, const ir::BinaryNode& b) override {
+    return rt::str("tl::cpu::divisor<", value_type(b.b->dtype), ">(", y, ", ", site(b.loc), ")");
+  }
+
   std::string atomic_add(const std::string& address, const std::string& value, ir::DType) override {
     return rt::str("tl::cpu::atomic_add(", address, ", ", value, ")");
+  }
+
+  // Whether a loop body may throw: an integer // or % by a run-time divisor (int_divisor) or the
+  // user's code. An exception must not leave an `omp simd` loop (std::terminate), so such a loop
+  // goes without the pragma and its exception reaches the region's catch.
+  static bool may_throw(const ir::Stmt& body) {
+    bool found = analysis::calls_user_code(body);
+    ir::for_each_expr(body, [&](const ir::Expr& e) {
+      const auto* b = ir::as<ir::BinaryNode>(e);
+      found = found || (b && (b->op == ir::BinaryOp::FloorDiv || b->op == ir::BinaryOp::FloorMod) && rt::is_int(b->a->dtype) &&
+                        !ir::as_const_int(b->b));
+    });
+    return found;
   }
 
   void loop_annotation(const ir::ForNode& n) override {
@@ -79,11 +99,13 @@ class CpuCodegen : public CodegenC {
         // Inside a block (one core) parallel tile loops use vector lanes; outside, the cores.
         if (opens_region(n)) {
           line("#pragma omp parallel for schedule(static)");
-        } else if (!ir::as<ir::ForNode>(n.body)) {
+        } else if (!ir::as<ir::ForNode>(n.body) && !may_throw(n.body)) {
           line("#pragma omp simd");
         }
         break;
-      case ir::ForKind::Vectorized: line("#pragma omp simd"); break;
+      case ir::ForKind::Vectorized:
+        if (!may_throw(n.body)) line("#pragma omp simd");
+        break;
       case ir::ForKind::Unrolled: line("#pragma GCC unroll 8"); break;
       default: break;
     }

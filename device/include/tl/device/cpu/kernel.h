@@ -89,6 +89,13 @@ class Failure {
   char message_[512] = {};
 };
 
+// A run-time integer divisor of // or %, checked: 0 fails at site (x86 would trap the process).
+template <class T>
+inline T divisor(T b, int site) {
+  if (b == T(0)) throw SiteError(site, "integer division by zero");
+  return b;
+}
+
 // a * b for the size of a buffer sized by run-time extents: a product past int64 (which C++ leaves
 // undefined; it would wrap to a wrong size) fails at site, naming the buffer (what, as for alloc).
 inline int64_t size_mul(int64_t a, int64_t b, int site, const char* what) {
