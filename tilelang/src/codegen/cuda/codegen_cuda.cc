@@ -622,7 +622,8 @@ class CudaCodegen : public CodegenC {
     // 288 = 264 + 24; measured 1.05x), those, with 4 stages. For M <= 64, 64 x 64 tiles (one
     // consumer warpgroup, 12 stages): measured +8-62% over the best 128-row tile at M = 64 on five
     // DeepGEMM-like shapes (docs/perf.md, stop 29). At M = 128 they win only where they fill one
-    // wave whole, no split-K (128 x 4096 x 7168: 128 tiles, BF16 kernel time -18%, FP16 equal;
+    // wave whole, no split-K (128 x 4096 x 7168: 128 tiles, BF16 kernel time -18%, FP16 -14% alone
+    // and equal after nine other shapes in one process;
     // 128 x 4224 x 4096 +8%; 120 tiles of 132 already lost 2% to 128 x 64 split in two; docs/perf.md,
     // stop 36).
     auto m_const = ir::as_const_int(l.m), n_const = ir::as_const_int(l.n), k_const = ir::as_const_int(l.k);
