@@ -575,14 +575,26 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       fence_accumulators(src);
       const float s00 = sc.sa[w][0] * sc.sb0, s01 = sc.sa[w][0] * sc.sb1;
       const float s10 = sc.sa[w][1] * sc.sb0, s11 = sc.sa[w][1] * sc.sb1;
+      auto promote = [&](int columns_first) {
 #pragma unroll
-      for (int j = 0; j < kBlockN / 8; ++j) {
-        const bool first = 8 * j < split;
-        const float lo = first ? s00 : s01, hi = first ? s10 : s11;
-        dst[4 * j + 0] = fmaf(src[4 * j + 0], lo, dst[4 * j + 0]);
-        dst[4 * j + 1] = fmaf(src[4 * j + 1], lo, dst[4 * j + 1]);
-        dst[4 * j + 2] = fmaf(src[4 * j + 2], hi, dst[4 * j + 2]);
-        dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
+        for (int j = 0; j < kBlockN / 8; ++j) {
+          const bool first = 8 * j < columns_first;
+          const float lo = first ? s00 : s01, hi = first ? s10 : s11;
+          dst[4 * j + 0] = fmaf(src[4 * j + 0], lo, dst[4 * j + 0]);
+          dst[4 * j + 1] = fmaf(src[4 * j + 1], lo, dst[4 * j + 1]);
+          dst[4 * j + 2] = fmaf(src[4 * j + 2], hi, dst[4 * j + 2]);
+          dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
+        }
+      };
+      // A tile straddling two 128-blocks of B's scales with only two possible splits (BLOCK_N 192:
+      // 128 or 64): one loop per split, chosen by a branch uniform over the tile, so no column
+      // selects its scale at run time (those selects cost 48 FMULs, 24 FSELs and predicate work a
+      // wave, and 14 spilled registers around the ring-rounds loop).
+      if constexpr (kBlockN > 128 && Cfg::gcd128(kBlockN) == 64) {
+        if (split == 128) promote(128);
+        else promote(64);
+      } else {
+        promote(split);
       }
       DG_STAMP_AFTER(PromoteEnd, dst);
     };
