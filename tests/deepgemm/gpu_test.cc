@@ -98,12 +98,15 @@ TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
 // epilogues.
 TEST(GpuFp8Gemm, EveryBlockShape) {
   REQUIRE_HOPPER();
-  const int64_t m = 300, n = 464, k = 640;  // partial tiles in M and N for every block shape
+  // Partial tiles in M and N for every block shape, and tiles starting at every offset into the
+  // 128-column blocks of B's scales that their width allows (BLOCK_N 160: 0, 32, 64 and 96).
+  const int64_t m = 300, n = 656, k = 640;
   const Fp8Problem p = make_problem(m, n, k, true);
   const Ref ref = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k);
   const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
   for (const char* config :
-       {"64x64x4", "64x192x4", "128x128x5", "128x144x4", "128x192x4", "192x128x4", "192x64x6", "256x128x3", "256x96x4"}) {
+       {"64x64x4", "64x192x4", "128x96x5", "128x128x5", "128x144x4", "128x160x4", "128x192x4", "192x128x4", "192x64x6",
+        "256x128x3", "256x96x4"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
       rt::Tensor d = gpu(poisoned({m, n}, out));
