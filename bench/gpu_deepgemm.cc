@@ -3,8 +3,8 @@
 // cublasGemmEx), and beside the previous DeepGEMM release's numbers on this GPU (from its issue).
 //
 //   bench_gpu_deepgemm [--quick]
-//   bench_gpu_deepgemm --sweep     FP8 block shapes and stages (DG_GPU_CONFIG) at a few shapes, to
-//                                  tune the heuristic (deepgemm/src/heuristics.cc)
+//   bench_gpu_deepgemm --sweep [M N K ...]  FP8 block shapes and stages (DG_GPU_CONFIG) at a few
+//                                  shapes (or these), to tune the heuristic (deepgemm/src/heuristics.cc)
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape, then three of cuBLASLt (for profilers)
 //   bench_gpu_deepgemm --time M N K [M N K ...]  ours and cuBLASLt at these shapes only (for A/B runs
 //                                  of kernel variants: DG_GPU_CONFIG, DG_JIT_FLAGS)
@@ -370,10 +370,10 @@ bool chain(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t 
 }
 
 // Every configuration in `configs` at each shape: TFLOPS, for the heuristic's tuning.
-void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen) {
-  const int64_t shapes[][3] = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536},
-                               {128, 7168, 16384}, {128, 2112, 7168},  {128, 4096, 7168},  {128, 7168, 2048},
-                               {256, 18432, 7168}, {64, 2112, 7168}};
+void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std::array<int64_t, 3>> shapes) {
+  if (shapes.empty())
+    shapes = {{4096, 7168, 16384}, {4096, 4096, 7168}, {4096, 2112, 7168}, {4096, 24576, 1536}, {128, 7168, 16384},
+              {128, 2112, 7168},   {128, 4096, 7168},  {128, 7168, 2048},  {256, 18432, 7168}, {64, 2112, 7168}};
   // The heuristic's candidates (deepgemm/src/heuristics.cc), at the most stages that fit.
   // "x2": multicast on ("-" where the shape does not allow it: odd M blocks, no wave); off otherwise.
   // 64-row tiles on two k-interleaved consumers (the default) and on one ("c1").
@@ -568,7 +568,9 @@ int main(int argc, char** argv) {
       return bad ? 1 : 0;
     }
     if (sweep_only) {
-      sweep(timer, gen);
+      std::vector<std::array<int64_t, 3>> shapes;
+      for (int i = 2; i + 2 < argc; i += 3) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2])});
+      sweep(timer, gen, shapes);
       return 0;
     }
     if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
