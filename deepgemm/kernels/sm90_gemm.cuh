@@ -586,14 +586,16 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           dst[4 * j + 3] = fmaf(src[4 * j + 3], hi, dst[4 * j + 3]);
         }
       };
-      // `split` takes 128 / gcd(BLOCK_N, 128) values. With at most four, one loop per value, chosen
-      // by a branch uniform over the tile, so no column selects its scale at run time (at 128 x 192
-      // those selects cost 48 FMULs, 24 FSELs and predicate work a wave, and 14 spilled registers
-      // around the ring-rounds loop: kernel time -14 to -15% at M = 4096 without them).
+      // `split` takes 128 / gcd(BLOCK_N, 128) values. With at most four and one wave a consumer, one
+      // loop per value, chosen by a branch uniform over the tile, so no column selects its scale at
+      // run time: those selects cost 48 FMULs, 24 FSELs and predicate work a wave at 128 x 192 and
+      // spilled 14 registers around the ring-rounds loop; without them, kernel time at M = 4096
+      // -14 to -15% (128 x 192), -5 to -8% (128 x 160, 128 x 96). With two waves (256 x 96) the
+      // loops per value ran 2x slower (docs/perf.md, stop 37), so those keep the selects.
       constexpr int kStep = Cfg::gcd128(kBlockN);
       if constexpr (kBlockN <= kStep) {
         promote(kBlockN);  // never straddles
-      } else if constexpr (128 / kStep <= 4) {  // 1, 2 or 4 values: 128 - i * kStep
+      } else if constexpr (128 / kStep <= 4 && kMmaM == 1) {  // 1, 2 or 4 values: 128 - i * kStep
         constexpr int kSplits = 128 / kStep;
         if (kSplits == 1 || split == 128) promote(128);
         else if (kSplits == 2 || split == 128 - kStep) promote(128 - kStep);
