@@ -701,6 +701,33 @@ TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
   }
 }
 
+// Unary -, ~ and abs of int8 / uint8 values are int32, as the binary operators' results are
+// (docs/language.md, 2.5): bound to a name, used in place and folded alike. (They were typed int8 /
+// uint8 while C++ computed them in int: a name bound to -(-128) held -128 and to ~200 held 55, and
+// the folded -int8(-128) was -128, where the same expressions in place gave 128 and -201.)
+TEST(Numerics, NarrowIntegerUnaryOpsAreInt32) {
+  const std::vector<int64_t> bs = {-128, -1, 0, 5, 127, -100}, us = {200, 0, 255, 1, 128, 7};
+  const int64_t n = static_cast<int64_t>(bs.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", std::to_string(n)}});
+  rt::Tensor b = rt::Tensor::empty({n}, DType::I8), u = rt::Tensor::empty({n}, DType::U8);
+  for (int64_t i = 0; i < n; ++i) static_cast<int8_t*>(b.data())[i] = int8_t(bs[i]), static_cast<uint8_t*>(u.data())[i] = uint8_t(us[i]);
+  auto out = run(k, {b, u}, {{{8, n}, DType::I32}, {{3}, DType::I32}});
+  auto floor_div = [](int64_t a, int64_t d) { return a / d - ((a % d != 0) && ((a < 0) != (d < 0))); };
+  const auto* d = static_cast<const int32_t*>(out[0].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = bs[i], y = us[i];
+    EXPECT_EQ(d[i], -x) << "-int8 " << x << " bound to a name";
+    EXPECT_EQ(d[n + i], ~y) << "~uint8 " << y << " bound to a name";
+    EXPECT_EQ(d[2 * n + i], std::abs(x)) << "abs of int8 " << x << " bound to a name";
+    EXPECT_EQ(d[3 * n + i], floor_div(-x, 2)) << "(-int8 " << x << ") // 2";
+    EXPECT_EQ(d[4 * n + i], (~y) >> 1) << "(~uint8 " << y << ") >> 1";
+    EXPECT_EQ(d[5 * n + i], -y - floor_div(-y, 1000) * 1000) << "(-uint8 " << y << ") % 1000";
+    EXPECT_EQ(d[6 * n + i], std::abs(x) / 2) << "abs(int8 " << x << ") // 2";
+    EXPECT_EQ(d[7 * n + i], -x > 127 ? 1 : 0) << "-int8 " << x << " > 127";
+  }
+  EXPECT_EQ(f64(out[1]), (std::vector<double>{128, -201, 128}));
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

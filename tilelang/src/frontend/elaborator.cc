@@ -1029,7 +1029,7 @@ Value Elaborator::eval_unary(const ast::UnaryOpExpr& u) {
       {
         ir::Expr e = to_expr(v, u.operand->loc, "the operand of '~'");
         if (!rt::is_int(e->dtype)) error_at(u.loc, rt::str("'~' needs an integer, not ", rt::name(e->dtype)));
-        return ExprV{ir::make_unary(ir::UnaryOp::BitNot, e->dtype, e, u.loc)};
+        return ExprV{ir::bit_not(e, u.loc)};
       }
   }
   RT_UNREACHABLE("unary op");

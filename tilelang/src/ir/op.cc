@@ -240,10 +240,17 @@ Expr logical_not(Expr a, SourceLoc loc) {
   return make_unary(UnaryOp::Not, DType::Bool, cast(DType::Bool, a, loc), loc);
 }
 Expr neg(Expr a, SourceLoc loc) {
-  DType t = a->dtype == DType::Bool ? DType::I32 : a->dtype;
-  if (auto ia = as_const_int(a); ia && rt::is_int(t)) return make_int(wrap_to(t, -*ia), t, loc);
+  DType t = rt::is_float(a->dtype) ? a->dtype : arith_type(a, a);  // -int8 is int32, as in C
+  if (auto ia = as_const_int(a); ia && rt::is_int(t)) return make_int(wrap_to(t, wrap_sub(0, *ia)), t, loc);
   if (const FloatImmNode* f = as<FloatImmNode>(a)) return make_float(-f->value, t, loc);
   return make_unary(UnaryOp::Neg, t, cast(t, a, loc), loc);
+}
+
+Expr bit_not(Expr a, SourceLoc loc) {
+  RT_ICHECK(rt::is_int(a->dtype), "'~' of ", rt::name(a->dtype));
+  DType t = arith_type(a, a);  // ~uint8 is int32, as in C (~200 is -201, not 55)
+  if (auto ia = as_const_int(a)) return make_int(wrap_to(t, ~*ia), t, loc);
+  return make_unary(UnaryOp::BitNot, t, cast(t, a, loc), loc);
 }
 
 Expr select(Expr cond, Expr t, Expr f, SourceLoc loc) {
@@ -304,8 +311,9 @@ Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc) {
   RT_ICHECK(info && static_cast<int>(args.size()) == info->arity, "math intrinsic ", name);
   DType t = args[0]->dtype;
   for (const Expr& a : args) t = promote(t, a->dtype);
-  if (name == "abs" && !rt::is_float(t)) {  // integer abs stays integer
-    if (auto v = as_const_int(args[0])) return make_int(*v < 0 ? -*v : *v, t, loc);
+  if (name == "abs" && !rt::is_float(t)) {  // integer abs stays integer, int32 at least (as in C)
+    t = arith_type(args[0], args[0]);
+    if (auto v = as_const_int(args[0])) return make_int(wrap_to(t, *v < 0 ? wrap_sub(0, *v) : *v), t, loc);
     return make_call(t, CallKind::Intrinsic, name, {cast(t, args[0], loc)}, loc);
   }
   if (!rt::is_float(t)) t = DType::F32;
