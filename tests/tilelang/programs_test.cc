@@ -728,6 +728,37 @@ TEST(Numerics, NarrowIntegerUnaryOpsAreInt32) {
   EXPECT_EQ(f64(out[1]), (std::vector<double>{128, -201, 128}));
 }
 
+// Float // and % (docs/language.md, 2.5) are Python's divmod, exact to the last bit: the expected
+// values are NumPy's np.divmod (CPython's float_divmod) of the same float32 / float64 operands, and
+// the folded constants Python's. (a - floor(a / b) * b, fused into an fma, gave 1 % -1e-8 = 6e-9
+// and 9.2e18 % -1968576462 = 6.9e10; floor(a / b) gave 1.0 // 0.1 = 10.0, inf // 2 = inf.)
+TEST(Numerics, FloatDivmodIsPythons) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> a = {1.0, 9.2e18, 1.0, -7.5, 7.5, -1.0, 1.0, inf, 5.0, -0.0, 0.0, 3e9, -1.0, 0.7};
+  const std::vector<double> b = {-1e-8, -1968576462.0, 0.1, 2.0, -2.0, inf, inf, 2.0, 0.0, 3.0, -3.0, 7.0, 0.1, -0.1};
+  const std::vector<double> q32 = {-100000000.0, -4673427968.0, 9.0, -4.0, -4.0, -1.0, 0.0, nan, inf, -0.0, -0.0, 428571424.0, -10.0, -7.0};
+  const std::vector<double> r32 = {-3.9225289683031406e-09, -537632768.0, 0.09999998658895493, 0.5, -0.5, inf, 1.0, nan, nan, 0.0, -0.0, 4.0,
+                                   1.4901161193847656e-08, -2.2351741790771484e-08};
+  const std::vector<double> q64 = {-100000000.0, -4673427819.0, 9.0, -4.0, -4.0, -1.0, 0.0, nan, inf, -0.0, -0.0, 428571428.0, -10.0, -7.0};
+  const std::vector<double> r64 = {-2.0922560830128473e-17, -1339396378.0, 0.09999999999999995, 0.5, -0.5, inf, 1.0, nan, nan, 0.0, -0.0, 4.0,
+                                   5.551115123125783e-17, -8.326672684688674e-17};
+  const int64_t n = static_cast<int64_t>(a.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/float_divmod_tile.py", "float_divmod", {{"N", std::to_string(n)}});
+  rt::Tensor a32 = rt::Tensor::empty({n}, DType::F32), b32 = rt::Tensor::empty({n}, DType::F32);
+  rt::Tensor a64 = rt::Tensor::empty({n}, DType::F64), b64 = rt::Tensor::empty({n}, DType::F64);
+  testutil::from_f64(a32, a), testutil::from_f64(b32, b), testutil::from_f64(a64, a), testutil::from_f64(b64, b);
+  auto out = run(k, {a32, b32, a64, b64}, {{{2, n}, DType::F32}, {{2, n}, DType::F64}, {{4}, DType::F64}});
+  const std::vector<double> d32 = f64(out[0]), d64 = f64(out[1]);
+  auto same = [](double got, double want) { return std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want); };
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_PRED2(same, d32[i], q32[i]) << "float32 " << a[i] << " // " << b[i];
+    EXPECT_PRED2(same, d32[n + i], r32[i]) << "float32 " << a[i] << " % " << b[i];
+    EXPECT_PRED2(same, d64[i], q64[i]) << "float64 " << a[i] << " // " << b[i];
+    EXPECT_PRED2(same, d64[n + i], r64[i]) << "float64 " << a[i] << " % " << b[i];
+  }
+  EXPECT_EQ(f64(out[2]), (std::vector<double>{9.0, 0.09999999999999995, -10.0, 5.551115123125783e-17}));
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -10,6 +10,7 @@
 #include "tilelang/analysis/linear.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
+#include "tl/device/scalar.h"
 
 namespace tilelang::frontend {
 namespace {
@@ -1050,10 +1051,10 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
           return x / y;
         case ast::BinOpKind::FloorDiv:
           if (y == 0) error_at(loc, "division by zero");
-          return std::floor(x / y);
+          return tl::floordiv(x, y);
         case ast::BinOpKind::Mod:
           if (y == 0) error_at(loc, "division by zero");
-          return x - std::floor(x / y) * y;
+          return tl::floormod(x, y);
         case ast::BinOpKind::Pow: return std::pow(x, y);
         default: error_at(loc, rt::str("operator ", ast::symbol(op), " needs integers, not floats"));
       }

@@ -5,6 +5,7 @@
 
 #include "rt/error.h"
 #include "tl/device/numeric.h"
+#include "tl/device/scalar.h"
 
 namespace tilelang::ir {
 namespace {
@@ -84,8 +85,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         case BinaryOp::Min: r = std::min(x, y); break;
         case BinaryOp::Max: r = std::max(x, y); break;
         case BinaryOp::Div: r = x / y; break;
-        case BinaryOp::FloorDiv: r = std::floor(x / y); break;
-        case BinaryOp::FloorMod: r = x - std::floor(x / y) * y; break;
+        // As the kernels compute them (tl/device/scalar.h): in float below float64.
+        case BinaryOp::FloorDiv: r = t == DType::F64 ? tl::floordiv(x, y) : tl::floordiv(float(x), float(y)); break;
+        case BinaryOp::FloorMod: r = t == DType::F64 ? tl::floormod(x, y) : tl::floormod(float(x), float(y)); break;
         case BinaryOp::Pow: r = std::pow(x, y); break;
         default: RT_UNREACHABLE("arith op ", op_symbol(op));
       }
