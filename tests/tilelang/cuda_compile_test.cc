@@ -44,6 +44,7 @@ std::vector<Case> cases() {
       {"nan_max", "tests/tilelang/programs/nan_max_tile.py", "nan_max", {{"N", "8"}}, {}},
       {"int_division", "tests/tilelang/programs/int_division_tile.py", "int_division", {{"N", "10"}}, {}},
       {"float_divmod", "tests/tilelang/programs/float_divmod_tile.py", "float_divmod", {{"N", "14"}}, {}},
+      {"int_wrap", "tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", "5"}}, {}},
       {"narrow_unary", "tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", "6"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},

@@ -759,6 +759,31 @@ TEST(Numerics, FloatDivmodIsPythons) {
   EXPECT_EQ(f64(out[2]), (std::vector<double>{9.0, 0.09999999999999995, -10.0, 5.551115123125783e-17}));
 }
 
+// Integer + - * wrap in two's complement at run time (docs/language.md, 2.5), as constant folding
+// does. (C++ leaves signed overflow undefined: the host compiler folded X + 1 > X and W - 1 < W to
+// true, and X * 65536 < 0 to false for every X.)
+TEST(Numerics, IntegerArithmeticWraps) {
+  const std::vector<int64_t> xs = {INT32_MAX, 5, INT32_MIN, (1 << 30) + 7, 40000}, ws = {INT64_MIN, 7, INT64_MAX, int64_t(1) << 62, -5};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", std::to_string(n)}});
+  rt::Tensor x = rt::Tensor::empty({n}, DType::I32), w = rt::Tensor::empty({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(x.data())[i] = int32_t(xs[i]), static_cast<int64_t*>(w.data())[i] = ws[i];
+  auto out = run(k, {x, w}, {{{4, n}, DType::I32}, {{2, n}, DType::I64}});
+  auto wrap32 = [](int64_t v) { return int64_t(int32_t(uint32_t(uint64_t(v)))); };
+  auto wrap64 = [](__int128 v) { return int64_t(uint64_t(v)); };
+  const auto* d = static_cast<const int32_t*>(out[0].data());
+  const auto* e = static_cast<const int64_t*>(out[1].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = xs[i];
+    EXPECT_EQ(d[i], wrap32(v + 1) > v ? 1 : 0) << v << " + 1 > " << v;
+    EXPECT_EQ(d[n + i], wrap32(v * 2) / 2 == v ? 1 : 0) << v << " * 2 // 2 == " << v;
+    EXPECT_EQ(d[2 * n + i], wrap64(__int128(ws[i]) - 1) < ws[i] ? 1 : 0) << ws[i] << " - 1 < " << ws[i];
+    EXPECT_EQ(d[3 * n + i], wrap32(v * 65536) < 0 ? 1 : 0) << v << " * 65536 < 0";
+    EXPECT_EQ(e[i], wrap32(v * 4 + 1)) << v << " * 4 + 1";
+    EXPECT_EQ(e[n + i], wrap64(__int128(ws[i]) * 3)) << ws[i] << " * 3";
+  }
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);
