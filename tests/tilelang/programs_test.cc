@@ -672,7 +672,8 @@ TEST(Numerics, MaxAndMinSkipNaNs) {
 
 // Integer // and % by run-time divisors of every sign, -1 among them (docs/language.md): Python's
 // floor semantics, and by -1 the two's-complement negation (INT_MIN // -1 is INT_MIN) with a
-// remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE).
+// remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE). T.truncdiv / T.truncmod
+// likewise, rounding toward zero (they trapped too).
 TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
   const std::vector<int64_t> x32 = {7, -7, INT32_MIN, INT32_MIN, INT32_MAX, 0, -1, 5, INT32_MIN, 13};
   const std::vector<int64_t> y32 = {2, 2, -1, 1, -1, -3, -1, -2, 2, INT32_MIN};
@@ -686,7 +687,7 @@ TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
     static_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(x32[i]), static_cast<int32_t*>(y.data())[i] = static_cast<int32_t>(y32[i]);
     static_cast<int64_t*>(w.data())[i] = x64[i], static_cast<int64_t*>(v.data())[i] = y64[i];
   }
-  auto out = run(k, {x, y, w, v}, {{{2, n}, DType::I32}, {{2, n}, DType::I64}});
+  auto out = run(k, {x, y, w, v}, {{{4, n}, DType::I32}, {{4, n}, DType::I64}});
   // Floor division and its remainder in 128-bit arithmetic, wrapped to the width.
   auto floor_div = [](__int128 a, __int128 b) { __int128 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; };
   auto wrap = [](__int128 v, int bits) { return bits == 32 ? int64_t(int32_t(uint32_t(uint64_t(v)))) : int64_t(uint64_t(v)); };
@@ -698,6 +699,11 @@ TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
     EXPECT_EQ(d32[n + i], wrap(__int128(x32[i]) - q32 * y32[i], 32)) << x32[i] << " % " << y32[i];
     EXPECT_EQ(d64[i], wrap(q64, 64)) << x64[i] << " // " << y64[i];
     EXPECT_EQ(d64[n + i], wrap(__int128(x64[i]) - q64 * y64[i], 64)) << x64[i] << " % " << y64[i];
+    const __int128 t32 = __int128(x32[i]) / y32[i], t64 = __int128(x64[i]) / y64[i];  // C's, toward zero
+    EXPECT_EQ(d32[2 * n + i], wrap(t32, 32)) << "truncdiv(" << x32[i] << ", " << y32[i] << ")";
+    EXPECT_EQ(d32[3 * n + i], wrap(__int128(x32[i]) - t32 * y32[i], 32)) << "truncmod(" << x32[i] << ", " << y32[i] << ")";
+    EXPECT_EQ(d64[2 * n + i], wrap(t64, 64)) << "truncdiv(" << x64[i] << ", " << y64[i] << ")";
+    EXPECT_EQ(d64[3 * n + i], wrap(__int128(x64[i]) - t64 * y64[i], 64)) << "truncmod(" << x64[i] << ", " << y64[i] << ")";
   }
 }
 

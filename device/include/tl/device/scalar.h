@@ -25,6 +25,12 @@ TL_HOST_DEVICE inline T floordiv(T a, T b) {
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
 }
+// C's integer division (T.truncdiv; T.truncmod is a - q * b), with INT_MIN / -1 the wrapping
+// negation as for floordiv.
+template <class T>
+TL_HOST_DEVICE inline T truncdiv(T a, T b) {
+  return b == T(-1) ? T(uint64_t(0) - uint64_t(a)) : T(a / b);
+}
 template <class T>
 TL_HOST_DEVICE inline T floormod(T a, T b) {
   if (b == T(-1)) return T(0);
