@@ -790,6 +790,19 @@ TEST(Numerics, IntegerArithmeticWraps) {
   }
 }
 
+// Column tiles (block_M x 1) copied in and out at points X[by * block_M, bx]: the tile's own shape,
+// clipped at the bottom edge (docs/language.md, 4.5). Each tile got a piece of a row before, and Y
+// kept its poison outside the first columns.
+TEST(TileCopy, ColumnTileAtAPoint) {
+  const int64_t m = 21, n = 5;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/column_tile_copy.py", "column_tiles", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor x = random({m, n}, DType::F32);
+  auto out = run(k, {x}, {{{m, n}, DType::F32}});
+  std::vector<double> want = f64(x);
+  for (double& v : want) v *= 2.0;
+  EXPECT_EQ(f64(out[0]), want);
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);
