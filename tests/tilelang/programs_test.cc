@@ -672,7 +672,8 @@ TEST(Numerics, MaxAndMinSkipNaNs) {
 
 // Integer // and % by run-time divisors of every sign, -1 among them (docs/language.md): Python's
 // floor semantics, and by -1 the two's-complement negation (INT_MIN // -1 is INT_MIN) with a
-// remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE).
+// remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE). T.truncdiv / T.truncmod
+// likewise, rounding toward zero (they trapped too).
 TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
   const std::vector<int64_t> x32 = {7, -7, INT32_MIN, INT32_MIN, INT32_MAX, 0, -1, 5, INT32_MIN, 13};
   const std::vector<int64_t> y32 = {2, 2, -1, 1, -1, -3, -1, -2, 2, INT32_MIN};
@@ -686,7 +687,7 @@ TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
     static_cast<int32_t*>(x.data())[i] = static_cast<int32_t>(x32[i]), static_cast<int32_t*>(y.data())[i] = static_cast<int32_t>(y32[i]);
     static_cast<int64_t*>(w.data())[i] = x64[i], static_cast<int64_t*>(v.data())[i] = y64[i];
   }
-  auto out = run(k, {x, y, w, v}, {{{2, n}, DType::I32}, {{2, n}, DType::I64}});
+  auto out = run(k, {x, y, w, v}, {{{4, n}, DType::I32}, {{4, n}, DType::I64}});
   // Floor division and its remainder in 128-bit arithmetic, wrapped to the width.
   auto floor_div = [](__int128 a, __int128 b) { __int128 q = a / b; return (a % b != 0 && ((a < 0) != (b < 0))) ? q - 1 : q; };
   auto wrap = [](__int128 v, int bits) { return bits == 32 ? int64_t(int32_t(uint32_t(uint64_t(v)))) : int64_t(uint64_t(v)); };
@@ -698,7 +699,108 @@ TEST(Numerics, IntegerDivisionByAnyNonzeroDivisor) {
     EXPECT_EQ(d32[n + i], wrap(__int128(x32[i]) - q32 * y32[i], 32)) << x32[i] << " % " << y32[i];
     EXPECT_EQ(d64[i], wrap(q64, 64)) << x64[i] << " // " << y64[i];
     EXPECT_EQ(d64[n + i], wrap(__int128(x64[i]) - q64 * y64[i], 64)) << x64[i] << " % " << y64[i];
+    const __int128 t32 = __int128(x32[i]) / y32[i], t64 = __int128(x64[i]) / y64[i];  // C's, toward zero
+    EXPECT_EQ(d32[2 * n + i], wrap(t32, 32)) << "truncdiv(" << x32[i] << ", " << y32[i] << ")";
+    EXPECT_EQ(d32[3 * n + i], wrap(__int128(x32[i]) - t32 * y32[i], 32)) << "truncmod(" << x32[i] << ", " << y32[i] << ")";
+    EXPECT_EQ(d64[2 * n + i], wrap(t64, 64)) << "truncdiv(" << x64[i] << ", " << y64[i] << ")";
+    EXPECT_EQ(d64[3 * n + i], wrap(__int128(x64[i]) - t64 * y64[i], 64)) << "truncmod(" << x64[i] << ", " << y64[i] << ")";
   }
+}
+
+// Unary -, ~ and abs of int8 / uint8 values are int32, as the binary operators' results are
+// (docs/language.md, 2.5): bound to a name, used in place and folded alike. (They were typed int8 /
+// uint8 while C++ computed them in int: a name bound to -(-128) held -128 and to ~200 held 55, and
+// the folded -int8(-128) was -128, where the same expressions in place gave 128 and -201.)
+TEST(Numerics, NarrowIntegerUnaryOpsAreInt32) {
+  const std::vector<int64_t> bs = {-128, -1, 0, 5, 127, -100}, us = {200, 0, 255, 1, 128, 7};
+  const int64_t n = static_cast<int64_t>(bs.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", std::to_string(n)}});
+  rt::Tensor b = rt::Tensor::empty({n}, DType::I8), u = rt::Tensor::empty({n}, DType::U8);
+  for (int64_t i = 0; i < n; ++i) static_cast<int8_t*>(b.data())[i] = int8_t(bs[i]), static_cast<uint8_t*>(u.data())[i] = uint8_t(us[i]);
+  auto out = run(k, {b, u}, {{{8, n}, DType::I32}, {{3}, DType::I32}});
+  auto floor_div = [](int64_t a, int64_t d) { return a / d - ((a % d != 0) && ((a < 0) != (d < 0))); };
+  const auto* d = static_cast<const int32_t*>(out[0].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t x = bs[i], y = us[i];
+    EXPECT_EQ(d[i], -x) << "-int8 " << x << " bound to a name";
+    EXPECT_EQ(d[n + i], ~y) << "~uint8 " << y << " bound to a name";
+    EXPECT_EQ(d[2 * n + i], std::abs(x)) << "abs of int8 " << x << " bound to a name";
+    EXPECT_EQ(d[3 * n + i], floor_div(-x, 2)) << "(-int8 " << x << ") // 2";
+    EXPECT_EQ(d[4 * n + i], (~y) >> 1) << "(~uint8 " << y << ") >> 1";
+    EXPECT_EQ(d[5 * n + i], -y - floor_div(-y, 1000) * 1000) << "(-uint8 " << y << ") % 1000";
+    EXPECT_EQ(d[6 * n + i], std::abs(x) / 2) << "abs(int8 " << x << ") // 2";
+    EXPECT_EQ(d[7 * n + i], -x > 127 ? 1 : 0) << "-int8 " << x << " > 127";
+  }
+  EXPECT_EQ(f64(out[1]), (std::vector<double>{128, -201, 128}));
+}
+
+// Float // and % (docs/language.md, 2.5) are Python's divmod, exact to the last bit: the expected
+// values are NumPy's np.divmod (CPython's float_divmod) of the same float32 / float64 operands, and
+// the folded constants Python's. (a - floor(a / b) * b, fused into an fma, gave 1 % -1e-8 = 6e-9
+// and 9.2e18 % -1968576462 = 6.9e10; floor(a / b) gave 1.0 // 0.1 = 10.0, inf // 2 = inf.)
+TEST(Numerics, FloatDivmodIsPythons) {
+  const double inf = std::numeric_limits<double>::infinity(), nan = std::numeric_limits<double>::quiet_NaN();
+  const std::vector<double> a = {1.0, 9.2e18, 1.0, -7.5, 7.5, -1.0, 1.0, inf, 5.0, -0.0, 0.0, 3e9, -1.0, 0.7};
+  const std::vector<double> b = {-1e-8, -1968576462.0, 0.1, 2.0, -2.0, inf, inf, 2.0, 0.0, 3.0, -3.0, 7.0, 0.1, -0.1};
+  const std::vector<double> q32 = {-100000000.0, -4673427968.0, 9.0, -4.0, -4.0, -1.0, 0.0, nan, inf, -0.0, -0.0, 428571424.0, -10.0, -7.0};
+  const std::vector<double> r32 = {-3.9225289683031406e-09, -537632768.0, 0.09999998658895493, 0.5, -0.5, inf, 1.0, nan, nan, 0.0, -0.0, 4.0,
+                                   1.4901161193847656e-08, -2.2351741790771484e-08};
+  const std::vector<double> q64 = {-100000000.0, -4673427819.0, 9.0, -4.0, -4.0, -1.0, 0.0, nan, inf, -0.0, -0.0, 428571428.0, -10.0, -7.0};
+  const std::vector<double> r64 = {-2.0922560830128473e-17, -1339396378.0, 0.09999999999999995, 0.5, -0.5, inf, 1.0, nan, nan, 0.0, -0.0, 4.0,
+                                   5.551115123125783e-17, -8.326672684688674e-17};
+  const int64_t n = static_cast<int64_t>(a.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/float_divmod_tile.py", "float_divmod", {{"N", std::to_string(n)}});
+  rt::Tensor a32 = rt::Tensor::empty({n}, DType::F32), b32 = rt::Tensor::empty({n}, DType::F32);
+  rt::Tensor a64 = rt::Tensor::empty({n}, DType::F64), b64 = rt::Tensor::empty({n}, DType::F64);
+  testutil::from_f64(a32, a), testutil::from_f64(b32, b), testutil::from_f64(a64, a), testutil::from_f64(b64, b);
+  auto out = run(k, {a32, b32, a64, b64}, {{{2, n}, DType::F32}, {{2, n}, DType::F64}, {{4}, DType::F64}});
+  const std::vector<double> d32 = f64(out[0]), d64 = f64(out[1]);
+  auto same = [](double got, double want) { return std::isnan(want) ? std::isnan(got) : got == want && std::signbit(got) == std::signbit(want); };
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_PRED2(same, d32[i], q32[i]) << "float32 " << a[i] << " // " << b[i];
+    EXPECT_PRED2(same, d32[n + i], r32[i]) << "float32 " << a[i] << " % " << b[i];
+    EXPECT_PRED2(same, d64[i], q64[i]) << "float64 " << a[i] << " // " << b[i];
+    EXPECT_PRED2(same, d64[n + i], r64[i]) << "float64 " << a[i] << " % " << b[i];
+  }
+  EXPECT_EQ(f64(out[2]), (std::vector<double>{9.0, 0.09999999999999995, -10.0, 5.551115123125783e-17}));
+}
+
+// Integer + - * wrap in two's complement at run time (docs/language.md, 2.5), as constant folding
+// does. (C++ leaves signed overflow undefined: the host compiler folded X + 1 > X and W - 1 < W to
+// true, and X * 65536 < 0 to false for every X.)
+TEST(Numerics, IntegerArithmeticWraps) {
+  const std::vector<int64_t> xs = {INT32_MAX, 5, INT32_MIN, (1 << 30) + 7, 40000}, ws = {INT64_MIN, 7, INT64_MAX, int64_t(1) << 62, -5};
+  const int64_t n = static_cast<int64_t>(xs.size());
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", std::to_string(n)}});
+  rt::Tensor x = rt::Tensor::empty({n}, DType::I32), w = rt::Tensor::empty({n}, DType::I64);
+  for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(x.data())[i] = int32_t(xs[i]), static_cast<int64_t*>(w.data())[i] = ws[i];
+  auto out = run(k, {x, w}, {{{4, n}, DType::I32}, {{2, n}, DType::I64}});
+  auto wrap32 = [](int64_t v) { return int64_t(int32_t(uint32_t(uint64_t(v)))); };
+  auto wrap64 = [](__int128 v) { return int64_t(uint64_t(v)); };
+  const auto* d = static_cast<const int32_t*>(out[0].data());
+  const auto* e = static_cast<const int64_t*>(out[1].data());
+  for (int64_t i = 0; i < n; ++i) {
+    const int64_t v = xs[i];
+    EXPECT_EQ(d[i], wrap32(v + 1) > v ? 1 : 0) << v << " + 1 > " << v;
+    EXPECT_EQ(d[n + i], wrap32(v * 2) / 2 == v ? 1 : 0) << v << " * 2 // 2 == " << v;
+    EXPECT_EQ(d[2 * n + i], wrap64(__int128(ws[i]) - 1) < ws[i] ? 1 : 0) << ws[i] << " - 1 < " << ws[i];
+    EXPECT_EQ(d[3 * n + i], wrap32(v * 65536) < 0 ? 1 : 0) << v << " * 65536 < 0";
+    EXPECT_EQ(e[i], wrap32(v * 4 + 1)) << v << " * 4 + 1";
+    EXPECT_EQ(e[n + i], wrap64(__int128(ws[i]) * 3)) << ws[i] << " * 3";
+  }
+}
+
+// Column tiles (block_M x 1) copied in and out at points X[by * block_M, bx]: the tile's own shape,
+// clipped at the bottom edge (docs/language.md, 4.5). Each tile got a piece of a row before, and Y
+// kept its poison outside the first columns.
+TEST(TileCopy, ColumnTileAtAPoint) {
+  const int64_t m = 21, n = 5;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/column_tile_copy.py", "column_tiles", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor x = random({m, n}, DType::F32);
+  auto out = run(k, {x}, {{{m, n}, DType::F32}});
+  std::vector<double> want = f64(x);
+  for (double& v : want) v *= 2.0;
+  EXPECT_EQ(f64(out[0]), want);
 }
 
 TEST(Numerics, RoundingIntoFloat4) {

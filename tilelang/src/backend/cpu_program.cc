@@ -14,7 +14,9 @@ class CpuProgram : public Program {
  public:
   explicit CpuProgram(const ir::PrimFunc& lowered) : kernel_(lowered.name), source_(codegen::generate_cpu(lowered)) {
     try {
-      library_ = rt::compile_cxx(source_.code, device_headers(), rt::HostCompileOptions{});
+      // -fwrapv: the language's integer + - * wrap in two's complement, as constant folding does;
+      // C++ leaves signed overflow undefined, and -O3 made INT32_MAX + 1 > INT32_MAX true.
+      library_ = rt::compile_cxx(source_.code, device_headers(), rt::HostCompileOptions{.extra_flags = {"-fwrapv"}});
     } catch (const rt::Error& e) {
       if (source_.user_code.empty()) throw;  // generated code compiles; the user's own may not
       report_user_code_failure(source_.user_code, e.what(), "C++ compiler");

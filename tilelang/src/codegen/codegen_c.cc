@@ -151,6 +151,9 @@ std::string CodegenC::binary(const ir::BinaryNode& b) {
     case ir::BinaryOp::FloorMod:
       if (rt::is_float(b.a->dtype)) return rt::str("tl::floormod(", vt, "(", x, "), ", vt, "(", y, "))");
       return rt::str("tl::floormod<", vt, ">(", x, ", ", ir::as_const_int(b.b) ? y : int_divisor(y, b), ")");
+    case ir::BinaryOp::Div:  // on integers only from T.truncdiv / T.truncmod
+      if (rt::is_int(b.a->dtype)) return rt::str("tl::truncdiv<", vt, ">(", x, ", ", ir::as_const_int(b.b) ? y : int_divisor(y, b), ")");
+      return rt::str("(", x, " / ", y, ")");
     case ir::BinaryOp::And: return rt::str("(", x, " && ", y, ")");
     case ir::BinaryOp::Or: return rt::str("(", x, " || ", y, ")");
     default: return rt::str("(", x, " ", ir::op_symbol(b.op), " ", y, ")");

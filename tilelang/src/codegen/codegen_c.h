@@ -31,7 +31,7 @@ class CodegenC : public ir::IRVisitor {
   virtual const char* target_name() const = 0;                                     // "cpu", "cuda"
   virtual std::string math(const std::string& name, const std::vector<std::string>& args, ir::DType t) = 0;
   virtual std::string min_max(bool is_max, const std::string& a, const std::string& b, ir::DType t) = 0;
-  // The divisor of an integer // or % whose value is known only at run time (y: its code).
+  // The divisor of an integer //, % or T.truncdiv whose value is known only at run time (y: its code).
   virtual std::string int_divisor(const std::string& y, const ir::BinaryNode&) { return y; }
   virtual std::string atomic_add(const std::string& address, const std::string& value, ir::DType t) = 0;
   virtual void loop_annotation(const ir::ForNode& loop) = 0;                        // lines before `for`

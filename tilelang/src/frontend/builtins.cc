@@ -128,11 +128,17 @@ bool differ(const ir::Expr& a, const ir::Expr& b) {
   return x && y && *x != *y;
 }
 
-// The extents a point region (A[i, j] in T.copy) takes from the other side's shape: trailing
-// dimensions align, leading extra ones are 1.
+// The extents a point region (A[i, j] in T.copy) takes from the other side's shape: those of a
+// tile of A's rank as they are (an (8, 1) tile at A[i, j] is a column, as in TileLang: aligning
+// its squeezed shape copied a row into it, transposed); of another rank, its non-unit dimensions
+// align with A's trailing ones, leading extra ones are 1.
 ir::Region widen_point(const ir::Region& point, const ir::Region& other, const SourceLoc& loc, const char* fn) {
-  std::vector<ir::Expr> ext = squeezed(other);
   ir::Region out = point;
+  if (other.ranges.size() == point.ranges.size()) {
+    for (size_t d = 0; d < other.ranges.size(); ++d) out.ranges[d].extent = other.ranges[d].extent;
+    return out;
+  }
+  std::vector<ir::Expr> ext = squeezed(other);
   if (ext.size() > point.ranges.size())
     error_at(loc, rt::str(fn, ": cannot place a tile of shape ", extents_string(other), " at ", ir::print(point), ": it has more dimensions than ",
                           point.buffer->name));

@@ -10,6 +10,7 @@
 #include "tilelang/analysis/linear.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/printer.h"
+#include "tl/device/scalar.h"
 
 namespace tilelang::frontend {
 namespace {
@@ -1029,7 +1030,7 @@ Value Elaborator::eval_unary(const ast::UnaryOpExpr& u) {
       {
         ir::Expr e = to_expr(v, u.operand->loc, "the operand of '~'");
         if (!rt::is_int(e->dtype)) error_at(u.loc, rt::str("'~' needs an integer, not ", rt::name(e->dtype)));
-        return ExprV{ir::make_unary(ir::UnaryOp::BitNot, e->dtype, e, u.loc)};
+        return ExprV{ir::bit_not(e, u.loc)};
       }
   }
   RT_UNREACHABLE("unary op");
@@ -1050,10 +1051,10 @@ Value Elaborator::binary_op(ast::BinOpKind op, const Value& a, const Value& b, c
           return x / y;
         case ast::BinOpKind::FloorDiv:
           if (y == 0) error_at(loc, "division by zero");
-          return std::floor(x / y);
+          return tl::floordiv(x, y);
         case ast::BinOpKind::Mod:
           if (y == 0) error_at(loc, "division by zero");
-          return x - std::floor(x / y) * y;
+          return tl::floormod(x, y);
         case ast::BinOpKind::Pow: return std::pow(x, y);
         default: error_at(loc, rt::str("operator ", ast::symbol(op), " needs integers, not floats"));
       }

@@ -5,6 +5,7 @@
 
 #include "rt/error.h"
 #include "tl/device/numeric.h"
+#include "tl/device/scalar.h"
 
 namespace tilelang::ir {
 namespace {
@@ -84,8 +85,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         case BinaryOp::Min: r = std::min(x, y); break;
         case BinaryOp::Max: r = std::max(x, y); break;
         case BinaryOp::Div: r = x / y; break;
-        case BinaryOp::FloorDiv: r = std::floor(x / y); break;
-        case BinaryOp::FloorMod: r = x - std::floor(x / y) * y; break;
+        // As the kernels compute them (tl/device/scalar.h): in float below float64.
+        case BinaryOp::FloorDiv: r = t == DType::F64 ? tl::floordiv(x, y) : tl::floordiv(float(x), float(y)); break;
+        case BinaryOp::FloorMod: r = t == DType::F64 ? tl::floormod(x, y) : tl::floormod(float(x), float(y)); break;
         case BinaryOp::Pow: r = std::pow(x, y); break;
         default: RT_UNREACHABLE("arith op ", op_symbol(op));
       }
@@ -240,10 +242,17 @@ Expr logical_not(Expr a, SourceLoc loc) {
   return make_unary(UnaryOp::Not, DType::Bool, cast(DType::Bool, a, loc), loc);
 }
 Expr neg(Expr a, SourceLoc loc) {
-  DType t = a->dtype == DType::Bool ? DType::I32 : a->dtype;
-  if (auto ia = as_const_int(a); ia && rt::is_int(t)) return make_int(wrap_to(t, -*ia), t, loc);
+  DType t = rt::is_float(a->dtype) ? a->dtype : arith_type(a, a);  // -int8 is int32, as in C
+  if (auto ia = as_const_int(a); ia && rt::is_int(t)) return make_int(wrap_to(t, wrap_sub(0, *ia)), t, loc);
   if (const FloatImmNode* f = as<FloatImmNode>(a)) return make_float(-f->value, t, loc);
   return make_unary(UnaryOp::Neg, t, cast(t, a, loc), loc);
+}
+
+Expr bit_not(Expr a, SourceLoc loc) {
+  RT_ICHECK(rt::is_int(a->dtype), "'~' of ", rt::name(a->dtype));
+  DType t = arith_type(a, a);  // ~uint8 is int32, as in C (~200 is -201, not 55)
+  if (auto ia = as_const_int(a)) return make_int(wrap_to(t, ~*ia), t, loc);
+  return make_unary(UnaryOp::BitNot, t, cast(t, a, loc), loc);
 }
 
 Expr select(Expr cond, Expr t, Expr f, SourceLoc loc) {
@@ -304,8 +313,9 @@ Expr call_math(const std::string& name, std::vector<Expr> args, SourceLoc loc) {
   RT_ICHECK(info && static_cast<int>(args.size()) == info->arity, "math intrinsic ", name);
   DType t = args[0]->dtype;
   for (const Expr& a : args) t = promote(t, a->dtype);
-  if (name == "abs" && !rt::is_float(t)) {  // integer abs stays integer
-    if (auto v = as_const_int(args[0])) return make_int(*v < 0 ? -*v : *v, t, loc);
+  if (name == "abs" && !rt::is_float(t)) {  // integer abs stays integer, int32 at least (as in C)
+    t = arith_type(args[0], args[0]);
+    if (auto v = as_const_int(args[0])) return make_int(wrap_to(t, *v < 0 ? wrap_sub(0, *v) : *v), t, loc);
     return make_call(t, CallKind::Intrinsic, name, {cast(t, args[0], loc)}, loc);
   }
   if (!rt::is_float(t)) t = DType::F32;

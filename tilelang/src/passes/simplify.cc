@@ -37,7 +37,7 @@ class Simplifier : public ir::IRMutator {
     if (a == n.a) return self;
     if (n.op == ir::UnaryOp::Neg) return ir::neg(a, n.loc);
     if (n.op == ir::UnaryOp::Not) return ir::logical_not(a, n.loc);
-    return ir::make_unary(n.op, n.dtype, a, n.loc);
+    return ir::bit_not(a, n.loc);
   }
 
   ir::Stmt visit(const ir::IfThenElseNode& n, const ir::Stmt& self) override {

@@ -25,16 +25,73 @@ TL_HOST_DEVICE inline T floordiv(T a, T b) {
   T q = a / b;
   return (a % b != 0 && ((a < 0) != (b < 0))) ? T(q - 1) : q;
 }
+// C's integer division (T.truncdiv; T.truncmod is a - q * b), with INT_MIN / -1 the wrapping
+// negation as for floordiv.
+template <class T>
+TL_HOST_DEVICE inline T truncdiv(T a, T b) {
+  return b == T(-1) ? T(uint64_t(0) - uint64_t(a)) : T(a / b);
+}
 template <class T>
 TL_HOST_DEVICE inline T floormod(T a, T b) {
   if (b == T(-1)) return T(0);
   T r = a % b;
   return (r != 0 && ((r < 0) != (b < 0))) ? T(r + b) : r;
 }
-TL_HOST_DEVICE inline float floordiv(float a, float b) { return floorf(a / b); }
-TL_HOST_DEVICE inline double floordiv(double a, double b) { return floor(a / b); }
-TL_HOST_DEVICE inline float floormod(float a, float b) { return a - floorf(a / b) * b; }
-TL_HOST_DEVICE inline double floormod(double a, double b) { return a - floor(a / b) * b; }
+
+// Python's // and % on floats, as CPython's float_divmod computes them (NumPy and PyTorch agree):
+// the remainder is fmod's, which is exact, moved to the divisor's sign; the quotient is (a - r) / b,
+// made integral. (a - floor(a / b) * b is not exact: its product is rounded, or fused into an fma
+// by the C++ and CUDA compilers, and 1 % -1e-8 gave 6e-9, 9.2e18 % 2e9 more than 2e9.) By 0: a / b
+// and NaN, as IEEE division gives them.
+namespace detail {
+TL_HOST_DEVICE inline float fmod_of(float a, float b) { return fmodf(a, b); }
+TL_HOST_DEVICE inline double fmod_of(double a, double b) { return fmod(a, b); }
+TL_HOST_DEVICE inline float floor_of(float a) { return floorf(a); }
+TL_HOST_DEVICE inline double floor_of(double a) { return floor(a); }
+TL_HOST_DEVICE inline float copysign_of(float a, float b) { return copysignf(a, b); }
+TL_HOST_DEVICE inline double copysign_of(double a, double b) { return copysign(a, b); }
+
+template <class F>
+TL_HOST_DEVICE inline F python_divmod(F a, F b, F* mod) {
+  F m = fmod_of(a, b);
+  if (b == F(0)) {
+    *mod = m;
+    return a / b;
+  }
+  F div = (a - m) / b;
+  if (m != F(0)) {
+    if ((b < F(0)) != (m < F(0))) {
+      m += b;
+      div -= F(1);
+    }
+  } else {
+    m = copysign_of(F(0), b);
+  }
+  *mod = m;
+  if (div == F(0)) return copysign_of(F(0), a / b);
+  F q = floor_of(div);
+  return div - q > F(0.5) ? q + F(1) : q;
+}
+}  // namespace detail
+
+TL_HOST_DEVICE inline float floordiv(float a, float b) {
+  float m;
+  return detail::python_divmod(a, b, &m);
+}
+TL_HOST_DEVICE inline double floordiv(double a, double b) {
+  double m;
+  return detail::python_divmod(a, b, &m);
+}
+TL_HOST_DEVICE inline float floormod(float a, float b) {
+  float m;
+  detail::python_divmod(a, b, &m);
+  return m;
+}
+TL_HOST_DEVICE inline double floormod(double a, double b) {
+  double m;
+  detail::python_divmod(a, b, &m);
+  return m;
+}
 
 // Shifts by a run-time amount, defined for every amount (C++ and CUDA leave an amount outside
 // [0, width) undefined): a negative amount or one of at least the width shifts every bit out, so

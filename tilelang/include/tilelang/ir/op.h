@@ -36,6 +36,7 @@ Expr logical_and(Expr a, Expr b, SourceLoc loc = {});
 Expr logical_or(Expr a, Expr b, SourceLoc loc = {});
 Expr logical_not(Expr a, SourceLoc loc = {});
 Expr neg(Expr a, SourceLoc loc = {});
+Expr bit_not(Expr a, SourceLoc loc = {});  // ~ on integers
 Expr select(Expr cond, Expr t, Expr f, SourceLoc loc = {});
 Expr cast(DType dtype, Expr value, SourceLoc loc = {});  // folds constants
 

@@ -80,15 +80,15 @@ class CpuCodegen : public CodegenC {
     return rt::str("tl::cpu::atomic_add(", address, ", ", value, ")");
   }
 
-  // Whether a loop body may throw: an integer // or % by a run-time divisor (int_divisor) or the
+  // Whether a loop body may throw: an integer division by a run-time divisor (int_divisor) or the
   // user's code. An exception must not leave an `omp simd` loop (std::terminate), so such a loop
   // goes without the pragma and its exception reaches the region's catch.
   static bool may_throw(const ir::Stmt& body) {
     bool found = analysis::calls_user_code(body);
     ir::for_each_expr(body, [&](const ir::Expr& e) {
       const auto* b = ir::as<ir::BinaryNode>(e);
-      found = found || (b && (b->op == ir::BinaryOp::FloorDiv || b->op == ir::BinaryOp::FloorMod) && rt::is_int(b->a->dtype) &&
-                        !ir::as_const_int(b->b));
+      found = found || (b && (b->op == ir::BinaryOp::Div || b->op == ir::BinaryOp::FloorDiv || b->op == ir::BinaryOp::FloorMod) &&
+                        rt::is_int(b->a->dtype) && !ir::as_const_int(b->b));
     });
     return found;
   }

@@ -89,7 +89,7 @@ class Failure {
   char message_[512] = {};
 };
 
-// A run-time integer divisor of // or %, checked: 0 fails at site (x86 would trap the process).
+// A run-time integer divisor of //, % or T.truncdiv / T.truncmod, checked: 0 fails at site (x86 would trap the process).
 template <class T>
 inline T divisor(T b, int site) {
   if (b == T(0)) throw SiteError(site, "integer division by zero");
