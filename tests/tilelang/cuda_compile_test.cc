@@ -46,6 +46,7 @@ std::vector<Case> cases() {
       {"float_divmod", "tests/tilelang/programs/float_divmod_tile.py", "float_divmod", {{"N", "14"}}, {}},
       {"int_wrap", "tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", "5"}}, {}},
       {"narrow_unary", "tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", "6"}}, {}},
+      {"narrow_rounding", "tests/tilelang/programs/narrow_rounding_tile.py", "narrow_rounding", {{"N", "10"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},

@@ -105,7 +105,8 @@ std::string CodegenC::expr(const ir::Expr& e) {
     case ir::NodeKind::Cast: {
       const auto* c = ir::as<ir::CastNode>(e);
       std::string v = expr(c->value);
-      if (converts(e->dtype)) return rt::str("tl::round_to<", format_type(e->dtype), ">(static_cast<float>(", v, "))");
+      if (converts(e->dtype))
+        return rt::str("tl::round_to<", format_type(e->dtype), ">(", narrowing_source(c->value, v).value_or("static_cast<float>(" + v + ")"), ")");
       // Float to integer saturates (NaN: 0) on every target alike (tl/device/numeric.h).
       if (rt::is_int(e->dtype) && rt::is_float(c->value->dtype)) return rt::str("tl::trunc_to<", value_type(e->dtype), ">(", v, ")");
       return rt::str("static_cast<", value_type(e->dtype), ">(", v, ")");
@@ -218,7 +219,8 @@ void CodegenC::visit(const ir::BufferStoreNode& n) {
     return;
   }
   if (n.buffer->dtype == ir::DType::F4E2M1) {
-    line(rt::str("tl::store_fp4(", buffer(n.buffer), ", ", flat(n.buffer, n.indices), ", ", expr(n.value), ");"));
+    const std::string v = expr(n.value);
+    line(rt::str("tl::store_fp4(", buffer(n.buffer), ", ", flat(n.buffer, n.indices), ", ", narrowing_source(n.value, v).value_or(v), ");"));
     return;
   }
   std::string ref = is_scalar_var(n.buffer) ? buffer(n.buffer) : rt::str(buffer(n.buffer), "[", flat(n.buffer, n.indices), "]");
@@ -233,7 +235,21 @@ std::string CodegenC::stored_value(const ir::Buffer& b, const ir::Expr& value) {
   if (const auto* c = ir::as<ir::CastNode>(v); c && c->dtype == b->dtype) v = c->value;
   const auto* l = ir::as<ir::BufferLoadNode>(v);
   if (l && l->buffer->dtype == b->dtype && !is_scalar_var(l->buffer)) return rt::str(buffer(l->buffer), "[", flat(l->buffer, l->indices), "]");
-  return rt::str("tl::from_float<", storage_type(b->dtype), ">(", expr(v), ")");
+  std::string code = expr(v);
+  return rt::str("tl::from_float<", storage_type(b->dtype), ">(", narrowing_source(v, code).value_or(code), ")");
+}
+
+// `code`, the value of `value`, as the float a narrow float format rounds from, where converting it
+// to float may round: float64 and 32/64-bit integers go through a float rounded to odd
+// (tl::to_float_odd), which makes the narrow rounding the correctly rounded one (a float rounded to
+// nearest first rounded twice). Other types convert to float exactly: nullopt.
+std::optional<std::string> CodegenC::narrowing_source(const ir::Expr& value, const std::string& code) {
+  switch (value->dtype) {
+    case ir::DType::F64: return rt::str("tl::to_float_odd(", code, ")");
+    case ir::DType::I32:
+    case ir::DType::I64: return rt::str("tl::to_float_odd(static_cast<int64_t>(", code, "))");
+    default: return std::nullopt;
+  }
 }
 
 void CodegenC::visit(const ir::LetStmtNode& n) {

@@ -50,6 +50,7 @@ class CodegenC : public ir::IRVisitor {
   // ---- helpers
   virtual std::string flat(const ir::Buffer& b, const std::vector<ir::Expr>& idx);  // row-major offset, 64-bit
   std::string stored_value(const ir::Buffer& b, const ir::Expr& value);  // `value` in b's storage format
+  std::optional<std::string> narrowing_source(const ir::Expr& value, const std::string& code);
   ir::Expr element_count(const ir::Buffer& b);
   // b's element count when its shape is constant (none when it is not); a count past int64 is an
   // error at loc (folding element_count would wrap it to a wrong size).

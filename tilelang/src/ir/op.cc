@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <limits>
+#include <optional>
 
 #include "rt/error.h"
 #include "tl/device/numeric.h"
@@ -261,18 +262,39 @@ Expr select(Expr cond, Expr t, Expr f, SourceLoc loc) {
   return make_select(type, cast(DType::Bool, cond, loc), cast(type, t, loc), cast(type, f, loc), loc);
 }
 
+namespace {
+// `x` rounded to a narrow float format as the kernels round it (tl/device/numeric.h): through a float
+// rounded to odd, so the result is correctly rounded; nullopt for the other types.
+template <class X>
+std::optional<double> round_to_narrow(DType dtype, X x) {
+  const float f = tl::to_float_odd(x);
+  switch (dtype) {
+    case DType::F16: return tl::to_float(tl::from_float<tl::half_t>(f));
+    case DType::BF16: return tl::to_float(tl::from_float<tl::bfloat16_t>(f));
+    case DType::F8E4M3: return tl::to_float(tl::from_float<tl::float8_e4m3_t>(f));
+    case DType::F8E5M2: return tl::to_float(tl::from_float<tl::float8_e5m2_t>(f));
+    case DType::F4E2M1: return tl::to_float(tl::from_float<tl::float4_e2m1_t>(f));
+    default: return std::nullopt;
+  }
+}
+}  // namespace
+
 Expr cast(DType dtype, Expr value, SourceLoc loc) {
   if (value->dtype == dtype) return value;
+  // A constant converted to a float type holds the value of that type, rounded once (a bfloat16 257
+  // computed as 257 before, not 256).
   if (const IntImmNode* i = as<IntImmNode>(value)) {
-    if (rt::is_float(dtype)) return make_float(static_cast<double>(i->value), dtype, loc);
+    if (dtype == DType::F64) return make_float(static_cast<double>(i->value), dtype, loc);
+    if (dtype == DType::F32) return make_float(static_cast<float>(i->value), dtype, loc);
+    if (auto r = round_to_narrow(dtype, i->value)) return make_float(*r, dtype, loc);
+    if (rt::is_float(dtype)) return make_cast(dtype, std::move(value), std::move(loc));
     return make_int(wrap_to(dtype, i->value), dtype, loc);
   }
   if (const FloatImmNode* f = as<FloatImmNode>(value)) {
     if (rt::is_float(dtype)) {
-      // Narrow floats are folded only where the value is exact in the target (checked by the backend
-      // conversion otherwise); f32 rounding is applied here.
       if (dtype == DType::F32) return make_float(static_cast<float>(f->value), dtype, loc);
       if (dtype == DType::F64) return make_float(f->value, dtype, loc);
+      if (auto r = round_to_narrow(dtype, f->value)) return make_float(*r, dtype, loc);
     } else if (dtype == DType::Bool) {
       if (std::isfinite(f->value)) return make_bool(f->value != 0.0, loc);
     } else {

@@ -429,6 +429,38 @@ TL_HOST_DEVICE inline float to_float(int16_t x) { return float(x); }
 TL_HOST_DEVICE inline float to_float(int32_t x) { return float(x); }
 TL_HOST_DEVICE inline float to_float(int64_t x) { return float(x); }
 
+// A double or a wide integer as a float rounded to odd: toward zero, with the last bit set where
+// that is inexact. A narrow format rounding that float to nearest gets what rounding the value itself
+// would: float keeps 13 or more bits past every narrow format's (half 11, bf16 8), and the set last
+// bit stands for the bits cut off, so no tie appears where there was none. Through a float rounded
+// to nearest, double 1 + 2^-8 + 2^-40 became bf16 1.0 (not 1 + 2^-7), and int 2^25 + 2^17 + 1 became
+// bf16 2^25 (not 2^25 + 2^18). Generated code converts float64 and 32/64-bit integers to the narrow
+// formats through these, and the compiler folds constants the same way.
+TL_HOST_DEVICE inline float to_float_odd(double x) {
+  float f = float(x);
+  const double back = double(f);
+  if (back != x && x == x) {  // inexact (NaN and infinities convert exactly)
+    uint32_t u = detail::float_to_bits(f);
+    if ((back < 0 ? -back : back) > (x < 0 ? -x : x)) --u;  // the float next to it toward zero
+    f = detail::bits_to_float(u | 1u);
+  }
+  return f;
+}
+TL_HOST_DEVICE inline float to_float_odd(uint64_t x) {
+  if (x < (uint64_t(1) << 24)) return float(x);  // exact
+#if defined(__CUDA_ARCH__)
+  const int shift = 40 - __clzll(static_cast<long long>(x));  // the bits past the float's 24
+#else
+  const int shift = 40 - __builtin_clzll(x);
+#endif
+  const uint64_t kept = (x >> shift) | ((x & ((uint64_t(1) << shift) - 1)) != 0 ? 1u : 0u);
+  return float(kept) * detail::bits_to_float(uint32_t(127 + shift) << 23);  // both exact
+}
+TL_HOST_DEVICE inline float to_float_odd(int64_t x) {
+  const float m = to_float_odd(x < 0 ? uint64_t(0) - uint64_t(x) : uint64_t(x));
+  return x < 0 ? -m : m;
+}
+
 namespace detail {
 // Round to nearest even and saturate to [lo, hi]; NaN -> 0 (like cvt.rni.sat).
 TL_HOST_DEVICE inline float round_sat(float x, float lo, float hi) {
