@@ -128,7 +128,7 @@ int64_t combine_wide_rows(deepep::Buffer& hier, deepep::Buffer& flat, const MoeC
   int64_t differing = 0;
   for (rt::DType dt : {rt::DType::F32, rt::DType::F16}) {
     auto stored = [dt](double v) {  // as the dtype holds it
-      return dt == rt::DType::F32 ? double(float(v)) : double(tl::half_t::from_float(float(v)).to_float());
+      return dt == rt::DType::F32 ? double(float(v)) : double(tl::half_t::from_float(tl::to_float_odd(v)).to_float());
     };
     std::vector<double> rows;
     for (const auto& [s, t] : received)

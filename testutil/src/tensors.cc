@@ -37,7 +37,7 @@ double get(const rt::Tensor& t, int64_t i) {
 
 void set(rt::Tensor& t, int64_t i, double v) {
   void* p = t.data();
-  float f = static_cast<float>(v);
+  const float f = tl::to_float_odd(v);  // narrow formats round from it once (tl/device/numeric.h)
   switch (t.dtype()) {
     case rt::DType::Bool: static_cast<bool*>(p)[i] = v != 0.0; return;
     case rt::DType::I8: static_cast<int8_t*>(p)[i] = static_cast<int8_t>(v); return;
@@ -46,7 +46,7 @@ void set(rt::Tensor& t, int64_t i, double v) {
     case rt::DType::I64: static_cast<int64_t*>(p)[i] = static_cast<int64_t>(v); return;
     case rt::DType::F16: static_cast<tl::half_t*>(p)[i] = tl::half_t::from_float(f); return;
     case rt::DType::BF16: static_cast<tl::bfloat16_t*>(p)[i] = tl::bfloat16_t::from_float(f); return;
-    case rt::DType::F32: static_cast<float*>(p)[i] = f; return;
+    case rt::DType::F32: static_cast<float*>(p)[i] = static_cast<float>(v); return;
     case rt::DType::F64: static_cast<double*>(p)[i] = v; return;
     case rt::DType::F8E4M3: static_cast<tl::float8_e4m3_t*>(p)[i] = tl::float8_e4m3_t::from_float(f); return;
     case rt::DType::F8E5M2: static_cast<tl::float8_e5m2_t*>(p)[i] = tl::float8_e5m2_t::from_float(f); return;
