@@ -89,11 +89,11 @@ struct RefEncoder {
     max_finite = values.back().first;
   }
 
-  // Returns the expected bits for x (sign bit at position width).
-  uint32_t encode(float x) const {
+  // Returns the expected bits for x (sign bit at position width); x a float or a double.
+  uint32_t encode(double x) const {
     const int width = f.exp_bits + f.man_bits;
-    const uint32_t sign = (fbits(x) >> 31) << width;
-    const double a = std::fabs(double(x));
+    const uint32_t sign = uint32_t(std::signbit(x)) << width;
+    const double a = std::fabs(x);
     if (std::isinf(a)) return f.satfinite ? (sign | values.back().second) : (sign | inf_bits);
     // Candidates: the representable neighbours, plus the "next" value past max (2^(emax+1)),
     // which stands for overflow.
@@ -289,6 +289,70 @@ TEST(Numeric, Bf16EncodeMatchesReference) {
   EXPECT_EQ(tl::bfloat16_t::from_float(std::numeric_limits<float>::max()).bits, 0x7f80);  // overflow -> inf
   EXPECT_EQ(tl::bfloat16_t::from_float(std::numeric_limits<float>::denorm_min()).bits, 0x0000);
   EXPECT_EQ(tl::bfloat16_t::from_float(ffrom(0x00018000u)).bits, 0x0002);  // subnormal tie -> even
+}
+
+// From double and from int64, through tl::to_float_odd: rounded once, as the reference rounds the
+// exact value. Inputs crowd the formats' midpoints (a float rounded to nearest lands exactly on a
+// midpoint from m (1 +- 2^-40), and the narrow rounding then ties to even: the double rounding
+// to_float_odd exists to avoid) and spread log-uniformly with full 52-bit mantissas.
+template <class T>
+void check_wide_encoder(const Format& fmt) {
+  RefEncoder ref(fmt);
+  std::vector<double> inputs;
+  for (size_t i = 0; i + 1 < ref.values.size(); ++i) {
+    const double m = 0.5 * (ref.values[i].first + ref.values[i + 1].first);
+    for (double rel : {0.0, 0x1p-40, -0x1p-40, 0x1p-30, -0x1p-30})
+      for (double s : {1.0, -1.0}) inputs.push_back(s * m * (1 + rel));
+  }
+  std::mt19937_64 rng(20261201u + uint32_t(fmt.exp_bits * 31 + fmt.man_bits));
+  const int lo = std::ilogb(ref.values[1].first) - 3, hi = std::ilogb(ref.max_finite) + 3;
+  std::uniform_int_distribution<int> e(lo, hi);
+  for (int i = 0; i < 200000; ++i) {
+    const double mant = 1.0 + double(rng() >> 12) * 0x1p-52;
+    inputs.push_back(std::ldexp((rng() & 1) ? -mant : mant, e(rng)));
+  }
+  for (double z : {0.0, -0.0, 1e300, -1e300, 1e-300, -1e-300, std::numeric_limits<double>::infinity()}) inputs.push_back(z);
+  int failures = 0;
+  for (double x : inputs) {
+    const uint32_t want = ref.encode(x), got = uint32_t(T::from_float(tl::to_float_odd(x)).bits);
+    if (got != want && failures++ < 10)
+      ADD_FAILURE() << fmt.name << ": from_float(to_float_odd(" << std::hexfloat << x << ")) = 0x" << std::hex << got
+                    << ", want 0x" << want;
+  }
+  EXPECT_EQ(failures, 0) << fmt.name << ": " << failures << " of " << inputs.size() << " doubles misrounded";
+  EXPECT_TRUE(std::isnan(tl::to_float_odd(std::numeric_limits<double>::quiet_NaN())));
+}
+
+TEST(Numeric, WideValuesRoundOnceIntoNarrowFormats) {
+  check_wide_encoder<tl::half_t>(kHalf);
+  check_wide_encoder<tl::bfloat16_t>(kBf16);
+  check_wide_encoder<tl::float8_e4m3_t>(kE4M3);
+  check_wide_encoder<tl::float8_e5m2_t>(kE5M2);
+  // int64 into bfloat16 (the only narrow format whose range reaches past float's 24 exact bits):
+  // the reference rounds the integer itself to 8 significant bits, ties to even.
+  RefEncoder ref(kBf16);
+  std::mt19937_64 rng(77u);
+  std::vector<int64_t> ints = {INT64_MIN, INT64_MAX, 0, 1, -1, (int64_t(1) << 25) + (int64_t(1) << 17) + 1};
+  for (int k = 9; k < 63; ++k)
+    for (int64_t d : {-1, 0, 1}) ints.push_back((int64_t(1) << k) + (int64_t(1) << (k - 8)) + d);  // ties and neighbours
+  for (int i = 0; i < 100000; ++i) ints.push_back(int64_t(rng() >> (rng() % 64)) * ((rng() & 1) ? -1 : 1));
+  int failures = 0;
+  for (int64_t x : ints) {
+    const uint64_t u = x < 0 ? uint64_t(0) - uint64_t(x) : uint64_t(x);
+    int width = 0;
+    while (width < 64 && (u >> width) != 0) ++width;
+    double r = double(u);  // exact below 2^9
+    if (width > 8) {
+      const int shift = width - 8;
+      uint64_t kept = u >> shift;
+      const uint64_t rem = u & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
+      if (rem > half || (rem == half && (kept & 1))) ++kept;
+      r = std::ldexp(double(kept), shift);
+    }
+    const uint32_t want = ref.encode(x < 0 ? -r : r), got = tl::bfloat16_t::from_float(tl::to_float_odd(x)).bits;
+    if (got != want && failures++ < 10) ADD_FAILURE() << "bf16 of int64 " << x << " = 0x" << std::hex << got << ", want 0x" << want;
+  }
+  EXPECT_EQ(failures, 0);
 }
 
 TEST(Numeric, E4M3) {
