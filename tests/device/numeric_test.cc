@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include "testutil/rounding.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -338,18 +340,7 @@ TEST(Numeric, WideValuesRoundOnceIntoNarrowFormats) {
   for (int i = 0; i < 100000; ++i) ints.push_back(int64_t(rng() >> (rng() % 64)) * ((rng() & 1) ? -1 : 1));
   int failures = 0;
   for (int64_t x : ints) {
-    const uint64_t u = x < 0 ? uint64_t(0) - uint64_t(x) : uint64_t(x);
-    int width = 0;
-    while (width < 64 && (u >> width) != 0) ++width;
-    double r = double(u);  // exact below 2^9
-    if (width > 8) {
-      const int shift = width - 8;
-      uint64_t kept = u >> shift;
-      const uint64_t rem = u & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
-      if (rem > half || (rem == half && (kept & 1))) ++kept;
-      r = std::ldexp(double(kept), shift);
-    }
-    const uint32_t want = ref.encode(x < 0 ? -r : r), got = tl::bfloat16_t::from_float(tl::to_float_odd(x)).bits;
+    const uint32_t want = ref.encode(testutil::round_to_bits(x, 8)), got = tl::bfloat16_t::from_float(tl::to_float_odd(x)).bits;
     if (got != want && failures++ < 10) ADD_FAILURE() << "bf16 of int64 " << x << " = 0x" << std::hex << got << ", want 0x" << want;
   }
   EXPECT_EQ(failures, 0);

@@ -9,6 +9,7 @@
 
 #include "program_util.h"
 #include "rt/error.h"
+#include "testutil/rounding.h"
 
 namespace {
 
@@ -646,25 +647,6 @@ TEST(Numerics, FloatToIntSaturates) {
 // float64 and from 32/64-bit integers alike: in T.cast, in stores and folded from constants. (They
 // went through a float rounded to nearest first: double 1 + 2^-8 + 2^-40 became bfloat16 1.0, int
 // 2^25 + 2^17 + 1 became 2^25, and a folded T.cast(257, "bfloat16") computed as 257.)
-namespace {
-double round_bits(double v, int bits) {  // v to `bits` significant bits, nearest even (normal range)
-  int e = 0;
-  const double m = std::frexp(v, &e);
-  return std::ldexp(std::nearbyint(std::ldexp(m, bits)), e - bits);
-}
-double round_bits(int64_t x, int bits) {  // exact for every int64
-  const uint64_t u = x < 0 ? uint64_t(0) - uint64_t(x) : uint64_t(x);
-  int width = 0;
-  while (width < 64 && (u >> width) != 0) ++width;
-  if (width <= bits) return double(x);
-  const int shift = width - bits;
-  uint64_t kept = u >> shift;
-  const uint64_t rem = u & ((uint64_t(1) << shift) - 1), half = uint64_t(1) << (shift - 1);
-  if (rem > half || (rem == half && (kept & 1))) ++kept;
-  const double r = std::ldexp(double(kept), shift);
-  return x < 0 ? -r : r;
-}
-}  // namespace
 
 TEST(Numerics, NarrowFloatConversionsRoundOnce) {
   const std::vector<double> ys = {1 + 0x1p-8 + 0x1p-40, -(1 + 0x1p-8 + 0x1p-40), 1 + 0x1p-11 + 0x1p-40, 1 + 0x1p-8, 1 + 0x1p-8 - 0x1p-40,
@@ -681,15 +663,15 @@ TEST(Numerics, NarrowFloatConversionsRoundOnce) {
   auto out = run(k, {y, i64, i32}, {{{5, n}, DType::F32}, {{3, n}, DType::BF16}, {{n}, DType::F16}, {{4}, DType::F32}});
   const std::vector<double> f = f64(out[0]), sb = f64(out[1]), sh = f64(out[2]), c = f64(out[3]);
   for (int64_t i = 0; i < n; ++i) {
-    EXPECT_EQ(f[i], round_bits(ys[i], 8)) << "T.cast bfloat16 of float64 " << ys[i];
-    EXPECT_EQ(f[n + i], round_bits(is[i], 8)) << "T.cast bfloat16 of int64 " << is[i];
-    EXPECT_EQ(f[2 * n + i], round_bits(js[i], 8)) << "T.cast bfloat16 of int32 " << js[i];
-    EXPECT_EQ(f[3 * n + i], round_bits(ys[i], 11)) << "T.cast float16 of float64 " << ys[i];
-    EXPECT_EQ(f[4 * n + i], round_bits(ys[i], 4)) << "T.cast float8_e4m3 of float64 " << ys[i];
-    EXPECT_EQ(sb[i], round_bits(ys[i], 8)) << "bfloat16 store of float64 " << ys[i];
-    EXPECT_EQ(sb[n + i], round_bits(is[i], 8)) << "bfloat16 store of int64 " << is[i];
-    EXPECT_EQ(sb[2 * n + i], round_bits(js[i], 8)) << "bfloat16 store of int32 " << js[i];
-    EXPECT_EQ(sh[i], round_bits(ys[i], 11)) << "float16 store of float64 " << ys[i];
+    EXPECT_EQ(f[i], testutil::round_to_bits(ys[i], 8)) << "T.cast bfloat16 of float64 " << ys[i];
+    EXPECT_EQ(f[n + i], testutil::round_to_bits(is[i], 8)) << "T.cast bfloat16 of int64 " << is[i];
+    EXPECT_EQ(f[2 * n + i], testutil::round_to_bits(js[i], 8)) << "T.cast bfloat16 of int32 " << js[i];
+    EXPECT_EQ(f[3 * n + i], testutil::round_to_bits(ys[i], 11)) << "T.cast float16 of float64 " << ys[i];
+    EXPECT_EQ(f[4 * n + i], testutil::round_to_bits(ys[i], 4)) << "T.cast float8_e4m3 of float64 " << ys[i];
+    EXPECT_EQ(sb[i], testutil::round_to_bits(ys[i], 8)) << "bfloat16 store of float64 " << ys[i];
+    EXPECT_EQ(sb[n + i], testutil::round_to_bits(is[i], 8)) << "bfloat16 store of int64 " << is[i];
+    EXPECT_EQ(sb[2 * n + i], testutil::round_to_bits(js[i], 8)) << "bfloat16 store of int32 " << js[i];
+    EXPECT_EQ(sh[i], testutil::round_to_bits(ys[i], 11)) << "float16 store of float64 " << ys[i];
   }
   EXPECT_EQ(c[0], 256.0);
   EXPECT_EQ(c[1], 33816576.0);  // 2^25 + 2^18
