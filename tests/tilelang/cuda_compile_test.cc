@@ -47,6 +47,7 @@ std::vector<Case> cases() {
       {"int_wrap", "tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", "5"}}, {}},
       {"narrow_unary", "tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", "6"}}, {}},
       {"narrow_rounding", "tests/tilelang/programs/narrow_rounding_tile.py", "narrow_rounding", {{"N", "10"}}, {}},
+      {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -330,6 +331,24 @@ tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
   tilelang::ir::PrimFunc f = tilelang::frontend::elaborate(ast, {c.kernel, c.params, c.shapes});
   tilelang::Target target = tilelang::Target::cuda(arch);
   return tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target);
+}
+
+// A shared tile that takes the bytes of one whose scope has ended waits for that one's readers: the
+// row sums' store (a few threads) and the first write of the tile after them (every thread) are
+// separated by a block barrier (reused_shared_tile.py; without it the writers overwrote row sums not
+// yet stored, on the GPU only).
+TEST(CudaCompile, NewSharedTileWaitsForReadersOfTheTileItReuses) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "reused_shared_tile"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    const size_t store = code.find("R["), tile = code.find("* __restrict__ c = ");
+    ASSERT_NE(store, std::string::npos) << arch;
+    ASSERT_NE(tile, std::string::npos) << arch;
+    ASSERT_LT(store, tile) << arch;
+    EXPECT_NE(code.substr(store, tile - store).find("__syncthreads();"), std::string::npos) << arch << ":\n" << code;
+  }
 }
 
 // Warp specialization on sm_90a: a T.Pipelined loop whose loads all go by TMA gets a producer

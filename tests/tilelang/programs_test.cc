@@ -842,6 +842,22 @@ TEST(TileCopy, ColumnTileAtAPoint) {
   EXPECT_EQ(f64(out[0]), want);
 }
 
+// Row sums stored by a few threads from a shared tile, then a tile written by all threads that takes
+// the row sums' bytes (reused_shared_tile.py): the block meets in between. Many blocks, so that on the
+// GPU some of them would interleave the two without the barrier.
+TEST(TileCopy, NewTileWaitsForReadersOfTheTileItReuses) {
+  const int64_t m = 96 * 264 - 5, n = 48;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor a = random({m, n}, DType::F32);
+  auto out = run(k, {a}, {{{m}, DType::F32}, {{m, n}, DType::BF16}});
+  const std::vector<double> av = f64(a);
+  std::vector<double> sums(m, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) sums[i] += av[i * n + j];
+  expect_close(out[0], sums, "row sums");
+  expect_close(out[1], av, "the tile as bfloat16");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -81,6 +81,29 @@ bool conflicts(const SharedAccess& first, const SharedAccess& later) {
   return false;
 }
 
+// The shared-memory tiles `s` allocates, anywhere inside it (registers and locals are not).
+std::set<const ir::BufferNode*> shared_allocations(const ir::Stmt& s, const Registers& registers) {
+  struct Collect : ir::IRVisitor {
+    const Registers& registers;
+    std::set<const ir::BufferNode*> tiles;
+    explicit Collect(const Registers& r) : registers(r) {}
+    void visit(const ir::AllocateNode& n) override {
+      if (n.buffer->scope != ir::Scope::Local && !registers.count(n.buffer.get())) tiles.insert(n.buffer.get());
+      ir::IRVisitor::visit(n);
+    }
+  } c(registers);
+  c.visit_stmt(s);
+  return c.tiles;
+}
+
+// Whether `pending` touched one of `tiles`.
+bool touches(const SharedAccess& pending, const std::set<const ir::BufferNode*>& tiles) {
+  for (const auto* set : {&pending.read, &pending.written})
+    for (const ir::BufferNode* b : *set)
+      if (tiles.count(b)) return true;
+  return false;
+}
+
 ir::Stmt barrier(const SourceLoc& loc) { return std::make_shared<const ir::BarrierNode>(loc); }
 
 // Whether the last thing `s` does is a block barrier (a tile op's staging through shared memory
@@ -228,22 +251,27 @@ class BlockLowering {
 
  private:
   // A barrier goes just before the first statement that conflicts with shared memory touched since
-  // the last barrier (the user's barriers count), so independent copies share one.
+  // the last barrier (the user's barriers count), so independent copies share one. A statement that
+  // allocates a shared tile conflicts with the accesses to tiles whose scope ended before it: the code
+  // generator may give the new tile their bytes, which other threads may still be reading.
   ir::Stmt lower_seq(const std::vector<ir::Stmt>& stmts, const SourceLoc& loc) {
     std::vector<ir::Stmt> out;
     SharedAccess pending;
+    std::set<const ir::BufferNode*> ended;  // tiles allocated by the statements before
     for (const ir::Stmt& s : stmts) {
+      std::set<const ir::BufferNode*> allocated = shared_allocations(s, registers_);
       if (ir::as<ir::BarrierNode>(s)) {
         pending = {};
       } else {
         SharedAccess acc = shared_access(s, registers_);
-        if (conflicts(pending, acc)) {
+        if (conflicts(pending, acc) || (!allocated.empty() && touches(pending, ended))) {
           out.push_back(barrier(s->loc));
           pending = {};
         }
         pending.read.insert(acc.read.begin(), acc.read.end());
         pending.written.insert(acc.written.begin(), acc.written.end());
       }
+      ended.insert(allocated.begin(), allocated.end());
       out.push_back(lower(s));
     }
     return ir::make_seq(std::move(out), loc);
