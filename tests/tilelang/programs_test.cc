@@ -850,6 +850,42 @@ TEST(Numerics, RoundingIntoFloat4) {
   EXPECT_EQ(f64(out[0]), (std::vector<double>{0.0, 0.5, 1.0, 3.0, 4.0, -4.0, 6.0, 6.0, -0.0}));
 }
 
+// A cast to a narrower type inside a product or a running sum is a rounding the program asks for
+// at every step (docs/language.md 3.5: recognition only changes rounding to the stored type). The
+// recognizers stripped every float cast, so `c += float8(a) * b` became a float32 gemm of the
+// unrounded a, and `s = float8(s + x)` a float32 sum never rounded to float8.
+TEST(Numerics, ExplicitRoundingInsideLoopsIsKept) {
+  const int64_t m = 5, n = 7, kk = 9;
+  // Magnitudes 1/4 to 2: operands and products are normal float8 values, where rounding to 4
+  // significant bits is the e4m3 conversion.
+  rt::Tensor a = random({m, kk}, DType::F32, 0.25, 2.0), b = random({kk, n}, DType::F32, 0.25, 2.0);
+  const std::vector<double> av = f64(a), bv = f64(b);
+  std::vector<double> a8(av.size()), ref_operand(m * n, 0.0), ref_product(m * n, 0.0);
+  for (size_t e = 0; e < av.size(); ++e) a8[e] = testutil::round_to_bits(av[e], 4);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < kk; ++p) {
+        ref_operand[i * n + j] += a8[i * kk + p] * bv[p * n + j];
+        ref_product[i * n + j] += testutil::round_to_bits(static_cast<double>(static_cast<float>(av[i * kk + p] * bv[p * n + j])), 4);
+      }
+  auto operand = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_operand"), {a, b}, {{{m, n}, DType::F32}});
+  expect_close(operand[0], ref_operand, "c += float8(a) * b");
+  auto product = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_product"), {a, b}, {{{m, n}, DType::F32}});
+  expect_close(product[0], ref_product, "c += float8(a * b)");
+
+  // Quarters from -4 to 4: every partial sum is a float8 normal value or 0 before its rounding, and
+  // the sums stay far from e4m3's largest value (448).
+  const int64_t rows = 6, cols = 40;
+  rt::Tensor x = rt::Tensor::empty({rows, cols}, DType::F32);
+  std::vector<double> xv(rows * cols), ref_sum(rows, 0.0);
+  for (size_t e = 0; e < xv.size(); ++e) xv[e] = static_cast<double>(static_cast<int64_t>((e * 37 + 11) % 33) - 16) / 4.0;
+  testutil::from_f64(x, xv);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref_sum[i] = testutil::round_to_bits(ref_sum[i] + xv[i * cols + j], 4);
+  auto sum = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_sum"), {x}, {{{rows}, DType::F32}});
+  EXPECT_EQ(f64(sum[0]), ref_sum) << "s = float8(s + x)";
+}
+
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
 // The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth

@@ -85,7 +85,7 @@ class Promoter : public ir::IRMutator {
     for (const ir::ForNode* f : loops)
       for (const ir::Expr& i : store->indices)
         if (analysis::uses_var(i, f->var.get())) return std::nullopt;
-    const auto* op = ir::as<ir::BinaryNode>(analysis::strip_float_casts(store->value));
+    const auto* op = ir::as<ir::BinaryNode>(analysis::strip_store_rounding(store->value, store->buffer->dtype));
     if (!op || (op->op != ir::BinaryOp::Add && op->op != ir::BinaryOp::Max && op->op != ir::BinaryOp::Min)) return std::nullopt;
     auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
     ir::Expr term = is_self(op->a) ? op->b : is_self(op->b) ? op->a : nullptr;

@@ -75,7 +75,7 @@ std::optional<bool> operand_layout(const ir::BufferLoadNode* load, const std::ve
 std::optional<GemmMatch> match_gemm(const Nest& nest) {
   const auto* store = ir::as<ir::BufferStoreNode>(nest.body);
   if (!store || store->atomic_add || store->indices.size() < 2 || store->buffer->scope != ir::Scope::Global) return std::nullopt;
-  const auto* add = ir::as<ir::BinaryNode>(strip_float_casts(store->value));
+  const auto* add = ir::as<ir::BinaryNode>(analysis::strip_store_rounding(store->value, store->buffer->dtype));
   if (!add || add->op != ir::BinaryOp::Add) return std::nullopt;
   auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
   ir::Expr lhs = strip_float_casts(add->a), rhs = strip_float_casts(add->b);
