@@ -886,6 +886,22 @@ TEST(Numerics, ExplicitRoundingInsideLoopsIsKept) {
   EXPECT_EQ(f64(sum[0]), ref_sum) << "s = float8(s + x)";
 }
 
+// A product nest whose k loop starts at the row index (u upper triangular). The gemm recognizer
+// took the loops' bounds as the gemm's regions, so the region named i outside its loop ("'i' is
+// used outside the loop ..." on a valid program); such a nest is no gemm and stays loops.
+TEST(SeedLoops, TriangularProductStaysLoops) {
+  const int64_t m = 13, n = 6;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/triangular_product_seed.py", "upper_times");
+  rt::Tensor u = random({m, m}, DType::F32), x = random({m, n}, DType::F32);
+  const std::vector<double> uv = f64(u), xv = f64(x);
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = i; p < m; ++p) ref[i * n + j] += uv[i * m + p] * xv[p * n + j];
+  auto out = run(k, {u, x}, {{{m, n}, DType::F32}});
+  expect_close(out[0], ref, "upper-triangular product");
+}
+
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
 // The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth

@@ -90,6 +90,10 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     idx.push_back(l->var);
   }
   if (nest.loops.size() != idx.size() + 1) return std::nullopt;
+  // The gemm's regions are the loops' ranges: a triangular nest (`for k in range(i)`) is no product.
+  for (const Loop& bounded : nest.loops)
+    for (const Loop& l : nest.loops)
+      if (analysis::uses_var(bounded.min, l.var.get()) || analysis::uses_var(bounded.extent, l.var.get())) return std::nullopt;
   GemmMatch m;
   for (const Loop& l : nest.loops)
     if (std::none_of(idx.begin(), idx.end(), [&](const ir::Var& v) { return v == l.var; })) m.k = l.var;
