@@ -902,6 +902,20 @@ TEST(SeedLoops, TriangularProductStaysLoops) {
   expect_close(out[0], ref, "upper-triangular product");
 }
 
+// float32 products accumulated into a float64 C: the recognizer made the nest a gemm, which sums in
+// float32, so 1 + 999 * 2^-30 came out as 1. A float64 C keeps the loops and their float64 sum.
+TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {
+  const int64_t m = 3, n = 2, kk = 1000;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/f64_sum_seed.py", "wide_sum");
+  rt::Tensor a = rt::Tensor::empty({m, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32);
+  std::vector<double> av(m * kk, 0x1p-30), bv(kk * n, 1.0);
+  for (int64_t i = 0; i < m; ++i) av[i * kk] = 1.0;
+  testutil::from_f64(a, av);
+  testutil::from_f64(b, bv);
+  auto out = run(k, {a, b}, {{{m, n}, DType::F64}});
+  EXPECT_EQ(f64(out[0]), std::vector<double>(m * n, 1.0 + 999 * 0x1p-30));
+}
+
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
 // The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth

@@ -114,9 +114,10 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     m.trans_a = *ta;
     m.trans_b = !*tb;
     // Float operands of at most 32 bits accumulate in f32 on every backend. Integer, f64 and packed
-    // f4 products stay loops, where promote_reductions gives them an accumulator of their own type.
+    // f4 products stay loops, where promote_reductions gives them an accumulator of their own type,
+    // and so do sums into a float64 C (an f32 gemm would drop the precision they ask for).
     auto narrow_float = [](ir::DType t) { return rt::is_float(t) && t != ir::DType::F64 && t != ir::DType::F4E2M1 && t != ir::DType::UE8M0; };
-    if (!narrow_float(m.a->dtype) || !narrow_float(m.b->dtype)) return std::nullopt;
+    if (!narrow_float(m.a->dtype) || !narrow_float(m.b->dtype) || !narrow_float(m.c->dtype)) return std::nullopt;
     m.accum = ir::DType::F32;
     return m;
   }
