@@ -902,6 +902,17 @@ TEST(SeedLoops, TriangularProductStaysLoops) {
   expect_close(out[0], ref, "upper-triangular product");
 }
 
+// `for j in range(s[0]): s[0] = s[0] + 1` inside a loop doubles s each outer step. promote_reductions
+// gave s an accumulator stored back only after the nest, so every inner loop read the first s (4n
+// instead of 8n).
+TEST(SeedLoops, InnerLoopBoundReadsTheSum) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/growing_loop_seed.py", "doubling");
+  rt::Tensor n = rt::Tensor::empty({1}, DType::I32);
+  static_cast<int32_t*>(n.data())[0] = 5;
+  auto out = run(k, {n}, {{{1}, DType::I32}});
+  EXPECT_EQ(f64(out[0]), (std::vector<double>{40.0}));
+}
+
 // float32 products accumulated into a float64 C: the recognizer made the nest a gemm, which sums in
 // float32, so 1 + 999 * 2^-30 came out as 1. A float64 C keeps the loops and their float64 sum.
 TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {

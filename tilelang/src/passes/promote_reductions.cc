@@ -37,14 +37,18 @@ class Promoter : public ir::IRMutator {
       if (!r) return ir::IRMutator::visit(n, self);
       reds.push_back(*r);
     }
-    // Each accumulates into its own buffer, and no term reads what the group writes.
+    // Each accumulates into its own buffer, and no term or loop bound reads what the group writes
+    // (an inner loop's bounds are computed anew each time it starts, from the stored value).
     bool needed = false;
     for (size_t i = 0; i < reds.size(); ++i) {
       needed |= !reds[i].already_accumulator;
+      const ir::BufferNode* written = reds[i].store->buffer.get();
       for (size_t j = 0; j < reds.size(); ++j) {
         if (i != j && reds[i].store->buffer == reds[j].store->buffer) return ir::IRMutator::visit(n, self);
-        if (analysis::uses_buffer(reds[i].term, reds[j].store->buffer.get())) return ir::IRMutator::visit(n, self);
+        if (analysis::uses_buffer(reds[j].term, written)) return ir::IRMutator::visit(n, self);
       }
+      for (const ir::ForNode* f : loops)
+        if (analysis::uses_buffer(f->min, written) || analysis::uses_buffer(f->extent, written)) return ir::IRMutator::visit(n, self);
     }
     if (reds.empty() || !needed) return ir::IRMutator::visit(n, self);
 
