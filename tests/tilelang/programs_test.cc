@@ -913,6 +913,24 @@ TEST(SeedLoops, InnerLoopBoundReadsTheSum) {
   EXPECT_EQ(f64(out[0]), (std::vector<double>{40.0}));
 }
 
+// A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
+// which the independence test took as "every iteration writes its own element", so the loop ran
+// in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet
+// written. 40000 steps: past the CPU's threshold for a parallel loop.
+TEST(SeedLoops, CarryIntoTheNextElementStaysSerial) {
+  const int64_t n = 40000;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/carry_store_seed.py", "carry");
+  rt::Tensor x = random({n}, DType::F32);
+  const std::vector<double> xv = f64(x);
+  std::vector<double> ref(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = static_cast<float>(ref[i] * 0.5);
+    ref[i + 1] = static_cast<float>(ref[i] + xv[i]);
+  }
+  auto out = run(k, {x}, {{{n + 1}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), ref);
+}
+
 // float32 products accumulated into a float64 C: the recognizer made the nest a gemm, which sums in
 // float32, so 1 + 999 * 2^-30 came out as 1. A float64 C keeps the loops and their float64 sum.
 TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {
