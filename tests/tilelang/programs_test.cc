@@ -945,6 +945,24 @@ TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {
   EXPECT_EQ(f64(out[0]), std::vector<double>(m * n, 1.0 + 999 * 0x1p-30));
 }
 
+// An explicit conversion to a narrow float type of an expression of that type (x_f16 * 3.0, which
+// kernels compute in float32) rounds, as docs/language.md 6 says. The cast was dropped as a no-op
+// (same type), so T.cast(x * 3.0, "float16") stored into float32 kept all of x * 3.0.
+TEST(Numerics, ExplicitNarrowCastsRound) {
+  const int64_t n = 64;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/explicit_cast_tile.py", "explicit_cast", {{"N", std::to_string(n)}});
+  // Magnitudes 1/4 to 1: every result is a normal float16, where rounding is to 11 significant bits.
+  rt::Tensor x = random({n}, DType::F16, 0.25, 1.0);
+  const std::vector<double> xv = f64(x);
+  auto out = run(k, {x}, {{{3, n}, DType::F32}});
+  const std::vector<double> y = f64(out[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(y[i], testutil::round_to_bits(xv[i] * 3.0, 11)) << "T.cast(x * 3.0, float16), x = " << xv[i];
+    EXPECT_EQ(y[n + i], testutil::round_to_bits(xv[i] / 3.0, 11)) << "T.float16(x / 3.0), x = " << xv[i];
+    EXPECT_EQ(y[2 * n + i], testutil::round_to_bits(xv[i] * 5.0, 11)) << "h: T.float16 = x * 5.0, x = " << xv[i];
+  }
+}
+
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
 // The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth

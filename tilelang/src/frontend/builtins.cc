@@ -752,7 +752,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     bool dtype_first = a.is<DTypeV>() || (a.is<std::string>() && dtype_from_name(a.get<std::string>()));
     const Value& v = dtype_first ? b : a;
     rt::DType d = to_dtype(dtype_first ? a : b, loc, "the dtype of T.cast");
-    return ExprV{ir::cast(d, to_expr(v, loc, "the value of T.cast"), loc)};
+    return ExprV{ir::convert(d, to_expr(v, loc, "the value of T.cast"), loc)};
   }
   if (name == "T.infinity") {
     const Value* d = r.get(0, "dtype");

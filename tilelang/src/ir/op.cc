@@ -311,6 +311,13 @@ Expr cast(DType dtype, Expr value, SourceLoc loc) {
   return make_cast(dtype, std::move(value), std::move(loc));
 }
 
+Expr convert(DType dtype, Expr value, SourceLoc loc) {
+  const bool held_in_float32 = value->dtype == dtype && rt::is_float(dtype) && rt::bits(dtype) < 32 &&
+                               value->kind != NodeKind::BufferLoad && value->kind != NodeKind::FloatImm && value->kind != NodeKind::Cast;
+  if (held_in_float32) value = cast(DType::F32, std::move(value), loc);
+  return cast(dtype, std::move(value), std::move(loc));
+}
+
 namespace {
 struct MathInfo {
   const char* name;
