@@ -945,6 +945,19 @@ TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {
   EXPECT_EQ(f64(out[0]), std::vector<double>(m * n, 1.0 + 999 * 0x1p-30));
 }
 
+// float64 terms added into a float32 s: promote_reductions gave s a float32 accumulator and rounded
+// each term to float32 first, which the program never does (it adds in float64, then rounds): 100
+// terms of 2^-24 (1 + 2^-25) left 1.0 unchanged. The accumulator is float64 now, rounded once.
+TEST(SeedLoops, Float64TermsIntoFloat32SumInFloat64) {
+  const int64_t n = 100;
+  const double term = 0x1p-24 * (1 + 0x1p-25);
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/f64_sum_seed.py", "narrow_sum");
+  rt::Tensor x = rt::Tensor::empty({n}, DType::F64);
+  testutil::from_f64(x, std::vector<double>(n, term));
+  auto out = run(k, {x}, {{{1}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), (std::vector<double>{static_cast<float>(1.0 + n * term)}));
+}
+
 // An explicit conversion to a narrow float type of an expression of that type (x_f16 * 3.0, which
 // kernels compute in float32) rounds, as docs/language.md 6 says. The cast was dropped as a no-op
 // (same type), so T.cast(x * 3.0, "float16") stored into float32 kept all of x * 3.0.

@@ -10,9 +10,11 @@
 namespace tilelang::passes {
 namespace {
 
-ir::DType accumulator_dtype(ir::DType t) {
-  if (rt::is_float(t)) return t == ir::DType::F64 ? t : ir::DType::F32;
-  return t == ir::DType::I64 ? t : ir::DType::I32;
+// At least float32 (int32), and float64 where the stored type or the added term is: each step of
+// the loop adds a float64 term in float64.
+ir::DType accumulator_dtype(ir::DType stored, ir::DType term) {
+  if (rt::is_float(stored)) return stored == ir::DType::F64 || term == ir::DType::F64 ? ir::DType::F64 : ir::DType::F32;
+  return stored == ir::DType::I64 ? stored : ir::DType::I32;
 }
 
 class Promoter : public ir::IRMutator {
@@ -56,7 +58,7 @@ class Promoter : public ir::IRMutator {
     std::vector<ir::Buffer> accs;
     for (const Reduction& r : reds) {
       const ir::Buffer& b = r.store->buffer;
-      ir::DType t = accumulator_dtype(b->dtype);
+      ir::DType t = accumulator_dtype(b->dtype, r.term->dtype);
       ir::Buffer acc = ir::make_buffer(b->name + "_acc", t, {}, ir::Scope::Local, r.store->loc);
       accs.push_back(acc);
       ir::Expr a = ir::make_load(acc, {}), term = ir::cast(t, r.term);
@@ -95,7 +97,7 @@ class Promoter : public ir::IRMutator {
     ir::Expr term = is_self(op->a) ? op->b : is_self(op->b) ? op->a : nullptr;
     if (!term || analysis::uses_buffer(term, store->buffer.get())) return std::nullopt;
     const ir::Buffer& b = store->buffer;
-    bool acc = b->scope == ir::Scope::Local && b->shape.empty() && b->dtype == accumulator_dtype(b->dtype);
+    bool acc = b->scope == ir::Scope::Local && b->shape.empty() && b->dtype == accumulator_dtype(b->dtype, term->dtype);
     return Reduction{store, op->op, term, acc};
   }
 };
