@@ -884,6 +884,15 @@ TEST(Numerics, ExplicitRoundingInsideLoopsIsKept) {
     for (int64_t j = 0; j < cols; ++j) ref_sum[i] = testutil::round_to_bits(ref_sum[i] + xv[i * cols + j], 4);
   auto sum = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_sum"), {x}, {{{rows}, DType::F32}});
   EXPECT_EQ(f64(sum[0]), ref_sum) << "s = float8(s + x)";
+
+  // A float64 sum rounded to float32 at every step (float32 was taken to hold every float64 value).
+  rt::Tensor w = random({rows, cols}, DType::F64);
+  const std::vector<double> wv = f64(w);
+  std::vector<double> ref_wide(rows, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref_wide[i] = static_cast<float>(ref_wide[i] + wv[i * cols + j]);
+  auto wide = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_wide_sum"), {w}, {{{rows}, DType::F64}});
+  EXPECT_EQ(f64(wide[0]), ref_wide) << "s = float32(s + x) into a float64 s";
 }
 
 // A product nest whose k loop starts at the row index (u upper triangular). The gemm recognizer

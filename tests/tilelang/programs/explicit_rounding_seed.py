@@ -27,3 +27,12 @@ def rounded_sum(x: Tensor[FP32]):
         for j in range(x.shape[1]):
             s[i] = FP8_E4M3(s[i] + x[i, j])
     return s
+
+
+@tile_kernel
+def rounded_wide_sum(x: Tensor[FP64]):
+    s = zeros((x.shape[0],), FP64)
+    for i in range(x.shape[0]):
+        for j in range(x.shape[1]):
+            s[i] = FP32(s[i] + x[i, j])
+    return s

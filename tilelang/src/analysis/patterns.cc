@@ -12,7 +12,7 @@ bool float_holds(ir::DType wide, ir::DType narrow) {
   if (wide == narrow || wide == DType::F64) return true;
   const bool eight_bit_or_less = narrow == DType::F8E4M3 || narrow == DType::F8E5M2 || narrow == DType::F4E2M1;
   switch (wide) {
-    case DType::F32: return true;  // every narrower format (ue8m0's 2^-127 is a subnormal)
+    case DType::F32: return narrow != DType::F64;  // every narrower format (ue8m0's 2^-127 is a subnormal)
     case DType::BF16: return eight_bit_or_less || narrow == DType::UE8M0;
     case DType::F16: return eight_bit_or_less;
     case DType::F8E4M3:
