@@ -59,6 +59,7 @@ std::vector<Case> cases() {
       {"explicit_rounding_seed", "tests/tilelang/programs/explicit_rounding_seed.py", "rounded_operand", {}, {{DType::F32, {5, 9}}, {DType::F32, {9, 7}}}},
       {"triangular_product_seed", "tests/tilelang/programs/triangular_product_seed.py", "upper_times", {}, {{DType::F32, {13, 13}}, {DType::F32, {13, 6}}}},
       {"carry_store_seed", "tests/tilelang/programs/carry_store_seed.py", "carry", {}, {{DType::F32, {40000}}}},
+      {"gemm_unit_dims_tile", "tests/tilelang/programs/gemm_unit_dims_tile.py", "gemm_unit_dims", {{"M", "9"}, {"N", "1"}, {"K", "8"}}, {}},
       {"matmul_f32_out_seed", "tests/tilelang/programs/matmul_f32_out_seed.py", "matmul_f32_out", {}, {{DType::BF16, {45, 130}}, {DType::BF16, {130, 77}}}},
       {"gemm_register_a", "tests/tilelang/programs/gemm_register_a.py", "chain", {{"M", "128"}}, {}},
       {"gemm_8bit_int8", "examples/gemm_8bit.py", "matmul", {{"M", "200"}, {"N", "136"}, {"K", "96"}, {"a_dtype", "int8"}}, {}},

@@ -985,6 +985,27 @@ TEST(Numerics, ExplicitNarrowCastsRound) {
   }
 }
 
+// T.gemm compared its operands' shapes with every unit dimension dropped and padded in front, so a
+// [9, 1] C read as [1, 9]: matrix-vector products (N = 1), row times matrix (M = 1) and outer
+// products (K = 1) were rejected ("shapes do not fit: A [9, 8], B [8, 1], C [9, 1]").
+class GemmUnitDims : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
+
+TEST_P(GemmUnitDims, MatchesReference) {
+  auto [m, n, kk, trans_b] = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_unit_dims_tile.py", "gemm_unit_dims",
+                                    {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"trans_b", trans_b ? "True" : "False"}});
+  rt::Tensor a = random({m, kk}, DType::F32), b = trans_b ? random({n, kk}, DType::F32) : random({kk, n}, DType::F32);
+  auto out = run(k, {a, b}, {{{m, n}, DType::F32}});
+  expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk, trans_b), "gemm with a unit dimension");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmUnitDims,
+                         ::testing::Values(std::make_tuple(9, 1, 8, false), std::make_tuple(9, 1, 8, true), std::make_tuple(1, 7, 5, false),
+                                           std::make_tuple(6, 4, 1, false), std::make_tuple(1, 1, 1, true)),
+                         [](const auto& p) {
+                           return rt::str(std::get<0>(p.param), "x", std::get<1>(p.param), "x", std::get<2>(p.param), std::get<3>(p.param) ? "_bt" : "");
+                         });
+
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.
 // The fourth parameter is the loop's warp_specialize, as for BlockedGemm; the fifth
