@@ -42,6 +42,7 @@ std::vector<Case> cases() {
       {"weak_ints", "tests/tilelang/programs/weak_ints_tile.py", "weak_ints", {{"N", "64"}}, {}},
       {"float_to_int", "tests/tilelang/programs/float_to_int_tile.py", "float_to_int", {{"N", "16"}}, {}},
       {"nan_max", "tests/tilelang/programs/nan_max_tile.py", "nan_max", {{"N", "8"}}, {}},
+      {"nan_max_folded", "tests/tilelang/programs/nan_max_folded_tile.py", "nan_max_folded", {{"N", "5"}}, {}},
       {"int_division", "tests/tilelang/programs/int_division_tile.py", "int_division", {{"N", "10"}}, {}},
       {"float_divmod", "tests/tilelang/programs/float_divmod_tile.py", "float_divmod", {{"N", "14"}}, {}},
       {"int_wrap", "tests/tilelang/programs/int_wrap_tile.py", "int_wrap", {{"N", "5"}}, {}},

@@ -707,6 +707,20 @@ TEST(Numerics, MaxAndMinSkipNaNs) {
   EXPECT_EQ(r[1], -7.0);
 }
 
+// The same with constant operands, folded when the kernel is compiled: the folding used std::max /
+// std::min, which give NaN when the NaN comes first (T.max(NaN, 1.0) was NaN, T.max(1.0, NaN) 1).
+TEST(Numerics, FoldedMaxAndMinSkipNaNs) {
+  const int64_t n = 5;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/nan_max_folded_tile.py", "nan_max_folded", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n}, DType::F32);
+  const std::vector<double> xv = f64(x);
+  auto out = run(k, {x}, {{{4, n}, DType::F32}});
+  const std::vector<double> y = f64(out[0]);
+  const double want[4] = {1.0, 2.0, 3.0, -4.0};
+  for (int row = 0; row < 4; ++row)
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[row * n + i], static_cast<float>(want[row] + xv[i])) << "row " << row;
+}
+
 // Integer // and % by run-time divisors of every sign, -1 among them (docs/language.md): Python's
 // floor semantics, and by -1 the two's-complement negation (INT_MIN // -1 is INT_MIN) with a
 // remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE). T.truncdiv / T.truncmod

@@ -83,8 +83,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         case BinaryOp::Add: r = x + y; break;
         case BinaryOp::Sub: r = x - y; break;
         case BinaryOp::Mul: r = x * y; break;
-        case BinaryOp::Min: r = std::min(x, y); break;
-        case BinaryOp::Max: r = std::max(x, y); break;
+        // A NaN operand gives the other one, as the kernels' max / min do.
+        case BinaryOp::Min: r = tl::min_num(x, y); break;
+        case BinaryOp::Max: r = tl::max_num(x, y); break;
         case BinaryOp::Div: r = x / y; break;
         // As the kernels compute them (tl/device/scalar.h): in float below float64.
         case BinaryOp::FloorDiv: r = t == DType::F64 ? tl::floordiv(x, y) : tl::floordiv(float(x), float(y)); break;
