@@ -707,6 +707,20 @@ TEST(Numerics, MaxAndMinSkipNaNs) {
   EXPECT_EQ(r[1], -7.0);
 }
 
+// The same with constant operands, folded when the kernel is compiled: the folding used std::max /
+// std::min, which give NaN when the NaN comes first (T.max(NaN, 1.0) was NaN, T.max(1.0, NaN) 1).
+TEST(Numerics, FoldedMaxAndMinSkipNaNs) {
+  const int64_t n = 5;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/nan_max_folded_tile.py", "nan_max_folded", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n}, DType::F32);
+  const std::vector<double> xv = f64(x);
+  auto out = run(k, {x}, {{{4, n}, DType::F32}});
+  const std::vector<double> y = f64(out[0]);
+  const double want[4] = {1.0, 2.0, 3.0, -4.0};
+  for (int row = 0; row < 4; ++row)
+    for (int64_t i = 0; i < n; ++i) EXPECT_EQ(y[row * n + i], static_cast<float>(want[row] + xv[i])) << "row " << row;
+}
+
 // Integer // and % by run-time divisors of every sign, -1 among them (docs/language.md): Python's
 // floor semantics, and by -1 the two's-complement negation (INT_MIN // -1 is INT_MIN) with a
 // remainder of 0 -- C++'s INT_MIN / -1 trapped the CPU process (SIGFPE). T.truncdiv / T.truncmod
@@ -865,6 +879,162 @@ TEST(Numerics, RoundingIntoFloat4) {
   std::vector<rt::Tensor> out = k({x});
   EXPECT_EQ(f64(out[0]), (std::vector<double>{0.0, 0.5, 1.0, 3.0, 4.0, -4.0, 6.0, 6.0, -0.0}));
 }
+
+// A cast to a narrower type inside a product or a running sum is a rounding the program asks for
+// at every step (docs/language.md 3.5: recognition only changes rounding to the stored type). The
+// recognizers stripped every float cast, so `c += float8(a) * b` became a float32 gemm of the
+// unrounded a, and `s = float8(s + x)` a float32 sum never rounded to float8.
+TEST(Numerics, ExplicitRoundingInsideLoopsIsKept) {
+  const int64_t m = 5, n = 7, kk = 9;
+  // Magnitudes 1/4 to 2: operands and products are normal float8 values, where rounding to 4
+  // significant bits is the e4m3 conversion.
+  rt::Tensor a = random({m, kk}, DType::F32, 0.25, 2.0), b = random({kk, n}, DType::F32, 0.25, 2.0);
+  const std::vector<double> av = f64(a), bv = f64(b);
+  std::vector<double> a8(av.size()), ref_operand(m * n, 0.0), ref_product(m * n, 0.0);
+  for (size_t e = 0; e < av.size(); ++e) a8[e] = testutil::round_to_bits(av[e], 4);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < kk; ++p) {
+        ref_operand[i * n + j] += a8[i * kk + p] * bv[p * n + j];
+        ref_product[i * n + j] += testutil::round_to_bits(static_cast<double>(static_cast<float>(av[i * kk + p] * bv[p * n + j])), 4);
+      }
+  auto operand = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_operand"), {a, b}, {{{m, n}, DType::F32}});
+  expect_close(operand[0], ref_operand, "c += float8(a) * b");
+  auto product = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_product"), {a, b}, {{{m, n}, DType::F32}});
+  expect_close(product[0], ref_product, "c += float8(a * b)");
+
+  // Quarters from -4 to 4: every partial sum is a float8 normal value or 0 before its rounding, and
+  // the sums stay far from e4m3's largest value (448).
+  const int64_t rows = 6, cols = 40;
+  rt::Tensor x = rt::Tensor::empty({rows, cols}, DType::F32);
+  std::vector<double> xv(rows * cols), ref_sum(rows, 0.0);
+  for (size_t e = 0; e < xv.size(); ++e) xv[e] = static_cast<double>(static_cast<int64_t>((e * 37 + 11) % 33) - 16) / 4.0;
+  testutil::from_f64(x, xv);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref_sum[i] = testutil::round_to_bits(ref_sum[i] + xv[i * cols + j], 4);
+  auto sum = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_sum"), {x}, {{{rows}, DType::F32}});
+  EXPECT_EQ(f64(sum[0]), ref_sum) << "s = float8(s + x)";
+
+  // A float64 sum rounded to float32 at every step (float32 was taken to hold every float64 value).
+  rt::Tensor w = random({rows, cols}, DType::F64);
+  const std::vector<double> wv = f64(w);
+  std::vector<double> ref_wide(rows, 0.0);
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) ref_wide[i] = static_cast<float>(ref_wide[i] + wv[i * cols + j]);
+  auto wide = run(tltest::load("tests/tilelang/programs/explicit_rounding_seed.py", "rounded_wide_sum"), {w}, {{{rows}, DType::F64}});
+  EXPECT_EQ(f64(wide[0]), ref_wide) << "s = float32(s + x) into a float64 s";
+}
+
+// A product nest whose k loop starts at the row index (u upper triangular). The gemm recognizer
+// took the loops' bounds as the gemm's regions, so the region named i outside its loop ("'i' is
+// used outside the loop ..." on a valid program); such a nest is no gemm and stays loops.
+TEST(SeedLoops, TriangularProductStaysLoops) {
+  const int64_t m = 13, n = 6;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/triangular_product_seed.py", "upper_times");
+  rt::Tensor u = random({m, m}, DType::F32), x = random({m, n}, DType::F32);
+  const std::vector<double> uv = f64(u), xv = f64(x);
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = i; p < m; ++p) ref[i * n + j] += uv[i * m + p] * xv[p * n + j];
+  auto out = run(k, {u, x}, {{{m, n}, DType::F32}});
+  expect_close(out[0], ref, "upper-triangular product");
+}
+
+// `for j in range(s[0]): s[0] = s[0] + 1` inside a loop doubles s each outer step. promote_reductions
+// gave s an accumulator stored back only after the nest, so every inner loop read the first s (4n
+// instead of 8n).
+TEST(SeedLoops, InnerLoopBoundReadsTheSum) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/growing_loop_seed.py", "doubling");
+  rt::Tensor n = rt::Tensor::empty({1}, DType::I32);
+  static_cast<int32_t*>(n.data())[0] = 5;
+  auto out = run(k, {n}, {{{1}, DType::I32}});
+  EXPECT_EQ(f64(out[0]), (std::vector<double>{40.0}));
+}
+
+// A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
+// which the independence test took as "every iteration writes its own element", so the loop ran
+// in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet
+// written. 40000 steps: past the CPU's threshold for a parallel loop.
+TEST(SeedLoops, CarryIntoTheNextElementStaysSerial) {
+  const int64_t n = 40000;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/carry_store_seed.py", "carry");
+  rt::Tensor x = random({n}, DType::F32);
+  const std::vector<double> xv = f64(x);
+  std::vector<double> ref(n + 1, 0.0);
+  for (int64_t i = 0; i < n; ++i) {
+    ref[i] = static_cast<float>(ref[i] * 0.5);
+    ref[i + 1] = static_cast<float>(ref[i] + xv[i]);
+  }
+  auto out = run(k, {x}, {{{n + 1}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), ref);
+}
+
+// float32 products accumulated into a float64 C: the recognizer made the nest a gemm, which sums in
+// float32, so 1 + 999 * 2^-30 came out as 1. A float64 C keeps the loops and their float64 sum.
+TEST(SeedLoops, Float64SumOfFloat32ProductsStaysFloat64) {
+  const int64_t m = 3, n = 2, kk = 1000;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/f64_sum_seed.py", "wide_sum");
+  rt::Tensor a = rt::Tensor::empty({m, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32);
+  std::vector<double> av(m * kk, 0x1p-30), bv(kk * n, 1.0);
+  for (int64_t i = 0; i < m; ++i) av[i * kk] = 1.0;
+  testutil::from_f64(a, av);
+  testutil::from_f64(b, bv);
+  auto out = run(k, {a, b}, {{{m, n}, DType::F64}});
+  EXPECT_EQ(f64(out[0]), std::vector<double>(m * n, 1.0 + 999 * 0x1p-30));
+}
+
+// float64 terms added into a float32 s: promote_reductions gave s a float32 accumulator and rounded
+// each term to float32 first, which the program never does (it adds in float64, then rounds): 100
+// terms of 2^-24 (1 + 2^-25) left 1.0 unchanged. The accumulator is float64 now, rounded once.
+TEST(SeedLoops, Float64TermsIntoFloat32SumInFloat64) {
+  const int64_t n = 100;
+  const double term = 0x1p-24 * (1 + 0x1p-25);
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/f64_sum_seed.py", "narrow_sum");
+  rt::Tensor x = rt::Tensor::empty({n}, DType::F64);
+  testutil::from_f64(x, std::vector<double>(n, term));
+  auto out = run(k, {x}, {{{1}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), (std::vector<double>{static_cast<float>(1.0 + n * term)}));
+}
+
+// An explicit conversion to a narrow float type of an expression of that type (x_f16 * 3.0, which
+// kernels compute in float32) rounds, as docs/language.md 6 says. The cast was dropped as a no-op
+// (same type), so T.cast(x * 3.0, "float16") stored into float32 kept all of x * 3.0.
+TEST(Numerics, ExplicitNarrowCastsRound) {
+  const int64_t n = 64;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/explicit_cast_tile.py", "explicit_cast", {{"N", std::to_string(n)}});
+  // Magnitudes 1/4 to 1: every result is a normal float16, where rounding is to 11 significant bits.
+  rt::Tensor x = random({n}, DType::F16, 0.25, 1.0);
+  const std::vector<double> xv = f64(x);
+  auto out = run(k, {x}, {{{3, n}, DType::F32}});
+  const std::vector<double> y = f64(out[0]);
+  for (int64_t i = 0; i < n; ++i) {
+    EXPECT_EQ(y[i], testutil::round_to_bits(xv[i] * 3.0, 11)) << "T.cast(x * 3.0, float16), x = " << xv[i];
+    EXPECT_EQ(y[n + i], testutil::round_to_bits(xv[i] / 3.0, 11)) << "T.float16(x / 3.0), x = " << xv[i];
+    EXPECT_EQ(y[2 * n + i], testutil::round_to_bits(xv[i] * 5.0, 11)) << "h: T.float16 = x * 5.0, x = " << xv[i];
+  }
+}
+
+// T.gemm compared its operands' shapes with every unit dimension dropped and padded in front, so a
+// [9, 1] C read as [1, 9]: matrix-vector products (N = 1), row times matrix (M = 1) and outer
+// products (K = 1) were rejected ("shapes do not fit: A [9, 8], B [8, 1], C [9, 1]").
+class GemmUnitDims : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, int64_t, bool>> {};
+
+TEST_P(GemmUnitDims, MatchesReference) {
+  auto [m, n, kk, trans_b] = GetParam();
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/gemm_unit_dims_tile.py", "gemm_unit_dims",
+                                    {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(kk)}, {"trans_b", trans_b ? "True" : "False"}});
+  rt::Tensor a = random({m, kk}, DType::F32), b = trans_b ? random({n, kk}, DType::F32) : random({kk, n}, DType::F32);
+  auto out = run(k, {a, b}, {{{m, n}, DType::F32}});
+  expect_close(out[0], matmul_ref(f64(a), f64(b), m, n, kk, trans_b), "gemm with a unit dimension");
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, GemmUnitDims,
+                         ::testing::Values(std::make_tuple(9, 1, 8, false), std::make_tuple(9, 1, 8, true), std::make_tuple(1, 7, 5, false),
+                                           std::make_tuple(6, 4, 1, false), std::make_tuple(1, 1, 1, true)),
+                         [](const auto& p) {
+                           return rt::str(std::get<0>(p.param), "x", std::get<1>(p.param), "x", std::get<2>(p.param), std::get<3>(p.param) ? "_bt" : "");
+                         });
 
 // Head dims 32 and 128: on sm_90a the first keeps mma.sync (V's 64-byte rows), the second runs both
 // gemms on wgmma with 256-byte rows cut into 128-byte swizzle panels, P V reading P from registers.

@@ -58,6 +58,15 @@ bool is_var_plus_invariant(const ir::Expr& e, const ir::VarNode* var, const std:
   return true;
 }
 
+// Per dimension, the index a write stores at: its element index, or the start of a region
+// dimension of extent 1 (null for a wider one).
+std::vector<ir::Expr> written_position(const Write& w) {
+  if (!w.region) return w.indices;
+  std::vector<ir::Expr> at;
+  for (const ir::Range& r : w.region->ranges) at.push_back(ir::is_const_int(r.extent, 1) ? r.min : nullptr);
+  return at;
+}
+
 }  // namespace
 
 std::set<const ir::VarNode*> vars_bound_inside(const ir::Stmt& s) {
@@ -88,14 +97,21 @@ bool iterations_independent(const ir::ForNode& loop) {
   for (const Write& w : wc.writes) {
     if (wc.allocated.count(w.buffer)) continue;  // private to the iteration
     if (w.atomic) continue;
-    bool own = false;
-    if (w.region) {
-      for (const ir::Range& r : w.region->ranges) own |= ir::is_const_int(r.extent, 1) && is_var_plus_invariant(r.min, var, inner);
-    } else {
-      for (const ir::Expr& i : w.indices) own |= is_var_plus_invariant(i, var, inner);
-    }
-    if (!own) return false;
     by_buffer[w.buffer].push_back(&w);
+  }
+  // Each iteration owns what it writes of a buffer when, in some dimension, every write of it is at
+  // the same loop variable plus invariant: `y[i] = ..; y[i + 1] = ..` writes across iterations.
+  for (const auto& [buf, ws] : by_buffer) {
+    const std::vector<ir::Expr> first = written_position(*ws.front());
+    bool owned = false;
+    for (size_t d = 0; d < first.size() && !owned; ++d) {
+      owned = first[d] && is_var_plus_invariant(first[d], var, inner);
+      for (const Write* w : ws) {
+        const std::vector<ir::Expr> at = written_position(*w);
+        owned &= at.size() == first.size() && at[d] && ir::structural_equal(at[d], first[d]);
+      }
+    }
+    if (!owned) return false;
   }
   // Reads of written buffers must be at exactly the written element.
   bool ok = true;

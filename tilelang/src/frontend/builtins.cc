@@ -650,9 +650,15 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     bool clear = r.flag(99, "clear_accum", false, *this);
     r.ignore({"policy", "k_pack", "wg_wait", "mbar"});
     r.done();
+    // Rows and columns: the region's extents without the unit ones in front of them, down to two
+    // (Q[0, s0:s1, 0, :] is s x d; a [9, 1] tile stays a column, not a row).
     auto dims2 = [&](const ir::Region& x, const char* what) {
-      std::vector<ir::Expr> d = squeezed(x);
-      while (d.size() < 2 && x.ranges.size() >= 2) d.insert(d.begin(), ir::make_int(1));
+      std::vector<ir::Expr> d;
+      for (const ir::Range& range : x.ranges) d.push_back(range.extent);
+      for (size_t i = 0; i < d.size() && d.size() > 2;) {
+        if (ir::is_const_int(d[i], 1)) d.erase(d.begin() + static_cast<std::ptrdiff_t>(i));
+        else ++i;
+      }
       if (d.size() != 2) error_at(loc, rt::str("T.gemm: ", what, " must be a 2-D tile, but ", ir::print(x), " has shape ", extents_string(x)));
       return d;
     };
@@ -752,7 +758,7 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     bool dtype_first = a.is<DTypeV>() || (a.is<std::string>() && dtype_from_name(a.get<std::string>()));
     const Value& v = dtype_first ? b : a;
     rt::DType d = to_dtype(dtype_first ? a : b, loc, "the dtype of T.cast");
-    return ExprV{ir::cast(d, to_expr(v, loc, "the value of T.cast"), loc)};
+    return ExprV{ir::convert(d, to_expr(v, loc, "the value of T.cast"), loc)};
   }
   if (name == "T.infinity") {
     const Value* d = r.get(0, "dtype");

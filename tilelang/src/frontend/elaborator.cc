@@ -372,7 +372,7 @@ Elaborator::Flow Elaborator::exec(const ast::Stmt& s) {
       Value value = eval(*a.value);
       Value ann = eval(*a.annotation);
       if (const DTypeV* d = ann.get_if<DTypeV>(); d && staged()) {
-        if (auto e = try_expr(value)) value = ExprV{ir::cast(d->dtype, *e, a.loc)};
+        if (auto e = try_expr(value)) value = ExprV{ir::convert(d->dtype, *e, a.loc)};
       }
       exec_assign(*a.target, value, a.loc);
       return Flow::Normal;
@@ -1312,7 +1312,7 @@ Value Elaborator::call(const Value& callee, Args args, const SourceLoc& loc, con
       if (rt::is_float(d->dtype)) return as_double(v);
       return v.is<double>() ? float_to_int(v.get<double>(), loc, callee_text) : as_int(v);
     }
-    return ExprV{ir::cast(d->dtype, to_expr(v, args.positional_locs[0], "the value to convert"), loc)};
+    return ExprV{ir::convert(d->dtype, to_expr(v, args.positional_locs[0], "the value to convert"), loc)};
   }
   if (const ModuleV* m = callee.get_if<ModuleV>())
     error_at(loc, rt::str("'", callee_text, "' (from module ", m->name, ") is not supported: kernels cannot call into Python libraries"));

@@ -83,8 +83,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         case BinaryOp::Add: r = x + y; break;
         case BinaryOp::Sub: r = x - y; break;
         case BinaryOp::Mul: r = x * y; break;
-        case BinaryOp::Min: r = std::min(x, y); break;
-        case BinaryOp::Max: r = std::max(x, y); break;
+        // A NaN operand gives the other one, as the kernels' max / min do.
+        case BinaryOp::Min: r = tl::min_num(x, y); break;
+        case BinaryOp::Max: r = tl::max_num(x, y); break;
         case BinaryOp::Div: r = x / y; break;
         // As the kernels compute them (tl/device/scalar.h): in float below float64.
         case BinaryOp::FloorDiv: r = t == DType::F64 ? tl::floordiv(x, y) : tl::floordiv(float(x), float(y)); break;
@@ -309,6 +310,13 @@ Expr cast(DType dtype, Expr value, SourceLoc loc) {
     }
   }
   return make_cast(dtype, std::move(value), std::move(loc));
+}
+
+Expr convert(DType dtype, Expr value, SourceLoc loc) {
+  const bool held_in_float32 = value->dtype == dtype && rt::is_float(dtype) && rt::bits(dtype) < 32 &&
+                               value->kind != NodeKind::BufferLoad && value->kind != NodeKind::FloatImm && value->kind != NodeKind::Cast;
+  if (held_in_float32) value = cast(DType::F32, std::move(value), loc);
+  return cast(dtype, std::move(value), std::move(loc));
 }
 
 namespace {

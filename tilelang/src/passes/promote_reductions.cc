@@ -10,9 +10,11 @@
 namespace tilelang::passes {
 namespace {
 
-ir::DType accumulator_dtype(ir::DType t) {
-  if (rt::is_float(t)) return t == ir::DType::F64 ? t : ir::DType::F32;
-  return t == ir::DType::I64 ? t : ir::DType::I32;
+// At least float32 (int32), and float64 where the stored type or the added term is: each step of
+// the loop adds a float64 term in float64.
+ir::DType accumulator_dtype(ir::DType stored, ir::DType term) {
+  if (rt::is_float(stored)) return stored == ir::DType::F64 || term == ir::DType::F64 ? ir::DType::F64 : ir::DType::F32;
+  return stored == ir::DType::I64 ? stored : ir::DType::I32;
 }
 
 class Promoter : public ir::IRMutator {
@@ -37,14 +39,18 @@ class Promoter : public ir::IRMutator {
       if (!r) return ir::IRMutator::visit(n, self);
       reds.push_back(*r);
     }
-    // Each accumulates into its own buffer, and no term reads what the group writes.
+    // Each accumulates into its own buffer, and no term or loop bound reads what the group writes
+    // (an inner loop's bounds are computed anew each time it starts, from the stored value).
     bool needed = false;
     for (size_t i = 0; i < reds.size(); ++i) {
       needed |= !reds[i].already_accumulator;
+      const ir::BufferNode* written = reds[i].store->buffer.get();
       for (size_t j = 0; j < reds.size(); ++j) {
         if (i != j && reds[i].store->buffer == reds[j].store->buffer) return ir::IRMutator::visit(n, self);
-        if (analysis::uses_buffer(reds[i].term, reds[j].store->buffer.get())) return ir::IRMutator::visit(n, self);
+        if (analysis::uses_buffer(reds[j].term, written)) return ir::IRMutator::visit(n, self);
       }
+      for (const ir::ForNode* f : loops)
+        if (analysis::uses_buffer(f->min, written) || analysis::uses_buffer(f->extent, written)) return ir::IRMutator::visit(n, self);
     }
     if (reds.empty() || !needed) return ir::IRMutator::visit(n, self);
 
@@ -52,7 +58,7 @@ class Promoter : public ir::IRMutator {
     std::vector<ir::Buffer> accs;
     for (const Reduction& r : reds) {
       const ir::Buffer& b = r.store->buffer;
-      ir::DType t = accumulator_dtype(b->dtype);
+      ir::DType t = accumulator_dtype(b->dtype, r.term->dtype);
       ir::Buffer acc = ir::make_buffer(b->name + "_acc", t, {}, ir::Scope::Local, r.store->loc);
       accs.push_back(acc);
       ir::Expr a = ir::make_load(acc, {}), term = ir::cast(t, r.term);
@@ -85,13 +91,13 @@ class Promoter : public ir::IRMutator {
     for (const ir::ForNode* f : loops)
       for (const ir::Expr& i : store->indices)
         if (analysis::uses_var(i, f->var.get())) return std::nullopt;
-    const auto* op = ir::as<ir::BinaryNode>(analysis::strip_float_casts(store->value));
+    const auto* op = ir::as<ir::BinaryNode>(analysis::strip_store_rounding(store->value, store->buffer->dtype));
     if (!op || (op->op != ir::BinaryOp::Add && op->op != ir::BinaryOp::Max && op->op != ir::BinaryOp::Min)) return std::nullopt;
     auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
     ir::Expr term = is_self(op->a) ? op->b : is_self(op->b) ? op->a : nullptr;
     if (!term || analysis::uses_buffer(term, store->buffer.get())) return std::nullopt;
     const ir::Buffer& b = store->buffer;
-    bool acc = b->scope == ir::Scope::Local && b->shape.empty() && b->dtype == accumulator_dtype(b->dtype);
+    bool acc = b->scope == ir::Scope::Local && b->shape.empty() && b->dtype == accumulator_dtype(b->dtype, term->dtype);
     return Reduction{store, op->op, term, acc};
   }
 };

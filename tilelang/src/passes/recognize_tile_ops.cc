@@ -75,7 +75,7 @@ std::optional<bool> operand_layout(const ir::BufferLoadNode* load, const std::ve
 std::optional<GemmMatch> match_gemm(const Nest& nest) {
   const auto* store = ir::as<ir::BufferStoreNode>(nest.body);
   if (!store || store->atomic_add || store->indices.size() < 2 || store->buffer->scope != ir::Scope::Global) return std::nullopt;
-  const auto* add = ir::as<ir::BinaryNode>(strip_float_casts(store->value));
+  const auto* add = ir::as<ir::BinaryNode>(analysis::strip_store_rounding(store->value, store->buffer->dtype));
   if (!add || add->op != ir::BinaryOp::Add) return std::nullopt;
   auto is_self = [&](const ir::Expr& e) { return analysis::loads_element(e, store->buffer, store->indices); };
   ir::Expr lhs = strip_float_casts(add->a), rhs = strip_float_casts(add->b);
@@ -90,6 +90,10 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     idx.push_back(l->var);
   }
   if (nest.loops.size() != idx.size() + 1) return std::nullopt;
+  // The gemm's regions are the loops' ranges: a triangular nest (`for k in range(i)`) is no product.
+  for (const Loop& bounded : nest.loops)
+    for (const Loop& l : nest.loops)
+      if (analysis::uses_var(bounded.min, l.var.get()) || analysis::uses_var(bounded.extent, l.var.get())) return std::nullopt;
   GemmMatch m;
   for (const Loop& l : nest.loops)
     if (std::none_of(idx.begin(), idx.end(), [&](const ir::Var& v) { return v == l.var; })) m.k = l.var;
@@ -110,9 +114,10 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     m.trans_a = *ta;
     m.trans_b = !*tb;
     // Float operands of at most 32 bits accumulate in f32 on every backend. Integer, f64 and packed
-    // f4 products stay loops, where promote_reductions gives them an accumulator of their own type.
+    // f4 products stay loops, where promote_reductions gives them an accumulator of their own type,
+    // and so do sums into a float64 C (an f32 gemm would drop the precision they ask for).
     auto narrow_float = [](ir::DType t) { return rt::is_float(t) && t != ir::DType::F64 && t != ir::DType::F4E2M1 && t != ir::DType::UE8M0; };
-    if (!narrow_float(m.a->dtype) || !narrow_float(m.b->dtype)) return std::nullopt;
+    if (!narrow_float(m.a->dtype) || !narrow_float(m.b->dtype) || !narrow_float(m.c->dtype)) return std::nullopt;
     m.accum = ir::DType::F32;
     return m;
   }

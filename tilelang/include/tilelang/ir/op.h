@@ -39,6 +39,9 @@ Expr neg(Expr a, SourceLoc loc = {});
 Expr bit_not(Expr a, SourceLoc loc = {});  // ~ on integers
 Expr select(Expr cond, Expr t, Expr f, SourceLoc loc = {});
 Expr cast(DType dtype, Expr value, SourceLoc loc = {});  // folds constants
+// An explicit conversion (T.cast, a dtype called, an annotated assignment): cast, but a narrow float
+// expression that kernels compute in float32 (`x_f16 * 3.0`) is rounded to its own type too.
+Expr convert(DType dtype, Expr value, SourceLoc loc = {});
 
 // Math intrinsics known to every backend: exp exp2 log log2 log10 sqrt rsqrt abs sin cos tan tanh
 // sigmoid floor ceil round trunc erf pow fma. Integer arguments of float functions become f32.
