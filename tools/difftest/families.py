@@ -361,71 +361,19 @@ def gen_reduce(R, rs, name):
 
 
 # ---------------------------------------------------------------- attention (flash, online softmax)
-ATTN = '''import tilelang.language as T
+EXAMPLE_ATTENTION = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "examples", "flash_attention.py")
 
-# %(name)s
-def flash_attention(batch=%(batch)d, heads=%(heads)d, seq_len=%(seq)d, dim=%(dim)d, is_causal=%(causal)r, block_M=%(bM)d, block_N=%(bN)d, dtype=%(dt)r, threads=%(threads)d, pipelined_softmax=%(ps)r, num_stages=%(stages)d):
-    scale = (1.0 / dim) ** 0.5 * 1.44269504
-    shape = (batch, seq_len, heads, dim)
-    accum = "float32"
-    eight_bit = dtype in ("float8_e4m3", "float8_e5m2")
-    v_shape = (batch, heads, dim, seq_len) if eight_bit else shape
 
-    @T.prim_func
-    def main(Q: T.Tensor(shape, dtype), K: T.Tensor(shape, dtype), V: T.Tensor(v_shape, dtype), Output: T.Tensor(shape, "bfloat16" if eight_bit else dtype)):
-        with T.Kernel(T.ceildiv(seq_len, block_M), heads, batch, threads=threads) as (bx, by, bz):
-            Q_shared = T.alloc_shared((block_M, dim), dtype)
-            K_shared = T.alloc_shared((block_N, dim), dtype)
-            V_shared = T.alloc_shared((dim, block_N) if eight_bit else (block_N, dim), dtype)
-            acc_s = T.alloc_fragment((block_M, block_N), accum)
-            acc_s_cast = T.alloc_fragment((block_M, block_N), dtype)
-            acc_o = T.alloc_fragment((block_M, dim), accum)
-            scores_max = T.alloc_fragment((block_M,), accum)
-            scores_max_prev = T.alloc_fragment((block_M,), accum)
-            scores_scale = T.alloc_fragment((block_M,), accum)
-            scores_sum = T.alloc_fragment((block_M,), accum)
-            logsum = T.alloc_fragment((block_M,), accum)
-
-            T.copy(Q[bz, bx * block_M : (bx + 1) * block_M, by, :], Q_shared)
-            T.fill(acc_o, 0)
-            T.fill(logsum, 0)
-            T.fill(scores_max, -T.infinity(accum))
-            loop_range = T.ceildiv((bx + 1) * block_M, block_N) if is_causal else T.ceildiv(seq_len, block_N)
-            order = [-1, 1, 3, 0, -1, 2] if pipelined_softmax else None
-            stage = [-1, 0, 0, 1, -1, 1] if pipelined_softmax else None
-            group = [[0], [1, 2], [3, 4, 5, 6, 7, 8, 9], [10], [11], [12]] if pipelined_softmax else None
-            for k in T.Pipelined(loop_range, num_stages=num_stages, order=order, stage=stage, group=group):
-                T.copy(K[bz, k * block_N : (k + 1) * block_N, by, :], K_shared)
-                for i, j in T.Parallel(block_M, block_N):
-                    if is_causal:
-                        acc_s[i, j] = T.if_then_else(bx * block_M + i >= k * block_N + j, 0, -T.infinity(accum))
-                    else:
-                        acc_s[i, j] = T.if_then_else(k * block_N + j < seq_len, 0, -T.infinity(accum))
-                T.gemm(Q_shared, K_shared, acc_s, transpose_B=True)
-                T.copy(scores_max, scores_max_prev)
-                T.reduce_max(acc_s, scores_max, dim=1, clear=False)
-                for i in T.Parallel(block_M):
-                    scores_scale[i] = T.exp2(scores_max_prev[i] * scale - scores_max[i] * scale)
-                for i, j in T.Parallel(block_M, block_N):
-                    acc_s[i, j] = T.exp2(acc_s[i, j] * scale - scores_max[i] * scale)
-                T.reduce_sum(acc_s, scores_sum, dim=1)
-                for i in T.Parallel(block_M):
-                    logsum[i] = logsum[i] * scores_scale[i] + scores_sum[i]
-                T.copy(acc_s, acc_s_cast)
-                for i, j in T.Parallel(block_M, dim):
-                    acc_o[i, j] *= scores_scale[i]
-                if eight_bit:
-                    T.copy(V[bz, by, :, k * block_N : (k + 1) * block_N], V_shared)
-                else:
-                    T.copy(V[bz, k * block_N : (k + 1) * block_N, by, :], V_shared)
-                T.gemm(acc_s_cast, V_shared, acc_o, transpose_B=eight_bit)
-
-            for i, j in T.Parallel(block_M, dim):
-                acc_o[i, j] /= logsum[i]
-            T.copy(acc_o, Output[bz, bx * block_M : (bx + 1) * block_M, by, :])
-
-    return main
-'''
+def attention_source(d):
+    """examples/flash_attention.py with the drawn parameters as its factory's defaults and num_stages drawn too."""
+    with open(EXAMPLE_ATTENTION) as f:
+        src = f.read()
+    signature = ('def flash_attention(batch, heads, seq_len, dim, is_causal=False, block_M=None, block_N=None, dtype="bfloat16", '
+                 'warp_specialize=None, threads=None, pipelined_softmax=None):')
+    drawn = ("def flash_attention(batch=%(batch)d, heads=%(heads)d, seq_len=%(seq)d, dim=%(dim)d, is_causal=%(causal)r, block_M=%(bM)d, "
+             "block_N=%(bN)d, dtype=%(dt)r, warp_specialize=None, threads=%(threads)d, pipelined_softmax=%(ps)r, num_stages=%(stages)d):") % d
+    assert src.count(signature) == 1 and src.count("num_stages=2,") == 1, "examples/flash_attention.py changed: update attention_source"
+    return "# %s\n" % d["name"] + src.replace(signature, drawn).replace("num_stages=2,", "num_stages=num_stages,")
 
 
 def gen_attn(R, rs, name):
@@ -444,7 +392,7 @@ def gen_attn(R, rs, name):
     stages = R.choice([1, 2, 2])
     threads = 128 * (bM // 64)
     d = dict(name=name, batch=batch, heads=heads, seq=seq, dim=dim, causal=causal, bM=bM, bN=bN, dt=dt, threads=threads, ps=ps, stages=stages)
-    src = ATTN % d
+    src = attention_source(d)
     shape = (batch, seq, heads, dim)
     Q, K, V = vals(rs, shape, dt), vals(rs, shape, dt), vals(rs, shape, dt)
     scale = (1.0 / dim) ** 0.5
