@@ -9,7 +9,8 @@
 #                                 short keeps what it did, in two files); a summary table is printed last.
 #                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1, TL_SKIP_DEEPGEMM=1,
 #                                 TL_SKIP_DEEPEP=1: not that product's steps; TL_SKIP_DEMO=1: not the
-#                                 README demo. On a machine with several GPUs the deepep steps use all.
+#                                 README demo; TL_SKIP_DIFFTEST=1: not tools/difftest (2-4 minutes).
+#                                 On a machine with several GPUs the deepep steps use all.
 #                                 TL_STEP_TIMEOUT=N: each step's limit in seconds (default 360).
 #
 # With the device tool: run "scripts/gpu_check.sh run" with carry ["gpu-bundle"]. The whole check
@@ -126,7 +127,7 @@ step program_tests_cuda shards
 # Differential test: ~500 tile programs generated from a fixed seed (random families and hand-written
 # probes) against their NumPy references (tools/difftest/README.md); the ones not started within 240 s
 # are reported as not_run. The report is also $out/difftest.txt, the failing programs difftest_failures.tgz.
-OUT="$out" step difftest_cuda tools/difftest/difftest.sh gpu-bundle/tl cuda --budget 240
+[ -n "${TL_SKIP_DIFFTEST:-}" ] || OUT="$out" step difftest_cuda tools/difftest/difftest.sh gpu-bundle/tl cuda --budget 240
 step gemm_sm90_test gpu-bundle/gemm_sm90_test --quick
 step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Sizes/SeedMatmul.MatchesReference/float16_64:Shapes/BlockedGemm.MatchesReference/*16_200x136x72_tile*:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt:Types/EightBitGemm.MatchesReference/int8_uint8_200x136x320:Types/EightBitGemm.MatchesReference/float8_e4m3_float8_e5m2_128x256x96'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal_*'
