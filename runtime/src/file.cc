@@ -1,6 +1,7 @@
 #include "rt/file.h"
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -32,22 +33,42 @@ std::string unique_temp_path(const std::string& path) {
   return str(path, ".tmp.", ::getpid(), ".", counter++, ".", std::hex, process_random);
 }
 
-void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
-  const std::string temp = unique_temp_path(path);
-  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
-  RT_USER_CHECK(fd >= 0, path, ": error: cannot create ", temp, ": ", std::strerror(errno));
+namespace {
+
+// Writes every part to `fd`: 0, or the errno of the write that failed.
+int write_parts(int fd, const std::vector<std::string_view>& parts) {
   for (std::string_view part : parts) {
     while (!part.empty()) {
       const ssize_t n = ::write(fd, part.data(), part.size());
       if (n < 0 && errno == EINTR) continue;
-      if (n < 0) {
-        const int err = errno;
-        ::close(fd);
-        ::unlink(temp.c_str());
-        throw_user_error(str(path, ": error: cannot write: ", std::strerror(err)));
-      }
+      if (n < 0) return errno;
       part.remove_prefix(static_cast<size_t>(n));
     }
+  }
+  return 0;
+}
+
+}  // namespace
+
+void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts) {
+  // A device, pipe or socket (--out /dev/null, /dev/stdout) is written in place: a rename would
+  // replace the node itself, and a process run as root may do that in /dev.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode) && !S_ISDIR(st.st_mode)) {
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
+    RT_USER_CHECK(fd >= 0, path, ": error: cannot open for writing: ", std::strerror(errno));
+    const int err = write_parts(fd, parts);
+    const bool closed = ::close(fd) == 0;
+    if (err != 0 || !closed) throw_user_error(str(path, ": error: cannot write: ", std::strerror(err != 0 ? err : errno)));
+    return;
+  }
+  const std::string temp = unique_temp_path(path);
+  const int fd = ::open(temp.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0666);
+  RT_USER_CHECK(fd >= 0, path, ": error: cannot create ", temp, ": ", std::strerror(errno));
+  if (const int err = write_parts(fd, parts); err != 0) {
+    ::close(fd);
+    ::unlink(temp.c_str());
+    throw_user_error(str(path, ": error: cannot write: ", std::strerror(err)));
   }
   const bool closed = ::close(fd) == 0;
   const int close_err = errno;

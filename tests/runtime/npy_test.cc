@@ -1,6 +1,9 @@
 #include "rt/npy.h"
 
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -151,6 +154,30 @@ TEST(Npy, ReadsFortranOrderBigEndianAndOtherVersions) {
   EXPECT_EQ(f4.dtype(), DType::F4E2M1);
   EXPECT_EQ(f4.data_as<uint8_t>()[0], 0xf1);
   EXPECT_EQ(f4.data_as<uint8_t>()[1] & 0x0f, 0x07);
+}
+
+// `--out /dev/null` once renamed a temp file over the device node, which replaced /dev/null when
+// run as root. A FIFO stands in for the device here: it must stay a FIFO and receive the file.
+TEST(Npy, WritesIntoAPipeInPlace) {
+  TempDir dir;
+  const std::string fifo = dir.file("out.fifo");
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0600), 0);
+  // A reader opened first lets the writer's open succeed; the small file fits in the pipe's buffer.
+  const int reader = ::open(fifo.c_str(), O_RDONLY | O_NONBLOCK);
+  ASSERT_GE(reader, 0);
+  Tensor t = Tensor::empty({3}, DType::F32);
+  for (int i = 0; i < 3; ++i) t.data_as<float>()[i] = float(i) + 0.5f;
+  rt::write_npy(fifo, t);
+  struct stat st;
+  ASSERT_EQ(::stat(fifo.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISFIFO(st.st_mode));
+  std::string got(4096, '\0');
+  const ssize_t n = ::read(reader, got.data(), got.size());
+  ::close(reader);
+  ASSERT_GT(n, 0);
+  got.resize(static_cast<size_t>(n));
+  write_bytes(dir.file("copy.npy"), got);
+  EXPECT_EQ(bytes_of(rt::read_npy(dir.file("copy.npy"))), bytes_of(t));
 }
 
 TEST(Npy, ErrorsNameTheFileAndTheReason) {

@@ -14,7 +14,8 @@ namespace rt {
 std::optional<std::string> read_file(const std::string& path);
 
 // Writes the concatenation of `parts` to a uniquely named temp file next to `path`, then renames it
-// over `path`. The directory must exist. A failure is a user error naming the path.
+// over `path`. The directory must exist. A device, pipe or socket at `path` (/dev/null) is written in
+// place instead, without the atomicity. A failure is a user error naming the path.
 void write_file_atomic(const std::string& path, const std::vector<std::string_view>& parts);
 
 // A path next to `path` that no other thread or process picks: "<path>.tmp.<pid>.<n>.<random>".
