@@ -272,13 +272,15 @@ Tensor read_npy(const std::string& path, std::optional<DType> untyped_as) {
 
   const Header header = HeaderParser(header_text, path).parse();
   const auto [type, swap] = resolve_descr(header.descr, path, untyped_as);
-  int64_t numel = 1;
+  // As in NumPy, the nonzero dimensions' bytes must fit in int64 even when another dimension is 0:
+  // else whether a shape is accepted would depend on where its 0 is, and its strides could overflow.
+  int64_t nonzero_bytes = type->itemsize;
   for (int64_t d : header.shape)
-    if (__builtin_mul_overflow(numel, d, &numel))
+    if (d != 0 && __builtin_mul_overflow(nonzero_bytes, d, &nonzero_bytes))
       fail(path, "the shape " + shape_tuple(header.shape) + " is too large");
-  int64_t data_bytes = 0;
-  if (__builtin_mul_overflow(numel, int64_t{type->itemsize}, &data_bytes))
-    fail(path, "the shape " + shape_tuple(header.shape) + " is too large");
+  const bool empty = std::find(header.shape.begin(), header.shape.end(), 0) != header.shape.end();
+  const int64_t data_bytes = empty ? 0 : nonzero_bytes;
+  const int64_t numel = data_bytes / type->itemsize;
   if (file_size - data_offset < data_bytes)
     fail(path, str("truncated: the header promises ", data_bytes, " data bytes (", header.descr, " ",
                    shape_tuple(header.shape), ") but the file holds ", file_size - data_offset));

@@ -198,6 +198,15 @@ TEST(Npy, ErrorsNameTheFileAndTheReason) {
   expect_error([&] { rt::read_npy(truncated); }, ErrorKind::User, truncated + ": error: truncated", "64 data bytes",
                "holds 60");
 
+  // Too large in any order, a 0 among the dimensions or not: the nonzero ones' bytes overflow int64.
+  const std::string huge = dir.file("huge.npy");
+  for (const char* shape : {"(0, 4611686018427387904, 4)", "(4611686018427387904, 4, 0)", "(3037000500, 3037000500)"}) {
+    write_bytes(huge, npy_file(std::string("{'descr': '<f2', 'fortran_order': False, 'shape': ") + shape + ", }", ""));
+    expect_error([&] { rt::read_npy(huge); }, ErrorKind::User, huge + ": error: the shape ", "is too large");
+  }
+  write_bytes(huge, npy_file("{'descr': '<f2', 'fortran_order': False, 'shape': (0, 1152921504606846976), }", ""));
+  EXPECT_EQ(rt::read_npy(huge).numel(), 0);
+
   const std::string cut_header = dir.file("cut_header.npy");
   write_bytes(cut_header, npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (4,), }", "").substr(0, 30));
   expect_error([&] { rt::read_npy(cut_header); }, ErrorKind::User, cut_header + ": error: truncated", "header");
