@@ -35,6 +35,26 @@ TEST(TlRun, InoutWritesTheUpdatedInputBack) {
   EXPECT_EQ(testutil::to_f64(rt::read_npy(s_in_path)), testutil::to_f64(s));
 }
 
+// Found by fuzzing: --inout and --out of one file (or two --out) wrote both, and the second silently
+// replaced the first. A device takes any number of outputs.
+TEST(TlRun, ResultsWrittenToOneFileAreAnError) {
+  tltest::cli::TempDir tmp;
+  const std::string x_path = tmp.path() + "/x.npy", s_path = tmp.path() + "/s.npy";
+  rt::write_npy(x_path, testutil::random_tensor({16, 32}, rt::DType::F32, testutil::fresh_seed()));
+  rt::write_npy(s_path, testutil::random_tensor({32}, rt::DType::F32, testutil::fresh_seed()));
+  const std::vector<std::string> args = {"run", "tests/tilelang/programs/column_sum_atomic.py", "--target", "cpu", "--param", "M=16",
+                                         "--param", "N=32", "--in", x_path, "--inout", s_path, "--out", tmp.path() + "/./s.npy"};
+  tltest::cli::Result r = tltest::cli::run_tl(args);
+  EXPECT_EQ(r.exit_code, 1) << tltest::cli::describe(args) << "\n" << r.err;
+  EXPECT_NE(r.err.find("tl: error: --inout " + s_path + " and --out " + tmp.path() + "/./s.npy name the same file"), std::string::npos) << r.err;
+
+  const std::vector<std::string> to_null = {"run", "examples/matmul.py", "--target", "cpu", "--in", s_path, "--in", s_path,
+                                            "--out", "/dev/null", "--out", "/dev/null"};
+  r = tltest::cli::run_tl(to_null);
+  EXPECT_EQ(r.exit_code, 1) << r.err;
+  EXPECT_EQ(r.err.find("name the same file"), std::string::npos) << r.err;
+}
+
 // Found by fuzzing: `tl compile --help` was "unknown option --help" (exit 1).
 TEST(TlHelp, AfterACommand) {
   for (const char* flag : {"--help", "-h"}) {

@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <variant>
 
@@ -39,11 +40,32 @@ std::string inout_path(const std::string& arg) {
   return colon != std::string::npos && rt::parse_dtype(arg.substr(colon + 1)) ? arg.substr(0, colon) : arg;
 }
 
+// Two results written to one file would silently leave only the later; a device such as /dev/null
+// can take any number.
+void check_distinct_results(const Options& o) {
+  std::vector<std::pair<std::string, std::string>> written;  // (flag, path)
+  for (size_t i : o.inouts) written.emplace_back("--inout", inout_path(o.inputs[i]));
+  for (const std::string& path : o.outputs) written.emplace_back("--out", path);
+  auto key = [](const std::string& path) {
+    std::error_code ec;
+    const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
+    return ec ? std::filesystem::path(path) : canonical;
+  };
+  for (size_t i = 0; i < written.size(); ++i) {
+    std::error_code ec;
+    if (std::filesystem::exists(written[i].second, ec) && !std::filesystem::is_regular_file(written[i].second, ec)) continue;
+    for (size_t j = 0; j < i; ++j)
+      RT_USER_CHECK(key(written[i].second) != key(written[j].second), written[j].first, " ", written[j].second, " and ", written[i].first, " ",
+                    written[i].second, " name the same file: the second write would replace the first");
+  }
+}
+
 }  // namespace
 
 int run_command(const Options& o) {
   need_file(o, "run");
   RT_USER_CHECK(o.shapes.empty(), "tl run takes real inputs (--in X.npy), not --shape");
+  check_distinct_results(o);
   tilelang::Module module = tilelang::Module::load(o.file);
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<rt::Tensor> inputs;
