@@ -9,36 +9,27 @@ NATIVE = {"float16": "<f2", "float32": "<f4", "float64": "<f8", "int32": "<i4", 
 NAMED = {"bfloat16": "bfloat16", "float8_e4m3": "float8_e4m3fn", "float8_e5m2": "float8_e5m2"}
 
 
-def _e4m3_table():
+def _float8_table(exp_bits, man_bits, ieee_specials):
+    """The value of each byte of a float8 format: e5m2 keeps IEEE's inf and NaNs (ieee_specials);
+    e4m3 ("fn") has no inf and one NaN per sign, its top exponent's largest mantissa."""
+    bias, top, steps = 2 ** (exp_bits - 1) - 1, 2 ** exp_bits - 1, 2 ** man_bits
     vals = np.zeros(256)
     for c in range(256):
-        s, e, m = c >> 7, (c >> 3) & 15, c & 7
-        if e == 15 and m == 7:
+        s, e, m = c >> 7, (c >> man_bits) & top, c & (steps - 1)
+        if ieee_specials and e == top:
+            v = np.inf if m == 0 else np.nan
+        elif not ieee_specials and e == top and m == steps - 1:
             v = np.nan
         elif e == 0:
-            v = m / 8 * 2.0 ** -6
+            v = m / steps * 2.0 ** (1 - bias)
         else:
-            v = (1 + m / 8) * 2.0 ** (e - 7)
+            v = (1 + m / steps) * 2.0 ** (e - bias)
         vals[c] = -v if s else v
     return vals
 
 
-def _e5m2_table():
-    vals = np.zeros(256)
-    for c in range(256):
-        s, e, m = c >> 7, (c >> 2) & 31, c & 3
-        if e == 31:
-            v = np.inf if m == 0 else np.nan
-        elif e == 0:
-            v = m / 4 * 2.0 ** -14
-        else:
-            v = (1 + m / 4) * 2.0 ** (e - 15)
-        vals[c] = -v if s else v
-    return vals
-
-
-E4M3 = _e4m3_table()
-E5M2 = _e5m2_table()
+E4M3 = _float8_table(4, 3, False)
+E5M2 = _float8_table(5, 2, True)
 
 
 def round_bf16(x):
