@@ -17,7 +17,8 @@
 //                                  per call in a stream of them and the host's enqueue time per
 //                                  call, then the same chain replayed from a CUDA graph (the
 //                                  kernels alone), beside the single call's
-//   bench_gpu_deepgemm --fp4       the FP8 x FP4 rows only
+//   bench_gpu_deepgemm --fp4 [M N K G ...]  the FP8 x FP4 rows only (or these shapes, FP32 scales
+//                                  of B per G = 32 or 128 of K); DG_GPU_FP4 picks the kernel form
 //   bench_gpu_deepgemm --bf16 M N K [M N K ...]  BF16 rows (beside cuBLAS) at these shapes only
 //   bench_gpu_deepgemm --huge      FP8 GEMMs of 100,000^3: 64-bit indexing end to end; three calls
 //                                  timed one by one (the best in the table), a 16-element spot
@@ -218,14 +219,16 @@ rt::Tensor gpu_aligned_scales(const rt::Tensor& host) {
 // which the kernel folds into the values) beside FP8 x FP8 at the same shapes: TFLOPS and the
 // operand bytes per second (B counted packed). Each output spot-checked on 32 elements against
 // float64. Returns false on a mismatch.
-bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen) {
+// `shapes`: {M, N, K, scale block of B (32 or 128), UE8M0}; empty for the table below.
+bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std::array<int64_t, 5>> shapes = {}) {
   std::printf("\n| kind | M | N | K | config | ms | TFLOPS | GB/s (operands) | FP8 x FP8 TFLOPS | FP4 / FP8 |\n"
               "|---|---|---|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
-  const int64_t shapes[][5] = {{128, 7168, 2048, 32, 0},  {128, 4096, 7168, 32, 0},  {4096, 7168, 2048, 32, 0},
-                               {4096, 4096, 7168, 32, 0}, {128, 4096, 7168, 128, 0}, {4096, 4096, 7168, 128, 0},
-                               {128, 7168, 2048, 32, 1},  {128, 4096, 7168, 32, 1},  {4096, 7168, 2048, 32, 1},
-                               {4096, 4096, 7168, 32, 1}};
+  if (shapes.empty())
+    shapes = {{128, 7168, 2048, 32, 0},  {128, 4096, 7168, 32, 0},  {4096, 7168, 2048, 32, 0},
+              {4096, 4096, 7168, 32, 0}, {128, 4096, 7168, 128, 0}, {4096, 4096, 7168, 128, 0},
+              {128, 7168, 2048, 32, 1},  {128, 4096, 7168, 32, 1},  {4096, 7168, 2048, 32, 1},
+              {4096, 4096, 7168, 32, 1}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2], gran = s[3];
     const bool ue8m0 = s[4] != 0;
@@ -573,7 +576,12 @@ int main(int argc, char** argv) {
       sweep(timer, gen, shapes);
       return 0;
     }
-    if (argc == 2 && std::strcmp(argv[1], "--fp4") == 0) return fp4_rows(timer, gen) ? 0 : 1;
+    if (argc >= 2 && (argc - 2) % 4 == 0 && std::strcmp(argv[1], "--fp4") == 0) {
+      std::vector<std::array<int64_t, 5>> shapes;
+      for (int i = 2; i < argc; i += 4)
+        shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2]), std::atoll(argv[i + 3]), 0});
+      return fp4_rows(timer, gen, shapes) ? 0 : 1;
+    }
     if (argc >= 5 && (argc - 2) % 3 == 0 && std::strcmp(argv[1], "--bf16") == 0) {
       std::vector<std::array<int64_t, 3>> shapes;
       for (int i = 2; i < argc; i += 3) shapes.push_back({std::atoll(argv[i]), std::atoll(argv[i + 1]), std::atoll(argv[i + 2])});

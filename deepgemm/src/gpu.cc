@@ -280,25 +280,48 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const bool contiguous = x.grouping == Grouping::MContiguous;
   const int max_block_m = !contiguous || sfb_rows == 0 ? 256 : 128;
   const bool plain_fp8 = x.fp8 && x.grouping == Grouping::None && !x.sfb_per_row;
-  GpuBlocking blk = choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
+  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
+  // FP4 B: expanded in registers (kernels/sm90_fp4_gemm.cuh) or into shared memory (kernels/sm90_gemm.cuh),
+  // by sm90_fp4_in_registers unless DG_GPU_FP4 says (auto, registers, shared); DG_GPU_CONFIG forces a
+  // configuration of the shared-memory form. DG_GPU_FP4=registers:BMxBN forces the registers
+  // kernel's tile (BM rows of A, BN of B), with a trailing "i" on two k-interleaved consumers.
+  const std::string fp4_form = rt::env_string("DG_GPU_FP4", "auto");
+  int fp4_bm = 0, fp4_bn = 0;
+  bool fp4_ki = false;
+  if (fp4_form.rfind("registers:", 0) == 0) {
+    char tail = 0, extra = 0;
+    const int got = std::sscanf(fp4_form.c_str() + 10, "%dx%d%c%c", &fp4_bm, &fp4_bn, &tail, &extra);
+    fp4_ki = got == 3 && tail == 'i';
+    RT_USER_CHECK(got == 2 || fp4_ki, "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form,
+                  "': expected registers:BMxBN or registers:BMxBNi, e.g. registers:64x128");
+    const std::string why = fp4_register_tile_error(fp4_bm, fp4_bn, x.promotion_k, contiguous, fp4_ki);
+    RT_USER_CHECK(!x.fp4_b || why.empty(), "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form, "': ", why);
+  } else {
+    RT_USER_CHECK(fp4_form == "auto" || fp4_form == "registers" || fp4_form == "shared", "deepgemm::", fn,
+                  ": DG_GPU_FP4='", fp4_form, "' must be 'auto', 'registers', 'registers:BMxBN[i]' or 'shared'");
+  }
+  const bool fp4_registers = x.fp4_b && forced.empty() &&
+                             (fp4_form == "auto" ? sm90_fp4_in_registers(m_hint) : fp4_form != "shared");
+  GpuBlocking blk = fp4_registers ? choose_fp4_register_blocking(m_hint, x.n, x.groups_a, sms, info.smem_per_block_optin,
+                                                                 x.promotion_k, contiguous, fp4_bm, fp4_bn, fp4_ki)
+                                  : choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
                                         info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8,
                                         contiguous);
   // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
   // read directly.
   const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
-  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
   if (!forced.empty()) {
     blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
                           info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b, contiguous);
     RT_USER_CHECK(blk.block_m != 192 || x.grouping == Grouping::None, "deepgemm::", fn, ": DG_GPU_CONFIG='", forced,
                   "': block_m 192 (three consumers) is for plain GEMMs, not grouped ones");
   }
-  choose_whole_slice_epilogue(blk, x.fp8, x.k, out_bytes, sfb_rows, info.smem_per_block_optin);
+  if (!fp4_registers) choose_whole_slice_epilogue(blk, x.fp8, x.k, out_bytes, sfb_rows, info.smem_per_block_optin);
 
   // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
   // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
   // DG_GPU_SPLIT_K: unset or "auto" for the plan's choice, 1 for none, S to force S pieces.
-  const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1;
+  const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1 && !fp4_registers;
   const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "auto");
   const int64_t forced_split = split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
   const int64_t k_blocks = ceil_div(x.k, blk.block_k);
@@ -326,7 +349,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   // Plain GEMMs of several rounds whose operands outgrow L2 keep their CTAs in step
   // (sm90_round_sync_every). DG_GPU_ROUND_SYNC: unset or "auto" for that rule, 0 for never, R for a
   // barrier every R rounds wherever one can apply.
-  const bool plain = x.grouping == Grouping::None;
+  const bool plain = x.grouping == Grouping::None && !fp4_registers;  // (no round barriers there)
   const std::string sync_env = rt::env_string("DG_GPU_ROUND_SYNC", "auto");
   const int64_t operand_bytes =
       (x.m * x.k * rt::bits(x.a.tensor.dtype()) + x.n * x.k * rt::bits(x.b.tensor.dtype())) / 8;
@@ -352,15 +375,16 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.epilogue_buffers = blk.epilogue_buffers;
   spec.epilogue_whole_slice = blk.epilogue_whole_slice;
   spec.fp4_b = x.fp4_b;
+  spec.fp4_registers = fp4_registers;
   // Folding pays on tiles of 128 or more columns (H200, 4096 rows: +24-30%); on the narrow tiles of
   // the M <= 128 shapes one thread per row expands too slowly (-27% to -41%): docs/perf.md.
-  const bool fold = x.fold_ok && blk.block_n >= 128;
+  const bool fold = x.fold_ok && blk.block_n >= 128 && !fp4_registers;
   spec.fold_scales = fold;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
   spec.k_interleave = blk.k_interleave;
-  spec.ring_rounds = sm90_ring_rounds(blk, x.fp8, m_hint, x.n, x.k, x.groups_a, sfb_rows);
+  spec.ring_rounds = !fp4_registers && sm90_ring_rounds(blk, x.fp8, m_hint, x.n, x.k, x.groups_a, sfb_rows);
   spec.smem_bytes = blk.smem_bytes;
   const Sm90Kernel gemm = sm90_kernel(spec, device);
 
@@ -441,7 +465,8 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.round_sync = round_sync.defined() ? static_cast<uint32_t*>(round_sync.data()) : nullptr;
   params.round_sync_every = std::max(sync_every, 1);
 
-  const int threads = 128 * (1 + sm90_consumers(blk.block_m, blk.k_interleave));
+  const int threads = 128 * (1 + (fp4_registers ? fp4_register_consumers(blk.block_n, blk.k_interleave)
+                                                : sm90_consumers(blk.block_m, blk.k_interleave)));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
                   const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
                   &map_d,                                 &params};

@@ -27,7 +27,30 @@ const char* device_type_name(rt::DType dtype) {
 
 }  // namespace
 
+namespace {
+
+std::string sm90_fp4_registers_source(const Sm90KernelSpec& s) {
+  const std::string config =
+      rt::str("deepgemm::kernels::Sm90Fp4RegConfig<", device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ",
+              s.stages, ", ", s.grouping, ", ", s.has_c ? "true" : "false", ", ", s.promotion_k, ", ",
+              s.k_interleave ? "true" : "false", ">");
+  return rt::str(
+      "#include \"deepgemm/kernels/sm90_fp4_gemm.cuh\"\n"
+      "using Cfg = ", config, ";\n"
+      "static_assert(Cfg::kSmemBytes == ", s.smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
+      "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) ", kSm90GemmKernel, "(\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor sfa, const __grid_constant__ tl::cuda::TmaDescriptor sfb,\n"
+      "    const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
+      "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n"
+      "  (void)d;\n"
+      "  deepgemm::kernels::sm90_fp4_reg_gemm_body<Cfg>(a, b, sfa, sfb, p);\n}\n");
+}
+
+}  // namespace
+
 std::string sm90_gemm_source(const Sm90KernelSpec& s) {
+  if (s.fp4_registers) return sm90_fp4_registers_source(s);
   const std::string config = rt::str("deepgemm::kernels::Sm90GemmConfig<", s.fp8 ? "true" : "false", ", ",
                                      device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
@@ -93,7 +116,7 @@ Sm90Kernel sm90_kernel(const Sm90KernelSpec& spec, int device) {
   Sm90Kernel k;
   k.kernel = jit_kernel(sm90_gemm_source(spec), kSm90GemmKernel, device);
   k.name = rt::str("cuda.sm90_", spec.fp8 ? "fp8" : "bf16", "_gemm", spec.sfb_per_row ? ".sfb_per_row" : "",
-                   spec.fp4_b ? ".fp4_b" : "", spec.fold_scales ? ".folded_scales" : "",
+                   spec.fp4_b ? (spec.fp4_registers ? ".fp4_b_in_registers" : ".fp4_b") : "", spec.fold_scales ? ".folded_scales" : "",
                    spec.k_interleave ? ".k_interleave" : "", spec.ring_rounds ? ".ring_rounds" : "",
                    !spec.tma_store                ? ""
                    : spec.epilogue_whole_slice  ? ".tma_store_slice"

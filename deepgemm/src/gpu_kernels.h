@@ -27,6 +27,9 @@ struct Sm90KernelSpec {
                              // one per box of the slice with epilogue_whole_slice)
   bool epilogue_whole_slice = false;
   bool fp4_b = false;        // B packed e2m1, expanded to e4m3 in the kernel
+  // fp4_b expanded in registers as wgmma's A operand (kernels/sm90_fp4_gemm.cuh: D^T = B A^T;
+  // block_m rows of A, block_n rows of B a tile) instead of into a shared-memory tile.
+  bool fp4_registers = false;
   bool fold_scales = false;  // fp4_b with power-of-two scales per 32 of K, folded into the values
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
@@ -37,8 +40,8 @@ struct Sm90KernelSpec {
 
   auto key() const {
     return std::make_tuple(fp8, out, block_m, block_n, stages, grouping, has_c, tma_store, epilogue_buffers,
-                           epilogue_whole_slice, fp4_b, fold_scales, sfb_per_row, promotion_k, multicast,
-                           k_interleave, ring_rounds, smem_bytes);
+                           epilogue_whole_slice, fp4_b, fp4_registers, fold_scales, sfb_per_row, promotion_k,
+                           multicast, k_interleave, ring_rounds, smem_bytes);
   }
 };
 
@@ -60,7 +63,8 @@ enum class QuantCast {
   Columns,       // per column and 128 rows: the same parameters
 };
 
-// extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, sfb, d, Sm90GemmParams p) for `spec`.
+// extern "C" kSm90GemmKernel(TmaDescriptor a, b, sfa, sfb, d, Sm90GemmParams p) for `spec` (of
+// kernels/sm90_fp4_gemm.cuh with spec.fp4_registers, else of kernels/sm90_gemm.cuh).
 std::string sm90_gemm_source(const Sm90KernelSpec& spec);
 // extern "C" kLayoutCopyKernel(const In*, Out*, int rows, int cols, int64_t s_g, s_r, s_c, out_ld).
 std::string layout_copy_source(rt::DType in, rt::DType out);

@@ -167,6 +167,63 @@ void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups,
   b.grid = tl::same_rounds_grid(int(tiles / b.multicast), sms / b.multicast) * b.multicast;
 }
 
+int64_t sm90_fp4_register_smem_bytes(int block_m, int block_n, int stages, int sfb_rows, bool k_interleave) {
+  auto round128 = [](int64_t bytes) { return (bytes + 127) / 128 * 128; };
+  const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 64 + round128(int64_t(block_m) * 4) +
+                        round128(int64_t(block_n) * 4 * sfb_rows);
+  return stages * stage + (k_interleave ? 64 * int64_t(block_m) * 4 : 0) + 2 * stages * 8 + 1024;
+}
+
+std::string fp4_register_tile_error(int block_m, int block_n, int promotion_k, bool contiguous, bool k_interleave) {
+  if (block_n != 64 && block_n != 128) return "rows of B a tile: 64 or 128 (one consumer per 64)";
+  if (block_m < 16 || block_m > 128 || block_m % 16 != 0) return "rows of A a tile: 16 to 128 by 16";
+  if (promotion_k == 32 && block_m > 64) return "per-32 scales of B take at most 64 rows of A a tile";
+  if (contiguous && 128 % block_m != 0) return "the contiguous layout's tiles must divide its 128-row blocks";
+  if (k_interleave && block_n != 64) return "k-interleaved consumers take 64 rows of B a tile";
+  return "";
+}
+
+GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_groups, int sms, int64_t smem_limit,
+                                         int promotion_k, bool contiguous, int block_m, int block_n,
+                                         bool k_interleave) {
+  const int sfb_rows = 128 / promotion_k;
+  sms = std::max(sms, 1);
+  GpuBlocking best;
+  double best_cost = 0;
+  for (int bn : {128, 64}) {
+    for (int bm : {128, 96, 64, 48, 32, 16}) {
+      const bool ki = block_m > 0 ? k_interleave : bn == 64;
+      if (!fp4_register_tile_error(bm, bn, promotion_k, contiguous, ki).empty()) continue;
+      if (block_m > 0 && (bm != block_m || bn != block_n)) continue;
+      GpuBlocking tile;
+      tile.block_m = bm;
+      tile.block_n = bn;
+      const double round = (70.0 + bm) * (bn == 128 ? 1.5 : 1.0);
+      const double cost = double(ceil_div(sm90_tiles(tile, m, n, tile_groups), sms)) * round;
+      // Ties (within 2%) go to the larger tile (fewer L2 reads per FLOP); candidates come larger first.
+      if (best.block_m != 0 && cost >= best_cost * 0.98) continue;
+      best.block_m = bm;
+      best.block_n = bn;
+      best.k_interleave = ki;
+      best_cost = cost;
+    }
+  }
+  best.block_k = 128;
+  best.fp4_b = true;
+  best.fp4_registers = true;
+  best.tma_store = false;
+  best.splits = 1;
+  best.multicast = 1;
+  best.grid = tl::same_rounds_grid(int(sm90_tiles(best, m, n, tile_groups)), sms);
+  best.stages = 2;
+  for (int s = 2; s <= kMaxSm90Stages; ++s)
+    if (sm90_fp4_register_smem_bytes(best.block_m, best.block_n, s, sfb_rows, best.k_interleave) <= smem_limit)
+      best.stages = s;
+  best.smem_bytes = sm90_fp4_register_smem_bytes(best.block_m, best.block_n, best.stages, sfb_rows, best.k_interleave);
+  best.raster_group = int(std::clamp<int64_t>(ceil_div(std::max<int64_t>(n, 1), best.block_n), 1, 8));
+  return best;
+}
+
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows, int max_block_m,
                                 bool fp4_b, bool plain_fp8, bool contiguous) {

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "cpu_kernels.h"
@@ -22,6 +23,9 @@ struct GpuBlocking {
   int epilogue_buffers = 2;  // its 64 x 64 staging buffers per consumer (1 when that buys a stage)
   bool epilogue_whole_slice = false;  // a buffer per box of a consumer's slice, staged at once
   bool fp4_b = false;        // B read packed (e2m1) and expanded in shared memory: a staging buffer per stage
+  // fp4_b expanded in registers instead (kernels/sm90_fp4_gemm.cuh, choose_fp4_register_blocking):
+  // block_m rows of A by block_n rows of B a tile, block_n / 64 consumers; no split-K, no TMA store.
+  bool fp4_registers = false;
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
   bool dual_b = false;       // contiguous grouped 256-row tiles: a second B tile per stage (sm90_dual_b)
@@ -127,6 +131,33 @@ inline constexpr int kMaxSm90Stages = 12;
 // and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
 // b.epilogue_buffers and b.smem_bytes (for b.fp4_b's, b.k_interleave's and b.dual_b's layout).
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
+
+// Whether FP4 B is expanded in registers (kernels/sm90_fp4_gemm.cuh) rather than into shared memory
+// (kernels/sm90_gemm.cuh) for `m` rows of A per group: on the H200 (N = 4096-7168; docs/perf.md,
+// stop 39) the registers kernel ran 6-45% faster at M = 64 / 128, +12% / -5% at 256 (per-32 /
+// per-128 scales), +7% / +22% at 512; the shared-memory one 2-5% faster at 1024 and 5-40% at 4096
+// (256 x 128 tiles; folded UE8M0 scales).
+inline constexpr int64_t kFp4RegistersMaxRows = 512;
+inline bool sm90_fp4_in_registers(int64_t m) { return m <= kFp4RegistersMaxRows; }
+
+// FP8 x FP4 with B expanded in registers (kernels/sm90_fp4_gemm.cuh, Sm90Fp4RegConfig::kSmemBytes;
+// the generated source asserts the two agree): `sfb_rows` rows of B's scales a stage (128 / promotion K).
+// k_interleave: two consumers on alternate k-blocks of a 64-row tile of B, and their hand-over buffer.
+int64_t sm90_fp4_register_smem_bytes(int block_m, int block_n, int stages, int sfb_rows, bool k_interleave = false);
+// Its configuration for `m` rows of A per group (`tile_groups` groups scheduled), N, B's scales every
+// `promotion_k` (32 or 128) of K; `contiguous`: the M-grouped contiguous layout (tiles inside one
+// 128-row block). The cost model, fitted to the H200 at M = 64 / 128 (docs/perf.md, stop 39): rounds
+// of one tile per SM, a round as long as 70 + BLOCK_M units for 64 rows of B on two k-interleaved
+// consumers (a k-block is a chain of latencies more than of work: 16-row tiles take half as long as
+// 128-row ones) and 1.5 times that for 128 rows of B on two consumers; as many stages as fit, up to
+// kMaxSm90Stages. `block_m` and `block_n` > 0 force the tile and `k_interleave` (the caller checked them).
+GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_groups, int sms, int64_t smem_limit,
+                                         int promotion_k, bool contiguous, int block_m = 0, int block_n = 0,
+                                         bool k_interleave = false);
+// Why the registers kernel cannot take a block_m x block_n tile ("" when it can).
+std::string fp4_register_tile_error(int block_m, int block_n, int promotion_k, bool contiguous, bool k_interleave);
+// Consumer warpgroups of the registers kernel: one per 64 rows of B, two with k_interleave.
+inline int fp4_register_consumers(int block_n, bool k_interleave) { return block_n / 64 * (k_interleave ? 2 : 1); }
 
 // Threads for the BF16 path (tl::cpu::gemm trims further for small problems itself).
 int choose_cpu_threads(int max_threads);

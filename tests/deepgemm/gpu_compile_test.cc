@@ -125,6 +125,60 @@ TEST(GpuCompile, PackedFp4B) {
   }
 }
 
+// FP4 B expanded in registers (kernels/sm90_fp4_gemm.cuh): wgmma with its A fragment in registers
+// (the "{%r..}" operand), every grouping, both promotions, one and two consumers; host and kernel
+// agree on shared memory (the source asserts it); the blocking picks tiles that fill the SMs.
+TEST(GpuCompile, Fp4BInRegisters) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  struct Case {
+    int bm, bn, grouping, promotion;
+    rt::DType out;
+    bool has_c, k_interleave;
+  };
+  for (const Case& c : {Case{64, 64, 0, 128, rt::DType::BF16, false, false}, Case{128, 128, 1, 128, rt::DType::F32, true, false},
+                        Case{32, 128, 2, 32, rt::DType::BF16, false, false}, Case{64, 64, 0, 32, rt::DType::F32, true, false},
+                        Case{128, 64, 0, 128, rt::DType::F32, true, true}, Case{32, 64, 2, 32, rt::DType::BF16, false, true}}) {
+    Sm90KernelSpec s = spec(true, c.out, c.bm, c.bn, 6, c.grouping, c.has_c, false, c.promotion);
+    s.fp4_b = s.fp4_registers = true;
+    s.k_interleave = c.k_interleave;
+    s.smem_bytes = deepgemm::detail::sm90_fp4_register_smem_bytes(c.bm, c.bn, 6, 128 / c.promotion, c.k_interleave);
+    const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(s), deepgemm::detail::kSm90GemmKernel);
+    const std::string wgmma = "wgmma.mma_async.sync.aligned.m64n" + std::to_string(c.bm) + "k32.f32.e4m3.e4m3";
+    const size_t at = ptx.find(wgmma);
+    ASSERT_NE(at, std::string::npos) << wgmma;
+    // The A operand: four 32-bit registers after the accumulators, not a 64-bit descriptor.
+    EXPECT_NE(ptx.find("}, {%r", at), std::string::npos) << ptx.substr(at, 400);
+    EXPECT_NE(ptx.find("prmt.b32"), std::string::npos);
+    // No expanded tile in shared memory (k-interleaved: only the hand-over of the second consumer's sum).
+    EXPECT_EQ(ptx.find("st.shared") != std::string::npos, c.k_interleave);
+  }
+  const int64_t smem = 232448;
+  struct Shape {
+    int64_t m, n;
+    int promotion;
+    int bm, bn;  // expected (the fastest measured on the H200 where measured: docs/perf.md)
+    bool k_interleave;
+  };
+  for (const Shape& sh : {Shape{128, 4096, 128, 64, 64, true}, Shape{128, 2112, 128, 32, 64, true},
+                          Shape{64, 4096, 32, 32, 64, true}, Shape{128, 7168, 32, 64, 128, false},
+                          Shape{4096, 4096, 128, 128, 128, false}}) {
+    const auto b = deepgemm::detail::choose_fp4_register_blocking(sh.m, sh.n, 1, 132, smem, sh.promotion, false);
+    EXPECT_TRUE(b.fp4_registers);
+    EXPECT_EQ(b.block_m, sh.bm) << sh.m << " x " << sh.n;
+    EXPECT_EQ(b.block_n, sh.bn) << sh.m << " x " << sh.n;
+    EXPECT_EQ(b.k_interleave, sh.k_interleave) << sh.m << " x " << sh.n;
+    EXPECT_LE(b.smem_bytes, smem);
+    EXPECT_EQ(b.smem_bytes, deepgemm::detail::sm90_fp4_register_smem_bytes(b.block_m, b.block_n, b.stages,
+                                                                           128 / sh.promotion, b.k_interleave));
+    EXPECT_GE(b.stages, 4);
+  }
+  EXPECT_TRUE(deepgemm::detail::sm90_fp4_in_registers(128));
+  EXPECT_TRUE(deepgemm::detail::sm90_fp4_in_registers(512));
+  EXPECT_FALSE(deepgemm::detail::sm90_fp4_in_registers(1024));
+  // The contiguous layout's tiles stay inside one 128-row block.
+  EXPECT_EQ(128 % deepgemm::detail::choose_fp4_register_blocking(4096, 4096, 1, 132, smem, 128, true).block_m, 0);
+}
+
 // One epilogue buffer per consumer: each box's store must leave shared memory before the next box
 // is staged there (wait_group.read 0, not 1).
 TEST(GpuCompile, OneEpilogueBuffer) {

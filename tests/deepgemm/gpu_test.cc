@@ -689,8 +689,9 @@ TEST(GpuFp8Gemm, ErrorAgainstUnquantizedProduct) {
   std::printf("calc_diff against the unquantized product: %.3g\n", diff);
 }
 
-// FP4 B: expanded to e4m3 in the kernel, B's scales per row and per 32 or 128 of K (UE8M0 per-32
-// scales folded into the values, promoted every 128).
+// FP4 B, B's scales per row and per 32 or 128 of K, both kernels: expanded in registers
+// (sm90_fp4_gemm.cuh, the default) and into shared memory (DG_GPU_FP4=shared; there UE8M0 per-32
+// scales are folded into the values and promoted every 128).
 TEST(GpuFp4, PlainAndGroupedContiguous) {
   REQUIRE_HOPPER();
   const int64_t m = 120, n = 176, k = 512;
@@ -698,17 +699,23 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
   const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
   auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
   const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
-  for (int64_t gran : {32, 128}) {
-    for (bool ue8m0 : {false, true}) {
-      auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(b, gran, ue8m0);
-      const std::vector<double> deq_b = dgtest::dequant(qb, sfb, 1, gran);
-      const std::string what = "fp4 per-" + std::to_string(gran) + (ue8m0 ? " ue8m0" : " fp32");
-      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
-      deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfb) : sfb), d);
-      const bool folded = gran == 32 && ue8m0 && deepgemm::last_config().block_n >= 128;
-      EXPECT_EQ(deepgemm::last_config().promotion_k, folded ? 128 : gran) << what;
-      EXPECT_EQ(deepgemm::last_config().kernel.find(".folded_scales") != std::string::npos, folded) << what;
-      expect_close(host(d), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k), k, false, what);
+  for (const char* form : {"registers", "shared"}) {
+    dgtest::ScopedEnv env("DG_GPU_FP4", form);
+    const bool registers = std::string(form) == "registers";
+    for (int64_t gran : {32, 128}) {
+      for (bool ue8m0 : {false, true}) {
+        auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(b, gran, ue8m0);
+        const std::vector<double> deq_b = dgtest::dequant(qb, sfb, 1, gran);
+        const std::string what = std::string(form) + " fp4 per-" + std::to_string(gran) + (ue8m0 ? " ue8m0" : " fp32");
+        rt::Tensor d = gpu(poisoned({m, n}, rt::DType::F32));
+        deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfb) : sfb), d);
+        const std::string& kernel = deepgemm::last_config().kernel;
+        EXPECT_EQ(kernel.find(".fp4_b_in_registers") != std::string::npos, registers) << what << ": " << kernel;
+        const bool folded = !registers && gran == 32 && ue8m0 && deepgemm::last_config().block_n >= 128;
+        EXPECT_EQ(deepgemm::last_config().promotion_k, folded ? 128 : gran) << what;
+        EXPECT_EQ(kernel.find(".folded_scales") != std::string::npos, folded) << what;
+        expect_close(host(d), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k), k, false, what);
+      }
     }
   }
   // Contiguous groups (per-32 scales): group 1's rows, then padding, then group 0's.
@@ -741,6 +748,81 @@ TEST(GpuFp4, PlainAndGroupedContiguous) {
     expect_close(std::vector<double>(dv.begin() + r * n, dv.begin() + (r + 1) * n),
                  dgtest::ref_gemm(gdeq_a.data() + r * k, gdeq_b.data() + idx[size_t(r)] * n * k, 1, n, k), k, true,
                  "grouped fp4 row " + std::to_string(r));
+  }
+}
+
+// FP4 B expanded in registers, every tile the kernel takes (DG_GPU_FP4=registers:BMxBN): partial
+// tiles in M and N, both promotions, D = C + A B^T in FP32 and BF16 out; and the masked layout
+// (rows past each group's count untouched) on the heuristic's tile and a forced one.
+TEST(GpuFp4, RegistersEveryTileAndMasked) {
+  REQUIRE_HOPPER();
+  const int64_t m = 200, n = 200, k = 384;
+  const rt::Tensor a = dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
+  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(a);
+  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128);
+  const rt::Tensor c = dgtest::normal({m, n}, rt::DType::F32, testutil::fresh_seed(), 4.0);
+  const std::vector<double> cv = testutil::to_f64(c);
+  for (int64_t gran : {32, 128}) {
+    auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(b, gran, false);
+    const std::vector<double> deq_b = dgtest::dequant(qb, sfb, 1, gran);
+    const Ref ref = dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k);
+    const Ref ref_c = dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, n, k, cv.data());
+    const rt::Tensor ga = gpu(qa), gsfa = gpu(sfa), gb = gpu(qb), gsfb = gpu(sfb);
+    for (const char* tile : {"16x64", "32x128", "48x64", "64x64", "64x128", "96x128", "128x64", "128x128", "32x64i",
+                             "64x64i", "128x64i"}) {
+      if (gran == 32 && std::atoi(tile) > 64) continue;
+      const std::string form = std::string("registers:") + tile;
+      dgtest::ScopedEnv env("DG_GPU_FP4", form.c_str());
+      const std::string what = form + " per-" + std::to_string(gran);
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+      deepgemm::fp8_fp4_gemm_nt(ga, gsfa, gb, gsfb, d);
+      const deepgemm::GemmConfig& used = deepgemm::last_config();
+      EXPECT_EQ(std::to_string(used.block_m) + "x" + std::to_string(used.block_n) +
+                    (used.kernel.find(".k_interleave") != std::string::npos ? "i" : ""),
+                tile);
+      expect_close(host(d), ref, k, true, what);
+      rt::Tensor dc = gpu(poisoned({m, n}, rt::DType::F32));
+      deepgemm::fp8_fp4_gemm_nt(ga, gsfa, gb, gsfb, dc, gpu(c));
+      expect_close(host(dc), ref_c, k, false, what + " + c");
+    }
+  }
+  {  // A tile the kernel cannot take is a clear error.
+    dgtest::ScopedEnv env("DG_GPU_FP4", "registers:128x64");
+    auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(b, 32, false);
+    dgtest::expect_user_error(
+        [&] { deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), gpu(qb), gpu(sfb), gpu(poisoned({m, n}, rt::DType::F32))); },
+        {"DG_GPU_FP4='registers:128x64'", "at most 64 rows of A"});
+  }
+
+  const int64_t g = 3, max_m = 96, gn = 144, gk = 256;
+  const std::vector<int32_t> masked = {50, 0, 96};
+  const rt::Tensor ma = dgtest::normal({g * max_m, gk}, rt::DType::BF16, testutil::fresh_seed());
+  const rt::Tensor mb = dgtest::normal({g * gn, gk}, rt::DType::BF16, testutil::fresh_seed());
+  auto [mqa, msfa] = deepgemm::per_token_cast_to_fp8(ma);
+  auto [mqb, msfb] = deepgemm::per_token_cast_to_fp4(mb, 128, false);
+  const std::vector<double> mdeq_a = dgtest::dequant(mqa, msfa, 1, 128), mdeq_b = dgtest::dequant(mqb, msfb, 1, 128);
+  for (const char* form : {"registers", "registers:32x64"}) {
+    dgtest::ScopedEnv env("DG_GPU_FP4", form);
+    rt::Tensor d = gpu(poisoned({g, max_m, gn}, rt::DType::BF16));
+    deepgemm::m_grouped_fp8_fp4_gemm_nt_masked(
+        dgtest::reshaped(gpu(mqa), {g, max_m, gk}), dgtest::reshaped(gpu(msfa), {g, max_m, gk / 128}),
+        dgtest::reshaped(gpu(mqb), {g, gn, gk}), dgtest::reshaped(gpu(msfb), {g, gn, gk / 128}), d,
+        gpu(dgtest::i32_tensor(masked)), 64);
+    const std::string cfg = deepgemm::last_config().to_string();
+    EXPECT_NE(deepgemm::last_config().kernel.find(".fp4_b_in_registers"), std::string::npos) << cfg;
+    const std::vector<double> dv = host(d);
+    for (int64_t gi = 0; gi < g; ++gi) {
+      const int64_t mg = masked[size_t(gi)];
+      if (mg > 0)
+        expect_close(dgtest::rows_of(dv, gn, gi * max_m, mg),
+                     dgtest::ref_gemm(mdeq_a.data() + gi * max_m * gk, mdeq_b.data() + gi * gn * gk, mg, gn, gk), gk,
+                     true, "masked fp4 group " + std::to_string(gi) + " (" + cfg + ")");
+      for (int64_t r = mg; r < max_m; ++r)
+        for (int64_t j = 0; j < gn; ++j)
+          ASSERT_TRUE(std::isnan(dv[size_t((gi * max_m + r) * gn + j)]))
+              << "masked row " << r << " of group " << gi << " written (" << cfg << ")";
+    }
   }
 }
 
