@@ -502,12 +502,6 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
   DG_CHECK(ck, !ks.empty(), "ks is empty (one K per group, at least one group)");
   p.num_groups = int64_t(ks.size());
-  int64_t sum = 0;
-  for (size_t g = 0; g < ks.size(); ++g) {
-    DG_CHECK(ck, ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
-             " must be a non-negative multiple of 128 (the scale block along K)");
-    sum += ks[g];
-  }
   ck.dims(a, "a", 2, "[sum(ks), M]");
   ck.dims(b, "b", 2, "[sum(ks), N]");
   p.a = view<MatrixArg>(a, true);
@@ -515,6 +509,15 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   p.m = p.a.rows;
   p.n = p.b.rows;
   p.k = p.a.cols;
+  int64_t sum = 0;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    DG_CHECK(ck, ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
+             " must be a non-negative multiple of 128 (the scale block along K)");
+    // Against the rows left rather than summed first: huge ks could wrap the sum around to a's rows.
+    DG_CHECK(ck, ks[g] <= p.k - sum, "ks[", g, "] = ", ks[g], " takes sum(ks) past the ", p.k,
+             " rows of a [sum(ks), M] = ", a.shape_string());
+    sum += ks[g];
+  }
   DG_CHECK(ck, p.k == sum, "a [sum(ks), M] = ", a.shape_string(), " has ", p.k, " rows but sum(ks) = ", sum);
   DG_CHECK(ck, p.b.cols == sum, "b [sum(ks), N] = ", b.shape_string(), " has ", p.b.cols, " rows but sum(ks) = ", sum);
   check_output(ck, p, d, c, {p.num_groups, p.m, p.n}, "[G, M, N]", true);

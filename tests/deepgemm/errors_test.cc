@@ -211,6 +211,13 @@ TEST(Errors, KGrouped) {
                     {"k_grouped_fp8_gemm_tn_contiguous", "ks[0] = 100", "multiple of 128"});
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {128, 128}); },
                     {"has 384 rows but sum(ks) = 256"});
+  expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {256, 256}); },
+                    {"ks[1] = 256 takes sum(ks) past the 384 rows of a [sum(ks), M] = [384, 32]"});
+  // Group sizes whose sum wraps around to a's 384 rows (it ran the groups past a's memory).
+  const int64_t huge = int64_t(1) << 62;
+  const rt::Tensor d4 = rt::Tensor::empty({4, 32, 48}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d4, {huge, huge, huge, huge + 384}); },
+                    {"ks[0] = 4611686018427387904 takes sum(ks) past the 384 rows"});
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {}); }, {"ks is empty"});
   const rt::Tensor dbf = rt::Tensor::empty({2, 32, 48}, rt::DType::BF16);
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, dbf, ks); }, {"d must be float32"});
