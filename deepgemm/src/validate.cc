@@ -114,6 +114,14 @@ class Checker {
     group_stride(t, name, true);
   }
 
+  // K, the extent of every operand row along K, is whole 16-byte units whatever the storage: the GPU
+  // path loads (and, for MN-major operands, copies) rows of K with TMA. The row strides alone do not
+  // say so for padded rows or MN-major operands.
+  void k_extent(int64_t k, const rt::Tensor& t, const char* name) const {
+    DG_CHECK(*this, stride_aligned(k, t.dtype()), "K = ", k, " is not a whole number of 16-byte units of ", name,
+             "'s ", rt::name(t.dtype()), " elements (K % 16 == 0 for float8, % 8 for bfloat16, % 32 for float4)");
+  }
+
   // A scale tensor, logical view v ([rows, cols] = [operand rows / gran_r, K / gran_c]): either K-major
   // (stride 1 along cols) or MN-major. Per-row scales (gran_r == 1: A's, FP4 B's, the K-grouped
   // GEMM's) are what the GPU kernels load with TMA, in the MN-major layout: that form needs a 16-byte
@@ -307,6 +315,8 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
   bind_operands(ck, p, a, b, d, c, major_a, major_b);
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
 
   // Scales.
   const int64_t kb = ceil_div(p.k, kBlockK);  // a partial last block of K has its own scales
@@ -353,6 +363,8 @@ Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const r
   bind_operands(ck, p, a, b, d, c, major_a, major_b);
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   check_output_overlaps(ck, p);
   return p;
 }
@@ -426,6 +438,8 @@ Problem make_m_grouped_contiguous(const std::string& function, Kind kind, const 
   DG_CHECK(ck, p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   if (kind != Kind::Bf16) {
     ck.dims(sfa, "a_scales", 2, "[M, ceil(K/128)]");
     ck.shape(sfa, "a_scales", {p.m, ceil_div(p.k, kBlockK)}, "[M, ceil(K/128)]");
@@ -469,6 +483,8 @@ Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::
            " must be positive (the typical number of valid rows per group)");
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   if (kind != Kind::Bf16) {
     ck.dims(sfa, "a_scales", 3, "[G, max_M, ceil(K/128)]");
     ck.shape(sfa, "a_scales", {p.num_groups, p.m, ceil_div(p.k, kBlockK)}, "[G, max_M, ceil(K/128)]");

@@ -87,6 +87,22 @@ TEST(Errors, ShapesAndScaleShapes) {
   const rt::Tensor a200 = rt::Tensor::empty({M, 200}, rt::DType::F8E4M3), b200 = rt::Tensor::empty({N, 200}, rt::DType::F8E4M3);
   const rt::Tensor s200 = rt::Tensor::empty({M, 2}, rt::DType::F32), sb200 = rt::Tensor::empty({1, 2}, rt::DType::F32);
   expect_user_error([&] { deepgemm::fp8_gemm_nt(a200, s200, b200, sb200, x.d); }, {"a's row stride (200", "16 bytes"});
+  // ... nor when the rows are padded, nor when K is the row count of an MN-major operand: the GPU
+  // loads and copies rows of K with TMA.
+  const rt::Tensor a17 = strided({M, 17}, rt::DType::F8E4M3, {32, 1}), b17 = strided({N, 17}, rt::DType::F8E4M3, {32, 1});
+  const rt::Tensor s17 = rt::Tensor::empty({M, 1}, rt::DType::F32), sb17 = rt::Tensor::empty({1, 1}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::fp8_gemm_nt(a17, s17, b17, sb17, x.d); },
+                    {"K = 17 is not a whole number of 16-byte units of a's float8_e4m3 elements"});
+  const rt::Tensor a200t = rt::Tensor::empty({200, M}, rt::DType::F8E4M3), b200t = rt::Tensor::empty({200, N}, rt::DType::F8E4M3);
+  expect_user_error([&] { deepgemm::fp8_gemm_tn(a200t, dgtest::transpose(s200), b200t, sb200, x.d); },
+                    {"fp8_gemm_tn", "K = 200 is not a whole number of 16-byte units of a's"});
+  const rt::Tensor a4t = rt::Tensor::empty({4, M}, rt::DType::BF16), b4k = strided({N, 4}, rt::DType::BF16, {8, 1});
+  expect_user_error([&] { deepgemm::bf16_gemm_tt(a4t, b4k, x.d); }, {"K = 4", "a's bfloat16 elements"});
+  // FP4: 32 values per 16 bytes.
+  const rt::Tensor a48 = strided({M, 48}, rt::DType::F8E4M3, {64, 1}), b48 = strided({N, 48}, rt::DType::F4E2M1, {64, 1});
+  const rt::Tensor sb48 = rt::Tensor::empty({N, 2}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::fp8_fp4_gemm_nt(a48, s17, b48, sb48, x.d); },
+                    {"K = 48 is not a whole number of 16-byte units of b's float4_e2m1 elements"});
   // FP4 scales: [N, ceil(K/32)] or [N, ceil(K/128)].
   const rt::Tensor b4 = rt::Tensor::empty({N, K}, rt::DType::F4E2M1);
   const rt::Tensor sb4 = rt::Tensor::empty({N, K / 64}, rt::DType::F32);
