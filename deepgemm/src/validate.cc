@@ -18,11 +18,13 @@ std::string shape_str(const rt::Shape& s) {
   return out + "]";
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Without forming a + b - 1, which overflows for sizes near 2^63 (e.g. K of an empty A).
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
-// Whether `elements` elements of `dtype` span a multiple of 16 bytes.
+// Whether `elements` elements of `dtype` span a multiple of 16 bytes (every dtype's width divides
+// 128 bits; counted in elements, which cannot overflow).
 bool stride_aligned(int64_t elements, rt::DType dtype) {
-  return (elements * rt::bits(dtype)) % (kTmaAlignBytes * 8) == 0;
+  return elements % (kTmaAlignBytes * 8 / rt::bits(dtype)) == 0;
 }
 
 // DG_CHECK(checker, cond, parts...): fails with the message's parts, which are evaluated only when

@@ -1,6 +1,7 @@
 // Bad input: every check names the function and the argument, and nothing runs on bad data.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -240,6 +241,21 @@ TEST(Errors, KGrouped) {
   const rt::Tensor d3 = rt::Tensor::empty({3, 32, 48}, rt::DType::F32);
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d3, ks); },
                     {"d must have shape [G, M, N] = [2, 32, 48]"});
+}
+
+// Sizes near 2^63 on empty operands (M = N = 0): the scale shapes are computed without overflow,
+// and there is nothing to compute.
+TEST(Errors, HugeKOfEmptyOperands) {
+  alignas(16) static uint8_t no_elements[16];
+  auto empty = [](const rt::Shape& shape, rt::DType dtype) {
+    return rt::Tensor::wrap(no_elements, shape, dtype, rt::Device::cpu());
+  };
+  const int64_t k = INT64_MAX / 16 * 16, kb = k / 128 + 1;
+  const rt::Tensor a = empty({0, k}, rt::DType::F8E4M3), b = empty({0, k}, rt::DType::F8E4M3);
+  const rt::Tensor sf = empty({0, kb}, rt::DType::F32), d = empty({0, 0}, rt::DType::F32);
+  deepgemm::fp8_gemm_nt(a, sf, b, sf, d);
+  expect_user_error([&] { deepgemm::fp8_gemm_nt(a, empty({0, kb - 1}, rt::DType::F32), b, sf, d); },
+                    {"a_scales must have shape [M, ceil(K/128)] = [0, 72057594037927936]"});
 }
 
 TEST(Errors, Knobs) {

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -116,6 +117,9 @@ TEST(Quant, TmaAlignedScaleLayout) {
   EXPECT_EQ(deepgemm::get_tma_aligned_size(5, 4), 8);
   EXPECT_EQ(deepgemm::get_tma_aligned_size(8, 4), 8);
   EXPECT_EQ(deepgemm::get_tma_aligned_size(5, 1), 16);
+  EXPECT_EQ(deepgemm::get_tma_aligned_size(INT64_MAX / 16 * 16, 1), INT64_MAX / 16 * 16);
+  dgtest::expect_user_error([] { deepgemm::get_tma_aligned_size(INT64_MAX, 1); },
+                            {"get_tma_aligned_size", "does not fit in int64"});
   EXPECT_EQ(deepgemm::get_mk_alignment_for_contiguous_layout(), 128);
   const rt::Tensor sf = dgtest::normal({3, 7, 5}, rt::DType::F32, testutil::fresh_seed());
   const rt::Tensor t = deepgemm::get_mn_major_tma_aligned_tensor(sf);
