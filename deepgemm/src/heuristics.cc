@@ -43,7 +43,8 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
   // Tiles: at most nc_cache columns and 72 micro-rows (about 1000 rows: each packed B panel serves
   // that many rows); then more, evenly sized tiles until every thread has about two (down to 8
   // micro-rows and 4 micro-columns), and a multiple of the thread count when the tiles are few.
-  threads = std::max(1, std::min<int>(threads, int(std::max(1.0, flops / 4.0e6))));
+  // Capped in double: the FLOP count of a large problem overflows int.
+  threads = int(std::clamp(flops / 4.0e6, 1.0, double(std::max(threads, 1))));
   max_m = std::max<int64_t>(max_m, 1);
   max_n = std::max<int64_t>(max_n, 1);
   int64_t tm = ceil_div(max_m, 72 * int64_t(mr)), tn = ceil_div(max_n, nc_cache);

@@ -1,4 +1,5 @@
 // Scale layouts and alignment helpers of deepgemm/quant.h.
+#include <cstdint>
 #include <cstring>
 
 #include "deepgemm/quant.h"
@@ -13,6 +14,8 @@ int64_t get_tma_aligned_size(int64_t x, int64_t element_size) {
                 element_size, " must divide 16");
   RT_USER_CHECK(x >= 0, "deepgemm::get_tma_aligned_size: negative size ", x);
   const int64_t align = 16 / element_size;
+  RT_USER_CHECK(x <= INT64_MAX / align * align, "deepgemm::get_tma_aligned_size: ", x,
+                " rounded up to a multiple of ", align, " does not fit in int64");
   return (x + align - 1) / align * align;
 }
 

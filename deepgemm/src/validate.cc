@@ -18,11 +18,13 @@ std::string shape_str(const rt::Shape& s) {
   return out + "]";
 }
 
-int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+// Without forming a + b - 1, which overflows for sizes near 2^63 (e.g. K of an empty A).
+int64_t ceil_div(int64_t a, int64_t b) { return a / b + (a % b != 0); }
 
-// Whether `elements` elements of `dtype` span a multiple of 16 bytes.
+// Whether `elements` elements of `dtype` span a multiple of 16 bytes (every dtype's width divides
+// 128 bits; counted in elements, which cannot overflow).
 bool stride_aligned(int64_t elements, rt::DType dtype) {
-  return (elements * rt::bits(dtype)) % (kTmaAlignBytes * 8) == 0;
+  return elements % (kTmaAlignBytes * 8 / rt::bits(dtype)) == 0;
 }
 
 // DG_CHECK(checker, cond, parts...): fails with the message's parts, which are evaluated only when
@@ -112,6 +114,14 @@ class Checker {
                shape_str(t.strides()), " (pad the rows)");
     }
     group_stride(t, name, true);
+  }
+
+  // K, the extent of every operand row along K, is whole 16-byte units whatever the storage: the GPU
+  // path loads (and, for MN-major operands, copies) rows of K with TMA. The row strides alone do not
+  // say so for padded rows or MN-major operands.
+  void k_extent(int64_t k, const rt::Tensor& t, const char* name) const {
+    DG_CHECK(*this, stride_aligned(k, t.dtype()), "K = ", k, " is not a whole number of 16-byte units of ", name,
+             "'s ", rt::name(t.dtype()), " elements (K % 16 == 0 for float8, % 8 for bfloat16, % 32 for float4)");
   }
 
   // A scale tensor, logical view v ([rows, cols] = [operand rows / gran_r, K / gran_c]): either K-major
@@ -307,6 +317,8 @@ Problem make_fp8_gemm(const std::string& function, bool fp4, const rt::Tensor& a
   bind_operands(ck, p, a, b, d, c, major_a, major_b);
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
 
   // Scales.
   const int64_t kb = ceil_div(p.k, kBlockK);  // a partial last block of K has its own scales
@@ -353,6 +365,8 @@ Problem make_bf16_gemm(const std::string& function, const rt::Tensor& a, const r
   bind_operands(ck, p, a, b, d, c, major_a, major_b);
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   check_output_overlaps(ck, p);
   return p;
 }
@@ -426,6 +440,8 @@ Problem make_m_grouped_contiguous(const std::string& function, Kind kind, const 
   DG_CHECK(ck, p.m <= 1 || m_indices.stride(0) == 1, "m_indices must be contiguous (stride ", m_indices.stride(0), ")");
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   if (kind != Kind::Bf16) {
     ck.dims(sfa, "a_scales", 2, "[M, ceil(K/128)]");
     ck.shape(sfa, "a_scales", {p.m, ceil_div(p.k, kBlockK)}, "[M, ceil(K/128)]");
@@ -469,6 +485,8 @@ Problem make_m_grouped_masked(const std::string& function, Kind kind, const rt::
            " must be positive (the typical number of valid rows per group)");
   ck.operand(a, "a");
   ck.operand(b, "b");
+  ck.k_extent(p.k, a, "a");
+  ck.k_extent(p.k, b, "b");
   if (kind != Kind::Bf16) {
     ck.dims(sfa, "a_scales", 3, "[G, max_M, ceil(K/128)]");
     ck.shape(sfa, "a_scales", {p.num_groups, p.m, ceil_div(p.k, kBlockK)}, "[G, max_M, ceil(K/128)]");
@@ -502,12 +520,6 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   ck.dtype(sfb, "b_scales", {rt::DType::F32, rt::DType::UE8M0});
   DG_CHECK(ck, !ks.empty(), "ks is empty (one K per group, at least one group)");
   p.num_groups = int64_t(ks.size());
-  int64_t sum = 0;
-  for (size_t g = 0; g < ks.size(); ++g) {
-    DG_CHECK(ck, ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
-             " must be a non-negative multiple of 128 (the scale block along K)");
-    sum += ks[g];
-  }
   ck.dims(a, "a", 2, "[sum(ks), M]");
   ck.dims(b, "b", 2, "[sum(ks), N]");
   p.a = view<MatrixArg>(a, true);
@@ -515,6 +527,15 @@ Problem make_k_grouped(const std::string& function, const rt::Tensor& a, const r
   p.m = p.a.rows;
   p.n = p.b.rows;
   p.k = p.a.cols;
+  int64_t sum = 0;
+  for (size_t g = 0; g < ks.size(); ++g) {
+    DG_CHECK(ck, ks[g] >= 0 && ks[g] % kBlockK == 0, "ks[", g, "] = ", ks[g],
+             " must be a non-negative multiple of 128 (the scale block along K)");
+    // Against the rows left rather than summed first: huge ks could wrap the sum around to a's rows.
+    DG_CHECK(ck, ks[g] <= p.k - sum, "ks[", g, "] = ", ks[g], " takes sum(ks) past the ", p.k,
+             " rows of a [sum(ks), M] = ", a.shape_string());
+    sum += ks[g];
+  }
   DG_CHECK(ck, p.k == sum, "a [sum(ks), M] = ", a.shape_string(), " has ", p.k, " rows but sum(ks) = ", sum);
   DG_CHECK(ck, p.b.cols == sum, "b [sum(ks), N] = ", b.shape_string(), " has ", p.b.cols, " rows but sum(ks) = ", sum);
   check_output(ck, p, d, c, {p.num_groups, p.m, p.n}, "[G, M, N]", true);

@@ -1,4 +1,4 @@
-// Configuration: last_config(), DG_PRINT_CONFIGS, set_num_sms / get_num_sms.
+// Configuration: last_config(), DG_PRINT_CONFIGS, set_num_sms / get_num_sms, the CPU threads.
 #include <gtest/gtest.h>
 
 #include <string>
@@ -6,9 +6,18 @@
 
 #include "deepgemm/deepgemm.h"
 #include "dg_test_util.h"
+#include "heuristics.h"
 #include "rt/cuda_device.h"
 
 namespace {
+
+// A problem of more than 2^31 * 4 MFLOP still gets every thread (its work per thread was converted
+// to int, which is undefined there and gave one thread).
+TEST(Config, HugeCpuProblemUsesEveryThread) {
+  deepgemm::cpu::SubGemm g;
+  g.m = g.n = g.k = int64_t(1) << 20;
+  EXPECT_EQ(deepgemm::detail::choose_cpu_blocking({g}, 14, 32, 128, 8).threads, 8);
+}
 
 TEST(Config, LastConfigDescribesTheCall) {
   const rt::Tensor a = dgtest::normal({32, 256}, rt::DType::BF16, testutil::fresh_seed());

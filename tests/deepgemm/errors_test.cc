@@ -1,6 +1,7 @@
 // Bad input: every check names the function and the argument, and nothing runs on bad data.
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -87,6 +88,22 @@ TEST(Errors, ShapesAndScaleShapes) {
   const rt::Tensor a200 = rt::Tensor::empty({M, 200}, rt::DType::F8E4M3), b200 = rt::Tensor::empty({N, 200}, rt::DType::F8E4M3);
   const rt::Tensor s200 = rt::Tensor::empty({M, 2}, rt::DType::F32), sb200 = rt::Tensor::empty({1, 2}, rt::DType::F32);
   expect_user_error([&] { deepgemm::fp8_gemm_nt(a200, s200, b200, sb200, x.d); }, {"a's row stride (200", "16 bytes"});
+  // ... nor when the rows are padded, nor when K is the row count of an MN-major operand: the GPU
+  // loads and copies rows of K with TMA.
+  const rt::Tensor a17 = strided({M, 17}, rt::DType::F8E4M3, {32, 1}), b17 = strided({N, 17}, rt::DType::F8E4M3, {32, 1});
+  const rt::Tensor s17 = rt::Tensor::empty({M, 1}, rt::DType::F32), sb17 = rt::Tensor::empty({1, 1}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::fp8_gemm_nt(a17, s17, b17, sb17, x.d); },
+                    {"K = 17 is not a whole number of 16-byte units of a's float8_e4m3 elements"});
+  const rt::Tensor a200t = rt::Tensor::empty({200, M}, rt::DType::F8E4M3), b200t = rt::Tensor::empty({200, N}, rt::DType::F8E4M3);
+  expect_user_error([&] { deepgemm::fp8_gemm_tn(a200t, dgtest::transpose(s200), b200t, sb200, x.d); },
+                    {"fp8_gemm_tn", "K = 200 is not a whole number of 16-byte units of a's"});
+  const rt::Tensor a4t = rt::Tensor::empty({4, M}, rt::DType::BF16), b4k = strided({N, 4}, rt::DType::BF16, {8, 1});
+  expect_user_error([&] { deepgemm::bf16_gemm_tt(a4t, b4k, x.d); }, {"K = 4", "a's bfloat16 elements"});
+  // FP4: 32 values per 16 bytes.
+  const rt::Tensor a48 = strided({M, 48}, rt::DType::F8E4M3, {64, 1}), b48 = strided({N, 48}, rt::DType::F4E2M1, {64, 1});
+  const rt::Tensor sb48 = rt::Tensor::empty({N, 2}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::fp8_fp4_gemm_nt(a48, s17, b48, sb48, x.d); },
+                    {"K = 48 is not a whole number of 16-byte units of b's float4_e2m1 elements"});
   // FP4 scales: [N, ceil(K/32)] or [N, ceil(K/128)].
   const rt::Tensor b4 = rt::Tensor::empty({N, K}, rt::DType::F4E2M1);
   const rt::Tensor sb4 = rt::Tensor::empty({N, K / 64}, rt::DType::F32);
@@ -211,12 +228,34 @@ TEST(Errors, KGrouped) {
                     {"k_grouped_fp8_gemm_tn_contiguous", "ks[0] = 100", "multiple of 128"});
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {128, 128}); },
                     {"has 384 rows but sum(ks) = 256"});
+  expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {256, 256}); },
+                    {"ks[1] = 256 takes sum(ks) past the 384 rows of a [sum(ks), M] = [384, 32]"});
+  // Group sizes whose sum wraps around to a's 384 rows (it ran the groups past a's memory).
+  const int64_t huge = int64_t(1) << 62;
+  const rt::Tensor d4 = rt::Tensor::empty({4, 32, 48}, rt::DType::F32);
+  expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d4, {huge, huge, huge, huge + 384}); },
+                    {"ks[0] = 4611686018427387904 takes sum(ks) past the 384 rows"});
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d, {}); }, {"ks is empty"});
   const rt::Tensor dbf = rt::Tensor::empty({2, 32, 48}, rt::DType::BF16);
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, dbf, ks); }, {"d must be float32"});
   const rt::Tensor d3 = rt::Tensor::empty({3, 32, 48}, rt::DType::F32);
   expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(a, sfa, b, sfb, d3, ks); },
                     {"d must have shape [G, M, N] = [2, 32, 48]"});
+}
+
+// Sizes near 2^63 on empty operands (M = N = 0): the scale shapes are computed without overflow,
+// and there is nothing to compute.
+TEST(Errors, HugeKOfEmptyOperands) {
+  alignas(16) static uint8_t no_elements[16];
+  auto empty = [](const rt::Shape& shape, rt::DType dtype) {
+    return rt::Tensor::wrap(no_elements, shape, dtype, rt::Device::cpu());
+  };
+  const int64_t k = INT64_MAX / 16 * 16, kb = k / 128 + 1;
+  const rt::Tensor a = empty({0, k}, rt::DType::F8E4M3), b = empty({0, k}, rt::DType::F8E4M3);
+  const rt::Tensor sf = empty({0, kb}, rt::DType::F32), d = empty({0, 0}, rt::DType::F32);
+  deepgemm::fp8_gemm_nt(a, sf, b, sf, d);
+  expect_user_error([&] { deepgemm::fp8_gemm_nt(a, empty({0, kb - 1}, rt::DType::F32), b, sf, d); },
+                    {"a_scales must have shape [M, ceil(K/128)] = [0, 72057594037927936]"});
 }
 
 TEST(Errors, Knobs) {

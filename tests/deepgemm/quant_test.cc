@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -112,10 +113,45 @@ TEST(Quant, StridedInputAndZeros) {
   EXPECT_EQ(qv[0], 0.0);
 }
 
+// NaN and infinite inputs, as docs/deepgemm.md states: a NaN stays out of its block's amax, an
+// infinity takes the block's scale to infinity (2^127 with UE8M0) and its finite values to zero.
+TEST(Quant, NonFiniteInputs) {
+  for (const bool ue8m0 : {false, true}) {
+    rt::Tensor x = dgtest::f32_tensor({2, 128}, std::vector<double>(256, -3.0));
+    x.data_as<float>()[5] = NAN;
+    x.data_as<float>()[128 + 5] = INFINITY;
+    const auto [q8, s8] = deepgemm::per_token_cast_to_fp8(x, ue8m0);
+    const auto [q4, s4] = deepgemm::per_token_cast_to_fp4(x, 128, ue8m0);
+    const std::vector<double> v8 = testutil::to_f64(q8), f8 = testutil::to_f64(s8);
+    const std::vector<double> v4 = testutil::to_f64(q4), f4 = testutil::to_f64(s4);
+    // Row 0: the NaN's block is scaled by its finite values.
+    EXPECT_FLOAT_EQ(float(f8[0]), ue8m0 ? 0.0078125f : 3.0f / 448.0f);
+    EXPECT_EQ(v8[0], ue8m0 ? -384.0 : -448.0);
+    EXPECT_TRUE(std::isnan(v8[5]));
+    EXPECT_EQ(f4[0], 0.5);  // 3 / 6, a power of two
+    EXPECT_EQ(v4[0], -6.0);
+    EXPECT_EQ(v4[5], 6.0);
+    // Row 1: the infinity's block.
+    EXPECT_EQ(f8[1], ue8m0 ? std::ldexp(1.0, 127) : INFINITY);
+    EXPECT_EQ(f4[1], f8[1]);
+    EXPECT_EQ(v8[128], 0.0);
+    EXPECT_EQ(v4[128], 0.0);
+    if (ue8m0) {
+      EXPECT_EQ(v8[128 + 5], 448.0);
+    } else {
+      EXPECT_TRUE(std::isnan(v8[128 + 5]));
+    }
+    EXPECT_EQ(v4[128 + 5], 6.0);
+  }
+}
+
 TEST(Quant, TmaAlignedScaleLayout) {
   EXPECT_EQ(deepgemm::get_tma_aligned_size(5, 4), 8);
   EXPECT_EQ(deepgemm::get_tma_aligned_size(8, 4), 8);
   EXPECT_EQ(deepgemm::get_tma_aligned_size(5, 1), 16);
+  EXPECT_EQ(deepgemm::get_tma_aligned_size(INT64_MAX / 16 * 16, 1), INT64_MAX / 16 * 16);
+  dgtest::expect_user_error([] { deepgemm::get_tma_aligned_size(INT64_MAX, 1); },
+                            {"get_tma_aligned_size", "does not fit in int64"});
   EXPECT_EQ(deepgemm::get_mk_alignment_for_contiguous_layout(), 128);
   const rt::Tensor sf = dgtest::normal({3, 7, 5}, rt::DType::F32, testutil::fresh_seed());
   const rt::Tensor t = deepgemm::get_mn_major_tma_aligned_tensor(sf);

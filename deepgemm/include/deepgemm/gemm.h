@@ -13,7 +13,8 @@
 //   are float32 or ue8m0 (powers of two). Every scale tensor may be stored K-major (logically
 //   row-major) or MN-major; an MN-major per-row scale tensor (a_scales, FP4 and K-grouped b_scales)
 //   needs a 16-byte aligned leading stride (get_mn_major_tma_aligned_tensor()'s layout, which the
-//   GPU kernels load with TMA). K must be a multiple of 128 for FP8 and FP4 GEMMs.
+//   GPU kernels load with TMA). K is whole 16-byte units of each operand (K % 16 == 0 for FP8,
+//   % 32 with FP4 B, % 8 for BF16), whatever the storage; a last 128-block of K may be partial.
 // - The FP8 math (the GPU kernels' "promotion"): for every 128-wide block kb of K, the FP32 partial
 //   product P_kb[m, n] = sum_{k in kb} a[m, k] * b[n, k] is scaled and accumulated in FP32:
 //     acc += (a_scale[m, kb] * b_scale[n / 128, kb]) * P_kb;   D = C + acc.

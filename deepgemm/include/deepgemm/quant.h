@@ -8,6 +8,9 @@
 //   q     = round-to-nearest-even(x * (1 / scale)), saturated to the format's range
 // so that x ~= q * scale and the block's amax maps to at most 448 (6). Scales come back as float32
 // (powers of two with use_ue8m0); cast_scales_to_ue8m0() makes ue8m0 tensors of those.
+// NaN and infinite inputs are not checked: a NaN stays out of the amax (and becomes NaN, or +6 in
+// e2m1); an infinity makes its block's scale infinite (2^127 with use_ue8m0) and zeroes the block's
+// finite values (docs/deepgemm.md, "Scaling recipes").
 //
 // The casts run on CPU or CUDA tensors (the results on the same device, the same bits; on the GPU in
 // the stream of set_stream()). cast_scales_to_ue8m0 runs on CPU tensors.
