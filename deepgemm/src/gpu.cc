@@ -106,6 +106,13 @@ ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream,
 }
 
 // A 3-D TMA map {cols, rows, groups} over a K-major operand view, box {box_cols, box_rows, 1}.
+// The byte stride a TMA map gets for a dimension of `extent` indices: the tensor's own, or where the
+// dimension has a single index -- any stride addresses it, and validation accepts any, odd ones
+// included -- the 16-byte multiple TMA needs past the `inner_bytes` of the dimensions inside it.
+uint64_t tma_stride_bytes(int64_t extent, int64_t stride_bytes, int64_t inner_bytes) {
+  return uint64_t(extent > 1 ? stride_bytes : (inner_bytes + 15) / 16 * 16);
+}
+
 rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t groups, uint32_t box_cols,
                             uint32_t box_rows) {
   const int64_t esize = rt::bits(v.tensor.dtype()) / 8;
@@ -114,9 +121,8 @@ rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t
   spec.dtype = v.tensor.dtype();
   spec.global_address = v.tensor.data();
   spec.global_dims = {uint64_t(v.cols), uint64_t(v.rows), uint64_t(groups)};
-  // One group: any valid stride (the dimension has a single index).
-  const int64_t group_stride = groups > 1 ? v.s_g : v.rows * v.s_r;
-  spec.global_strides = {uint64_t(v.s_r * esize), uint64_t(group_stride * esize)};
+  const uint64_t row = tma_stride_bytes(v.rows, v.s_r * esize, v.cols * esize);
+  spec.global_strides = {row, tma_stride_bytes(groups, v.s_g * esize, int64_t(row) * v.rows)};
   spec.box_dims = {box_cols, box_rows, 1};
   spec.swizzle = rt::TmaSwizzle::B128;
   return rt::encode_tensor_map(spec);
@@ -127,7 +133,8 @@ bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 // FP4 B that the kernel can load packed by TMA: K contiguous, rows and groups 16 bytes apart (32
 // e2m1 values), 16-byte aligned.
 bool fp4_loadable_packed(const MatrixArg& v, int64_t groups) {
-  return v.s_c == 1 && v.s_r % 32 == 0 && (groups == 1 || v.s_g % 32 == 0) && aligned16(v.tensor.data());
+  return v.s_c == 1 && (v.rows <= 1 || v.s_r % 32 == 0) && (groups == 1 || v.s_g % 32 == 0) &&
+         aligned16(v.tensor.data());
 }
 
 // A 3-D TMA map over packed FP4 B [groups, rows, cols e2m1] as bytes {cols / 2, rows, groups}, box
@@ -138,8 +145,8 @@ rt::CuTensorMap packed_fp4_map(const MatrixArg& v, int64_t groups, uint32_t box_
   spec.dtype = rt::DType::U8;
   spec.global_address = v.tensor.data();
   spec.global_dims = {uint64_t(v.cols / 2), uint64_t(v.rows), uint64_t(groups)};
-  const int64_t group_stride = groups > 1 ? v.s_g : v.rows * v.s_r;  // in e2m1 values
-  spec.global_strides = {uint64_t(v.s_r / 2), uint64_t(group_stride / 2)};
+  const uint64_t row = tma_stride_bytes(v.rows, v.s_r / 2, v.cols / 2);  // strides in e2m1 values
+  spec.global_strides = {row, tma_stride_bytes(groups, v.s_g / 2, int64_t(row) * v.rows)};
   spec.box_dims = {64, box_rows, 1};
   spec.swizzle = rt::TmaSwizzle::None;
   return rt::encode_tensor_map(spec);
@@ -222,8 +229,8 @@ rt::CuTensorMap scale_map(const std::string& name, const ScaleArg& v, int64_t gr
   spec.dtype = rt::DType::F32;
   spec.global_address = v.tensor.data();
   spec.global_dims = {uint64_t(v.rows), uint64_t(v.cols), uint64_t(groups)};
-  const int64_t group_stride = groups > 1 ? v.s_g : v.cols * v.s_c;
-  spec.global_strides = {uint64_t(v.s_c * 4), uint64_t(group_stride * 4)};
+  const uint64_t col = tma_stride_bytes(v.cols, v.s_c * 4, v.rows * 4);
+  spec.global_strides = {col, tma_stride_bytes(groups, v.s_g * 4, int64_t(col) * v.cols)};
   spec.box_dims = {box_rows, box_blocks, 1};
   return rt::encode_tensor_map(spec);
 }

@@ -93,6 +93,31 @@ TEST(GpuFp8Gemm, ShapesOutputsAndAccumulation) {
   }
 }
 
+// A single row (M = 1; N = 1 with FP4 B) may have any row stride, odd ones included: validation
+// accepts it, since only one row is addressed, and the TMA maps take a stride TMA accepts instead.
+TEST(GpuFp8Gemm, SingleRowsWithAnyStride) {
+  REQUIRE_HOPPER();
+  const int64_t n = 256, k = 512;
+  const Fp8Problem p = make_problem(1, n, k, true);
+  const rt::Tensor qa_odd = rt::Tensor::wrap(p.qa.data(), {1, k}, p.qa.dtype(), rt::Device::cpu(), {k + 3, 1}, p.qa.storage());
+  rt::Tensor d = gpu(poisoned({1, n}, rt::DType::BF16));
+  deepgemm::fp8_gemm_nt(dgtest::to_device_view(qa_odd, kGpu), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d);
+  expect_close(host(d), dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), 1, n, k), k, true, "m = 1, row stride k + 3");
+
+  const int64_t m = 64;
+  auto [qa, sfa] = deepgemm::per_token_cast_to_fp8(dgtest::normal({m, k}, rt::DType::BF16, testutil::fresh_seed()));
+  auto [qb, sfb] = deepgemm::per_token_cast_to_fp4(dgtest::normal({1, k}, rt::DType::BF16, testutil::fresh_seed()), 32, false);
+  const std::vector<double> deq_a = dgtest::dequant(qa, sfa, 1, 128), deq_b = dgtest::dequant(qb, sfb, 1, 32);
+  const rt::Tensor qb_odd = rt::Tensor::wrap(qb.data(), {1, k}, qb.dtype(), rt::Device::cpu(), {k + 2, 1}, qb.storage());
+  for (const char* form : {"registers", "shared"}) {
+    dgtest::ScopedEnv env("DG_GPU_FP4", form);
+    rt::Tensor d4 = gpu(poisoned({m, 1}, rt::DType::F32));
+    deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), dgtest::to_device_view(qb_odd, kGpu), gpu(sfb), d4);
+    expect_close(host(d4), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, 1, k), k, false,
+                 std::string("n = 1, fp4 row stride k + 2, ") + form);
+  }
+}
+
 // Every block shape the kernel takes (DG_GPU_CONFIG), not only the ones the heuristic picks here:
 // one, two and three consumers, one and two m64 waves, overlapped promotion, direct and TMA-store
 // epilogues.
