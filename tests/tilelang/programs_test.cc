@@ -660,7 +660,7 @@ TEST(Numerics, NarrowFloatConversionsRoundOnce) {
   testutil::from_f64(y, ys);
   std::copy(is.begin(), is.end(), static_cast<int64_t*>(i64.data()));
   for (int64_t i = 0; i < n; ++i) static_cast<int32_t*>(i32.data())[i] = static_cast<int32_t>(js[i]);
-  auto out = run(k, {y, i64, i32}, {{{5, n}, DType::F32}, {{3, n}, DType::BF16}, {{n}, DType::F16}, {{4}, DType::F32}});
+  auto out = run(k, {y, i64, i32}, {{{5, n}, DType::F32}, {{3, n}, DType::BF16}, {{n}, DType::F16}, {{7}, DType::F32}});
   const std::vector<double> f = f64(out[0]), sb = f64(out[1]), sh = f64(out[2]), c = f64(out[3]);
   for (int64_t i = 0; i < n; ++i) {
     EXPECT_EQ(f[i], testutil::round_to_bits(ys[i], 8)) << "T.cast bfloat16 of float64 " << ys[i];
@@ -677,6 +677,11 @@ TEST(Numerics, NarrowFloatConversionsRoundOnce) {
   EXPECT_EQ(c[1], 33816576.0);  // 2^25 + 2^18
   EXPECT_EQ(c[2], 1 + 0x1p-7);
   EXPECT_EQ(c[3], 1 + 0x1p-10);
+  // T.float16(0.1), T.bfloat16(257) and T.float8_e4m3(0.3) outside the kernel (they were 0.1, 257
+  // and 0.3: the double as given).
+  EXPECT_EQ(c[4], testutil::round_to_bits(0.1, 11));
+  EXPECT_EQ(c[5], 256.0);
+  EXPECT_EQ(c[6], testutil::round_to_bits(0.3, 4));
 }
 
 // max and min with NaNs (docs/language.md): a NaN operand gives the other operand, in either

@@ -1309,7 +1309,14 @@ Value Elaborator::call(const Value& callee, Args args, const SourceLoc& loc, con
     if (args.positional.size() != 1) error_at(loc, rt::str(callee_text, "(x) converts one value to ", rt::name(d->dtype)));
     const Value& v = args.positional[0];
     if (is_number(v) && !staged()) {
-      if (rt::is_float(d->dtype)) return as_double(v);
+      if (rt::is_float(d->dtype)) {
+        // A number of that type, as the same call inside a kernel gives it (rounded once, by the
+        // compiler's constant folding), held as a Python float.
+        const ir::Expr literal =
+            v.is<double>() ? ir::make_float(v.get<double>(), rt::DType::F64, loc) : ir::make_int(as_int(v), rt::DType::I64, loc);
+        if (const auto* f = ir::as<ir::FloatImmNode>(ir::cast(d->dtype, literal, loc))) return f->value;
+        return as_double(v);  // (a format the folding does not round: kept as given)
+      }
       return v.is<double>() ? float_to_int(v.get<double>(), loc, callee_text) : as_int(v);
     }
     return ExprV{ir::convert(d->dtype, to_expr(v, args.positional_locs[0], "the value to convert"), loc)};
