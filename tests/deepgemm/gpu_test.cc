@@ -111,7 +111,8 @@ TEST(GpuFp8Gemm, SingleRowsWithAnyStride) {
   const rt::Tensor qb_odd = rt::Tensor::wrap(qb.data(), {1, k}, qb.dtype(), rt::Device::cpu(), {k + 2, 1}, qb.storage());
   for (const char* form : {"registers", "shared"}) {
     dgtest::ScopedEnv env("DG_GPU_FP4", form);
-    rt::Tensor d4 = gpu(poisoned({m, 1}, rt::DType::F32));
+    // (D's rows padded to 16 bytes, as TMA needs for any D of more than one row.)
+    rt::Tensor d4 = dgtest::to_device_view(dgtest::padded_view(poisoned({m, 1}, rt::DType::F32), 4), kGpu);
     deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), dgtest::to_device_view(qb_odd, kGpu), gpu(sfb), d4);
     expect_close(host(d4), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, 1, k), k, false,
                  std::string("n = 1, fp4 row stride k + 2, ") + form);
