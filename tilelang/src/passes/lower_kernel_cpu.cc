@@ -24,15 +24,17 @@ bool contains_barrier(const ir::Stmt& s) {
   return found;
 }
 
-// Whether an expression gives the same value wherever it is evaluated in the kernel: it reads no
-// memory and calls no code of the user's.
-bool recomputable(const ir::Expr& e) {
-  bool pure = true;
+// Whether evaluating e again anywhere in body gives its value before body: it calls no code of the
+// user's and reads no memory that body writes.
+bool recomputable_in(const ir::Expr& e, const ir::Stmt& body) {
+  const analysis::Accesses body_accesses = analysis::accesses_of(body);
+  const bool user_code = analysis::calls_user_code(body);
+  bool same = true;
   ir::for_each_expr(e, [&](const ir::Expr& x) {
-    if (ir::as<ir::BufferLoadNode>(x)) pure = false;
-    if (const auto* c = ir::as<ir::CallNode>(x)) pure &= c->call_kind != ir::CallKind::Extern;
+    if (const auto* l = ir::as<ir::BufferLoadNode>(x)) same &= !user_code && !body_accesses.written.count(l->buffer.get());
+    if (const auto* c = ir::as<ir::CallNode>(x)) same &= c->call_kind != ir::CallKind::Extern;
   });
-  return pure;
+  return same;
 }
 
 // Binds var = value again at the top of each thread loop (over tid) that uses var.
@@ -68,7 +70,7 @@ class ThreadLoops {
         run.clear();
       };
       for (const ir::Stmt& x : seq->stmts) {
-        if (!contains_barrier(x) && dep_.dependent(x) && !holds_block_level(x)) {
+        if (runs_in_thread_loop(x)) {
           run.push_back(x);
           continue;
         }
@@ -90,10 +92,11 @@ class ThreadLoops {
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
       ir::Stmt body = wrap(l->body);
       if (!dep_.dependent(l->value)) return ir::make_let(l->var, l->value, body, l->loc);
-      // A per-thread value, now used in several thread loops: each binds it again, which gives the
-      // value of the binding only where evaluating it again does (a load could see a later store).
-      if (!recomputable(l->value) && !only_in_leading_thread_loop(body, l->var.get()))
-        error_at(l->loc, "a value computed from the thread index cannot be used across T.sync_threads(); keep it in T.alloc_local storage instead");
+      // A per-thread value, maybe used in several thread loops: each binds it again, which gives the
+      // value of the binding unless memory it reads is written after it.
+      if (!recomputable_in(l->value, l->body) && !used_only_at_the_start(l->body, l->var.get()))
+        error_at(l->loc, "a value computed from the thread index that reads memory written later cannot be used after a T.sync_threads() "
+                         "or a block-level statement; keep it in T.alloc_local storage instead");
       return RebindInThreadLoops(tid_, l->var, l->value).mutate(body);
     }
     barrier_error(s);
@@ -119,14 +122,15 @@ class ThreadLoops {
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) return holds_block_level(l->body);
     return false;
   }
-  // Whether var is used only in the thread loop that body starts with (which runs where the binding was).
-  bool only_in_leading_thread_loop(const ir::Stmt& body, const ir::VarNode* var) const {
+  // Whether a statement of a list joins its neighbours' thread loop.
+  bool runs_in_thread_loop(const ir::Stmt& s) const { return !contains_barrier(s) && dep_.dependent(s) && !holds_block_level(s); }
+  // Whether var is used only by the per-thread statements that body starts with: the thread loop at
+  // the place of the binding.
+  bool used_only_at_the_start(const ir::Stmt& body, const ir::VarNode* var) const {
     const auto* seq = ir::as<ir::SeqNode>(body);
-    const ir::Stmt& first = seq && !seq->stmts.empty() ? seq->stmts.front() : body;
-    const auto* f = ir::as<ir::ForNode>(first);
-    if (!f || f->var != tid_) return false;
-    if (!seq) return true;
-    return std::none_of(seq->stmts.begin() + 1, seq->stmts.end(), [&](const ir::Stmt& x) { return analysis::uses_var(x, var); });
+    if (!seq) return !analysis::uses_var(body, var);
+    auto rest = std::find_if_not(seq->stmts.begin(), seq->stmts.end(), [&](const ir::Stmt& x) { return runs_in_thread_loop(x); });
+    return std::none_of(rest, seq->stmts.end(), [&](const ir::Stmt& x) { return analysis::uses_var(x, var); });
   }
   const analysis::ThreadDependence& dep_;
   ir::Var tid_;
