@@ -47,8 +47,10 @@ INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31
 
 def cast_ref(x, dt):
     """T.cast's value (language.md 4.6): floats round to nearest even (e4m3 saturates, also from inf),
-    float to integer truncates toward zero and saturates, integer to narrower integer wraps."""
+    float to integer truncates toward zero and saturates, anything to bool is whether it is nonzero."""
     x = np.asarray(x, dtype=np.float64)
+    if dt == "bool":
+        return (x != 0).astype(np.float64)
     if dt in INT_RANGE:
         lo, hi = INT_RANGE[dt]
         return np.clip(np.trunc(x), lo, hi)
@@ -241,13 +243,15 @@ def tiles_shift(Xp, nby, bM, nbx, bN):
 
 
 # ---------------------------------------------------------------- casts among every dtype
-CAST_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "uint8", "int32", "float64"]
+CAST_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "uint8", "int32", "float64", "bool"]
 
 
 def cast_inputs(rs, shape, dt):
     """Values that reach every conversion's edges: fractions, saturation, overflow to inf."""
     if dt in ("int8", "uint8"):
         return int_vals(rs, shape, dt)
+    if dt == "bool":
+        return rs.randint(0, 2, shape).astype(np.float64)
     if dt == "int32":
         return rs.choice([-1, 1], shape) * np.floor(np.exp2(rs.uniform(0, 30, shape)))
     mags = {"float8_e4m3": 9, "float8_e5m2": 15.5, "float16": 15.9, "bfloat16": 20, "float32": 20}[dt]
@@ -260,7 +264,7 @@ def gen_cast(R, rs, name):
     chain = [R.choice(CAST_DTYPES) for _ in range(R.randint(1, 3))]
     out_dt = R.choice([d for d in CAST_DTYPES if d != "float64"])
     # an int scale keeps an integer an integer (int8 and uint8 promote to int32; not int32, which could overflow)
-    scale = R.choice([None, None, 3.0, 0.5] + ([2] if src_dt != "int32" else []))
+    scale = R.choice([None, None, 3.0, 0.5] + ([2] if src_dt != "int32" else [])) if src_dt != "bool" else None
     bM, bN = R.choice([8, 16, 32]), R.choice([16, 32, 64])
     M, N = R.randint(1, 2 * bM + 3), R.randint(1, 2 * bN + 3)
     threads = R.choice([32, 128])
@@ -437,6 +441,129 @@ def gen_reduce_axes(R, rs, name):
     p = Prog(name, "reduce_axes", src, dict(dt=dt, op=op, shape=shape, dim=dim, steps=steps, first=first, tile=tile_mem, blocks=blocks))
     p.add_in(X, dt)
     p.add_out(ref, acc_dt, (0, 0) if acc_dt == "int32" else (1e-5, 1e-5))
+    return p
+
+
+# ---------------------------------------------------------------- what follows a gemm on its accumulator
+def gen_accum(R, rs, name):
+    """A gemm (16-bit, or 8-bit into float32 / int32) into an accumulator that lives in registers on
+    GPUs, then: reductions along either axis (clear=False), a cast into a fragment of any dtype, or
+    atomics of the whole tile into a global of another dtype."""
+    kind = R.choice(["f16", "f16", "int8", "fp8"])
+    dt = {"f16": R.choice(["float16", "bfloat16"]), "int8": "int8", "fp8": "float8_e4m3"}[kind]
+    acc = "int32" if kind == "int8" else "float32"
+    bM, bN = R.choice([64, 64, 128]), R.choice([32, 64, 128])
+    bK = 32 if kind == "f16" else 64
+    threads = R.choice([128, 256]) if bM == 128 else 128
+    M, N, K = R.randint(bM // 2, 2 * bM), R.randint(bN // 2, 2 * bN), bK * R.randint(1, 3)
+    nbx, nby, nk = cdiv(N, bN), cdiv(M, bM), cdiv(K, bK)
+    Mp, Np = nby * bM, nbx * bN
+    after = R.choice(["reduce", "cast", "atomic"])
+    tB = kind != "f16" or R.random() < 0.5  # 8-bit tensor-core gemms read B as N x K
+    A = int_vals(rs, (M, K), "int8", -8, 8) if kind == "int8" else vals(rs, (M, K), dt)
+    B = int_vals(rs, (N, K) if tB else (K, N), "int8", -8, 8) if kind == "int8" else vals(rs, (N, K) if tB else (K, N), dt)
+    C = pad2(A, Mp, nk * bK) @ pad2(B.T if tB else B, nk * bK, Np)
+    params = [tensor("A", (M, K), dt), tensor("B", B.shape, dt)]
+    body = [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt),
+            I + "B_s = T.alloc_shared(%r, %r)\n" % ((bN, bK) if tB else (bK, bN), dt),
+            I + "C_l = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, acc), I + "T.clear(C_l)\n",
+            I + "for k in T.Pipelined(%d, num_stages=%d):\n" % (nk, R.choice([1, 2])),
+            J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK),
+            J + ("T.copy(B[bx * %d, k * %d], B_s)\n" % (bN, bK) if tB else "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN)),
+            J + "T.gemm(A_s, B_s, C_l, transpose_B=%r)\n" % tB]
+    p = Prog(name, "accum", "", dict(kind=kind, dt=dt, bM=bM, bN=bN, bK=bK, M=M, N=N, K=K, tB=tB, after=after, threads=threads))
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    if after == "reduce":
+        op, dim = R.choice(["sum", "max", "min", "absmax"]), R.choice([0, 1])
+        n_r = bN if dim == 0 else bM
+        init = 0 if acc == "int32" else 0.5
+        body += [I + "r = T.alloc_fragment((%d,), %r)\n" % (n_r, acc), I + "T.fill(r, %r)\n" % init,
+                 I + "T.reduce_%s(C_l, r, dim=%d, clear=False)\n" % (op, dim)]
+        t = tiles(C, nby, bM, nbx, bN)
+        red = combine(op, reduce_ref(op, t, 2 + dim), init)  # (nby, nbx, n_r)
+        if dim == 1:
+            params.append(tensor("O", (nbx, Mp), acc))
+            body.append(I + "T.copy(r, O[bx, by * %d])\n" % bM)
+            ref = red.transpose(1, 0, 2).reshape(nbx, Mp)
+        else:
+            params.append(tensor("O", (nby, Np), acc))
+            body.append(I + "T.copy(r, O[by, bx * %d])\n" % bN)
+            ref = red.reshape(nby, Np)
+        p.add_out(ref, acc, (0, 0) if acc == "int32" else (1e-5, 1e-5))
+        p.desc.update(op=op, dim=dim)
+    elif after == "cast":
+        out_dt = R.choice(["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "int32", "float32"])
+        params.append(tensor("Y", (M, N), out_dt))
+        body += [I + "Y_f = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, out_dt),
+                 I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "Y_f[i, j] = T.cast(C_l[i, j], %r)\n" % out_dt,
+                 I + "T.copy(Y_f, Y[by * %d, bx * %d])\n" % (bM, bN)]
+        p.add_out(convert(C, acc, out_dt)[:M, :N], out_dt, (0, 0))
+        p.desc.update(out=out_dt)
+    else:
+        s_dt = R.choice(["float32", "float16", "bfloat16"]) if acc == "float32" else "int32"
+        # every block row adds its tile into one (bM, Np) band: sums of nby exact values
+        S0 = np.zeros((bM, Np)) if s_dt == "int32" else rs.randint(-8, 9, (bM, Np)) / 4.0
+        params.append(tensor("S", (bM, Np), s_dt))
+        body.append(I + "T.atomic_add(S[0, bx * %d], C_l)\n" % bN)
+        p.add_in(S0, s_dt, "inout")
+        ref = S0 + C.reshape(nby, bM, Np).sum(axis=0)
+        p.inout_refs[2] = (ref, s_dt) + {"float32": (1e-5, 1e-5), "int32": (0, 0), "float16": (2e-3, 2e-2), "bfloat16": (1.6e-2, 0.2)}[s_dt]
+        p.desc.update(s_dt=s_dt)
+    p.src = kernel_src(name, params, (nbx, nby), threads, body)
+    return p
+
+
+# ---------------------------------------------------------------- tile operations on regions
+def gen_regions(R, rs, name):
+    """Tile operations on slices: a copy with a halo past the tile (clipped at the tensor's edge), a
+    stencil over it, T.fill / T.clear of parts, a copy between offset regions, a reduction of part of
+    a tile into part of a vector."""
+    bM, bN = R.choice([8, 16, 32]), R.choice([8, 16, 32])
+    halo = R.choice([1, 2, 4])
+    M, N = R.randint(1, 3 * bM + 3), R.randint(1, 3 * bN + 3)
+    threads = R.choice([32, 64, 128])
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    X = vals(rs, (M, N), "float32")
+    Xp = pad2(X, nby * bM + halo, nbx * bN + halo)
+    h, w = R.randint(1, bM), R.randint(1, bN)          # the region copied from y into z
+    a, c = R.randint(0, bM - h), R.randint(0, bN - w)  # its place in y
+    a2, c2 = R.randint(0, bM - h), R.randint(0, bN - w)  # and in z
+    f_rows = R.randint(0, bM - 1)                       # y's first rows filled with 1.0
+    z_init = R.choice(["clear", "fill"])
+    r_rows = R.randint(1, bM)
+    body = [I + "s = T.alloc_shared((%d, %d), 'float32')\n" % (bM + halo, bN + halo),
+            I + "y = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "z = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+            I + "T.copy(X[by * %d : by * %d + %d, bx * %d : bx * %d + %d], s)\n" % (bM, bM, bM + halo, bN, bN, bN + halo),
+            I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+            J + "y[i, j] = s[i, j] + s[i + %d, j] * 0.5 + s[i, j + %d] * 0.25\n" % (halo, halo)]
+    if f_rows:
+        body.append(I + "T.fill(y[0:%d, :], 1.0)\n" % f_rows)
+    body.append(I + ("T.clear(z)\n" if z_init == "clear" else "T.fill(z, -0.5)\n"))
+    body.append(I + "T.copy(y[%d:%d, %d:%d], z[%d:%d, %d:%d])\n" % (a, a + h, c, c + w, a2, a2 + h, c2, c2 + w))
+    body.append(I + "T.fill(r, 0.25)\n")
+    body.append(I + "T.reduce_sum(y[0:%d, :], r[0:%d], dim=1, clear=False)\n" % (r_rows, r_rows))
+    body.append(I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN))
+    body.append(J + "z[i, j] = z[i, j] + r[i]\n")
+    body.append(I + "T.copy(z, Y[by * %d, bx * %d])\n" % (bM, bN))
+    src = kernel_src(name, [tensor("X", (M, N), "float32"), tensor("Y", (M, N), "float32")], (nbx, nby), threads, body)
+    out = np.zeros((nby * bM, nbx * bN))
+    for by in range(nby):
+        for bx in range(nbx):
+            sv = Xp[by * bM:(by + 1) * bM + halo, bx * bN:(bx + 1) * bN + halo]
+            y = sv[:bM, :bN] + sv[halo:halo + bM, :bN] * 0.5 + sv[:bM, halo:halo + bN] * 0.25
+            y[:f_rows, :] = 1.0
+            z = np.full((bM, bN), 0.0 if z_init == "clear" else -0.5)
+            z[a2:a2 + h, c2:c2 + w] = y[a:a + h, c:c + w]
+            r = np.full(bM, 0.25)
+            r[:r_rows] += y[:r_rows].sum(axis=1)
+            out[by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN] = z + r[:, None]
+    p = Prog(name, "regions", src, dict(bM=bM, bN=bN, M=M, N=N, halo=halo, region=(h, w, a, c, a2, c2), f_rows=f_rows, z_init=z_init,
+                                        r_rows=r_rows, threads=threads))
+    p.add_in(X, "float32")
+    p.add_out(out[:M, :N], "float32", (1e-5, 1e-5))
     return p
 
 
@@ -717,4 +844,4 @@ def gen_invalid(R, rs, name):
 
 
 FAMILIES = {"sched": gen_sched, "parallel": gen_parallel, "cast": gen_cast, "intops": gen_intops, "reduce_axes": gen_reduce_axes,
-            "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "symbolic": gen_symbolic, "invalid": gen_invalid}
+            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "symbolic": gen_symbolic, "invalid": gen_invalid}
