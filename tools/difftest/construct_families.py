@@ -806,36 +806,57 @@ def gen_symbolic(R, rs, name):
 
 
 # ---------------------------------------------------------------- invalid programs: a located error
-# (statement, a phrase the error must contain): each invalid by language.md
+# (statements, a phrase the error must contain, the error's line counted from the first statement):
+# each invalid by language.md. The kernel around them has X, Y, x, r, r_long, s_a, s_b (gen_invalid).
+LOOP = "\n" + J
 INVALID_STATEMENTS = [
-    ("T.fill(x[0:%(bM4)d, 0:%(bN)d], 1.0)", "out of bounds"),           # 4.5: a provably out-of-range fill
-    ("T.reduce_sum(x, r_long, dim=1)", "destination"),                    # dst is not src without dim
-    ("T.reduce_sum(x, r, dim=2)", "dim"),                                 # no such dimension
-    ("x[0, 0] = x[0, 0] << 2", "integer"),                                # 2.5: shifts take integers only
-    ("T.copy(X[0:%(bM)d, 0:%(bN)d], r)", "shape"),                       # shapes must match
-    ("T.gemm(x, x, r)", "gemm"),                                          # C of the wrong shape
-    ("x[0, 0] = by // 0", "zero"),                                        # 2.5: a constant 0 divisor
-    ("x[0, 0] = T.cast(bx, 'float32') + (bx << 40)", "shift"),            # 2.5: a constant amount out of range
-    ("T.atomic_max(X[0, 0], 1.0)", "not supported"),                      # 4: not a T. function
-    ("x[0, 0] = undefined_name", "undefined_name"),
-    ("T.copy(x, X[0:%(bM)d, 0:%(bN)d, 0])", ""),                         # too many indices
+    ("T.fill(x[0:%(bM4)d, 0:%(bN)d], 1.0)", "out of bounds", 0),          # 4.5: a provably out-of-range fill
+    ("T.reduce_sum(x, r_long, dim=1)", "destination", 0),                 # dst is not src without dim
+    ("T.reduce_sum(x, r, dim=2)", "dim", 0),                              # no such dimension
+    ("x[0, 0] = x[0, 0] << 2", "integer", 0),                             # 2.5: shifts take integers only
+    ("T.copy(X[0:%(bM)d, 0:%(bN)d], r)", "shape", 0),                     # shapes must match
+    ("T.copy(x[0, 0], s_a[0, 0])", "at least one side", 0),               # 4.5: not both points
+    ("T.gemm(x, x, r)", "gemm", 0),                                       # C of the wrong shape
+    ("T.gemm(s_a, s_b, r_int)", "integer C", 0),                          # 4.5: float operands, integer C
+    ("x[0, 0] = by // 0", "zero", 0),                                     # 2.5: a constant 0 divisor
+    ("x[0, 0] = T.cast(bx %% 0, 'float32')", "zero", 0),
+    ("x[0, 0] = T.cast(bx << 40, 'float32')", "shift", 0),                # 2.5: a constant amount out of range
+    ("x[0, 0] = X[-1, 0]", "out of bounds", 0),                           # 2.5: negative indices are not wrapped
+    ("x[0, 0] = T.cast(1.0, 'float13')", "unknown dtype", 0),
+    ("x[0, 0] = T.call_extern('float32', 'not a name', 1.0)", "function name", 0),  # 4.8
+    ("T.atomic_max(X[0, 0], 1.0)", "not supported", 0),                   # 4: not a T. function
+    ("x[0, 0] = undefined_name", "undefined_name", 0),
+    ("x[0, 0] = T.get_thread_binding(3)", "thread dimension", 0),
+    ("x[0, 0] = T.if_then_else(bx > 0, 1.0)", "false_value", 0),
+    ("for k in T.serial(0, 4, 0):" + LOOP + "x[k, 0] = 1.0", "step", 0),           # 4.4: steps are nonzero
+    ("for k in T.serial(0, 4, bx):" + LOOP + "x[k, 0] = 1.0", "compile time", 0),  # ... compile-time integers
+    ("for i, j in T.Parallel(4):" + LOOP + "x[i, 0] = 1.0", "loop variables", 0),
+    ("for q in T.serial(4):" + LOOP + "x[q, 0] = 1.0\n" + I + "x[q, 1] = 2.0", "outside the loop", 2),  # 2.3
+    # 4.4: a schedule's lists differ in length; stage -1 on a statement that is no pipelined copy
+    ("for k in T.Pipelined(2, num_stages=2, order=[0, 1], stage=[0], group=[[0], [1]]):" + LOOP + "T.copy(X[k * 16, 0], s_b)" + LOOP +
+     "T.gemm(s_a, s_b, x)", "stage entries", 0),
+    ("for k in T.Pipelined(2, num_stages=2, order=[0, -1], stage=[0, -1], group=[[0], [1]]):" + LOOP + "T.copy(X[k * 16, 0], s_b)" + LOOP +
+     "T.gemm(s_a, s_b, x)", "stage -1", 2),
 ]
 
 
 def gen_invalid(R, rs, name):
-    """A valid tile program with one statement replaced by an invalid one: tl must exit 1 with
-    prog.py:LINE:COL: error: at that statement, naming the problem (Prog.expect_error)."""
+    """A valid tile program with invalid statements in its middle: tl must exit 1 with
+    prog.py:LINE:COL: error: at the offending one, naming the problem (Prog.expect_error)."""
     bM, bN = R.choice([16, 32]), R.choice([16, 32])
     M, N = 2 * bM, 2 * bN
-    bad, phrase = R.choice(INVALID_STATEMENTS)
+    bad, phrase, line_offset = R.choice(INVALID_STATEMENTS)
     bad %= dict(bM=bM, bN=bN, bM4=bM + 4)
     head = [I + "x = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
             I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
             I + "r_long = T.alloc_fragment((%d,), 'float32')\n" % (bM + 1),
+            I + "r_int = T.alloc_fragment((%d, %d), 'int32')\n" % (bM, bN),
+            I + "s_a = T.alloc_shared((%d, 16), 'float16')\n" % bM,
+            I + "s_b = T.alloc_shared((16, %d), 'float16')\n" % bN,
             I + "T.copy(X[by * %d, bx * %d], x)\n" % (bM, bN)]
     tail = [I + "T.reduce_max(x, r, dim=1)\n", I + "T.copy(r, Y[bx, by * %d])\n" % bM]
     params = [tensor("X", (M, N), "float32"), tensor("Y", (2, M), "float32")]
-    bad_line = kernel_src(name, params, (2, 2), 128, head).count("\n") + 1
+    bad_line = kernel_src(name, params, (2, 2), 128, head).count("\n") + 1 + line_offset
     src = kernel_src(name, params, (2, 2), 128, head + [I + bad + "\n"] + tail)
     p = Prog(name, "invalid", src, dict(bad=bad, line=bad_line))
     p.add_in(vals(rs, (M, N), "float32"), "float32")
