@@ -89,6 +89,10 @@ def gen_sched(R, rs, name):
     if ws:
         stages = max(stages, 2)
     nbx, nby, nk = cdiv(N, bN), cdiv(M, bM), cdiv(K, bK)
+    # the loop's range: all of K, from a later start, every other step, or backwards
+    span = R.choice(["all", "all", "start", "step", "reverse"])
+    extent, ks = {"all": ("%d" % nk, range(nk)), "start": ("%d, %d" % (nk // 2, nk), range(nk // 2, nk)),
+                  "step": ("0, %d, 2" % nk, range(0, nk, 2)), "reverse": ("%d, -1, -1" % (nk - 1), range(nk - 1, -1, -1))}[span]
     params = [tensor("A", (M, K), dt), tensor("B", (K, N), dt), tensor("C", (M, N), "float32")]
     if colsum:
         params.append(tensor("S", (nby, N), "float32"))
@@ -112,7 +116,7 @@ def gen_sched(R, rs, name):
         stmts.append(J + "T.reduce_sum(B_s, s, dim=0, clear=False)\n")
     n = len(stmts)
     if sched == "plain":
-        head = "T.Pipelined(%d, num_stages=%d%s)" % (nk, stages, "" if ws is None else ", warp_specialize=%r" % ws)
+        head = "T.Pipelined(%s, num_stages=%d%s)" % (extent, stages, "" if ws is None else ", warp_specialize=%r" % ws)
     else:
         if sched == "inorder":
             group, order, stage = [[g] for g in range(n)], [-1, -1] + list(range(n - 2)), [-1, -1] + [0] * (n - 2)
@@ -121,7 +125,7 @@ def gen_sched(R, rs, name):
         else:  # late: the gemm (and the column sum) of the step before, then this step's pre-pass
             group = [[g] for g in range(n)]
             order, stage = [-1, -1, n - 3] + list(range(n - 3)), [-1, -1, 0] + [1] * (n - 3)
-        head = "T.Pipelined(%d, num_stages=%d, order=%r, stage=%r, group=%r)" % (nk, stages, order, stage, group)
+        head = "T.Pipelined(%s, num_stages=%d, order=%r, stage=%r, group=%r)" % (extent, stages, order, stage, group)
     body.append(I + "for k in %s:\n" % head)
     body += stmts
     body.append(I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN))
@@ -133,12 +137,13 @@ def gen_sched(R, rs, name):
     Ap = {None: Ap, "scale": Ap * 0.5, "relu": np.maximum(Ap, 0), "square": npy_io.round_to(Ap * Ap, dt)}[prep]
     Bp = pad2(B, nk * bK, nbx * bN)
     p = Prog(name, "sched", src, dict(dt=dt, bM=bM, bN=bN, bK=bK, M=M, N=N, K=K, prep=prep, prep_mem=prep_mem, colsum=colsum,
-                                      sched=sched, stages=stages, ws=ws, threads=threads))
+                                      sched=sched, span=span, stages=stages, ws=ws, threads=threads))
     p.add_in(A, dt)
     p.add_in(B, dt)
-    p.add_out((Ap @ Bp)[:M, :N], "float32")
+    rows = np.concatenate([np.arange(k * bK, (k + 1) * bK) for k in ks] + [np.arange(0)]).astype(int)  # the K rows the loop visits
+    p.add_out((Ap[:, rows] @ Bp[rows])[:M, :N], "float32")
     if colsum:
-        p.add_out(np.tile(Bp.sum(axis=0)[None, :N] + 0.5, (nby, 1)), "float32")
+        p.add_out(np.tile(Bp[rows].sum(axis=0)[None, :N] + 0.5, (nby, 1)), "float32")
     return p
 
 
