@@ -62,7 +62,10 @@ def run_tl(cmd, timeout):
     """-> (exit code, output, seconds), or (None, '', seconds) past the timeout."""
     t0 = time.time()
     # its own process group, so that a timeout also ends the compilers tl started
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:  # tl missing or being rebuilt: this program's error, not the whole run's
+        return 1, "cannot run %s: %s" % (cmd[0], e), time.time() - t0
     try:
         raw_output = proc.communicate(timeout=timeout)[0]
     except subprocess.TimeoutExpired:
