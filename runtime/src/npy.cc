@@ -285,7 +285,14 @@ Tensor read_npy(const std::string& path, std::optional<DType> untyped_as) {
     fail(path, str("truncated: the header promises ", data_bytes, " data bytes (", header.descr, " ",
                    shape_tuple(header.shape), ") but the file holds ", file_size - data_offset));
 
-  Tensor tensor = Tensor::empty(header.shape, type->dtype);
+  // A header can promise more than memory holds (a sparse file): an allocation refused names the file.
+  Tensor tensor;
+  try {
+    tensor = Tensor::empty(header.shape, type->dtype);
+  } catch (const Error& e) {
+    if (e.kind() != ErrorKind::User) throw;
+    fail(path, e.what());
+  }
   const bool direct = !swap && !header.fortran_order && type->dtype != DType::F4E2M1;
   if (direct) {
     read_exact(static_cast<char*>(tensor.data()), data_bytes, "data");

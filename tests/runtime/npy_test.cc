@@ -2,9 +2,12 @@
 
 #include <gtest/gtest.h>
 #include <fcntl.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -260,6 +263,32 @@ TEST(Npy, ErrorsNameTheFileAndTheReason) {
                ErrorKind::User, "gpu.npy: error: write_npy needs a CPU tensor", "cuda:0");
   expect_error([&] { rt::write_npy(dir.file("undef.npy"), Tensor()); }, ErrorKind::User,
                "undef.npy: error: ", "undefined");
+}
+
+// Reads path with the process's address space capped at cap bytes; exits 0 when read_npy fails with
+// an error that starts with the path, 1 when with another, 2 when it reads the file.
+[[noreturn]] void read_with_address_space_cap(const std::string& path, rlim_t cap) {
+  const rlimit limit{cap, cap};
+  setrlimit(RLIMIT_AS, &limit);
+  try {
+    rt::read_npy(path);
+  } catch (const rt::Error& e) {
+    std::fprintf(stderr, "%s\n", e.what());
+    std::exit(std::string(e.what()).rfind(path + ": error: ", 0) == 0 ? 0 : 1);
+  }
+  std::exit(2);
+}
+
+// Found by fuzzing `tl run`: a header promising more data than memory holds (a sparse file passes the
+// size check) failed with Tensor::empty's out-of-memory message, which did not say which file. The
+// child process caps its address space below the tensor, so the allocation fails on any host.
+TEST(Npy, AllocationFailureNamesTheFile) {
+  TempDir dir;
+  const std::string sparse = dir.file("sparse.npy");
+  const int64_t data_bytes = int64_t{1} << 32;  // float32 (2^30,)
+  write_bytes(sparse, npy_file("{'descr': '<f4', 'fortran_order': False, 'shape': (1073741824,), }", ""));
+  std::filesystem::resize_file(sparse, std::filesystem::file_size(sparse) + data_bytes);
+  EXPECT_EXIT(read_with_address_space_cap(sparse, data_bytes / 2), testing::ExitedWithCode(0), "out of host memory");
 }
 
 }  // namespace

@@ -55,6 +55,35 @@ TEST(TlRun, ResultsWrittenToOneFileAreAnError) {
   EXPECT_EQ(r.err.find("name the same file"), std::string::npos) << r.err;
 }
 
+// Found by fuzzing: an --out file in a missing directory failed only when written, after the kernel
+// had run and updated the --inout file. Now nothing runs.
+TEST(TlRun, MissingResultDirectoryIsAnErrorBeforeTheRun) {
+  tltest::cli::TempDir tmp;
+  const std::string prog = tmp.path() + "/add.py", x_path = tmp.path() + "/x.npy", s_path = tmp.path() + "/s.npy";
+  ASSERT_TRUE(tltest::cli::write_text(prog, R"(import tilelang.language as T
+
+@T.prim_func
+def main(X: T.Tensor((4,), "float32"), S: T.Tensor((4,), "float32"), Y: T.Tensor((4,), "float32")):
+    with T.Kernel(1, threads=4) as bx:
+        for i in T.Parallel(4):
+            T.atomic_add(S[i], X[i])
+            Y[i] = X[i]
+)"));
+  rt::write_npy(x_path, testutil::random_tensor({4}, rt::DType::F32, testutil::fresh_seed()));
+  const rt::Tensor s = testutil::random_tensor({4}, rt::DType::F32, testutil::fresh_seed());
+  rt::write_npy(s_path, s);
+  for (const std::string& dir : {tmp.path() + "/missing", x_path}) {  // no directory; a file, not a directory
+    const std::string out = dir + "/y.npy";
+    const std::vector<std::string> args = {"run", prog, "--target", "cpu", "--in", x_path, "--inout", s_path, "--out", out};
+    tltest::cli::Result r = tltest::cli::run_tl(args);
+    EXPECT_EQ(r.exit_code, 1) << tltest::cli::describe(args) << "\n" << r.err;
+    EXPECT_EQ(r.err.rfind(out + ": error: cannot write the --out file: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(dir == x_path ? "is not a directory" : "there is no directory"), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+    EXPECT_EQ(testutil::to_f64(rt::read_npy(s_path)), testutil::to_f64(s));  // the kernel did not run
+  }
+}
+
 // Found by fuzzing: `tl compile --help` was "unknown option --help" (exit 1).
 TEST(TlHelp, AfterACommand) {
   for (const char* flag : {"--help", "-h"}) {

@@ -654,6 +654,42 @@ TEST(CudaCompile, RegisterAOnlyWhereTheLayoutIsWgmmas) {
   }
 }
 
+// Found by differential testing: a scheduled loop's peeled first and last steps (and a middle of one
+// step), their conditions folded, ran in one C++ scope, where the column sum's accumulator was
+// declared twice (NVRTC: "red" has already been declared). Each peeled step binds its own.
+TEST(CudaCompile, PeeledStepsDeclareTheirOwnLocals) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const std::string src = R"(import tilelang.language as T
+
+
+def late_gemm():
+    @T.prim_func
+    def main(A: T.Tensor((64, 64), "bfloat16"), B: T.Tensor((64, 128), "bfloat16"), C: T.Tensor((64, 128), "float32"), S: T.Tensor((128,), "float32")):
+        with T.Kernel(1, threads=128) as bx:
+            A_s = T.alloc_shared((64, 32), "bfloat16")
+            B_s = T.alloc_shared((32, 128), "bfloat16")
+            C_l = T.alloc_fragment((64, 128), "float32")
+            s = T.alloc_fragment((128,), "float32")
+            T.clear(C_l)
+            T.clear(s)
+            for k in T.Pipelined(2, num_stages=2, order=[-1, -1, 0, 1], stage=[-1, -1, 1, 1], group=[[0], [1], [2], [3]]):
+                T.copy(A[0, k * 32], A_s)
+                T.copy(B[k * 32, 0], B_s)
+                T.gemm(A_s, B_s, C_l)
+                T.reduce_sum(B_s, s, dim=0, clear=False)
+            T.copy(C_l, C)
+            T.copy(s, S)
+
+    return main
+)";
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    tilelang::CompileOptions o;
+    o.target = tilelang::Target::cuda(arch);
+    const std::string ptx = tilelang::Module::from_source(src, "late_gemm.py").kernel("late_gemm", o).emit(tilelang::Stage::Ptx, {});
+    EXPECT_NE(ptx.find(".entry"), std::string::npos) << arch;
+  }
+}
+
 // A 16-bit fragment that is also row-reduced stays in shared memory: register row reductions are of
 // float accumulators.
 TEST(CudaCompile, RowReducedAFragmentStaysShared) {

@@ -488,6 +488,33 @@ TEST(ThreadLevel, BlockReduceWithBarriers) {
   expect_close(out[0], ref, "thread-level row sum");
 }
 
+// Found by differential testing: on the CPU, block-level statements after per-thread code ran once per
+// thread when no barrier split them (S got 32 times the sums, x was scaled 32 times), and a value
+// bound from a 2-D thread index was an error at a later barrier even where only used before it.
+TEST(ThreadLevel, BlockLevelCodeBetweenThreadCodeRunsOnce) {
+  const int64_t n = 5;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/thread_code_between_tile_ops.py", "between_tile_ops", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n, 32}, DType::F32);
+  rt::Tensor s = testutil::random_tensor({32}, DType::F32, testutil::fresh_seed());
+  rt::Tensor y = rt::Tensor::empty({n, 32}, DType::F32);
+  std::vector<double> xv = f64(x), s_ref = f64(s), y_ref(n * 32);
+  for (int64_t i = 0; i < n * 32; ++i) s_ref[i % 32] += 2.0 * xv[i], y_ref[i] = 3.0 * xv[i];
+  std::vector<rt::Tensor> tensors = {x, s, y};
+  tltest::run_in_place(k, tensors);
+  expect_close(tensors[1], s_ref, "atomics of a block-level loop");
+  expect_close(tensors[2], y_ref, "per-thread code around a block-level scale");
+}
+
+TEST(ThreadLevel, TwoDimensionalBindingsAcrossABarrier) {
+  const int64_t n = 3;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/thread_code_between_tile_ops.py", "bindings_across_barrier", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({n, 32}, DType::F32);
+  auto out = run(k, {x}, {{{n, 32}, DType::F32}});
+  std::vector<double> xv = f64(x), ref(n * 32);
+  for (int64_t i = 0; i < n * 32; ++i) ref[i] = xv[i / 32 * 32 + 31 - i % 32];
+  expect_close(out[0], ref, "a row reversed through shared memory");
+}
+
 TEST(EscapeHatches, CallExternAndInlineCode) {
   const int64_t n = 150;
   std::map<std::string, std::string> params = {{"N", std::to_string(n)}};

@@ -1,12 +1,13 @@
 """Runs one generated program (a directory written by families.write) with `tl run` and compares its
 outputs with the NumPy references, element by element within the program's tolerances.
 A library module of tools/difftest (difftest.py runs the tool)."""
-import json, os, shutil, signal, subprocess, time
+import json, os, re, shutil, signal, subprocess, time
 import numpy as np
 import npy_io
 
 # every status a program can end with; all but pass and not_run make the tool fail
-STATUSES = ["pass", "mismatch", "compile_error", "cuda_error", "internal_error", "error", "crash", "timeout", "not_run"]
+# (wrong_error: an invalid program that tl did not reject with a located error naming the problem)
+STATUSES = ["pass", "mismatch", "compile_error", "cuda_error", "internal_error", "wrong_error", "error", "crash", "timeout", "not_run"]
 
 
 def classify_failure(rc, output):
@@ -27,7 +28,8 @@ def compare_output(got, ref, rtol, atol):
     """'' when got matches ref, else a description of the worst element."""
     if got.shape != ref.shape:
         return "shape %s, want %s" % (got.shape, ref.shape)
-    err = np.abs(got - ref)
+    with np.errstate(invalid="ignore"):  # inf - inf: same_special below
+        err = np.abs(got - ref)
     nan_differs = np.isnan(got) != np.isnan(ref)
     same_special = (np.isinf(ref) & (got == ref)) | (np.isnan(got) & np.isnan(ref))
     err = np.where(same_special, 0.0, err)
@@ -40,6 +42,59 @@ def compare_output(got, ref, rtol, atol):
     idx = np.unravel_index(int(np.argmax(np.where(bad, finite_err, -1))), err.shape)
     return "%d/%d bad, max err %.4g at %s got %r want %r" % (
         nbad, err.size, float(np.nan_to_num(err, nan=np.inf).max()), tuple(int(i) for i in idx), float(got[idx]), float(ref[idx]))
+
+
+def expected_error_problem(expect, rc, output):
+    """'' when tl rejected an invalid program as expect (meta's expect_error) says: exit 1 and a first
+    line prog.py:LINE:COL: error: naming the problem; else what is wrong."""
+    first = output.strip().splitlines()[0] if output.strip() else ""
+    if rc != 1:
+        return "rc=%d (want 1 and an error at line %d) %s" % (rc, expect["line"], first[:300])
+    m = re.match(r".*prog\.py:(\d+):(\d+): error: (.*)", first)
+    if not m or int(m.group(1)) != expect["line"]:
+        return "want an error at prog.py:%d, got: %s" % (expect["line"], first[:300])
+    if expect["phrase"].lower() not in m.group(3).lower():
+        return "the error does not say %r: %s" % (expect["phrase"], first[:300])
+    return ""
+
+
+def run_tl(cmd, timeout):
+    """-> (exit code, output, seconds), or (None, '', seconds) past the timeout."""
+    t0 = time.time()
+    # its own process group, so that a timeout also ends the compilers tl started
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+    except OSError as e:  # tl missing or being rebuilt: this program's error, not the whole run's
+        return 1, "cannot run %s: %s" % (cmd[0], e), time.time() - t0
+    try:
+        raw_output = proc.communicate(timeout=timeout)[0]
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.communicate()
+        return None, "", time.time() - t0
+    return proc.returncode, raw_output.decode("utf-8", "replace"), time.time() - t0
+
+
+def summary_of(output):
+    return " | ".join(l.strip() for l in output.strip().splitlines()[:6])[:1500]
+
+
+def compile_program(tl, target, prog_dir, timeout):
+    """Compiles prog_dir's program for target without running it (to PTX through NVRTC for a CUDA
+    target, to C++ for the CPU) -> (status, detail)."""
+    with open(os.path.join(prog_dir, "meta.json")) as f:
+        meta = json.load(f)
+    emit = "cpp" if target == "cpu" else "ptx"
+    rc, output, seconds = run_tl([tl, "compile", os.path.join(prog_dir, "prog.py"), "--emit=" + emit, "--target", target], timeout)
+    if rc is None:
+        return "timeout", "after %d s" % timeout
+    if "expect_error" in meta:
+        problem = expected_error_problem(meta["expect_error"], rc, output)
+        return ("wrong_error", problem) if problem else ("pass", "%.1f s" % seconds)
+    if rc != 0:
+        status = classify_failure(rc, output)
+        return "compile_error" if status == "error" else status, "rc=%d %s" % (rc, summary_of(output))
+    return "pass", "%.1f s" % seconds
 
 
 def run_program(tl, target, prog_dir, out_dir, timeout):
@@ -57,20 +112,18 @@ def run_program(tl, target, prog_dir, out_dir, timeout):
             cmd += ["--in", os.path.join(prog_dir, fn)]
     for fn in meta["outs"]:
         cmd += ["--out", os.path.join(out_dir, fn)]
-    t0 = time.time()
-    # its own process group, so that a timeout also ends the compilers tl started
-    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
-    try:
-        raw_output = proc.communicate(timeout=timeout)[0]
-    except subprocess.TimeoutExpired:
-        os.killpg(proc.pid, signal.SIGKILL)
-        proc.communicate()
+    rc, output, seconds = run_tl(cmd, timeout)
+    if rc is None:
         return "timeout", "after %d s" % timeout
-    seconds = time.time() - t0
-    output = raw_output.decode("utf-8", "replace")
-    first_lines = " | ".join(l.strip() for l in output.strip().splitlines()[:6])[:1500]
-    if proc.returncode != 0:
-        return classify_failure(proc.returncode, output), "rc=%d %s" % (proc.returncode, first_lines)
+    first_lines = summary_of(output)
+    if "expect_error" in meta:
+        problem = expected_error_problem(meta["expect_error"], rc, output)
+        if problem:
+            return "wrong_error", problem
+        shutil.rmtree(out_dir, ignore_errors=True)
+        return "pass", "%.1f s" % seconds
+    if rc != 0:
+        return classify_failure(rc, output), "rc=%d %s" % (rc, first_lines)
     problems = []
     for check in meta["checks"]:
         got_path = os.path.join(out_dir, check["got"])

@@ -4,12 +4,15 @@ and the hand-written probes), runs each with `tl run --target TARGET` and compar
 float64 reference. Prints a summary (also to $OUT/difftest.txt when OUT is set); exits 1 when any
 program ends other than pass or not_run.
     python3 tools/difftest/difftest.py TL [TARGET] [--per-family N] [--seed S] [--jobs J] [--timeout T]
-                                       [--budget B] [--families a,b] [--work DIR]
+                                       [--budget B] [--families a,b] [--work DIR] [--compile-only]
 TARGET: cuda (default), cuda:sm_80, cpu (the tool's self-test). tools/difftest/README.md has more."""
 import argparse, json, os, random, shutil, subprocess, sys, tarfile, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
-import compare, families, probes
+import compare, construct_families, families, probes
+
+# name -> generator, in run order: families.py's, then the language constructs' (construct_families.py)
+FAMILIES = dict(families.FAMILIES, **construct_families.FAMILIES)
 
 FAILURES = [s for s in compare.STATUSES if s not in ("pass", "not_run")]
 
@@ -21,7 +24,7 @@ def program_list(per_family, seed, family_names):
         hand_rs = np.random.RandomState(seed)  # the probes draw from one stream: built here, in order
         built = [probe(hand_rs) for probe in probes.PROBES[:per_family]]
         per_family_lists.append([(program.name, "hand", lambda program=program: program) for program in built])
-    for family, generate in families.FAMILIES.items():
+    for family, generate in FAMILIES.items():
         if family not in family_names:
             continue
         programs = []
@@ -54,7 +57,10 @@ def run_all(args, work):
             prog_dir = families.write(program, progs_dir)
         except Exception as e:  # a generator bug: report it with the program, go on with the others
             return "error", "generator: %r" % e, {}
-        status, detail = compare.run_program(args.tl, args.target, prog_dir, os.path.join(outputs_dir, name), args.timeout)
+        if args.compile_only:
+            status, detail = compare.compile_program(args.tl, args.target, prog_dir, args.timeout)
+        else:
+            status, detail = compare.run_program(args.tl, args.target, prog_dir, os.path.join(outputs_dir, name), args.timeout)
         return status, detail, program.desc
 
     with ThreadPoolExecutor(max_workers=args.jobs) as pool:
@@ -71,7 +77,7 @@ def summary_lines(results):
         per_family[family][status] += 1
     lines = ["programs: %d   " % len(results) + "  ".join("%s: %d" % (s, counts[s]) for s in compare.STATUSES)]
     for family in sorted(per_family):
-        lines.append("  %-10s %s" % (family, "  ".join("%s: %d" % (s, per_family[family][s]) for s in compare.STATUSES
+        lines.append("  %-12s %s" % (family, "  ".join("%s: %d" % (s, per_family[family][s]) for s in compare.STATUSES
                                                      if s in per_family[family])))
     for status in FAILURES:
         for name, family, s, detail, desc in sorted(results):
@@ -101,12 +107,14 @@ def main():
     p.add_argument("--timeout", type=int, default=int(env("TIMEOUT", 60)), help="seconds per program (TIMEOUT, 60)")
     p.add_argument("--budget", type=int, default=int(env("BUDGET", 600)),
                    help="seconds overall (BUDGET, 600): programs not started by then are not_run")
-    p.add_argument("--families", default=",".join(["hand"] + list(families.FAMILIES)), help="comma-separated (all)")
+    p.add_argument("--families", default=",".join(["hand"] + list(FAMILIES)), help="comma-separated (all)")
+    p.add_argument("--compile-only", action="store_true",
+                   help="compile each program for TARGET (CUDA: to PTX through NVRTC) and run none: for a machine without its GPU")
     p.add_argument("--work", help="work directory (default: a new temporary one, removed when everything passes)")
     args = p.parse_args()
     args.tl = os.path.abspath(args.tl)
     args.families = args.families.split(",")
-    unknown = set(args.families) - set(["hand"] + list(families.FAMILIES))
+    unknown = set(args.families) - set(["hand"] + list(FAMILIES))
     if unknown:
         p.error("unknown families: %s" % ", ".join(sorted(unknown)))
     work = os.path.abspath(args.work) if args.work else tempfile.mkdtemp(prefix="difftest.")
@@ -116,8 +124,8 @@ def main():
     results = run_all(args, work)
     failed = [r for r in results if r[2] in FAILURES]
     keep_work = failed or args.work
-    lines = ["difftest: tl=%s target=%s per_family=%d seed=%d jobs=%d wall=%ds work=%s" % (
-        args.tl, args.target, args.per_family, args.seed, args.jobs, time.time() - t0, work if keep_work else "(removed)")]
+    lines = ["difftest: tl=%s target=%s%s per_family=%d seed=%d jobs=%d wall=%ds work=%s" % (
+        args.tl, args.target, " (compile only)" if args.compile_only else "", args.per_family, args.seed, args.jobs, time.time() - t0, work if keep_work else "(removed)")]
     lines += gpu_names() + summary_lines(results)
     report = "\n".join(lines) + "\n"
     sys.stdout.write(report)

@@ -44,6 +44,7 @@ class Prog:
         self.ins = []     # (kind, values, dtype)
         self.outs = []    # (ref values, dtype, rtol, atol)   outputs not passed with --in
         self.inout_refs = {}  # index in ins -> (ref, dtype, rtol, atol)
+        self.expect_error = None  # an invalid program: (line, phrase) of the error tl must report
 
     def add_in(self, v, dt, kind="in"):
         self.ins.append((kind, v, dt))
@@ -590,6 +591,8 @@ def write(p, outdir):
         np.save(os.path.join(d, "ref%d.npy" % j), ref.astype(np.int16) if small else ref.astype(np.int32) if dt == "int32" else ref.astype(np.float32))
         checks.append(dict(got=fn, ref="ref%d.npy" % j, dtype=dt, rtol=r, atol=a))
     meta = dict(name=p.name, family=p.family, desc=p.desc, args=args, outs=outs, checks=checks)
+    if p.expect_error:
+        meta["expect_error"] = dict(line=p.expect_error[0], phrase=p.expect_error[1])
     with open(os.path.join(d, "meta.json"), "w") as fh:
         json.dump(meta, fh)
     return d

@@ -33,10 +33,13 @@ E5M2 = _float8_table(5, 2, True)
 
 
 def round_bf16(x):
-    x = np.asarray(x, dtype=np.float64).astype(np.float32)
-    b = x.view(np.uint32).astype(np.uint64)
-    b = (b + 0x7FFF + ((b >> 16) & 1)) >> 16 << 16
-    return b.astype(np.uint32).view(np.float32).astype(np.float64)
+    """float64 -> the nearest bfloat16 (ties to even), rounded once: through float32 an integer past
+    2^24 or a float64 would be rounded twice."""
+    x = np.asarray(x, dtype=np.float64)
+    mant, exp = np.frexp(x)  # x = mant * 2^exp, 0.5 <= |mant| < 1: bfloat16 keeps 8 bits of mant
+    r = np.ldexp(np.round(mant * 256.0), exp - 8)  # np.round: half to even
+    r = np.where(np.abs(r) > 3.3895313892515355e38, np.copysign(np.inf, x), r)  # past bfloat16's largest finite
+    return np.where(np.isfinite(x), r, x)
 
 
 def _round_table(x, table, maxv, sat):
@@ -52,8 +55,8 @@ def _round_table(x, table, maxv, sat):
     # tie: even code (codes ascend with value for positive numbers)
     lo_code = np.searchsorted(pos, lo)
     r = np.where(tie, np.where(lo_code % 2 == 0, lo, hi), r)
-    if not sat:
-        r = np.where(a > maxv * (1 + 2 ** -3), np.inf, r)
+    if not sat:  # IEEE overflow: from half a step past the largest finite value (its own step: pos[-1] - pos[-2])
+        r = np.where(a >= maxv + (pos[-1] - pos[-2]) / 2, np.inf, r)
     return np.sign(x) * r
 
 
@@ -62,7 +65,8 @@ def round_to(x, dt):
     if dt == "float32":
         return x.astype(np.float32).astype(np.float64)
     if dt == "float16":
-        return x.astype(np.float16).astype(np.float64)
+        with np.errstate(over="ignore"):  # past float16's range is inf, as intended
+            return x.astype(np.float16).astype(np.float64)
     if dt == "bfloat16":
         return round_bf16(x)
     if dt == "float8_e4m3":

@@ -40,12 +40,30 @@ std::string inout_path(const std::string& arg) {
   return colon != std::string::npos && rt::parse_dtype(arg.substr(colon + 1)) ? arg.substr(0, colon) : arg;
 }
 
+// The files a run writes, as (flag, path).
+std::vector<std::pair<std::string, std::string>> result_files(const Options& o) {
+  std::vector<std::pair<std::string, std::string>> written;
+  for (size_t i : o.inouts) written.emplace_back("--inout", inout_path(o.inputs[i]));
+  for (const std::string& path : o.outputs) written.emplace_back("--out", path);
+  return written;
+}
+
+// A result whose directory is missing could not be written after the run: say so before it.
+void check_result_directories(const Options& o) {
+  for (const auto& [flag, path] : result_files(o)) {
+    const std::filesystem::path dir = std::filesystem::path(path).parent_path();
+    std::error_code ec;
+    if (dir.empty() || std::filesystem::is_directory(dir, ec)) continue;
+    rt::throw_user_error(rt::str(path, ": error: cannot write the ", flag, " file: ",
+                                 std::filesystem::exists(dir, ec) ? "'" + dir.string() + "' is not a directory"
+                                                                  : "there is no directory '" + dir.string() + "'"));
+  }
+}
+
 // Two results written to one file would silently leave only the later; a device such as /dev/null
 // can take any number.
 void check_distinct_results(const Options& o) {
-  std::vector<std::pair<std::string, std::string>> written;  // (flag, path)
-  for (size_t i : o.inouts) written.emplace_back("--inout", inout_path(o.inputs[i]));
-  for (const std::string& path : o.outputs) written.emplace_back("--out", path);
+  const std::vector<std::pair<std::string, std::string>> written = result_files(o);
   auto key = [](const std::string& path) {
     std::error_code ec;
     const std::filesystem::path canonical = std::filesystem::weakly_canonical(path, ec);
@@ -66,6 +84,7 @@ int run_command(const Options& o) {
   need_file(o, "run");
   RT_USER_CHECK(o.shapes.empty(), "tl run takes real inputs (--in X.npy), not --shape");
   check_distinct_results(o);
+  check_result_directories(o);
   tilelang::Module module = tilelang::Module::load(o.file);
   tilelang::Kernel kernel = module.kernel(o.kernel, compile_options(o));
   std::vector<rt::Tensor> inputs;

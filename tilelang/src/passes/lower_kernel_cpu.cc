@@ -1,5 +1,6 @@
 #include "tilelang/passes/lower_kernel_cpu.h"
 
+#include <algorithm>
 #include <set>
 
 #include "rt/error.h"
@@ -23,27 +24,58 @@ bool contains_barrier(const ir::Stmt& s) {
   return found;
 }
 
+// Whether evaluating e again anywhere in body gives its value before body: it calls no code of the
+// user's and reads no memory that body writes.
+bool recomputable_in(const ir::Expr& e, const ir::Stmt& body) {
+  const analysis::Accesses body_accesses = analysis::accesses_of(body);
+  const bool user_code = analysis::calls_user_code(body);
+  bool same = true;
+  ir::for_each_expr(e, [&](const ir::Expr& x) {
+    if (const auto* l = ir::as<ir::BufferLoadNode>(x)) same &= !user_code && !body_accesses.written.count(l->buffer.get());
+    if (const auto* c = ir::as<ir::CallNode>(x)) same &= c->call_kind != ir::CallKind::Extern;
+  });
+  return same;
+}
+
+// Binds var = value again at the top of each thread loop (over tid) that uses var.
+class RebindInThreadLoops : public ir::IRMutator {
+ public:
+  RebindInThreadLoops(const ir::Var& tid, const ir::Var& var, const ir::Expr& value) : tid_(tid), var_(var), value_(value) {}
+
+ protected:
+  ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
+    if (n.var != tid_ || !analysis::uses_var(n.body, var_.get())) return ir::IRMutator::visit(n, self);
+    return ir::make_for(n.var, n.min, n.extent, n.for_kind, ir::make_let(var_, value_, n.body, n.loc), n.loc, n.pipelining());
+  }
+
+ private:
+  ir::Var tid_, var_;
+  ir::Expr value_;
+};
+
 class ThreadLoops {
  public:
   ThreadLoops(const analysis::ThreadDependence& dep, ir::Var tid, int64_t threads) : dep_(dep), tid_(std::move(tid)), threads_(threads) {}
 
   ir::Stmt wrap(const ir::Stmt& s) {
-    if (!contains_barrier(s)) return dep_.dependent(s) ? loop(s) : s;
+    const bool barrier = contains_barrier(s);
+    if (!barrier && !dep_.dependent(s)) return s;
+    if (!barrier && !holds_block_level(s)) return loop(s);
     if (ir::as<ir::BarrierNode>(s)) return ir::make_seq({});
     if (const auto* seq = ir::as<ir::SeqNode>(s)) {
-      // Consecutive per-thread statements share one loop; barriers end it.
+      // Consecutive per-thread statements share one loop; barriers and block-level statements end it.
       std::vector<ir::Stmt> out, run;
       auto flush = [&] {
         if (!run.empty()) out.push_back(loop(ir::make_seq(run)));
         run.clear();
       };
       for (const ir::Stmt& x : seq->stmts) {
-        if (!contains_barrier(x) && dep_.dependent(x)) {
+        if (runs_in_thread_loop(x)) {
           run.push_back(x);
           continue;
         }
         flush();
-        out.push_back(contains_barrier(x) ? wrap(x) : x);
+        out.push_back(wrap(x));
       }
       flush();
       return ir::make_seq(std::move(out), seq->loc);
@@ -58,9 +90,14 @@ class ThreadLoops {
     }
     if (const auto* a = ir::as<ir::AllocateNode>(s)) return ir::make_allocate(a->buffer, wrap(a->body), a->loc);
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
-      if (dep_.dependent(l->value))
-        error_at(l->loc, "a value computed from the thread index cannot be used across T.sync_threads(); keep it in T.alloc_local storage instead");
-      return ir::make_let(l->var, l->value, wrap(l->body), l->loc);
+      ir::Stmt body = wrap(l->body);
+      if (!dep_.dependent(l->value)) return ir::make_let(l->var, l->value, body, l->loc);
+      // A per-thread value, maybe used in several thread loops: each binds it again, which gives the
+      // value of the binding unless memory it reads is written after it.
+      if (!recomputable_in(l->value, l->body) && !used_only_at_the_start(l->body, l->var.get()))
+        error_at(l->loc, "a value computed from the thread index that reads memory written later cannot be used after a T.sync_threads() "
+                         "or a block-level statement; keep it in T.alloc_local storage instead");
+      return RebindInThreadLoops(tid_, l->var, l->value).mutate(body);
     }
     barrier_error(s);
   }
@@ -71,6 +108,29 @@ class ThreadLoops {
   }
   ir::Stmt loop(const ir::Stmt& s) {
     return ir::make_for(tid_, ir::make_int(0), ir::make_int(threads_), ir::ForKind::Serial, s, s->loc);
+  }
+  // Whether a per-thread statement holds block-level statements, which run once per block and so stay
+  // out of the thread loops: those not under a condition, loop bound or let that depends on the thread.
+  bool holds_block_level(const ir::Stmt& s) const {
+    if (!dep_.dependent(s)) return true;
+    if (const auto* seq = ir::as<ir::SeqNode>(s))
+      return std::any_of(seq->stmts.begin(), seq->stmts.end(), [&](const ir::Stmt& x) { return holds_block_level(x); });
+    if (const auto* f = ir::as<ir::ForNode>(s)) return !dep_.dependent(f->min) && !dep_.dependent(f->extent) && holds_block_level(f->body);
+    if (const auto* i = ir::as<ir::IfThenElseNode>(s))
+      return !dep_.dependent(i->cond) && (holds_block_level(i->then_case) || (i->else_case && holds_block_level(i->else_case)));
+    if (const auto* a = ir::as<ir::AllocateNode>(s)) return holds_block_level(a->body);
+    if (const auto* l = ir::as<ir::LetStmtNode>(s)) return holds_block_level(l->body);
+    return false;
+  }
+  // Whether a statement of a list joins its neighbours' thread loop.
+  bool runs_in_thread_loop(const ir::Stmt& s) const { return !contains_barrier(s) && dep_.dependent(s) && !holds_block_level(s); }
+  // Whether var is used only by the per-thread statements that body starts with: the thread loop at
+  // the place of the binding.
+  bool used_only_at_the_start(const ir::Stmt& body, const ir::VarNode* var) const {
+    const auto* seq = ir::as<ir::SeqNode>(body);
+    if (!seq) return !analysis::uses_var(body, var);
+    auto rest = std::find_if_not(seq->stmts.begin(), seq->stmts.end(), [&](const ir::Stmt& x) { return runs_in_thread_loop(x); });
+    return std::none_of(rest, seq->stmts.end(), [&](const ir::Stmt& x) { return analysis::uses_var(x, var); });
   }
   const analysis::ThreadDependence& dep_;
   ir::Var tid_;

@@ -6,6 +6,7 @@
 #include "tilelang/analysis/linear.h"
 #include "tilelang/ir/op.h"
 #include "tilelang/ir/substitute.h"
+#include "tilelang/ir/visitor.h"
 
 namespace tilelang::passes {
 namespace {
@@ -63,12 +64,27 @@ ir::Stmt specialize(const ir::Stmt& body, const ir::VarNode* var, const ir::Expr
   return ir::make_seq(std::move(out), body->loc);
 }
 
+// A copy of the body whose allocations and let bindings have buffers and variables of their own:
+// the peeled steps may end up in one C++ scope once their conditions fold, where bindings shared
+// between the copies would be declared twice.
+class FreshBindings : public ir::IRMutator {
+ protected:
+  ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt&) override {
+    const ir::Buffer fresh = std::make_shared<const ir::BufferNode>(*n.buffer);
+    return ir::make_allocate(fresh, mutate(ir::replace_buffers(n.body, {{n.buffer.get(), fresh}})), n.loc);
+  }
+  ir::Stmt visit(const ir::LetStmtNode& n, const ir::Stmt&) override {
+    const ir::Var fresh = ir::make_var(n.var->name, n.var->dtype, n.var->loc);
+    return ir::make_let(fresh, mutate(n.value), mutate(ir::substitute(n.body, {{n.var.get(), fresh}})), n.loc);
+  }
+};
+
 }  // namespace
 
 ir::Stmt peel_loop(const ir::Var& var, const ir::Expr& min, const ir::Expr& extent, const ir::Stmt& body, const SourceLoc& loc) {
   const ir::DType t = var->dtype;
   auto one = [&](int64_t v) { return ir::make_int(v, t); };
-  auto step = [&](const ir::Expr& at) { return ir::substitute(specialize(body, var.get(), at, at), {{var.get(), at}}); };
+  auto step = [&](const ir::Expr& at) { return FreshBindings().mutate(ir::substitute(specialize(body, var.get(), at, at), {{var.get(), at}})); };
   const ir::Expr last = ir::add(min, ir::sub(extent, one(1)));
   ir::Stmt between = ir::make_for(var, ir::add(min, one(1)), ir::sub(extent, one(2)), ir::ForKind::Serial,
                                   specialize(body, var.get(), ir::add(min, one(1)), ir::sub(last, one(1))), loc);

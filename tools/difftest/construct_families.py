@@ -1,0 +1,867 @@
+"""Random families of tools/difftest for the language's constructs beyond the gemm-centred ones of
+families.py: scheduled T.Pipelined loops (order / stage / group, warp_specialize), T.Parallel nests
+with broadcasting, index arithmetic and conditions on ragged shapes, casts among every dtype,
+integer operators, multi-step reductions along any axis, atomics, thread-level code, symbolic
+shapes, and invalid programs that must fail with a located error. Each generator has the signature
+of families.py's (R, rs, name) -> Prog. A library module of tools/difftest (difftest.py runs the tool)."""
+import numpy as np
+import npy_io
+from families import Prog, TOL, cdiv, pad2, vals
+
+HEADER = "import tilelang.language as T\n\n# %s\n"
+I = "        "      # the body of `with T.Kernel`
+J = I + "    "      # one loop deeper
+K2 = J + "    "     # two loops deeper
+
+
+def kernel_src(name, params, grid, threads, body, swizzle=0):
+    """A @T.prim_func named main with one T.Kernel over grid (a tuple of extents) running body (lines)."""
+    names = ("bx", "by", "bz")[: len(grid)]
+    L = [HEADER % name, "@T.prim_func\ndef main(%s):\n" % ", ".join(params)]
+    L.append("    with T.Kernel(%s, threads=%r) as %s:\n" % (", ".join(str(g) for g in grid), threads,
+                                                             names[0] if len(names) == 1 else "(%s)" % ", ".join(names)))
+    if swizzle:
+        L.append(I + "T.use_swizzle(panel_size=%d)\n" % swizzle)
+    L += body
+    return "".join(L)
+
+
+def tensor(name, shape, dt):
+    """A parameter's annotation; a str in shape is a symbolic size's name."""
+    dims = ", ".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    return "%s: T.Tensor((%s), %r)" % (name, dims, dt)
+
+
+def tiles(x, nby, bM, nbx, bN):
+    """A padded (nby*bM, nbx*bN) array as (nby, nbx, bM, bN) tiles."""
+    return x.reshape(nby, bM, nbx, bN).transpose(0, 2, 1, 3)
+
+
+def untile(t):
+    nby, nbx, bM, bN = t.shape
+    return t.transpose(0, 2, 1, 3).reshape(nby * bM, nbx * bN)
+
+
+INT_RANGE = {"int8": (-128, 127), "uint8": (0, 255), "int32": (-2 ** 31, 2 ** 31 - 1), "int64": (-2 ** 63, 2 ** 63 - 1)}
+
+
+def cast_ref(x, dt):
+    """T.cast's value (language.md 4.6): floats round to nearest even (e4m3 saturates, also from inf),
+    float to integer truncates toward zero and saturates, anything to bool is whether it is nonzero."""
+    x = np.asarray(x, dtype=np.float64)
+    if dt == "bool":
+        return (x != 0).astype(np.float64)
+    if dt in INT_RANGE:
+        lo, hi = INT_RANGE[dt]
+        return np.clip(np.trunc(x), lo, hi)
+    if dt == "float8_e4m3":
+        return npy_io.round_to(np.clip(x, -448.0, 448.0), dt)
+    return npy_io.round_to(x, dt)
+
+
+def int_vals(rs, shape, dt, lo=None, hi=None):
+    a, b = INT_RANGE[dt]
+    lo = a if lo is None else max(a, lo)
+    hi = b if hi is None else min(b, hi)
+    return rs.randint(lo, hi + 1, shape).astype(np.float64)
+
+
+# ---------------------------------------------------------------- scheduled T.Pipelined loops
+def gen_sched(R, rs, name):
+    """A gemm loop with a pre-pass over the A tile and a running column sum of B inside the loop,
+    under plain, scheduled (order / stage / group; the gemm a step late) and warp-specialized loops."""
+    dt = R.choice(["float16", "bfloat16"])
+    bM, bN, bK = R.choice([64, 64, 128]), R.choice([32, 64, 128]), R.choice([16, 32, 64])
+    threads = R.choice([128, 256]) if bM >= 128 else 128
+    M = R.randint(max(1, bM // 2), 3 * bM)
+    N = 8 * R.randint(max(1, bN // 16), 3 * bN // 8)
+    K = 8 * R.randint(1, 24)
+    prep = R.choice([None, "scale", "relu", "square"])
+    prep_mem = R.choice(["shared", "fragment"])
+    colsum = R.random() < 0.4
+    sched = R.choice(["plain", "plain", "inorder", "late", "merged"])
+    if sched == "late" and not prep:
+        sched = "inorder"
+    stages = R.choice([0, 1, 2, 3]) if sched == "plain" else R.choice([2, 3])
+    # warp specialization needs every load of the loop to go by TMA, ahead (2 stages or more), with
+    # 16-byte rows (K, N multiples of 8 here)
+    ws = R.choice([None, False, True]) if sched == "plain" else None
+    if ws:
+        stages = max(stages, 2)
+    nbx, nby, nk = cdiv(N, bN), cdiv(M, bM), cdiv(K, bK)
+    # the loop's range: all of K, from a later start, every other step, or backwards
+    span = R.choice(["all", "all", "start", "step", "reverse"])
+    extent, ks = {"all": ("%d" % nk, range(nk)), "start": ("%d, %d" % (nk // 2, nk), range(nk // 2, nk)),
+                  "step": ("0, %d, 2" % nk, range(0, nk, 2)), "reverse": ("%d, -1, -1" % (nk - 1), range(nk - 1, -1, -1))}[span]
+    params = [tensor("A", (M, K), dt), tensor("B", (K, N), dt), tensor("C", (M, N), "float32")]
+    if colsum:
+        params.append(tensor("S", (nby, N), "float32"))
+    body = [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt),
+            I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt)]
+    a_tile = "A_s"
+    if prep:
+        body.append(I + "A_p = T.%s((%d, %d), %r)\n" % ("alloc_shared" if prep_mem == "shared" else "alloc_fragment", bM, bK, dt))
+        a_tile = "A_p"
+    body.append(I + "C_l = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN))
+    body.append(I + "T.clear(C_l)\n")
+    if colsum:
+        body.append(I + "s = T.alloc_fragment((%d,), 'float32')\n" % bN)
+        body.append(I + "T.fill(s, 0.5)\n")
+    stmts = [J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK), J + "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN)]
+    if prep:
+        expr = {"scale": "A_s[i, j] * 0.5", "relu": "T.max(A_s[i, j], 0.0)", "square": "A_s[i, j] * A_s[i, j]"}[prep]
+        stmts.append(J + "for i, j in T.Parallel(%d, %d):\n" % (bM, bK) + K2 + "A_p[i, j] = %s\n" % expr)
+    stmts.append(J + "T.gemm(%s, B_s, C_l)\n" % a_tile)
+    if colsum:
+        stmts.append(J + "T.reduce_sum(B_s, s, dim=0, clear=False)\n")
+    n = len(stmts)
+    if sched == "plain":
+        head = "T.Pipelined(%s, num_stages=%d%s)" % (extent, stages, "" if ws is None else ", warp_specialize=%r" % ws)
+    else:
+        if sched == "inorder":
+            group, order, stage = [[g] for g in range(n)], [-1, -1] + list(range(n - 2)), [-1, -1] + [0] * (n - 2)
+        elif sched == "merged":  # everything after the loads in one group
+            group, order, stage = [[0], [1], list(range(2, n))], [-1, -1, 0], [-1, -1, 0]
+        else:  # late: the gemm (and the column sum) of the step before, then this step's pre-pass
+            group = [[g] for g in range(n)]
+            order, stage = [-1, -1, n - 3] + list(range(n - 3)), [-1, -1, 0] + [1] * (n - 3)
+        head = "T.Pipelined(%s, num_stages=%d, order=%r, stage=%r, group=%r)" % (extent, stages, order, stage, group)
+    body.append(I + "for k in %s:\n" % head)
+    body += stmts
+    body.append(I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN))
+    if colsum:
+        body.append(I + "T.copy(s, S[by, bx * %d])\n" % bN)
+    src = kernel_src(name, params, (nbx, nby), threads, body)
+    A, B = vals(rs, (M, K), dt), vals(rs, (K, N), dt)
+    Ap = pad2(A, nby * bM, nk * bK)
+    Ap = {None: Ap, "scale": Ap * 0.5, "relu": np.maximum(Ap, 0), "square": npy_io.round_to(Ap * Ap, dt)}[prep]
+    Bp = pad2(B, nk * bK, nbx * bN)
+    p = Prog(name, "sched", src, dict(dt=dt, bM=bM, bN=bN, bK=bK, M=M, N=N, K=K, prep=prep, prep_mem=prep_mem, colsum=colsum,
+                                      sched=sched, span=span, stages=stages, ws=ws, threads=threads))
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    rows = np.concatenate([np.arange(k * bK, (k + 1) * bK) for k in ks] + [np.arange(0)]).astype(int)  # the K rows the loop visits
+    p.add_out((Ap[:, rows] @ Bp[rows])[:M, :N], "float32")
+    if colsum:
+        p.add_out(np.tile(Bp[rows].sum(axis=0)[None, :N] + 0.5, (nby, 1)), "float32")
+    return p
+
+
+# ---------------------------------------------------------------- T.Parallel: broadcasts, indices, conditions
+def gen_parallel(R, rs, name):
+    """A T.Parallel nest over a tile (a shared tile read from X, or a gemm's accumulator, which lives
+    in registers on GPUs) with broadcasts, index arithmetic and conditions, stored whole or guarded."""
+    source = R.choice(["tile", "tile", "gemm"])
+    idt, odt = R.choice(["float32", "float16", "bfloat16"]), R.choice(["float32", "float16", "bfloat16"])
+    if source == "gemm":
+        idt = R.choice(["float16", "bfloat16"])
+        bM, bN, bK = R.choice([16, 32, 64]), R.choice([16, 32, 64, 128]), R.choice([16, 32])
+        threads = 128
+    else:
+        bM = R.choice([4, 8, 16, 32, 64])
+        bN = R.choice([8, 16, 32, 64, 128]) if R.random() < 0.7 else bM
+        # at most 64 elements a thread: the element loops are unrolled on GPUs (NVRTC takes minutes past that)
+        threads = R.choice([t for t in (32, 64, 128, 256) if bM * bN <= 64 * t])
+    M, N = R.randint(1, 3 * bM + 5), R.randint(1, 3 * bN + 5)
+    swizzle = R.choice([0, 0, 2, 3])
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    Mp, Np = nby * bM, nbx * bN
+    rv, cv = vals(rs, (Mp,), "float32"), vals(rs, (Np,), "float32")
+    gi, gj = np.meshgrid(np.arange(Mp), np.arange(Np), indexing="ij")  # global indices
+    li, lj = gi % bM, gj % bN                                           # indices in the tile
+    bx = gj // bN
+    choices = ["bcast", "cond", "index", "ifstmt", "minmax", "blockidx"]
+    if source == "tile":
+        X = vals(rs, (M, N), idt)
+        Xp = pad2(X, Mp, Np)
+        v, cur = Xp.copy(), "xs[i, j]"
+        choices += ["shift"] + (["transpose"] if bM == bN else [])
+        params = [tensor("X", (M, N), idt)]
+        body = [I + "xs = T.alloc_shared((%d, %d), %r)\n" % (bM, bN, idt),
+                I + "y = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+                I + "T.copy(X[by * %d, bx * %d], xs)\n" % (bM, bN)]
+    else:
+        K = bK
+        A, B = vals(rs, (M, K), idt), vals(rs, (K, N), idt)
+        v, cur = pad2(A, Mp, K) @ pad2(B, K, Np), "y[i, j]"
+        params = [tensor("A", (M, K), idt), tensor("B", (K, N), idt)]
+        body = [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, K, idt), I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (K, bN, idt),
+                I + "y = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+                I + "T.copy(A[by * %d, 0], A_s)\n" % bM, I + "T.copy(B[0, bx * %d], B_s)\n" % bN,
+                I + "T.gemm(A_s, B_s, y, clear_accum=True)\n"]
+    ops = R.sample(choices, R.randint(1, 3))
+    lines = []
+    for o in ops:
+        if o == "bcast":
+            e, v = "%s * Rv[by * %d + i] + Cv[bx * %d + j]" % (cur, bM, bN), v * rv[gi] + cv[gj]
+        elif o == "cond":
+            e, v = "T.if_then_else((i + 2 * j) %% 3 == 0, %s, -%s)" % (cur, cur), np.where((li + 2 * lj) % 3 == 0, v, -v)
+        elif o == "index":
+            e, v = "%s + (i * %d + j) * 0.125" % (cur, bN), v + (li * bN + lj) * 0.125
+        elif o == "blockidx":
+            e, v = "%s + T.cast((by * %d + i) %% 5 - bx, 'float32')" % (cur, bM), v + ((gi % 5) - bx)
+        elif o == "minmax":
+            e, v = "T.min(T.max(%s, -0.5), Cv[bx * %d + j] + 0.75)" % (cur, bN), np.minimum(np.maximum(v, -0.5), cv[gj] + 0.75)
+        elif o == "shift":  # a neighbour in the tile: reads the shared tile, not y
+            e, v = "%s + xs[i, (j + 1) %% %d] * 0.5" % (cur, bN), v + tiles_shift(Xp, nby, bM, nbx, bN) * 0.5
+        elif o == "transpose":
+            e, v = "%s - xs[j, i]" % cur, v - untile(tiles(Xp, nby, bM, nbx, bN).transpose(0, 1, 3, 2))
+        else:  # ifstmt
+            lines.append(("if", cur))
+            v = np.where(v > 0, v, v * 0.25)
+            cur = "y[i, j]"
+            continue
+        lines.append(("set", e))
+        cur = "y[i, j]"
+    params += [tensor("Rv", (Mp,), "float32"), tensor("Cv", (Np,), "float32"), tensor("Y", (M, N), odt)]
+    store = R.choice(["copy", "guarded"])
+    body.append(I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN))
+    for kind, e in lines:
+        if kind == "set":
+            body.append(J + "y[i, j] = %s\n" % e)
+        else:
+            body += [J + "if %s > 0:\n" % e, K2 + "y[i, j] = %s\n" % e, J + "else:\n", K2 + "y[i, j] = %s * 0.25\n" % e]
+    if store == "copy":
+        body.append(I + "T.copy(y, Y[by * %d, bx * %d])\n" % (bM, bN))
+    else:
+        body.append(I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN))
+        body.append(J + "if by * %d + i < %d and bx * %d + j < %d:\n" % (bM, M, bN, N))
+        body.append(K2 + "Y[by * %d + i, bx * %d + j] = y[i, j]\n" % (bM, bN))
+    src = kernel_src(name, params, (nbx, nby), threads, body, swizzle)
+    p = Prog(name, "parallel", src, dict(source=source, idt=idt, odt=odt, bM=bM, bN=bN, M=M, N=N, ops=ops, store=store, threads=threads,
+                                         swizzle=swizzle))
+    if source == "tile":
+        p.add_in(X, idt)
+    else:
+        p.add_in(A, idt)
+        p.add_in(B, idt)
+    p.add_in(rv, "float32")
+    p.add_in(cv, "float32")
+    ref = npy_io.round_to(npy_io.round_to(v, "float32")[:M, :N], odt)
+    p.add_out(ref, odt, (max(TOL[odt][0], 1e-5), max(TOL[odt][1], 1e-5)))
+    return p
+
+
+def tiles_shift(Xp, nby, bM, nbx, bN):
+    """Each tile's element (i, (j + 1) % bN)."""
+    return untile(np.roll(tiles(Xp, nby, bM, nbx, bN), -1, axis=3))
+
+
+# ---------------------------------------------------------------- casts among every dtype
+CAST_DTYPES = ["float32", "float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "uint8", "int32", "float64", "bool"]
+
+
+def cast_inputs(rs, shape, dt):
+    """Values that reach every conversion's edges: fractions, saturation, overflow to inf."""
+    if dt in ("int8", "uint8"):
+        return int_vals(rs, shape, dt)
+    if dt == "bool":
+        return rs.randint(0, 2, shape).astype(np.float64)
+    if dt == "int32":
+        return rs.choice([-1, 1], shape) * np.floor(np.exp2(rs.uniform(0, 30, shape)))
+    mags = {"float8_e4m3": 9, "float8_e5m2": 15.5, "float16": 15.9, "bfloat16": 20, "float32": 20}[dt]
+    x = rs.choice([-1, 1], shape) * np.exp2(rs.uniform(-8, mags, shape))
+    return cast_ref(x, dt)
+
+
+def gen_cast(R, rs, name):
+    src_dt = R.choice([d for d in CAST_DTYPES if d != "float64"])
+    chain = [R.choice(CAST_DTYPES) for _ in range(R.randint(1, 3))]
+    out_dt = R.choice([d for d in CAST_DTYPES if d != "float64"])
+    # an int scale keeps an integer an integer (int8 and uint8 promote to int32; not int32, which could overflow)
+    scale = R.choice([None, None, 3.0, 0.5] + ([2] if src_dt != "int32" else [])) if src_dt != "bool" else None
+    bM, bN = R.choice([8, 16, 32]), R.choice([16, 32, 64])
+    M, N = R.randint(1, 2 * bM + 3), R.randint(1, 2 * bN + 3)
+    threads = R.choice([32, 128])
+    via = R.choice(["fragment", "direct"])
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    X = cast_inputs(rs, (M, N), src_dt)
+    e, v, v_dt = "xs[i, j]", X.copy(), src_dt
+    if scale is not None:
+        e = "%s * %r" % (e, scale)
+        if isinstance(scale, float):  # computed in float32, even for a narrow float (rounded only when cast or stored)
+            v, v_dt = npy_io.round_to(v * scale, "float32"), "float32" if src_dt in INT_RANGE else src_dt
+        else:
+            v, v_dt = v * scale, "int32" if src_dt in INT_RANGE else src_dt
+    for d in chain:
+        e, v, v_dt = "T.cast(%s, %r)" % (e, d), convert(v, v_dt, d), d
+    body = [I + "xs = T.alloc_shared((%d, %d), %r)\n" % (bM, bN, src_dt), I + "T.copy(X[by * %d, bx * %d], xs)\n" % (bM, bN)]
+    if via == "fragment":
+        body += [I + "y = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, out_dt),
+                 I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "y[i, j] = %s\n" % e,
+                 I + "T.copy(y, Y[by * %d, bx * %d])\n" % (bM, bN)]
+    else:
+        body += [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+                 J + "if by * %d + i < %d and bx * %d + j < %d:\n" % (bM, M, bN, N),
+                 K2 + "Y[by * %d + i, bx * %d + j] = %s\n" % (bM, bN, e)]
+    src = kernel_src(name, [tensor("X", (M, N), src_dt), tensor("Y", (M, N), out_dt)], (nbx, nby), threads, body)
+    p = Prog(name, "cast", src, dict(src=src_dt, chain=chain, out=out_dt, scale=scale, bM=bM, bN=bN, M=M, N=N, via=via))
+    p.add_in(X, src_dt)
+    p.add_out(convert(v, v_dt, out_dt), out_dt, (0, 0))
+    return p
+
+
+def wrap(x, bits):
+    """Two's-complement wrap of integer values."""
+    m = 1 << bits
+    flat = [((int(t) + (m >> 1)) % m) - (m >> 1) for t in np.asarray(x).reshape(-1)]
+    return np.array(flat, dtype=np.float64).reshape(np.shape(x))
+
+
+def convert(v, from_dt, to_dt):
+    """The value of a from_dt value converted to to_dt: an integer to a narrower integer wraps, the
+    rest as cast_ref."""
+    if from_dt in INT_RANGE and to_dt in INT_RANGE:
+        return np.mod(v, 256) if to_dt == "uint8" else wrap(v, 8 if to_dt == "int8" else 32 if to_dt == "int32" else 64)
+    return cast_ref(v, to_dt)
+
+
+# ---------------------------------------------------------------- integer operators
+INT_TERMS = [  # (source, numpy of a, b, d, s as int64 arrays; d is never 0, s a shift amount from -3 to 35)
+    ("a // d", lambda a, b, d, s: a // d),
+    ("a % d", lambda a, b, d, s: a % d),
+    ("T.truncdiv(a, d)", lambda a, b, d, s: np.sign(a) * np.sign(d) * (np.abs(a) // np.abs(d))),
+    ("T.truncmod(a, d)", lambda a, b, d, s: np.sign(a) * (np.abs(a) % np.abs(d))),
+    ("a // -3", lambda a, b, d, s: a // -3),
+    ("a % 7", lambda a, b, d, s: a % 7),
+    ("T.floordiv(b, 4)", lambda a, b, d, s: b // 4),
+    ("T.floormod(a, -5)", lambda a, b, d, s: a % -5),
+    ("a << s", lambda a, b, d, s: shl32(a, s)),
+    ("a >> s", lambda a, b, d, s: np.where((s < 0) | (s >= 32), np.where(a < 0, -1, 0), a >> np.clip(s, 0, 31))),
+    ("b << 3", lambda a, b, d, s: shl32(b, 3)),
+    ("a >> 2", lambda a, b, d, s: a >> 2),
+    ("~a", lambda a, b, d, s: ~a),
+    ("a & b", lambda a, b, d, s: a & b),
+    ("a | d", lambda a, b, d, s: a | d),
+    ("a ^ b", lambda a, b, d, s: a ^ b),
+    ("T.max(a, b) - T.min(a, d)", lambda a, b, d, s: np.maximum(a, b) - np.minimum(a, d)),
+    ("abs(a) * 3 + b", lambda a, b, d, s: np.abs(a) * 3 + b),
+    ("(a * 7 + b) // 4", lambda a, b, d, s: (a * 7 + b) // 4),
+    ("T.if_then_else(a % 2 == 0, a, b)", lambda a, b, d, s: np.where(a % 2 == 0, a, b)),
+]
+
+
+def shl32(a, s):
+    """int32 a << s as language.md 2.5 defines it: wraps; an amount out of 0..31 shifts every bit out."""
+    s = np.broadcast_to(s, np.shape(a))
+    shifted = np.array([int(x) << int(k) if 0 <= k < 32 else 0 for x, k in zip(a.reshape(-1), s.reshape(-1))], dtype=object)
+    return wrap(shifted, 32).astype(np.int64).reshape(np.shape(a))
+
+
+def gen_intops(R, rs, name):
+    adt = R.choice(["int32", "int8", "uint8"])
+    bM, bN = R.choice([4, 8, 16, 32]), R.choice([8, 16, 32, 64])
+    M, N = R.randint(1, 2 * bM + 3), R.randint(1, 2 * bN + 3)
+    threads = R.choice([32, 64, 128])
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    A = int_vals(rs, (M, N), adt, -1000, 1000)
+    B = int_vals(rs, (M, N), "int32", -1000, 1000)
+    D = int_vals(rs, (M, N), "int32", -20, 20)
+    D[D == 0] = 3
+    S = int_vals(rs, (M, N), "int32", -3, 35)
+    terms = R.sample(INT_TERMS, R.randint(1, 3))
+    expr = " ^ ".join("(%s)" % t for t, _ in terms)
+    a, b, d, s = (x.astype(np.int64) for x in (A, B, D, S))
+    ref = np.zeros_like(a)
+    for _, f in terms:
+        ref = ref ^ f(a, b, d, s)
+    params = [tensor("A", (M, N), adt), tensor("B", (M, N), "int32"), tensor("D", (M, N), "int32"), tensor("S", (M, N), "int32"),
+              tensor("Y", (M, N), "int32")]
+    body = [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+            J + "if by * %d + i < %d and bx * %d + j < %d:\n" % (bM, M, bN, N),
+            K2 + "a = A[by * %d + i, bx * %d + j]\n" % (bM, bN),
+            K2 + "b = B[by * %d + i, bx * %d + j]\n" % (bM, bN),
+            K2 + "d = D[by * %d + i, bx * %d + j]\n" % (bM, bN),
+            K2 + "s = S[by * %d + i, bx * %d + j]\n" % (bM, bN),
+            K2 + "Y[by * %d + i, bx * %d + j] = %s\n" % (bM, bN, expr)]
+    src = kernel_src(name, params, (nbx, nby), threads, body)
+    p = Prog(name, "intops", src, dict(adt=adt, terms=[t for t, _ in terms], bM=bM, bN=bN, M=M, N=N))
+    for x, dt in ((A, adt), (B, "int32"), (D, "int32"), (S, "int32")):
+        p.add_in(x, dt)
+    p.add_out(wrap(ref, 32), "int32", (0, 0))
+    return p
+
+
+# ---------------------------------------------------------------- reductions along any axis, accumulated over a loop
+def reduce_ref(op, x, axis):
+    """T.reduce_<op> of x along axis (|int8| is computed in int32, language.md 2.5: no wrap at -128)."""
+    if op in ("abssum", "absmax"):
+        x = np.abs(x)
+    return x.sum(axis=axis) if op in ("sum", "abssum") else x.max(axis=axis) if op in ("max", "absmax") else x.min(axis=axis)
+
+
+def combine(op, a, b):
+    return a + b if op in ("sum", "abssum") else np.maximum(a, b) if op in ("max", "absmax") else np.minimum(a, b)
+
+
+def gen_reduce_axes(R, rs, name):
+    """A 2-D or 3-D tile reduced along any axis (negative ones too), with clear=False across the steps
+    of a loop over the tensor, into float32 or integer accumulators."""
+    dt = R.choice(["float32", "float16", "bfloat16", "int32", "int8"])
+    op = R.choice(["sum", "max", "min", "abssum", "absmax"])
+    rank = R.choice([2, 2, 3])
+    shape = [R.choice([2, 4, 8, 16, 32]) for _ in range(rank)]
+    axis = R.randrange(rank)
+    dim = axis - rank if R.random() < 0.3 else axis
+    steps = R.randint(1, 4)
+    acc_dt = "int32" if dt in ("int32", "int8") else "float32"
+    tile_mem = R.choice(["shared", "fragment"])
+    threads = R.choice([32, 64, 128])
+    blocks = R.randint(1, 3)
+    # X holds `steps` tiles along its first axis per block: block b, step k reads tile b * steps + k
+    xshape = (blocks * steps * shape[0],) + tuple(shape[1:])
+    X = int_vals(rs, xshape, dt, -50, 50) if acc_dt == "int32" else vals(rs, xshape, dt)
+    kept = [s for i, s in enumerate(shape) if i != axis]
+    first = R.choice(["clear", "fill"])
+    init = 0 if acc_dt == "int32" else 0.25
+    zeros = ", ".join(["0"] * (rank - 1))
+    body = [I + "t = T.alloc_%s(%r, %r)\n" % (tile_mem, tuple(shape), dt),
+            I + "r = T.alloc_fragment(%r, %r)\n" % (tuple(kept), acc_dt)]
+    if first == "fill":
+        body.append(I + "T.fill(r, %r)\n" % init)
+    body.append(I + "for k in T.serial(%d):\n" % steps)
+    body.append(J + "T.copy(X[(bx * %d + k) * %d, %s], t)\n" % (steps, shape[0], zeros))
+    if first == "clear":  # the first step starts from the identity, the others accumulate
+        body.append(J + "if k == 0:\n" + K2 + "T.reduce_%s(t, r, dim=%d, clear=True)\n" % (op, dim))
+        body.append(J + "else:\n" + K2 + "T.reduce_%s(t, r, dim=%d, clear=False)\n" % (op, dim))
+    else:
+        body.append(J + "T.reduce_%s(t, r, dim=%d, clear=False)\n" % (op, dim))
+    body.append(I + "T.copy(r, O[bx, %s])\n" % zeros)
+    oshape = (blocks,) + tuple(kept)
+    src = kernel_src(name, [tensor("X", xshape, dt), tensor("O", oshape, acc_dt)], (blocks,), threads, body)
+    ref = np.zeros(oshape)
+    for b in range(blocks):
+        acc = None if first == "clear" else np.full(kept, float(init))
+        for k in range(steps):
+            t = X[(b * steps + k) * shape[0]:(b * steps + k + 1) * shape[0]]
+            part = reduce_ref(op, t, axis)
+            acc = part if acc is None else combine(op, acc, part)
+        ref[b] = acc
+    p = Prog(name, "reduce_axes", src, dict(dt=dt, op=op, shape=shape, dim=dim, steps=steps, first=first, tile=tile_mem, blocks=blocks))
+    p.add_in(X, dt)
+    p.add_out(ref, acc_dt, (0, 0) if acc_dt == "int32" else (1e-5, 1e-5))
+    return p
+
+
+# ---------------------------------------------------------------- what follows a gemm on its accumulator
+def gen_accum(R, rs, name):
+    """A gemm (16-bit, or 8-bit into float32 / int32) into an accumulator that lives in registers on
+    GPUs, then: reductions along either axis (clear=False), a cast into a fragment of any dtype, or
+    atomics of the whole tile into a global of another dtype."""
+    kind = R.choice(["f16", "f16", "int8", "fp8"])
+    dt = {"f16": R.choice(["float16", "bfloat16"]), "int8": "int8", "fp8": "float8_e4m3"}[kind]
+    acc = "int32" if kind == "int8" else "float32"
+    bM, bN = R.choice([64, 64, 128]), R.choice([32, 64, 128])
+    bK = 32 if kind == "f16" else 64
+    threads = R.choice([128, 256]) if bM == 128 else 128
+    M, N, K = R.randint(bM // 2, 2 * bM), R.randint(bN // 2, 2 * bN), bK * R.randint(1, 3)
+    nbx, nby, nk = cdiv(N, bN), cdiv(M, bM), cdiv(K, bK)
+    Mp, Np = nby * bM, nbx * bN
+    after = R.choice(["reduce", "cast", "atomic"])
+    tB = kind != "f16" or R.random() < 0.5  # 8-bit tensor-core gemms read B as N x K
+    A = int_vals(rs, (M, K), "int8", -8, 8) if kind == "int8" else vals(rs, (M, K), dt)
+    B = int_vals(rs, (N, K) if tB else (K, N), "int8", -8, 8) if kind == "int8" else vals(rs, (N, K) if tB else (K, N), dt)
+    C = pad2(A, Mp, nk * bK) @ pad2(B.T if tB else B, nk * bK, Np)
+    params = [tensor("A", (M, K), dt), tensor("B", B.shape, dt)]
+    body = [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt),
+            I + "B_s = T.alloc_shared(%r, %r)\n" % ((bN, bK) if tB else (bK, bN), dt),
+            I + "C_l = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, acc), I + "T.clear(C_l)\n",
+            I + "for k in T.Pipelined(%d, num_stages=%d):\n" % (nk, R.choice([1, 2])),
+            J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK),
+            J + ("T.copy(B[bx * %d, k * %d], B_s)\n" % (bN, bK) if tB else "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN)),
+            J + "T.gemm(A_s, B_s, C_l, transpose_B=%r)\n" % tB]
+    p = Prog(name, "accum", "", dict(kind=kind, dt=dt, bM=bM, bN=bN, bK=bK, M=M, N=N, K=K, tB=tB, after=after, threads=threads))
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    if after == "reduce":
+        op, dim = R.choice(["sum", "max", "min", "absmax"]), R.choice([0, 1])
+        n_r = bN if dim == 0 else bM
+        init = 0 if acc == "int32" else 0.5
+        body += [I + "r = T.alloc_fragment((%d,), %r)\n" % (n_r, acc), I + "T.fill(r, %r)\n" % init,
+                 I + "T.reduce_%s(C_l, r, dim=%d, clear=False)\n" % (op, dim)]
+        t = tiles(C, nby, bM, nbx, bN)
+        red = combine(op, reduce_ref(op, t, 2 + dim), init)  # (nby, nbx, n_r)
+        if dim == 1:
+            params.append(tensor("O", (nbx, Mp), acc))
+            body.append(I + "T.copy(r, O[bx, by * %d])\n" % bM)
+            ref = red.transpose(1, 0, 2).reshape(nbx, Mp)
+        else:
+            params.append(tensor("O", (nby, Np), acc))
+            body.append(I + "T.copy(r, O[by, bx * %d])\n" % bN)
+            ref = red.reshape(nby, Np)
+        p.add_out(ref, acc, (0, 0) if acc == "int32" else (1e-5, 1e-5))
+        p.desc.update(op=op, dim=dim)
+    elif after == "cast":
+        out_dt = R.choice(["float16", "bfloat16", "float8_e4m3", "float8_e5m2", "int8", "int32", "float32"])
+        params.append(tensor("Y", (M, N), out_dt))
+        body += [I + "Y_f = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, out_dt),
+                 I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "Y_f[i, j] = T.cast(C_l[i, j], %r)\n" % out_dt,
+                 I + "T.copy(Y_f, Y[by * %d, bx * %d])\n" % (bM, bN)]
+        p.add_out(convert(C, acc, out_dt)[:M, :N], out_dt, (0, 0))
+        p.desc.update(out=out_dt)
+    else:
+        s_dt = R.choice(["float32", "float16", "bfloat16"]) if acc == "float32" else "int32"
+        # every block row adds its tile into one (bM, Np) band: sums of nby exact values
+        S0 = np.zeros((bM, Np)) if s_dt == "int32" else rs.randint(-8, 9, (bM, Np)) / 4.0
+        params.append(tensor("S", (bM, Np), s_dt))
+        body.append(I + "T.atomic_add(S[0, bx * %d], C_l)\n" % bN)
+        p.add_in(S0, s_dt, "inout")
+        ref = S0 + C.reshape(nby, bM, Np).sum(axis=0)
+        p.inout_refs[2] = (ref, s_dt) + {"float32": (1e-5, 1e-5), "int32": (0, 0), "float16": (2e-3, 2e-2), "bfloat16": (1.6e-2, 0.2)}[s_dt]
+        p.desc.update(s_dt=s_dt)
+    p.src = kernel_src(name, params, (nbx, nby), threads, body)
+    return p
+
+
+# ---------------------------------------------------------------- tile operations on regions
+def gen_regions(R, rs, name):
+    """Tile operations on slices: a copy with a halo past the tile (clipped at the tensor's edge), a
+    stencil over it, T.fill / T.clear of parts, a copy between offset regions, a reduction of part of
+    a tile into part of a vector."""
+    bM, bN = R.choice([8, 16, 32]), R.choice([8, 16, 32])
+    halo = R.choice([1, 2, 4])
+    M, N = R.randint(1, 3 * bM + 3), R.randint(1, 3 * bN + 3)
+    threads = R.choice([32, 64, 128])
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    X = vals(rs, (M, N), "float32")
+    Xp = pad2(X, nby * bM + halo, nbx * bN + halo)
+    h, w = R.randint(1, bM), R.randint(1, bN)          # the region copied from y into z
+    a, c = R.randint(0, bM - h), R.randint(0, bN - w)  # its place in y
+    a2, c2 = R.randint(0, bM - h), R.randint(0, bN - w)  # and in z
+    f_rows = R.randint(0, bM - 1)                       # y's first rows filled with 1.0
+    z_init = R.choice(["clear", "fill"])
+    r_rows = R.randint(1, bM)
+    body = [I + "s = T.alloc_shared((%d, %d), 'float32')\n" % (bM + halo, bN + halo),
+            I + "y = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "z = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+            I + "T.copy(X[by * %d : by * %d + %d, bx * %d : bx * %d + %d], s)\n" % (bM, bM, bM + halo, bN, bN, bN + halo),
+            I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+            J + "y[i, j] = s[i, j] + s[i + %d, j] * 0.5 + s[i, j + %d] * 0.25\n" % (halo, halo)]
+    if f_rows:
+        body.append(I + "T.fill(y[0:%d, :], 1.0)\n" % f_rows)
+    body.append(I + ("T.clear(z)\n" if z_init == "clear" else "T.fill(z, -0.5)\n"))
+    body.append(I + "T.copy(y[%d:%d, %d:%d], z[%d:%d, %d:%d])\n" % (a, a + h, c, c + w, a2, a2 + h, c2, c2 + w))
+    body.append(I + "T.fill(r, 0.25)\n")
+    body.append(I + "T.reduce_sum(y[0:%d, :], r[0:%d], dim=1, clear=False)\n" % (r_rows, r_rows))
+    body.append(I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN))
+    body.append(J + "z[i, j] = z[i, j] + r[i]\n")
+    body.append(I + "T.copy(z, Y[by * %d, bx * %d])\n" % (bM, bN))
+    src = kernel_src(name, [tensor("X", (M, N), "float32"), tensor("Y", (M, N), "float32")], (nbx, nby), threads, body)
+    out = np.zeros((nby * bM, nbx * bN))
+    for by in range(nby):
+        for bx in range(nbx):
+            sv = Xp[by * bM:(by + 1) * bM + halo, bx * bN:(bx + 1) * bN + halo]
+            y = sv[:bM, :bN] + sv[halo:halo + bM, :bN] * 0.5 + sv[:bM, halo:halo + bN] * 0.25
+            y[:f_rows, :] = 1.0
+            z = np.full((bM, bN), 0.0 if z_init == "clear" else -0.5)
+            z[a2:a2 + h, c2:c2 + w] = y[a:a + h, c:c + w]
+            r = np.full(bM, 0.25)
+            r[:r_rows] += y[:r_rows].sum(axis=1)
+            out[by * bM:(by + 1) * bM, bx * bN:(bx + 1) * bN] = z + r[:, None]
+    p = Prog(name, "regions", src, dict(bM=bM, bN=bN, M=M, N=N, halo=halo, region=(h, w, a, c, a2, c2), f_rows=f_rows, z_init=z_init,
+                                        r_rows=r_rows, threads=threads))
+    p.add_in(X, "float32")
+    p.add_out(out[:M, :N], "float32", (1e-5, 1e-5))
+    return p
+
+
+# ---------------------------------------------------------------- loops with a dependence between iterations
+def gen_scan(R, rs, name):
+    """Prefix sums over a tile along either axis, forward or backward (a negative step), with a
+    stride; a stepped loop scaling every other row; T.grid, T.unroll and T.vectorized loops."""
+    bM, bN = R.choice([4, 8, 16, 32]), R.choice([8, 16, 32])
+    M, N = R.randint(1, 3 * bM + 3), R.randint(1, 3 * bN + 3)
+    threads = R.choice([32, 64, 128])
+    axis, backward, stride = R.choice([0, 1]), R.random() < 0.5, R.choice([1, 1, 2])
+    inner = R.choice(["T.Parallel", "T.vectorized", "T.unroll", "T.serial"])
+    mem = R.choice(["fragment", "shared"])
+    stepped = R.random() < 0.5
+    nbx, nby = cdiv(N, bN), cdiv(M, bM)
+    X = vals(rs, (M, N), "float32")
+    t = tiles(pad2(X, nby * bM, nbx * bN), nby, bM, nbx, bN).copy()  # (nby, nbx, bM, bN)
+    n_scan, n_other = (bM, bN) if axis == 0 else (bN, bM)
+    if backward:
+        outer = "T.serial(%d, -1, -1)" % (n_scan - 1 - stride)
+        order, nb = range(n_scan - 1 - stride, -1, -1), "k + %d" % stride
+    else:
+        outer = "T.serial(%d, %d)" % (stride, n_scan)
+        order, nb = range(stride, n_scan), "k - %d" % stride
+    at = (lambda k, o: "y[%s, %s]" % (k, o)) if axis == 0 else (lambda k, o: "y[%s, %s]" % (o, k))
+    body = [I + "y = T.alloc_%s((%d, %d), 'float32')\n" % (mem, bM, bN),
+            I + "z = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "T.copy(X[by * %d, bx * %d], y)\n" % (bM, bN),
+            I + "for k in %s:\n" % outer, J + "for o in %s(%d):\n" % (inner, n_other),
+            K2 + "%s = %s + %s\n" % (at("k", "o"), at("k", "o"), at(nb, "o"))]
+    for k in order:
+        src_k = k + stride if backward else k - stride
+        if axis == 0:
+            t[:, :, k, :] += t[:, :, src_k, :]
+        else:
+            t[:, :, :, k] += t[:, :, :, src_k]
+    if stepped:
+        body += [I + "for i in T.serial(1, %d, 2):\n" % bM, J + "for j in T.Parallel(%d):\n" % bN, K2 + "y[i, j] = y[i, j] * 0.5\n"]
+        t[:, :, 1::2, :] *= 0.5
+    body += [I + "for i, j in T.grid(%d, %d):\n" % (bM, bN), J + "z[i, j] = y[i, j] + T.cast(i - 2 * j, 'float32')\n",
+             I + "T.copy(z, Y[by * %d, bx * %d])\n" % (bM, bN)]
+    ii, jj = np.meshgrid(np.arange(bM), np.arange(bN), indexing="ij")
+    t = t + (ii - 2 * jj)
+    src = kernel_src(name, [tensor("X", (M, N), "float32"), tensor("Y", (M, N), "float32")], (nbx, nby), threads, body)
+    p = Prog(name, "scan", src, dict(bM=bM, bN=bN, M=M, N=N, axis=axis, backward=backward, stride=stride, inner=inner, mem=mem,
+                                     stepped=stepped, threads=threads))
+    p.add_in(X, "float32")
+    p.add_out(untile(t)[:M, :N], "float32", (1e-6, 1e-6))
+    return p
+
+
+# ---------------------------------------------------------------- atomics
+def gen_atomic(R, rs, name):
+    """T.atomic_add in its element and tile forms into globals (and into a shared tile many
+    iterations hit), with values whose sums are exact in the destination type in any order."""
+    dt = R.choice(["float32", "float16", "bfloat16", "int32"])
+    form = R.choice(["element", "tile", "shared"])
+    bM, bN = R.choice([8, 16, 32]), R.choice([8, 16, 32, 64])
+    nby, nbx = R.randint(1, 4), R.randint(1, 3)
+    M, N = nby * bM, nbx * bN
+    threads = R.choice([32, 64, 128])
+    if dt == "int32":
+        X = int_vals(rs, (M, N), "int32", -100, 100)
+    else:  # quarters: the sums are exact in float32 whatever the order (not always in 16 bits: see the tolerance)
+        X = rs.randint(-4, 5, (M, N)) / 4.0
+    x_dt = "float32" if dt != "int32" else "int32"
+    groups = R.choice([1, 4, 8]) if form == "shared" else 1
+    body = [I + "x = T.alloc_fragment((%d, %d), %r)\n" % (bM, bN, x_dt),
+            I + "T.copy(X[by * %d, bx * %d], x)\n" % (bM, bN)]
+    if form == "element":  # every block adds its tile into the same (bM, bN) window of S
+        S0 = (int_vals(rs, (bM, bN), "int32", -50, 50) if dt == "int32" else rs.randint(-8, 9, (bM, bN)) / 4.0)
+        body += [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "T.atomic_add(S[i, j], x[i, j])\n"]
+        ref = S0 + X.reshape(nby, bM, nbx, bN).sum(axis=(0, 2))
+    elif form == "tile":  # each row of blocks adds into its own row band, the columns of blocks collide
+        S0 = (int_vals(rs, (M, bN), "int32", -50, 50) if dt == "int32" else rs.randint(-8, 9, (M, bN)) / 4.0)
+        body.append(I + "T.atomic_add(S[by * %d, 0], x)\n" % bM)
+        ref = S0 + X.reshape(M, nbx, bN).sum(axis=1)
+    else:  # a shared accumulator that the whole tile hits, groups of columns each into one slot
+        S0 = (int_vals(rs, (groups,), "int32", -50, 50) if dt == "int32" else rs.randint(-8, 9, (groups,)) / 4.0)
+        body += [I + "acc = T.alloc_shared((%d,), %r)\n" % (groups, dt), I + "T.clear(acc)\n",
+                 I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "T.atomic_add(acc[j %% %d], x[i, j])\n" % groups,
+                 I + "for g in T.Parallel(%d):\n" % groups, J + "T.atomic_add(S[g], acc[g])\n"]
+        ref = S0 + np.array([X[:, g::groups].sum() for g in range(groups)])
+    src = kernel_src(name, [tensor("X", (M, N), x_dt), tensor("S", S0.shape, dt)], (nbx, nby), threads, body)
+    p = Prog(name, "atomic", src, dict(dt=dt, form=form, bM=bM, bN=bN, M=M, N=N, groups=groups, threads=threads))
+    p.add_in(X, x_dt)
+    p.add_in(S0, dt, "inout")
+    # the sums are exact in float32 and int32; a narrow float rounds each partial sum, in any order
+    tol = {"float32": (0, 1e-6), "int32": (0, 0), "float16": (2e-3, 0.25), "bfloat16": (1.6e-2, 1.0)}[dt]
+    p.inout_refs[1] = (ref, dt) + tol
+    return p
+
+
+# ---------------------------------------------------------------- thread-level code
+def gen_threads(R, rs, name):
+    """Per-thread loops over a row with T.alloc_local / T.alloc_var accumulators, a shared tree
+    reduction with barriers, thread-dependent stores; 1-D or 2-D thread blocks. Or without barriers:
+    per-thread stores around a block-level in-place update of the same shared row."""
+    if R.random() < 0.3:
+        return gen_threads_no_barrier(R, rs, name)
+    threads = R.choice([32, 64, 128, 256])
+    two_d = R.random() < 0.3
+    N = R.randint(1, 3 * threads + 7)
+    rows = R.randint(1, 5)
+    per = R.choice([1, 2, 4])  # local array length: elements a thread keeps per pass
+    local = R.choice(["alloc_local", "alloc_var", "scalar"])
+    blockop = R.random() < 0.5  # a block-level in-place scale between the per-thread statements: runs once
+    X = vals(rs, (rows, N), "float32")
+    levels = threads.bit_length() - 1
+    tshape = (threads // 4, 4) if two_d else threads
+    body = [I + "partial = T.alloc_shared((%d,), 'float32')\n" % threads]
+    if two_d:
+        body += [I + "tx = T.get_thread_binding(0)\n", I + "ty = T.get_thread_binding(1)\n"]
+        tid = "(ty * %d + tx)" % (threads // 4)
+    else:
+        body.append(I + "tid = T.get_thread_binding()\n")
+        tid = "tid"
+    chunk = cdiv(N, threads * per)
+    if local == "alloc_local":
+        body += [I + "acc = T.alloc_local((%d,), 'float32')\n" % per, I + "for q in T.serial(%d):\n" % per, J + "acc[q] = 0.0\n"]
+        acc = "acc[q]"
+    elif local == "alloc_var":
+        body.append(I + "acc = T.alloc_var('float32')\n" + I + "acc = 0.0\n")
+        acc = "acc"
+    else:
+        body.append(I + "acc = 0.0\n")
+        acc = "acc"
+    body.append(I + "for c in T.serial(%d):\n" % chunk)
+    if local == "alloc_local":
+        body += [J + "for q in T.serial(%d):\n" % per,
+                 K2 + "if (c * %d + %s) * %d + q < %d:\n" % (threads, tid, per, N),
+                 K2 + "    acc[q] = acc[q] + X[bx, (c * %d + %s) * %d + q] * X[bx, (c * %d + %s) * %d + q]\n" % (threads, tid, per, threads, tid, per)]
+        body += [I + "total = T.alloc_local((1,), 'float32')\n", I + "total[0] = 0.0\n",
+                 I + "for q in T.serial(%d):\n" % per, J + "total[0] = total[0] + acc[q]\n",
+                 I + "partial[%s] = total[0]\n" % tid]
+    else:
+        body += [J + "for q in T.serial(%d):\n" % per,
+                 K2 + "if (c * %d + %s) * %d + q < %d:\n" % (threads, tid, per, N),
+                 K2 + "    %s = %s + X[bx, (c * %d + %s) * %d + q] * X[bx, (c * %d + %s) * %d + q]\n" % (acc, acc, threads, tid, per, threads, tid, per)]
+        body.append(I + "partial[%s] = %s\n" % (tid, acc))
+    padded = cdiv(N, threads) * threads
+    if blockop:
+        body += [I + "rowv = T.alloc_fragment((%d,), 'float32')\n" % padded, I + "T.copy(X[bx, 0], rowv)\n",
+                 I + "for j in T.Parallel(%d):\n" % padded, J + "rowv[j] = rowv[j] * 2.0\n"]
+    body.append(I + "T.sync_threads()\n")
+    # a tree over the shared partials; with threads=(x, y) the index is recomputed after each barrier
+    body.append(I + "for level in T.unroll(%d):\n" % levels)
+    if two_d:
+        body.append(J + "if T.get_thread_binding(1) * %d + T.get_thread_binding(0) < (%d >> (level + 1)):\n" % (threads // 4, threads))
+        body.append(K2 + "partial[T.get_thread_binding(1) * %d + T.get_thread_binding(0)] = partial[T.get_thread_binding(1) * %d + T.get_thread_binding(0)] + partial[T.get_thread_binding(1) * %d + T.get_thread_binding(0) + (%d >> (level + 1))]\n" % (threads // 4, threads // 4, threads // 4, threads))
+    else:
+        body.append(J + "if tid < (%d >> (level + 1)):\n" % threads)
+        body.append(K2 + "partial[tid] = partial[tid] + partial[tid + (%d >> (level + 1))]\n" % threads)
+    body.append(J + "T.sync_threads()\n")
+    # every thread scales its share of the row by the row's sum of squares
+    body.append(I + "for c in T.serial(%d):\n" % cdiv(N, threads))
+    col = "c * %d + %s" % (threads, "(T.get_thread_binding(1) * %d + T.get_thread_binding(0))" % (threads // 4) if two_d else "tid")
+    body.append(J + "if %s < %d:\n" % (col, N))
+    body.append(K2 + "Y[bx, %s] = X[bx, %s] / (partial[0] + 1.0)%s\n" % (col, col, " + rowv[%s]" % col if blockop else ""))
+    src = kernel_src(name, [tensor("X", (rows, N), "float32"), tensor("Y", (rows, N), "float32")], (rows,), tshape, body)
+    ss = (X * X).sum(axis=1, keepdims=True)
+    p = Prog(name, "threads", src, dict(threads=tshape, N=N, rows=rows, per=per, local=local, blockop=blockop))
+    p.add_in(X, "float32")
+    p.add_out(X / (ss + 1.0) + (2 * X if blockop else 0), "float32", (1e-5, 1e-6))
+    return p
+
+
+def gen_threads_no_barrier(R, rs, name):
+    threads = R.choice([32, 64, 128])
+    N = R.randint(1, 2 * threads + 7)
+    rows = R.randint(1, 4)
+    padded = cdiv(N, threads) * threads
+    tid = "T.get_thread_binding()"
+    body = [I + "t = T.alloc_shared((%d,), 'float32')\n" % padded,
+            I + "for c in T.serial(%d):\n" % (padded // threads), J + "if c * %d + %s < %d:\n" % (threads, tid, N),
+            K2 + "t[c * %d + %s] = X[bx, c * %d + %s] * 3.0\n" % (threads, tid, threads, tid),
+            J + "else:\n", K2 + "t[c * %d + %s] = 0.0\n" % (threads, tid),
+            I + "for j in T.Parallel(%d):\n" % padded, J + "t[j] = t[j] + 1.0\n",
+            I + "for c in T.serial(%d):\n" % (padded // threads), J + "if c * %d + %s < %d:\n" % (threads, tid, N),
+            K2 + "Y[bx, c * %d + %s] = t[%d - c * %d - %s]\n" % (threads, tid, padded - 1, threads, tid)]  # another thread's
+    src = kernel_src(name, [tensor("X", (rows, N), "float32"), tensor("Y", (rows, N), "float32")], (rows,), threads, body)
+    X = vals(rs, (rows, N), "float32")
+    p = Prog(name, "threads", src, dict(threads=threads, N=N, rows=rows, barrier=False))
+    p.add_in(X, "float32")
+    p.add_out(pad2(X * 3.0, rows, padded)[:, ::-1][:, :N] + 1.0, "float32", (0, 0))
+    return p
+
+
+# ---------------------------------------------------------------- symbolic shapes
+def gen_symbolic(R, rs, name):
+    """Tensors with T.symbolic sizes (not multiples of the tiles): the grid from T.ceildiv of them,
+    clipped copies, a gemm or a row scale, guarded stores of a row sum."""
+    dt = R.choice(["float16", "bfloat16", "float32"])
+    kind = R.choice(["gemm", "rows"]) if dt != "float32" else "rows"
+    bM, bN = R.choice([16, 32, 64]), R.choice([16, 32, 64])
+    bK = R.choice([16, 32])
+    M, N = R.randint(1, 3 * bM + 5), R.randint(1, 3 * bN + 5)
+    Kd = R.choice([16, 32, 48, 64])
+    threads = 128
+    swizzle = R.choice([0, 2])
+    sym_n = R.random() < 0.5
+    Nn = "N" if sym_n else str(N)
+    decl = "M = T.symbolic('M')\n" + ("N = T.symbolic('N')\n" if sym_n else "")
+    if kind == "gemm":
+        params = [tensor("A", ("M", Kd), dt), tensor("B", (Kd, Nn), dt), tensor("C", ("M", Nn), "float32")]
+        body = [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt), I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt),
+                I + "C_l = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN), I + "T.clear(C_l)\n",
+                I + "for k in T.Pipelined(%d, num_stages=%d):\n" % (cdiv(Kd, bK), R.choice([0, 2])),
+                J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK), J + "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN),
+                J + "T.gemm(A_s, B_s, C_l)\n", I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN)]
+        A, B = vals(rs, (M, Kd), dt), vals(rs, (Kd, N), dt)
+        ins, refs = [(A, dt), (B, dt)], [(A @ B, "float32", TOL["float32"])]
+    else:
+        params = [tensor("X", ("M", Nn), dt), tensor("R", ("M",), "float32"), tensor("Y", ("M", Nn), dt)]
+        body = [I + "x = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+                I + "T.copy(X[by * %d, bx * %d], x)\n" % (bM, bN),
+                I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+                J + "x[i, j] = T.if_then_else(bx * %d + j < %s, x[i, j] * 2.0 + 1.0, 0.0)\n" % (bN, Nn),
+                I + "T.copy(x, Y[by * %d, bx * %d])\n" % (bM, bN),
+                I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+                I + "T.reduce_sum(x, r, dim=1)\n",
+                I + "for i in T.Parallel(%d):\n" % bM,
+                J + "if by * %d + i < M:\n" % bM,
+                K2 + "T.atomic_add(R[by * %d + i], r[i])\n" % bM]
+        X = vals(rs, (M, N), dt)
+        Y = X * 2.0 + 1.0
+        R0 = vals(rs, (M,), "float32")
+        ins, refs = [(X, dt)], [(npy_io.round_to(Y, dt), dt, TOL[dt])]
+    src = kernel_src(name, params, ("T.ceildiv(%s, %d)" % (Nn, bN), "T.ceildiv(M, %d)" % bM), threads, body, swizzle)
+    src = src.replace("@T.prim_func", decl + "\n@T.prim_func", 1)
+    p = Prog(name, "symbolic", src, dict(kind=kind, dt=dt, bM=bM, bN=bN, M=M, N=N, sym_n=sym_n, swizzle=swizzle))
+    for x, d in ins:
+        p.add_in(x, d)
+    if kind == "rows":
+        p.add_in(R0, "float32", "inout")
+        p.inout_refs[1] = (R0 + Y.sum(axis=1), "float32", 1e-5, 1e-4)
+    for ref, d, tol in refs:
+        p.add_out(ref, d, tol)
+    return p
+
+
+# ---------------------------------------------------------------- invalid programs: a located error
+# (statements, a phrase the error must contain, the error's line counted from the first statement):
+# each invalid by language.md. The kernel around them has X, Y, x, r, r_long, s_a, s_b (gen_invalid).
+LOOP = "\n" + J
+INVALID_STATEMENTS = [
+    ("T.fill(x[0:%(bM4)d, 0:%(bN)d], 1.0)", "out of bounds", 0),          # 4.5: a provably out-of-range fill
+    ("T.reduce_sum(x, r_long, dim=1)", "destination", 0),                 # dst is not src without dim
+    ("T.reduce_sum(x, r, dim=2)", "dim", 0),                              # no such dimension
+    ("x[0, 0] = x[0, 0] << 2", "integer", 0),                             # 2.5: shifts take integers only
+    ("T.copy(X[0:%(bM)d, 0:%(bN)d], r)", "shape", 0),                     # shapes must match
+    ("T.copy(x[0, 0], s_a[0, 0])", "at least one side", 0),               # 4.5: not both points
+    ("T.gemm(x, x, r)", "gemm", 0),                                       # C of the wrong shape
+    ("T.gemm(s_a, s_b, r_int)", "integer C", 0),                          # 4.5: float operands, integer C
+    ("x[0, 0] = by // 0", "zero", 0),                                     # 2.5: a constant 0 divisor
+    ("x[0, 0] = T.cast(bx %% 0, 'float32')", "zero", 0),
+    ("x[0, 0] = T.cast(bx << 40, 'float32')", "shift", 0),                # 2.5: a constant amount out of range
+    ("x[0, 0] = X[-1, 0]", "out of bounds", 0),                           # 2.5: negative indices are not wrapped
+    ("x[0, 0] = T.cast(1.0, 'float13')", "unknown dtype", 0),
+    ("x[0, 0] = T.call_extern('float32', 'not a name', 1.0)", "function name", 0),  # 4.8
+    ("T.atomic_max(X[0, 0], 1.0)", "not supported", 0),                   # 4: not a T. function
+    ("x[0, 0] = undefined_name", "undefined_name", 0),
+    ("x[0, 0] = T.get_thread_binding(3)", "thread dimension", 0),
+    ("x[0, 0] = T.if_then_else(bx > 0, 1.0)", "false_value", 0),
+    ("for k in T.serial(0, 4, 0):" + LOOP + "x[k, 0] = 1.0", "step", 0),           # 4.4: steps are nonzero
+    ("for k in T.serial(0, 4, bx):" + LOOP + "x[k, 0] = 1.0", "compile time", 0),  # ... compile-time integers
+    ("for i, j in T.Parallel(4):" + LOOP + "x[i, 0] = 1.0", "loop variables", 0),
+    ("for q in T.serial(4):" + LOOP + "x[q, 0] = 1.0\n" + I + "x[q, 1] = 2.0", "outside the loop", 2),  # 2.3
+    # 4.4: a schedule's lists differ in length; stage -1 on a statement that is no pipelined copy
+    ("for k in T.Pipelined(2, num_stages=2, order=[0, 1], stage=[0], group=[[0], [1]]):" + LOOP + "T.copy(X[k * 16, 0], s_b)" + LOOP +
+     "T.gemm(s_a, s_b, x)", "stage entries", 0),
+    ("for k in T.Pipelined(2, num_stages=2, order=[0, -1], stage=[0, -1], group=[[0], [1]]):" + LOOP + "T.copy(X[k * 16, 0], s_b)" + LOOP +
+     "T.gemm(s_a, s_b, x)", "stage -1", 2),
+]
+
+
+def gen_invalid(R, rs, name):
+    """A valid tile program with invalid statements in its middle: tl must exit 1 with
+    prog.py:LINE:COL: error: at the offending one, naming the problem (Prog.expect_error)."""
+    bM, bN = R.choice([16, 32]), R.choice([16, 32])
+    M, N = 2 * bM, 2 * bN
+    bad, phrase, line_offset = R.choice(INVALID_STATEMENTS)
+    bad %= dict(bM=bM, bN=bN, bM4=bM + 4)
+    head = [I + "x = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN),
+            I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+            I + "r_long = T.alloc_fragment((%d,), 'float32')\n" % (bM + 1),
+            I + "r_int = T.alloc_fragment((%d, %d), 'int32')\n" % (bM, bN),
+            I + "s_a = T.alloc_shared((%d, 16), 'float16')\n" % bM,
+            I + "s_b = T.alloc_shared((16, %d), 'float16')\n" % bN,
+            I + "T.copy(X[by * %d, bx * %d], x)\n" % (bM, bN)]
+    tail = [I + "T.reduce_max(x, r, dim=1)\n", I + "T.copy(r, Y[bx, by * %d])\n" % bM]
+    params = [tensor("X", (M, N), "float32"), tensor("Y", (2, M), "float32")]
+    bad_line = kernel_src(name, params, (2, 2), 128, head).count("\n") + 1 + line_offset
+    src = kernel_src(name, params, (2, 2), 128, head + [I + bad + "\n"] + tail)
+    p = Prog(name, "invalid", src, dict(bad=bad, line=bad_line))
+    p.add_in(vals(rs, (M, N), "float32"), "float32")
+    p.expect_error = (bad_line, phrase)
+    return p
+
+
+FAMILIES = {"sched": gen_sched, "parallel": gen_parallel, "cast": gen_cast, "intops": gen_intops, "reduce_axes": gen_reduce_axes,
+            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "symbolic": gen_symbolic, "invalid": gen_invalid}
