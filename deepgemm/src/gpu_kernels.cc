@@ -29,28 +29,30 @@ const char* device_type_name(rt::DType dtype) {
 
 namespace {
 
-std::string sm90_fp4_registers_source(const Sm90KernelSpec& s) {
-  const std::string config =
-      rt::str("deepgemm::kernels::Sm90Fp4RegConfig<", device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ",
-              s.stages, ", ", s.grouping, ", ", s.has_c ? "true" : "false", ", ", s.promotion_k, ", ",
-              s.k_interleave ? "true" : "false", ">");
+// The kSm90GemmKernel entry of `header`'s kernel for Cfg = `config`: the kernel's parameters (both
+// kernels take the same, so gpu.cc launches them alike), then `body`.
+std::string sm90_entry_source(const char* header, const std::string& config, int64_t smem_bytes, const char* body) {
   return rt::str(
-      "#include \"deepgemm/kernels/sm90_fp4_gemm.cuh\"\n"
+      "#include \"deepgemm/kernels/", header, "\"\n"
       "using Cfg = ", config, ";\n"
-      "static_assert(Cfg::kSmemBytes == ", s.smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
+      "static_assert(Cfg::kSmemBytes == ", smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
       "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) ", kSm90GemmKernel, "(\n"
       "    const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
       "    const __grid_constant__ tl::cuda::TmaDescriptor sfa, const __grid_constant__ tl::cuda::TmaDescriptor sfb,\n"
       "    const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
-      "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n"
-      "  (void)d;\n"
-      "  deepgemm::kernels::sm90_fp4_reg_gemm_body<Cfg>(a, b, sfa, sfb, p);\n}\n");
+      "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n  ", body, "\n}\n");
 }
 
 }  // namespace
 
 std::string sm90_gemm_source(const Sm90KernelSpec& s) {
-  if (s.fp4_registers) return sm90_fp4_registers_source(s);
+  if (s.fp4_registers)
+    return sm90_entry_source(
+        "sm90_fp4_gemm.cuh",
+        rt::str("deepgemm::kernels::Sm90Fp4RegConfig<", device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ",
+                s.stages, ", ", s.grouping, ", ", s.has_c ? "true" : "false", ", ", s.promotion_k, ", ",
+                s.k_interleave ? "true" : "false", ">"),
+        s.smem_bytes, "(void)d;  // its epilogue stores directly\n  deepgemm::kernels::sm90_fp4_reg_gemm_body<Cfg>(a, b, sfa, sfb, p);");
   const std::string config = rt::str("deepgemm::kernels::Sm90GemmConfig<", s.fp8 ? "true" : "false", ", ",
                                      device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
@@ -60,16 +62,8 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                                      s.k_interleave ? "true" : "false", ", ",
                                      s.epilogue_whole_slice ? "true" : "false", ", ",
                                      s.ring_rounds ? "true" : "false", ">");
-  return rt::str(
-      "#include \"deepgemm/kernels/sm90_gemm.cuh\"\n"
-      "using Cfg = ", config, ";\n"
-      "static_assert(Cfg::kSmemBytes == ", s.smem_bytes, ", \"host and kernel disagree on shared memory\");\n"
-      "extern \"C\" __global__ void __launch_bounds__(Cfg::kThreads, 1) ", kSm90GemmKernel, "(\n"
-      "    const __grid_constant__ tl::cuda::TmaDescriptor a, const __grid_constant__ tl::cuda::TmaDescriptor b,\n"
-      "    const __grid_constant__ tl::cuda::TmaDescriptor sfa, const __grid_constant__ tl::cuda::TmaDescriptor sfb,\n"
-      "    const __grid_constant__ tl::cuda::TmaDescriptor d,\n"
-      "    const __grid_constant__ deepgemm::kernels::Sm90GemmParams p) {\n"
-      "  deepgemm::kernels::sm90_gemm_body<Cfg>(a, b, sfa, sfb, d, p);\n}\n");
+  return sm90_entry_source("sm90_gemm.cuh", config, s.smem_bytes,
+                           "deepgemm::kernels::sm90_gemm_body<Cfg>(a, b, sfa, sfb, d, p);");
 }
 
 std::string layout_copy_source(rt::DType in, rt::DType out) {
