@@ -105,7 +105,6 @@ ScaleArg mn_major_scales(const ScaleArg& v, int64_t groups, rt::CuStream stream,
   return r;
 }
 
-// A 3-D TMA map {cols, rows, groups} over a K-major operand view, box {box_cols, box_rows, 1}.
 // The byte stride a TMA map gets for a dimension of `extent` indices: the tensor's own, or where the
 // dimension has a single index -- any stride addresses it, and validation accepts any, odd ones
 // included -- the 16-byte multiple TMA needs past the `inner_bytes` of the dimensions inside it.
@@ -113,6 +112,7 @@ uint64_t tma_stride_bytes(int64_t extent, int64_t stride_bytes, int64_t inner_by
   return uint64_t(extent > 1 ? stride_bytes : (inner_bytes + 15) / 16 * 16);
 }
 
+// A 3-D TMA map {cols, rows, groups} over a K-major operand view, box {box_cols, box_rows, 1}.
 rt::CuTensorMap operand_map(const std::string& name, const MatrixArg& v, int64_t groups, uint32_t box_cols,
                             uint32_t box_rows) {
   const int64_t esize = rt::bits(v.tensor.dtype()) / 8;
@@ -292,7 +292,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   // by sm90_fp4_in_registers unless DG_GPU_FP4 says (auto, registers, shared); DG_GPU_CONFIG forces a
   // configuration of the shared-memory form. DG_GPU_FP4=registers:BMxBN forces the registers
   // kernel's tile (BM rows of A, BN of B), with a trailing "i" on two k-interleaved consumers.
-  const std::string fp4_form = rt::env_string("DG_GPU_FP4", "auto");
+  const std::string fp4_form = x.fp4_b ? rt::env_string("DG_GPU_FP4", "auto") : std::string("auto");
   int fp4_bm = 0, fp4_bn = 0;
   bool fp4_ki = false;
   if (fp4_form.rfind("registers:", 0) == 0) {
@@ -302,7 +302,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     RT_USER_CHECK(got == 2 || fp4_ki, "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form,
                   "': expected registers:BMxBN or registers:BMxBNi, e.g. registers:64x128");
     const std::string why = fp4_register_tile_error(fp4_bm, fp4_bn, x.promotion_k, contiguous, fp4_ki);
-    RT_USER_CHECK(!x.fp4_b || why.empty(), "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form, "': ", why);
+    RT_USER_CHECK(why.empty(), "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form, "': ", why);
   } else {
     RT_USER_CHECK(fp4_form == "auto" || fp4_form == "registers" || fp4_form == "shared", "deepgemm::", fn,
                   ": DG_GPU_FP4='", fp4_form, "' must be 'auto', 'registers', 'registers:BMxBN[i]' or 'shared'");
