@@ -8,9 +8,10 @@
 //   bench_gpu_deepgemm --one M N K three FP8 calls at one shape, then three of cuBLASLt (for profilers)
 //   bench_gpu_deepgemm --time M N K [M N K ...]  ours and cuBLASLt at these shapes only (for A/B runs
 //                                  of kernel variants: DG_GPU_CONFIG, DG_JIT_FLAGS)
-//   bench_gpu_deepgemm --timeline M N K  the kernel at one shape with its cycle timeline compiled in
-//                                  (deepgemm/kernels/sm90_timeline.h): TFLOPS with and without it,
-//                                  then per CTA and warp the cycles of a k-block by loop step
+//   bench_gpu_deepgemm --timeline M N K [G]  the kernel at one shape with its cycle timeline compiled
+//                                  in (deepgemm/kernels/sm90_timeline.h): TFLOPS with and without it,
+//                                  then per CTA and warp the cycles of a k-block by loop step; with G
+//                                  the FP8 x FP4 call (B's FP32 scales per G = 32 or 128 of K)
 //   bench_gpu_deepgemm --chain M N K  a chain of calls queued back to back on one stream (eight
 //                                  B matrices in turn, so L2 does not keep them), each launched
 //                                  overlapping the one before (DG_GPU_PDL=1) and not (0): the time
@@ -39,6 +40,8 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <functional>
+#include <memory>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -215,10 +218,58 @@ rt::Tensor gpu_aligned_scales(const rt::Tensor& host) {
 
 }  // namespace
 
-// FP8 A x FP4 B (packed e2m1, scales per row of B and 32 or 128 of K: FP32, or UE8M0 powers of two
-// which the kernel folds into the values) beside FP8 x FP8 at the same shapes: TFLOPS and the
-// operand bytes per second (B counted packed). Each output spot-checked on 32 elements against
-// float64. Returns false on a mismatch.
+// FP8 A x FP4 B (packed e2m1, B's scales per row and `gran` (32 or 128) of K: FP32, or with `ue8m0`
+// powers of two, 2^-2 .. 2^1), host tensors.
+struct Fp4Inputs {
+  int64_t m, n, k, gran;
+  bool ue8m0;
+  rt::Tensor a, sfa, b, sfb;  // sfb as FP32 (the call gets its UE8M0 form when ue8m0)
+};
+
+Fp4Inputs make_fp4_inputs(int64_t m, int64_t n, int64_t k, int64_t gran, bool ue8m0, std::mt19937_64& gen) {
+  Fp4Inputs x{m, n, k, gran, ue8m0, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen),
+              rt::Tensor::empty({n, k}, rt::DType::F4E2M1), random_scales({n, (k + gran - 1) / gran}, gen)};
+  auto* bytes = static_cast<uint8_t*>(x.b.data());
+  for (int64_t i = 0; i < n * k / 2; ++i) bytes[i] = uint8_t(gen());  // any nibble is a value
+  if (ue8m0)
+    for (int64_t i = 0; i < x.sfb.numel(); ++i) x.sfb.data_as<float>()[i] = std::ldexp(1.0f, int(gen() % 4) - 2);
+  return x;
+}
+
+// The FP4 call's operands on the GPU: A's scales TMA-aligned, B's scales as the call takes them.
+struct Fp4Operands {
+  rt::Tensor a, sfa, b, sfb;
+};
+Fp4Operands fp4_operands(const Fp4Inputs& x) {
+  return {x.a.to(kGpu), gpu_aligned_scales(x.sfa), x.b.to(kGpu),
+          (x.ue8m0 ? deepgemm::cast_scales_to_ue8m0(x.sfb) : x.sfb).to(kGpu)};
+}
+
+// 32 sampled elements of D (bfloat16, on the GPU) against a float64 dot product of the de-quantized inputs.
+bool fp4_spot_check(const Fp4Inputs& x, const rt::Tensor& d, std::mt19937_64& gen) {
+  const rt::Tensor dh = d.to(rt::Device::cpu());
+  const auto* bytes = static_cast<const uint8_t*>(x.b.data());
+  const int64_t kb = (x.k + 127) / 128, kg = (x.k + x.gran - 1) / x.gran;
+  SampledCheck check(x.k, x.gran);
+  bool ok = true;
+  for (int t = 0; t < 32 && ok; ++t) {
+    const int64_t i = int64_t(gen() % uint64_t(x.m)), j = int64_t(gen() % uint64_t(x.n));
+    double ref = 0, abs_sum = 0;
+    for (int64_t kk = 0; kk < x.k; ++kk) {
+      const double av = fp8_value(x.a, i * x.k + kk) * x.sfa.data_as<float>()[i * kb + kk / 128];
+      const int64_t nib = j * x.k + kk;
+      const double bv = tl::detail::e2m1_to_float((bytes[nib / 2] >> (nib % 2 * 4)) & 0xF) *
+                        x.sfb.data_as<float>()[j * kg + kk / x.gran];
+      ref += av * bv;
+      abs_sum += std::fabs(av * bv);
+    }
+    ok = check.add(i, j, static_cast<const tl::bfloat16_t*>(dh.data())[i * x.n + j].to_float(), ref, abs_sum);
+  }
+  return ok && check.passes();
+}
+
+// FP8 x FP4 beside FP8 x FP8 at the same shapes: TFLOPS and the operand bytes per second (B counted
+// packed). Each output spot-checked. Returns false on a mismatch.
 // `shapes`: {M, N, K, scale block of B (32 or 128), UE8M0}; empty for the table below.
 bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std::array<int64_t, 5>> shapes = {}) {
   std::printf("\n| kind | M | N | K | config | ms | TFLOPS | GB/s (operands) | FP8 x FP8 TFLOPS | FP4 / FP8 |\n"
@@ -231,46 +282,22 @@ bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std:
               {4096, 4096, 7168, 32, 1}};
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2], gran = s[3];
-    const bool ue8m0 = s[4] != 0;
-    const rt::Tensor ah = random_fp8(m, k, gen), sfah = random_scales({m, (k + 127) / 128}, gen);
-    rt::Tensor bh = rt::Tensor::empty({n, k}, rt::DType::F4E2M1);  // any nibble is a value
-    auto* bytes = static_cast<uint8_t*>(bh.data());
-    for (int64_t i = 0; i < n * k / 2; ++i) bytes[i] = uint8_t(gen());
-    rt::Tensor sfbh = random_scales({n, (k + gran - 1) / gran}, gen);
-    if (ue8m0)  // powers of two, 2^-2 .. 2^1
-      for (int64_t i = 0; i < sfbh.numel(); ++i) sfbh.data_as<float>()[i] = std::ldexp(1.0f, int(gen() % 4) - 2);
-    const rt::Tensor a = ah.to(kGpu), sfa = gpu_aligned_scales(sfah), b = bh.to(kGpu);
-    const rt::Tensor sfb = (ue8m0 ? deepgemm::cast_scales_to_ue8m0(sfbh) : sfbh).to(kGpu);
+    const Fp4Inputs x = make_fp4_inputs(m, n, k, gran, s[4] != 0, gen);
+    const Fp4Operands g = fp4_operands(x);
     rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
-    deepgemm::fp8_fp4_gemm_nt(a, sfa, b, sfb, d);
+    deepgemm::fp8_fp4_gemm_nt(g.a, g.sfa, g.b, g.sfb, d);
     const std::string config = deepgemm::last_config().to_string();
-    const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_fp4_gemm_nt(a, sfa, b, sfb, d); });
-    const rt::Tensor dh = d.to(rt::Device::cpu());
-    SampledCheck check(k, gran);
-    bool ok = true;
-    for (int t = 0; t < 32 && ok; ++t) {
-      const int64_t i = int64_t(gen() % uint64_t(m)), j = int64_t(gen() % uint64_t(n));
-      double ref = 0, abs_sum = 0;
-      for (int64_t kk = 0; kk < k; ++kk) {
-        const double av = fp8_value(ah, i * k + kk) * sfah.data_as<float>()[i * ((k + 127) / 128) + kk / 128];
-        const int64_t nib = j * k + kk;
-        const double bv = tl::detail::e2m1_to_float((bytes[nib / 2] >> (nib % 2 * 4)) & 0xF) *
-                          sfbh.data_as<float>()[j * ((k + gran - 1) / gran) + kk / gran];
-        ref += av * bv;
-        abs_sum += std::fabs(av * bv);
-      }
-      ok = check.add(i, j, static_cast<const tl::bfloat16_t*>(dh.data())[i * n + j].to_float(), ref, abs_sum);
-    }
-    ok = ok && check.passes();
+    const double ms = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_fp4_gemm_nt(g.a, g.sfa, g.b, g.sfb, d); });
+    const bool ok = fp4_spot_check(x, d, gen);
     all_ok = all_ok && ok;
     // The same shape in FP8 x FP8 (block scales of B), for the ratio.
     const rt::Tensor b8 = random_fp8(n, k, gen).to(kGpu), sfb8 = random_scales({(n + 127) / 128, (k + 127) / 128}, gen).to(kGpu);
-    deepgemm::fp8_gemm_nt(a, sfa, b8, sfb8, d);
-    const double ms8 = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b8, sfb8, d); });
+    deepgemm::fp8_gemm_nt(g.a, g.sfa, b8, sfb8, d);
+    const double ms8 = timer.median_ms([&](rt::CuStream) { deepgemm::fp8_gemm_nt(g.a, g.sfa, b8, sfb8, d); });
     const double flops = 2.0 * double(m) * double(n) * double(k);
     const double operand_bytes = double(m * k + n * k / 2 + 2 * m * n);
     std::printf("| fp8 x fp4 nt, per-%ld %s%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.0f | %.2f |\n", long(gran),
-                ue8m0 ? "ue8m0" : "fp32", ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
+                x.ue8m0 ? "ue8m0" : "fp32", ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
                 tflops(flops, ms),
                 operand_bytes / (ms * 1e-3) / 1e9, tflops(flops, ms8), ms8 / ms);
     std::fflush(stdout);
@@ -281,12 +308,24 @@ bool fp4_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std:
 // --timeline: one shape timed as it is, then with DG_JIT_FLAGS += -DDG_TIMELINE=<a stamp buffer's
 // address>, which compiles the stamps in; the buffer then holds the last timed run's (L2 flushed
 // before it, as in every timed run). Returns false on a mismatch of the stamped kernel's output.
-bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t n, int64_t k) {
-  Fp8Inputs x{m, n, k, 1, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen), random_fp8(n, k, gen),
-              random_scales({(n + 127) / 128, (k + 127) / 128}, gen)};
-  const rt::Tensor a = x.a.to(kGpu), sfa = gpu_aligned_scales(x.sfa), b = x.b.to(kGpu), sfb = x.sfb.to(kGpu);
+// `fp4_gran` > 0: the FP8 x FP4 call with B's FP32 scales per that many of K, instead of FP8 x FP8.
+bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64_t n, int64_t k, int64_t fp4_gran) {
   rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
-  auto gemm = [&](rt::CuStream) { deepgemm::fp8_gemm_nt(a, sfa, b, sfb, d); };
+  std::function<void(rt::CuStream)> gemm;
+  std::function<bool()> check;
+  if (fp4_gran > 0) {
+    auto x = std::make_shared<Fp4Inputs>(make_fp4_inputs(m, n, k, fp4_gran, false, gen));
+    auto g = std::make_shared<Fp4Operands>(fp4_operands(*x));
+    gemm = [&d, g](rt::CuStream) { deepgemm::fp8_fp4_gemm_nt(g->a, g->sfa, g->b, g->sfb, d); };
+    check = [&d, &gen, x] { return fp4_spot_check(*x, d, gen); };
+  } else {
+    auto x = std::make_shared<Fp8Inputs>(Fp8Inputs{m, n, k, 1, random_fp8(m, k, gen), random_scales({m, (k + 127) / 128}, gen),
+                                                   random_fp8(n, k, gen), random_scales({(n + 127) / 128, (k + 127) / 128}, gen)});
+    auto g = std::make_shared<std::array<rt::Tensor, 4>>(
+        std::array<rt::Tensor, 4>{x->a.to(kGpu), gpu_aligned_scales(x->sfa), x->b.to(kGpu), x->sfb.to(kGpu)});
+    gemm = [&d, g](rt::CuStream) { deepgemm::fp8_gemm_nt((*g)[0], (*g)[1], (*g)[2], (*g)[3], d); };
+    check = [&d, &gen, x, m] { return spot_check(*x, d, m, 0, gen); };
+  }
   gemm(nullptr);
   const deepgemm::GemmConfig config = deepgemm::last_config();
   const double ms = timer.median_ms(gemm);
@@ -304,7 +343,7 @@ bool timeline(const rt::CudaTimer& timer, std::mt19937_64& gen, int64_t m, int64
     setenv("DG_JIT_FLAGS", restore.c_str(), 1);
   else
     unsetenv("DG_JIT_FLAGS");
-  const bool ok = spot_check(x, d, m, 0, gen);
+  const bool ok = check();
 
   const rt::Tensor host = stamps.to(rt::Device::cpu());
   std::vector<uint64_t> words(size_t(bytes / 8));
@@ -589,8 +628,11 @@ int main(int argc, char** argv) {
     }
     if (argc == 5 && std::strcmp(argv[1], "--chain") == 0)
       return chain(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
-    if (argc == 5 && std::strcmp(argv[1], "--timeline") == 0)
-      return timeline(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4])) ? 0 : 1;
+    if ((argc == 5 || argc == 6) && std::strcmp(argv[1], "--timeline") == 0)
+      return timeline(timer, gen, std::atoll(argv[2]), std::atoll(argv[3]), std::atoll(argv[4]),
+                      argc == 6 ? std::atoll(argv[5]) : 0)
+                 ? 0
+                 : 1;
     LtFp8 lt;
     bool all_ok = true;
 

@@ -155,12 +155,16 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
     // ---------------------------------------------------------------- producer warpgroup
     setmaxnreg_dec<Cfg::kProducerRegs>();
     if (warp_idx_in_warpgroup() == 0 && elect_one_sync()) {
+      DG_TIMELINE_OPEN(0, true);
       PipelineState<kStages> st;
       for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
         Sm90Tile tile;
         if (!tiles.get(p, t, tile) || !tile.compute) continue;
+        DG_STAMP(Tile);
         for (int kb = tile.unit.kb0; kb < tile.unit.kb1; ++kb) {
+          DG_STAMP(EmptyWaitBegin);
           pipe.producer_acquire(st);
+          DG_STAMP(EmptyWaitEnd);
           mbarrier_t* full = pipe.full_barrier(st);
           mbarrier_arrive_expect_tx(full, uint32_t(Cfg::kStageBytesA + Cfg::kStageBytesB + kBlockM * 4 +
                                                    kBlockN * 4 * kSubBlocks));
@@ -169,9 +173,11 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           tma_load_3d(smem_b + st.index * Cfg::kStageBytesB, &tma_b, full, kb * 64, tile.n0, tile.b_group);
           tma_load_3d(smem_sfa + st.index * kSfaStride, &tma_sfa, full, tile.m0, kb, tile.group);
           tma_load_3d(smem_sfb + st.index * kSfbStride, &tma_sfb, full, tile.n0, kb * kSubBlocks, tile.b_group);
+          DG_STAMP(TmaIssue);
           st.advance();
         }
       }
+      DG_TIMELINE_CLOSE();
     }
   } else {
     // ---------------------------------------------------------------- consumer warpgroups
@@ -181,6 +187,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
     const int row_consumer = Cfg::kKInterleave ? 0 : consumer;
     const int parity = Cfg::kKInterleave ? consumer : 0;
     const int warp = warp_idx_in_warpgroup(), lane = lane_idx();
+    DG_TIMELINE_OPEN(1 + 4 * consumer + warp, lane == 0);
     const int quad = lane % 4;
     // The thread's rows of B in the tile (the fragment's rows r0 and r0 + 8) and first column of A.
     const int r0 = row_consumer * 64 + 16 * warp + lane / 4;
@@ -218,9 +225,11 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
       for (int s = s0; s < s1; ++s)
         wgmma_m64k32_rs_fp8<kBlockM>(a[s], smem_desc_add(desc, uint32_t(s * 32)), dst, s > s0);
       wgmma_commit_group();
+      DG_STAMP(Issue);
     };
     // acc += src * sa[column] * sb (B's scale of the thread's rows r0, r0 + 8).
     auto promote = [&](const float* sfa, const float (&sb)[2], const auto& src, auto& acc) {
+      DG_STAMP(PromoteBegin);
 #pragma unroll
       for (int j = 0; j < kBlockM / 8; ++j) {
         const float2 sa = *reinterpret_cast<const float2*>(sfa + 8 * j + c0);
@@ -229,14 +238,17 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
         acc[4 * j + 2] = fmaf(src[4 * j + 2], sa.x * sb[1], acc[4 * j + 2]);
         acc[4 * j + 3] = fmaf(src[4 * j + 3], sa.y * sb[1], acc[4 * j + 3]);
       }
+      DG_STAMP_AFTER(PromoteEnd, acc);
     };
     // sum (+)= src * sb (per-32 scales: the k32 steps of a k-block summed with B's scales first).
     auto scale_rows = [&](const float (&sb)[2], const auto& src, auto& sum, bool first) {
+      DG_STAMP(PromoteBegin);
 #pragma unroll
       for (int i = 0; i < kBlockM / 2; ++i) {
         const float b = sb[(i / 2) % 2];
         sum[i] = first ? src[i] * b : fmaf(src[i], b, sum[i]);
       }
+      DG_STAMP_AFTER(PromoteEnd, sum);
     };
 
     float acc[kBlockM / 2];
@@ -249,6 +261,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
     for (int t = int(blockIdx.x); t < tiles.total; t += int(gridDim.x)) {
       Sm90Tile tile;
       if (!tiles.get(p, t, tile)) continue;
+      DG_STAMP(Tile);
       // This thread's elements of D: columns n = n0 + r0 + 8 (i / 2 % 2), rows m = m0 + 8 (i / 4) + c0 + i % 2.
 #pragma unroll
       for (int i = 0; i < kBlockM / 2; ++i) {
@@ -266,7 +279,14 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
         constexpr uint32_t kKStep = Cfg::kKInterleave ? 2 : 1;
         const int num_k_blocks = Cfg::kKInterleave ? (tile_k_blocks + 1 - parity) / 2 : tile_k_blocks;
         const PipelineState<kStages> tile_start = st;
-        if (parity == 1) detail::advance_ring(st, 1);
+        // The timeline counts stage fills per stream: a k-interleaved consumer stamps Skip for each of
+        // the other's that its cursor passes (before its first k-block, and after each of its own
+        // that another follows). my_kb: this consumer's k-blocks of the tile so far.
+        [[maybe_unused]] int my_kb = 0;
+        if (parity == 1) {
+          detail::advance_ring(st, 1);
+          DG_STAMP(Skip);
+        }
         // The k-block loops below are straight-line code between the tile's first and last k-block:
         // whether a k-block has a successor is a compile-time fact of each call (`Next`), so ptxas
         // sees which partial set every wgmma wait retires and keeps the wgmmas in flight (with a run-
@@ -278,12 +298,20 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           for (int s = 0; s < 4; ++s) detail::fence_fragment(f[s]);
           __syncwarp();  // every lane's reads of the stage (fragments, scales) come before the release
           if (lane == 0) pipe.consumer_release(cur);
+          DG_STAMP(Release);
         };
         // Moves to the next k-block's stage and expands its fragments into `fn` (whose wgmmas, those
         // of the k-block before this one, have retired).
         auto next_stage = [&](uint32_t (&fn)[4][4]) {
+          DG_STAMP(FullWaitBegin);
           pipe.consumer_wait(st);
+          DG_STAMP(FullWaitEnd);
           expand(st.index, fn);
+#if defined(DG_TIMELINE)  // the stamp after the fragments exist (their arithmetic could sink past it)
+#pragma unroll
+          for (int s = 0; s < 4; ++s) detail::fence_fragment(fn[s]);
+#endif
+          DG_STAMP(ExpandEnd);
         };
         // Runs the tile's k-blocks as k_block(Next, f, fn, p, pn): pairs with fragments and partial
         // sets swapped, then the last one or two.
@@ -309,16 +337,20 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
             constexpr bool kNext = decltype(next)::value;
             const uint32_t cur = st.index;
             detail::advance_ring(st, kKStep);
+            if (Cfg::kKInterleave && 2 * my_kb++ + parity + 1 < tile_k_blocks) DG_STAMP(Skip);
             if constexpr (kNext) next_stage(fn);
             const float* sfb = smem_sfb + cur * kSfbStride;
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
               const float sb[2] = {sfb[s * kBlockN + r0], sfb[s * kBlockN + r0 + 8]};
               if (s < 3 || kNext) {
+                DG_STAMP(WgmmaWaitBegin);
                 wgmma_wait_group<1>();
               } else {
+                DG_STAMP(WgmmaWaitBegin);
                 wgmma_wait_group<0>();
               }
+              DG_STAMP(WgmmaWaitEnd);
               // Step s's set, then the step two on (this k-block's, or the next one's) into it.
               auto step = [&](auto& src) {
                 fence_accumulators(src);
@@ -354,13 +386,17 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
             constexpr bool kNext = decltype(next)::value;
             const uint32_t cur = st.index;
             detail::advance_ring(st, kKStep);
+            if (Cfg::kKInterleave && 2 * my_kb++ + parity + 1 < tile_k_blocks) DG_STAMP(Skip);
             if constexpr (kNext) next_stage(fn);
             if constexpr (Cfg::kOverlapPromotion && kNext) {
               issue(st.index, fn, pn, 0, 4);
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<1>();
             } else {
+              DG_STAMP(WgmmaWaitBegin);
               wgmma_wait_group<0>();
             }
+            DG_STAMP(WgmmaWaitEnd);
             fence_accumulators(p);
             const float* sfb = smem_sfb + cur * kSfbStride;
             const float sb[2] = {sfb[r0], sfb[r0 + 8]};
@@ -406,6 +442,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
 
       // Epilogue: the transposed fragment, element by element (padding rows of a contiguous grouped
       // GEMM as zeros; rows past a masked group's count untouched).
+      DG_STAMP(StoreBegin);
       TC* d = static_cast<TC*>(p.d) + tile.group * p.d_sg;
 #pragma unroll
       for (int i = 0; i < kBlockM / 2; ++i) {
@@ -416,7 +453,9 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           if (__ldg(p.m_indices + m) < 0) v = 0.0f;
         d[int64_t(m) * p.d_sr + n] = convert1<TC>(v);
       }
+      DG_STAMP(StoreEnd);
     }
+    DG_TIMELINE_CLOSE();
   }
 #else
 #if defined(__CUDA_ARCH__)

@@ -4,7 +4,8 @@
 // kernel leaves its parameters, and the code built without the macro, exactly as they are.
 //
 // Recorded: the first kTimelineCtas CTAs (blockIdx.x); per CTA, stream 0 is the producer's issuing
-// thread and stream 1 + 4 c + w lane 0 of warp w of consumer c (FP8 loops only). A stream is
+// thread and stream 1 + 4 c + w lane 0 of warp w of consumer c (FP8 loops only; and every loop of
+// sm90_fp4_gemm.cuh, whose consumers also stamp ExpandEnd after expanding a k-block's fragments). A stream is
 // kTimelineHeader words -- [0] events stamped (may exceed kTimelineRecords: the rest were dropped),
 // [1] %globaltimer (ns) just before the Start stamp, [2] just after the End stamp, [3] %smid -- then
 // up to kTimelineRecords records, each event << 56 | (clock64 & kTimelineClockMask), in program
@@ -41,6 +42,7 @@ enum class TimelineEvent : tl::uint32_t {
   Skip,        // k-interleaved consumers: a stage fill left to the other consumer
   StoreBegin,  // a tile's epilogue (split-K reduction or store) begins
   StoreEnd,    // and ends
+  ExpandEnd,   // FP4 B in registers (sm90_fp4_gemm.cuh): a k-block's fragments expanded
   Count
 };
 

@@ -23,6 +23,7 @@ TimelinePhase phase_of(int event) {
     case TimelineEvent::Release: return TimelinePhase::Release;
     case TimelineEvent::PromoteEnd: return TimelinePhase::Promote;
     case TimelineEvent::StoreEnd: return TimelinePhase::Store;
+    case TimelineEvent::ExpandEnd: return TimelinePhase::Expand;
     case TimelineEvent::EmptyWaitEnd: return TimelinePhase::WaitEmpty;
     case TimelineEvent::TmaIssue: return TimelinePhase::IssueTma;
     default: return TimelinePhase::Other;
@@ -34,7 +35,7 @@ const char* event_name(int event) {
                                       "full wait",   "full passed",    "wgmma issued", "wgmma wait",
                                       "wgmma done",  "release",        "promote",      "promoted",
                                       "empty wait",  "empty passed",   "tma issued",   "skipped",
-                                      "store",       "stored"};
+                                      "store",       "stored",         "expanded"};
   static_assert(std::size(names) == size_t(TimelineEvent::Count));
   return event > 0 && event < int(TimelineEvent::Count) ? names[event] : "?";
 }
@@ -120,8 +121,8 @@ std::string phase_cells(const uint64_t (&phase)[int(TimelinePhase::Count)], int 
 }  // namespace
 
 const char* timeline_phase_name(TimelinePhase phase) {
-  static const char* const names[] = {"scales",     "wait data", "issue",     "wait wgmma", "release", "promote",
-                                      "store",      "wait empty", "issue TMA", "other"};
+  static const char* const names[] = {"scales", "wait data",  "issue",     "wait wgmma", "release", "promote",
+                                      "store",  "expand",     "wait empty", "issue TMA", "other"};
   static_assert(std::size(names) == size_t(TimelinePhase::Count));
   return names[int(phase)];
 }

@@ -21,6 +21,7 @@ enum class TimelinePhase : int {
   Release,    // consumer: __syncwarp and the empty-barrier arrive
   Promote,    // consumer: partial * scales into the accumulators
   Store,      // consumer: a tile's epilogue (its stores, or its split-K share)
+  Expand,     // consumer (FP4 B in registers): a k-block's fragments from the packed stage
   WaitEmpty,  // producer: waiting for a free stage
   IssueTma,   // producer: expect_tx and the TMA loads
   Other,      // the rest: between the steps, tiles and epilogues

@@ -245,6 +245,13 @@ TEST(GpuCompile, JitFlagsFromTheEnvironment) {
 // the define nothing of it is left; a define without an address is refused.
 TEST(GpuCompile, TimelineStamps) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  auto fp4_registers = [](int bm, int bn, int promotion, bool k_interleave) {
+    Sm90KernelSpec s = spec(true, rt::DType::BF16, bm, bn, 6, 0, false, false, promotion);
+    s.fp4_b = s.fp4_registers = true;
+    s.k_interleave = k_interleave;
+    s.smem_bytes = deepgemm::detail::sm90_fp4_register_smem_bytes(bm, bn, 6, 128 / promotion, k_interleave);
+    return s;
+  };
   Sm90KernelSpec fp4 = spec(true, rt::DType::BF16, 128, 128, 4, 0, false, true, 128);
   fp4.fp4_b = true;
   fp4.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 128, 128, 4, 2, 2, 1, true);
@@ -255,6 +262,8 @@ TEST(GpuCompile, TimelineStamps) {
       fp4,                                                             // FP4 B, consumers expanding
       spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),       // BF16
       spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2),  // multicast
+      fp4_registers(64, 64, 128, true),                                 // FP4 B in registers, k-interleaved
+      fp4_registers(32, 128, 32, false),                                // the same, per-32
   };
   for (const Sm90KernelSpec& s : specs) {
     const std::string source = deepgemm::detail::sm90_gemm_source(s);
