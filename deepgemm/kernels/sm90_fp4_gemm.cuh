@@ -313,6 +313,27 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
 #endif
           DG_STAMP(ExpandEnd);
         };
+        // The start of each k-block: its stage `cur` (returned), the cursor moved past it (and past
+        // the other consumer's next one, k-interleaved), the next k-block's fragments expanded into
+        // `fn` where there is one (`next`: a compile-time flag).
+        auto begin_k_block = [&](auto next, uint32_t (&fn)[4][4]) {
+          const uint32_t cur = st.index;
+          detail::advance_ring(st, kKStep);
+          if (Cfg::kKInterleave && 2 * my_kb++ + parity + 1 < tile_k_blocks) DG_STAMP(Skip);
+          if constexpr (decltype(next)::value) next_stage(fn);
+          return cur;
+        };
+        // Waits until all but the last queued wgmma group (`keep_one`) or all have completed. The
+        // argument must fold at compile time where it is called (see the note above).
+        auto retire = [&](bool keep_one) {
+          DG_STAMP(WgmmaWaitBegin);
+          if (keep_one) {
+            wgmma_wait_group<1>();
+          } else {
+            wgmma_wait_group<0>();
+          }
+          DG_STAMP(WgmmaWaitEnd);
+        };
         // Runs the tile's k-blocks as k_block(Next, f, fn, p, pn): pairs with fragments and partial
         // sets swapped, then the last one or two.
         auto run = [&](auto& k_block, auto& p0, auto& p1) {
@@ -335,22 +356,12 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           // two, so the tensor cores never wait for a k-block's end. A's scale is applied once a k-block.
           auto k_block = [&](auto next, uint32_t (&f)[4][4], uint32_t (&fn)[4][4], auto&, auto&) {
             constexpr bool kNext = decltype(next)::value;
-            const uint32_t cur = st.index;
-            detail::advance_ring(st, kKStep);
-            if (Cfg::kKInterleave && 2 * my_kb++ + parity + 1 < tile_k_blocks) DG_STAMP(Skip);
-            if constexpr (kNext) next_stage(fn);
+            const uint32_t cur = begin_k_block(next, fn);
             const float* sfb = smem_sfb + cur * kSfbStride;
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
               const float sb[2] = {sfb[s * kBlockN + r0], sfb[s * kBlockN + r0 + 8]};
-              if (s < 3 || kNext) {
-                DG_STAMP(WgmmaWaitBegin);
-                wgmma_wait_group<1>();
-              } else {
-                DG_STAMP(WgmmaWaitBegin);
-                wgmma_wait_group<0>();
-              }
-              DG_STAMP(WgmmaWaitEnd);
+              retire(s < 3 || kNext);
               // Step s's set, then the step two on (this k-block's, or the next one's) into it.
               auto step = [&](auto& src) {
                 fence_accumulators(src);
@@ -384,19 +395,13 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           // overlaps the wgmmas).
           auto k_block = [&](auto next, uint32_t (&f)[4][4], uint32_t (&fn)[4][4], auto& p, auto& pn) {
             constexpr bool kNext = decltype(next)::value;
-            const uint32_t cur = st.index;
-            detail::advance_ring(st, kKStep);
-            if (Cfg::kKInterleave && 2 * my_kb++ + parity + 1 < tile_k_blocks) DG_STAMP(Skip);
-            if constexpr (kNext) next_stage(fn);
+            const uint32_t cur = begin_k_block(next, fn);
             if constexpr (Cfg::kOverlapPromotion && kNext) {
               issue(st.index, fn, pn, 0, 4);
-              DG_STAMP(WgmmaWaitBegin);
-              wgmma_wait_group<1>();
+              retire(true);
             } else {
-              DG_STAMP(WgmmaWaitBegin);
-              wgmma_wait_group<0>();
+              retire(false);
             }
-            DG_STAMP(WgmmaWaitEnd);
             fence_accumulators(p);
             const float* sfb = smem_sfb + cur * kSfbStride;
             const float sb[2] = {sfb[r0], sfb[r0 + 8]};
