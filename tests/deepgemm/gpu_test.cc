@@ -111,11 +111,17 @@ TEST(GpuFp8Gemm, SingleRowsWithAnyStride) {
   const rt::Tensor qb_odd = rt::Tensor::wrap(qb.data(), {1, k}, qb.dtype(), rt::Device::cpu(), {k + 2, 1}, qb.storage());
   for (const char* form : {"registers", "shared"}) {
     dgtest::ScopedEnv env("DG_GPU_FP4", form);
-    // (D's rows padded to 16 bytes, as TMA needs for any D of more than one row.)
-    rt::Tensor d4 = dgtest::to_device_view(dgtest::padded_view(poisoned({m, 1}, rt::DType::F32), 4), kGpu);
+    // (D's rows padded to 16 bytes, as TMA needs for any D of more than one row; read back whole.)
+    const rt::Tensor d_store = gpu(poisoned({m, 4}, rt::DType::F32));
+    const rt::Tensor d4 = rt::Tensor::wrap(d_store.data(), {m, 1}, rt::DType::F32, kGpu, {4, 1}, d_store.storage());
     deepgemm::fp8_fp4_gemm_nt(gpu(qa), gpu(sfa), dgtest::to_device_view(qb_odd, kGpu), gpu(sfb), d4);
-    expect_close(host(d4), dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, 1, k), k, false,
-                 std::string("n = 1, fp4 row stride k + 2, ") + form);
+    const std::vector<double> all = host(d_store);
+    std::vector<double> out;
+    for (int64_t i = 0; i < m; ++i) {
+      out.push_back(all[size_t(i * 4)]);
+      for (int64_t j = 1; j < 4; ++j) EXPECT_TRUE(std::isnan(all[size_t(i * 4 + j)])) << "row padding written, " << form;
+    }
+    expect_close(out, dgtest::ref_gemm(deq_a.data(), deq_b.data(), m, 1, k), k, false, std::string("n = 1, fp4 row stride k + 2, ") + form);
   }
 }
 

@@ -49,6 +49,7 @@ std::vector<Case> cases() {
       {"narrow_unary", "tests/tilelang/programs/narrow_unary_tile.py", "narrow_unary", {{"N", "6"}}, {}},
       {"narrow_rounding", "tests/tilelang/programs/narrow_rounding_tile.py", "narrow_rounding", {{"N", "10"}}, {}},
       {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
+      {"thread_binding_then_tile_ops", "tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", "7"}, {"N", "300"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -354,6 +355,22 @@ TEST(CudaCompile, NewSharedTileWaitsForReadersOfTheTileItReuses) {
     ASSERT_NE(tile, std::string::npos) << arch;
     ASSERT_LT(store, tile) << arch;
     EXPECT_NE(code.substr(store, tile - store).find("__syncthreads();"), std::string::npos) << arch << ":\n" << code;
+  }
+}
+
+// Tile operations inside the scope of T.get_thread_binding's per-thread value are the block's: the
+// copy and the parallel loop over the 300-element row are shared out among the threads, never a
+// whole loop in each (thread_binding_then_tile_ops.py; each thread doubled the row itself, racing);
+// the parallel loop that writes a local runs whole in each thread.
+TEST(CudaCompile, TileOpsAfterAThreadBindingAreSharedOut) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "thread_binding_then_tile_ops"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    EXPECT_NE(code.find("(r * 128) + tx)"), std::string::npos) << arch << ":\n" << code;
+    EXPECT_EQ(code.find("< 300; ++"), std::string::npos) << arch << ": a loop over the whole row in every thread\n" << code;
+    EXPECT_NE(code.find("i < 2; ++i) {"), std::string::npos) << arch << ": the local's loop shared out\n" << code;
   }
 }
 

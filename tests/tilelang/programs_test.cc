@@ -904,6 +904,19 @@ TEST(TileCopy, NewTileWaitsForReadersOfTheTileItReuses) {
   expect_close(out[1], av, "the tile as bfloat16");
 }
 
+// The copy and the parallel loop after T.get_thread_binding are shared out among the threads
+// (thread_binding_then_tile_ops.py: on the GPU every thread ran them whole, doubling the row racily);
+// a parallel loop writing a local runs whole in every thread (it was shared out: 2 threads set it).
+TEST(TileCopy, TileOpsAfterAThreadBinding) {
+  const int64_t m = 9, n = 300;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", std::to_string(m)}, {"N", std::to_string(n)}});
+  rt::Tensor x = random({m, n}, DType::F32);
+  auto out = run(k, {x}, {{{m, n}, DType::F32}});
+  std::vector<double> ref = f64(x);
+  for (double& v : ref) v = 3.0 * v + 3.0;
+  expect_close(out[0], ref, "3 x + 1 + 2");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

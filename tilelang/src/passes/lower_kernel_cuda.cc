@@ -226,7 +226,9 @@ class BlockLowering {
       return std::make_shared<const ir::GemmNode>(a, g->b, ir::full_region(reg->second, g->c.loc), g->trans_a, g->trans_b, g->clear_accum,
                                                   g->accum_dtype, g->epilogue, g->acc, g->epilogue_indices, g->loc, g->tiling);
     }
-    if (const auto* l = ir::as<ir::LetStmtNode>(s)) return dep_.dependent(l->value) ? s : ir::make_let(l->var, l->value, lower(l->body), l->loc);
+    // Every thread reaches a let's body, per-thread value or not (T.get_thread_binding binds one
+    // around the rest of the kernel): the body's tile ops are still the block's.
+    if (const auto* l = ir::as<ir::LetStmtNode>(s)) return ir::make_let(l->var, l->value, lower(l->body), l->loc);
     if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
       if (dep_.dependent(i->cond)) return s;
       return ir::make_if(i->cond, lower(i->then_case), i->else_case ? lower(i->else_case) : nullptr, i->loc);
@@ -280,6 +282,12 @@ class BlockLowering {
   // for i, j in T.Parallel(M, N): body  ->  each thread takes the elements of a register fragment
   // the body touches, or else iterations tx, tx + threads, ...
   ir::Stmt distribute(const ir::Stmt& s) {
+    {  // a nest that writes locals only (each thread's own) runs whole in every thread
+      analysis::Accesses a = analysis::accesses_of(s);
+      if (!a.written.empty() &&
+          std::all_of(a.written.begin(), a.written.end(), [](const ir::BufferNode* b) { return b->scope == ir::Scope::Local; }))
+        return SerializeParallel().mutate(s);
+    }
     if (auto red = analysis::row_reduction(*ir::as<ir::ForNode>(s)); red && registers_.count(red->source)) return distribute_reduction(*red, s->loc);
     if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
       if (ir::Stmt staged = store_through_shared(*t, s->loc)) return staged;
