@@ -82,6 +82,17 @@ __device__ __forceinline__ void e2m1x8_to_e4m3x8(tl::uint32_t w, tl::uint32_t t0
   hi = permute(t0, t1, magnitude >> 16) | permute(kSignBytes, 0u, sign >> 16);
 }
 
+// The same eight values as e4m3 codes of the values / 64, without a table: an e2m1 code's three
+// magnitude bits shifted into bits 2-4 and its sign into bit 7 read, as e4m3, 2^-6 times the value
+// (exact for every e2m1 value, 0.5 becoming a subnormal); the caller multiplies the product by 64.
+// Each byte's two nibbles are converted where they lie, then interleaved: 9 instructions against 11.
+__device__ __forceinline__ void e2m1x8_to_e4m3x8_over64(tl::uint32_t w, tl::uint32_t& lo, tl::uint32_t& hi) {
+  const tl::uint32_t even = ((w << 4) & 0x80808080u) | ((w << 2) & 0x1C1C1C1Cu);  // values 0, 2, 4, 6
+  const tl::uint32_t odd = (w & 0x80808080u) | ((w >> 2) & 0x1C1C1C1Cu);         // values 1, 3, 5, 7
+  asm("prmt.b32 %0, %1, %2, 0x5140;" : "=r"(lo) : "r"(even), "r"(odd));
+  asm("prmt.b32 %0, %1, %2, 0x7362;" : "=r"(hi) : "r"(even), "r"(odd));
+}
+
 // One 16-byte chunk of packed FP4 B (32 values of K: 32q .. 32q + 31 of row r) expanded with the
 // table words t0/t1 into output chunks 2q and 2q + 1 of the 128-byte swizzled row (16-byte chunk j
 // of row r at chunk j ^ (r % 8)). Shared-memory addresses.

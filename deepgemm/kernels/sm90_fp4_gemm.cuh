@@ -198,7 +198,10 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
     const uint32_t pair_selector = (quad & 1) ? 0x7632u : 0x5410u;
     const bool high_words = (quad & 2) != 0;
 
-    // The fragments of one k-block (four k32 steps) from stage `stage`'s packed B.
+    // The fragments of one k-block (four k32 steps) from stage `stage`'s packed B, as the values / 64
+    // (e2m1x8_to_e4m3x8_over64): B's scales carry the 64 back (exact: a power of two; a scale
+    // past 2^121 would overflow, which no quantization makes).
+    constexpr float kFragmentScale = 64.0f;
     auto expand = [&](uint32_t stage, uint32_t (&a)[4][4]) {
       const uint32_t packed = smem_addr(smem_b + stage * Cfg::kStageBytesB);
 #pragma unroll
@@ -212,7 +215,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
           const uint32_t lo = high_words ? v1 : v0, hi = high_words ? v3 : v2;
           uint32_t pair;
           asm("prmt.b32 %0, %1, %2, %3;" : "=r"(pair) : "r"(lo), "r"(hi), "r"(pair_selector));
-          e2m1x8_to_e4m3x8(pair, kE2m1Codes0, kE2m1Codes1, a[s][h], a[s][2 + h]);
+          e2m1x8_to_e4m3x8_over64(pair, a[s][h], a[s][2 + h]);
         }
       }
     };
@@ -360,7 +363,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
             const float* sfb = smem_sfb + cur * kSfbStride;
 #pragma unroll
             for (int s = 0; s < 4; ++s) {
-              const float sb[2] = {sfb[s * kBlockN + r0], sfb[s * kBlockN + r0 + 8]};
+              const float sb[2] = {sfb[s * kBlockN + r0] * kFragmentScale, sfb[s * kBlockN + r0 + 8] * kFragmentScale};
               retire(s < 3 || kNext);
               // Step s's set, then the step two on (this k-block's, or the next one's) into it.
               auto step = [&](auto& src) {
@@ -404,7 +407,7 @@ __device__ __forceinline__ void sm90_fp4_reg_gemm_body(const tl::cuda::TmaDescri
             }
             fence_accumulators(p);
             const float* sfb = smem_sfb + cur * kSfbStride;
-            const float sb[2] = {sfb[r0], sfb[r0 + 8]};
+            const float sb[2] = {sfb[r0] * kFragmentScale, sfb[r0 + 8] * kFragmentScale};
             promote(smem_sfa + cur * kSfaStride, sb, p, acc);
             finish(f, cur);
             if constexpr (!Cfg::kOverlapPromotion && kNext) issue(st.index, fn, pn, 0, 4);
