@@ -50,6 +50,7 @@ std::vector<Case> cases() {
       {"narrow_rounding", "tests/tilelang/programs/narrow_rounding_tile.py", "narrow_rounding", {{"N", "10"}}, {}},
       {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
       {"thread_binding_then_tile_ops", "tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", "7"}, {"N", "300"}}, {}},
+      {"shared_read_then_written", "tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", "300"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -371,6 +372,21 @@ TEST(CudaCompile, TileOpsAfterAThreadBindingAreSharedOut) {
     EXPECT_NE(code.find("(r * 128) + tx)"), std::string::npos) << arch << ":\n" << code;
     EXPECT_EQ(code.find("< 300; ++"), std::string::npos) << arch << ": a loop over the whole row in every thread\n" << code;
     EXPECT_NE(code.find("i < 2; ++i) {"), std::string::npos) << arch << ": the local's loop shared out\n" << code;
+  }
+}
+
+// An if's condition, a let's value and a loop's extent reading shared memory their body writes: every
+// thread reads it, then the block meets, then the body writes (shared_read_then_written.py: without
+// the barrier a fast warp's writes reached a slow warp's reads).
+TEST(CudaCompile, SharedReadBeforeTheBodyWritesIt) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "shared_read_then_written"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    for (const char* read : {"const bool cond = (s[0] < 100.0f);\n  __syncthreads();\n  if (cond) {", "const int32_t k_extent = n[0];\n  __syncthreads();",
+                             "const float m = s[1];\n  __syncthreads();"})
+      EXPECT_NE(code.find(read), std::string::npos) << arch << ": no barrier after " << read << "\n" << code;
   }
 }
 

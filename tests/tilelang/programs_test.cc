@@ -917,6 +917,20 @@ TEST(TileCopy, TileOpsAfterAThreadBinding) {
   expect_close(out[0], ref, "3 x + 1 + 2");
 }
 
+// An if's condition, a let's value and a loop's extent that read shared memory their body writes are
+// read before the body runs (shared_read_then_written.py: on the GPU a fast warp's writes reached the
+// reads of a slow one: the update skipped in some warps, `m` and the loop count differing).
+TEST(TileCopy, SharedReadBeforeTheBodyWritesIt) {
+  const int64_t n = 300;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({4, n}, DType::F32), c = random({4}, DType::I32, 1, 5);
+  auto out = run(k, {x, c}, {{{4, n}, DType::F32}});
+  std::vector<double> xv = f64(x), cv = f64(c), ref(4 * n);
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t j = 0; j < n; ++j) ref[b * n + j] = (xv[b * n + j] + 1001 + cv[b]) + (xv[b * n + 1] + 1000 + cv[b]);
+  expect_close(out[0], ref, "X + 1000 + C + 1 + m");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);
