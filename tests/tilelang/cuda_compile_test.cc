@@ -51,6 +51,7 @@ std::vector<Case> cases() {
       {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
       {"thread_binding_then_tile_ops", "tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", "7"}, {"N", "300"}}, {}},
       {"shared_read_then_written", "tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", "300"}}, {}},
+      {"thread_binding_then_gemm", "tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum", {{"M", "200"}, {"N", "192"}, {"K", "96"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -387,6 +388,22 @@ TEST(CudaCompile, SharedReadBeforeTheBodyWritesIt) {
     for (const char* read : {"const bool cond = (s[0] < 100.0f);\n  __syncthreads();\n  if (cond) {", "const int32_t k_extent = n[0];\n  __syncthreads();",
                              "const float m = s[1];\n  __syncthreads();"})
       EXPECT_NE(code.find(read), std::string::npos) << arch << ": no barrier after " << read << "\n" << code;
+  }
+}
+
+// A gemm after `tx = T.get_thread_binding(0)` (a per-thread let around the rest of the kernel) keeps
+// its accumulator in registers and, on sm_90a, its loop's producer warpgroup, which binds only the
+// lets its copies use (thread_binding_then_gemm.py: the accumulator went to shared memory and the
+// loop ran without a producer, as if the whole let body were per-thread code).
+TEST(CudaCompile, GemmAfterAThreadBindingKeepsRegistersAndProducer) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "thread_binding_then_gemm"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    EXPECT_NE(code.find("alignas(16) float C_l[32];"), std::string::npos) << arch << ": the accumulator not in registers\n" << code;
+    EXPECT_NE(code.find("__shfl_xor_sync"), std::string::npos) << arch << ": the row sum not by the register layout\n" << code;
+    EXPECT_EQ(code.find("Warp-specialized") != std::string::npos, std::string(arch) == "sm_90a") << arch << "\n" << code;
   }
 }
 

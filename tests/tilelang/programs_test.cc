@@ -931,6 +931,24 @@ TEST(TileCopy, SharedReadBeforeTheBodyWritesIt) {
   expect_close(out[0], ref, "X + 1000 + C + 1 + m");
 }
 
+// A gemm and a row sum of its accumulator after T.get_thread_binding(0) of a 2-D block, then a
+// per-thread store (thread_binding_then_gemm.py: on the GPU the accumulator had left its registers).
+TEST(TileCopy, GemmAfterAThreadBinding) {
+  const int64_t m = 200, n = 192, k = 96;
+  tilelang::Kernel kern = tltest::load("tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum",
+                                       {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(k)}});
+  rt::Tensor a = random({m, k}, DType::F16), b = random({k, n}, DType::F16);
+  auto out = run(kern, {a, b}, {{{m, n}, DType::F32}, {{n / 64, m}, DType::F32}, {{4, n / 64, 128}, DType::F32}});
+  const std::vector<double> c = matmul_ref(f64(a), f64(b), m, n, k);
+  std::vector<double> rows(n / 64 * m, 0.0), z(4 * (n / 64) * 128);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) rows[j / 64 * m + i] += c[i * n + j];
+  for (size_t i = 0; i < z.size(); ++i) z[i] = double(i % 128);
+  expect_close(out[0], c, "A B");
+  expect_close(out[1], rows, "row sums of each 64-column block");
+  expect_close(out[2], z, "each thread's index");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);
