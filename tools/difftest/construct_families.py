@@ -1111,6 +1111,87 @@ def gen_mixed(R, rs, name):
     return p
 
 
+def gen_mixed_gemm(R, rs, name):
+    """A gemm into a register accumulator with per-thread code around it: the thread binding a let
+    first (1-D or 2-D block) or inline, a per-thread read of the A stage tile inside the pipelined
+    loop, a row reduction and a scale of the accumulator, per-thread reads of the reduced rows (and of
+    the accumulator, which then leaves the registers), per-thread element atomics and stores."""
+    dt = R.choice(["float16", "bfloat16"])
+    bM, bN, bK = 64, R.choice([32, 64, 128]), R.choice([32, 64])
+    threads = R.choice([128, 128, (32, 4), (64, 2)])
+    T_ = threads if isinstance(threads, int) else threads[0] * threads[1]
+    M, N, K = R.randint(bM // 2, 3 * bM), 8 * R.randint(max(1, bN // 16), 3 * bN // 8), 8 * R.randint(2, 3 * bK // 8)
+    nby, nbx, nk = cdiv(M, bM), cdiv(N, bN), cdiv(K, bK)
+    stages = R.choice([1, 2, 3])
+    binding = R.choice(["first", "first", "inline"])
+    in_loop = R.random() < 0.5    # a per-thread read of the A tile in each iteration
+    acc_read = R.random() < 0.3   # a per-thread read of the accumulator
+    red = R.choice(["sum", "max"])
+    scale = R.random() < 0.5
+    atomic = R.random() < 0.5
+    A, B = vals(rs, (M, K), dt), vals(rs, (K, N), dt)
+    x_ = threads if isinstance(threads, int) else threads[0]
+    L = []
+    if binding == "first":
+        if isinstance(threads, int):
+            L.append(I + "tx = T.get_thread_binding()\n")
+            t = "tx"
+        else:
+            L.append(I + "tx = T.get_thread_binding(0)\n" + I + "ty = T.get_thread_binding(1)\n")
+            t = "(ty * %d + tx)" % x_
+    else:
+        t = "T.get_thread_binding()" if isinstance(threads, int) else "(T.get_thread_binding(1) * %d + T.get_thread_binding(0))" % x_
+    L += [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt), I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt),
+          I + "C_l = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN), I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+          I + "v = T.alloc_var('float32')\n", I + "v = 0.0\n", I + "T.clear(C_l)\n",
+          I + "for k in T.Pipelined(%d, num_stages=%d):\n" % (nk, stages),
+          J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK), J + "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN),
+          J + "T.gemm(A_s, B_s, C_l)\n"]
+    tid = np.arange(T_)
+    Ap, Bp = pad2(A, nby * bM, nk * bK), pad2(B, nk * bK, nbx * bN)
+    C = Ap @ Bp  # (nby*bM, nbx*bN)
+    v = np.zeros((nby, nbx, T_))
+    if in_loop:
+        L.append(J + "v = v + T.cast(A_s[%s %% %d, (%s + k) %% %d], 'float32')\n" % (t, bM, t, bK))
+        for by in range(nby):
+            for k in range(nk):
+                v[by] += Ap[by * bM + tid % bM, k * bK + (tid + k) % bK][None, :]
+    Ct = tiles(C, nby, bM, nbx, bN)  # (nby, nbx, bM, bN)
+    if scale:
+        L += [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "C_l[i, j] = C_l[i, j] * 0.5 + 0.25\n"]
+        Ct = Ct * 0.5 + 0.25
+    L.append(I + "T.reduce_%s(C_l, r, dim=1)\n" % red)
+    rr = Ct.sum(axis=3) if red == "sum" else Ct.max(axis=3)  # (nby, nbx, bM)
+    L += [I + "for c in T.serial(%d):\n" % cdiv(bM, T_), J + "if c * %d + %s < %d:\n" % (T_, t, bM),
+          K2 + "v = v + r[c * %d + %s]\n" % (T_, t)]
+    for c in range(cdiv(bM, T_)):
+        rows = c * T_ + tid
+        ok = rows < bM
+        v[:, :, ok] += rr[:, :, rows[ok]]
+    if acc_read:
+        L.append(I + "v = v + C_l[%s %% %d, (%s * 3) %% %d]\n" % (t, bM, t, bN))
+        v += Ct[:, :, tid % bM, (tid * 3) % bN]
+    L.append(I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN))
+    L.append(I + "Z[by, bx, %s] = v\n" % t)
+    params = [tensor("A", (M, K), dt), tensor("B", (K, N), dt)] + [tensor("S", (4,), "float32")] * atomic + \
+        [tensor("C", (M, N), "float32"), tensor("Z", (nby, nbx, T_), "float32")]
+    if atomic:
+        L.append(I + "T.atomic_add(S[%s %% 4], v)\n" % t)
+    src = kernel_src(name, params, (nbx, nby), threads, L)
+    p = Prog(name, "mixed_gemm", src, dict(dt=dt, bM=bM, bN=bN, bK=bK, threads=threads, M=M, N=N, K=K, stages=stages, binding=binding,
+                                           in_loop=in_loop, acc_read=acc_read, red=red, scale=scale, atomic=atomic))
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    if atomic:  # the threads' v summed into 4 slots, in any order
+        S0 = rs.randint(-8, 9, (4,)) / 4.0
+        si = p.add_in(S0, "float32", "inout")
+        p.inout_refs[si] = (S0 + np.array([v[:, :, tid % 4 == g].sum() for g in range(4)]), "float32", 1e-5, 1e-3)
+    tol = (1e-5, 1e-4)
+    p.add_out(untile(Ct)[:M, :N], "float32", tol)
+    p.add_out(v, "float32", tol)
+    return p
+
+
 # ---------------------------------------------------------------- symbolic shapes
 def gen_symbolic(R, rs, name):
     """Tensors with T.symbolic sizes (not multiples of the tiles): the grid from T.ceildiv of them,
@@ -1224,4 +1305,4 @@ def gen_invalid(R, rs, name):
 
 
 FAMILIES = {"sched": gen_sched, "parallel": gen_parallel, "cast": gen_cast, "intops": gen_intops, "reduce_axes": gen_reduce_axes,
-            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "mixed": gen_mixed, "symbolic": gen_symbolic, "invalid": gen_invalid}
+            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "mixed": gen_mixed, "mixed_gemm": gen_mixed_gemm, "symbolic": gen_symbolic, "invalid": gen_invalid}
