@@ -51,6 +51,7 @@ std::vector<Case> cases() {
       {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
       {"thread_binding_then_tile_ops", "tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", "7"}, {"N", "300"}}, {}},
       {"shared_read_then_written", "tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", "300"}}, {}},
+      {"per_thread_tile_ops", "tests/tilelang/programs/per_thread_tile_ops.py", "own_parts", {{"P", "4"}}, {}},
       {"thread_binding_then_gemm", "tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum", {{"M", "200"}, {"N", "192"}, {"K", "96"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
@@ -404,6 +405,21 @@ TEST(CudaCompile, GemmAfterAThreadBindingKeepsRegistersAndProducer) {
     EXPECT_NE(code.find("alignas(16) float C_l[32];"), std::string::npos) << arch << ": the accumulator not in registers\n" << code;
     EXPECT_NE(code.find("__shfl_xor_sync"), std::string::npos) << arch << ": the row sum not by the register layout\n" << code;
     EXPECT_EQ(code.find("Warp-specialized") != std::string::npos, std::string(arch) == "sm_90a") << arch << "\n" << code;
+  }
+}
+
+// Tile ops on a thread's own part run whole in each thread (per_thread_tile_ops.py): a loop over its 4
+// elements at tid * 4 + i, never one shared out among the threads (`if (tx < 4)`, `tid * 5`).
+TEST(CudaCompile, PerThreadTileOpsRunWholeInEachThread) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "per_thread_tile_ops"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    EXPECT_EQ(code.find("if ((tx < "), std::string::npos) << arch << ": a per-thread tile op shared out\n" << code;
+    EXPECT_EQ(code.find("* 5)"), std::string::npos) << arch << "\n" << code;
+    EXPECT_NE(code.find("tl::cuda::atomic_add(&G[(((static_cast<int64_t>(bx) * 512) + (static_cast<int64_t>(tid) * 4)) + static_cast<int64_t>("), std::string::npos)
+        << arch << "\n" << code;
   }
 }
 

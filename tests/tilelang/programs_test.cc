@@ -949,6 +949,26 @@ TEST(TileCopy, GemmAfterAThreadBinding) {
   expect_close(out[2], z, "each thread's index");
 }
 
+// Tile ops on a thread's own part (per_thread_tile_ops.py: a copy of a local to the thread's place,
+// the tile atomic of it, a T.Parallel over its elements) run whole in each thread; on the GPU they
+// were shared out among the threads (threads 0..3 stored a few elements at wrong places).
+TEST(TileCopy, PerThreadTileOps) {
+  const int64_t p = 4, n = 128 * p;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/per_thread_tile_ops.py", "own_parts", {{"P", std::to_string(p)}});
+  rt::Tensor x = random({4, n}, DType::F32), g = random({4, n}, DType::F32);
+  std::vector<double> xv = f64(x), g_ref = f64(g), y_ref(4 * n), w_ref(4 * n);
+  for (int64_t i = 0; i < 4 * n; ++i) {
+    y_ref[i] = 2 * xv[i];
+    g_ref[i] += 2 * xv[i];
+    w_ref[i] = 2 * xv[i] + double(i % p);
+  }
+  std::vector<rt::Tensor> tensors{x, g, tltest::poisoned({4, n}, DType::F32), tltest::poisoned({4, n}, DType::F32)};
+  tltest::run_in_place(k, tensors);
+  expect_close(tensors[1], g_ref, "G + 2 X (the tile atomic)");
+  expect_close(tensors[2], y_ref, "2 X (the copy)");
+  expect_close(tensors[3], w_ref, "2 X + q (the parallel loop)");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

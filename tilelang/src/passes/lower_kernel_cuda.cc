@@ -252,7 +252,14 @@ class BlockLowering {
         ir::Stmt loop = ir::make_for(f->var, lo, n, f->for_kind, f->body, f->loc, f->pipelining());
         return ir::make_let(lo, f->min, ir::make_let(n, f->extent, lower(ir::make_seq({barrier(f->loc), loop}, f->loc)), f->loc), f->loc);
       }
-      if (f->for_kind == ir::ForKind::Parallel) return distribute(s);
+      if (f->for_kind == ir::ForKind::Parallel) {
+        // A nest that uses the thread index is per-thread code, a tile op on the thread's own part
+        // (T.copy(loc, Y[bx, tx * 4]), T.atomic_add(G[bx, tx * 4], loc)): each thread runs it whole,
+        // as the CPU does; shared out, only a few threads ran a few of their elements. (A nest over
+        // register fragments is theirs to share out by their layout.)
+        if (dep_.uses_thread_index(s) && !touches_registers(s)) return SerializeParallel().mutate(s);
+        return distribute(s);
+      }
       ir::Stmt body = lower(f->body);
       // Loop-carried dependences through shared memory: the next iteration waits for this one.
       SharedAccess acc = shared_access(f->body, registers_);
@@ -294,6 +301,14 @@ class BlockLowering {
       out.push_back(lower(s));
     }
     return ir::make_seq(std::move(out), loc);
+  }
+
+  bool touches_registers(const ir::Stmt& s) const {
+    analysis::Accesses a = analysis::accesses_of(s);
+    for (const auto* set : {&a.read, &a.written})
+      for (const ir::BufferNode* b : *set)
+        if (registers_.count(b)) return true;
+    return false;
   }
 
   // Whether `body` writes shared memory (or a fragment kept there) that one of `exprs` reads.
