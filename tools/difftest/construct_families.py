@@ -799,7 +799,11 @@ def gen_mixed(R, rs, name):
     X = vals(rs, (nb, bM, bN), "float32")
     V = vals(rs, (nb, T_), "float32")
     G = rs.randint(-8, 9, (nb, bM, bN)) / 4.0
+    V2 = vals(rs, (nb, T_ * P), "float32")  # a thread's own part: [t * P, t * P + P)
+    H = rs.randint(-8, 9, (nb, T_ * P)) / 4.0
     m = _Mix(R, nb, bM, bN, T_, P, X, V, G, tx_shape)
+    for b, st in enumerate(m.st):
+        st["V2"], st["H"] = V2[b].reshape(T_, P), H[b].reshape(T_, P).copy()
     W = bM * bN
     binding = R.choice(["first", "first", "late", "inline"])
     derived = R.random() < 0.4  # a let of the linear index computed from the bindings
@@ -825,9 +829,10 @@ def gen_mixed(R, rs, name):
     tids = m.tid
     local = R.choice(["alloc_var", "alloc_var_init", "scalar"])
     ind0 = I
-    params = [tensor("X", (nb * bM, bN), "float32"), tensor("V", (nb, T_), "float32"), tensor("G", (nb * bM, bN), "float32"),
+    params = [tensor("X", (nb * bM, bN), "float32"), tensor("V", (nb, T_), "float32"), tensor("V2", (nb, T_ * P), "float32"),
+              tensor("G", (nb * bM, bN), "float32"), tensor("H", (nb, T_ * P), "float32"),
               tensor("Y", (nb * bM, bN), "float32"), tensor("F", (nb * bM, bN), "float32"), tensor("Rs", (nb * bM,), "float32"),
-              tensor("Z", (nb, T_), "float32")]
+              tensor("Z", (nb, T_), "float32"), tensor("W", (nb, T_ * P), "float32")]
     L = m.lines
     if binding == "first":
         bind(ind0)
@@ -1011,6 +1016,17 @@ def gen_mixed(R, rs, name):
             def mod(st):
                 st["v"] = st["v"] + st["loc"].sum(axis=1)
             return [ind + "for q in T.serial(%d):\n" % P, ind + "    v = v + loc[q]\n"], mod, (), (), ()
+        if kind == "own_in":  # tile ops on the thread's own part of a global row: per-thread code
+            form = R.choice(["copy", "parallel"])
+            def mod(st):
+                st["loc"] = st["V2"].copy() if form == "copy" else st["loc"] + st["V2"]
+            if form == "copy":
+                return [ind + "T.copy(V2[bx, %s * %d], loc)\n" % (t, P)], mod, (), (), ()
+            return [ind + "for q in T.Parallel(%d):\n" % P, ind + "    loc[q] = loc[q] + V2[bx, %s * %d + q]\n" % (t, P)], mod, (), (), ()
+        if kind == "own_atomic":
+            def mod(st):
+                st["H"] = st["H"] + st["loc"]
+            return [ind + "T.atomic_add(H[bx, %s * %d], loc)\n" % (t, P)], mod, (), (), ()
         if kind == "use_let":  # a block-level let's value read by every thread
             name = R.choice(lets_blk)
             def mod(st):
@@ -1025,7 +1041,7 @@ def gen_mixed(R, rs, name):
 
     BLK = ["copy_in", "copy_sf", "par_fs", "par_sf", "reduce", "bcast", "fill", "atomic", "rows", "store", "cond"]
     THR = ["own_s", "own_f", "xread_var", "xread_loc", "row_loop", "if_var", "dep_loop", "loc_mix", "atomic_elem", "own_r",
-           "par_local", "fill_local", "var_from_loc", "guarded_copy"]
+           "par_local", "fill_local", "var_from_loc", "guarded_copy", "own_in", "own_atomic"]
 
     def emit(kind, ind, states, is_blk):
         """Appends one statement, with the barrier it needs before it; applies it to `states` (none:
@@ -1094,20 +1110,29 @@ def gen_mixed(R, rs, name):
     L.append(ind0 + "T.copy(f, F[bx * %d, 0])\n" % bM)
     L.append(ind0 + "T.copy(r, Rs[bx * %d])\n" % bM)
     L.append(ind0 + "Z[bx, %s] = v + loc[0] * 2.0 + loc[%d]\n" % (t, P - 1))
+    w_form = R.choice(["copy", "parallel"])  # each thread's locals to its own part of W
+    if w_form == "copy":
+        L.append(ind0 + "T.copy(loc, W[bx, %s * %d])\n" % (t, P))
+    else:
+        L += [ind0 + "for q in T.Parallel(%d):\n" % P, ind0 + "    W[bx, %s * %d + q] = loc[q] * 2.0\n" % (t, P)]
     grid = (nb,)
     src = kernel_src(name, params, grid, tx_shape if tx_shape else T_, L)
     p = Prog(name, "mixed", src, dict(nb=nb, bM=bM, bN=bN, threads=tx_shape or T_, P=P, local=local, binding=binding, derived=derived,
-                                      loc_init=loc_init, n=n, wraps=desc_wraps))
+                                      loc_init=loc_init, n=n, wraps=desc_wraps, w_form=w_form))
     p.add_in(X.reshape(nb * bM, bN), "float32")
     p.add_in(V, "float32")
+    p.add_in(V2, "float32")
     gi = p.add_in(G.reshape(nb * bM, bN), "float32", "inout")
-    big = max(1.0, max(float(np.abs(st[k]).max()) for st in m.st for k in ("s", "f", "r", "v", "loc", "G")))
+    hi = p.add_in(H, "float32", "inout")
+    big = max(1.0, max(float(np.abs(st[k]).max()) for st in m.st for k in ("s", "f", "r", "v", "loc", "G", "H")))
     tol = (1e-5, 4e-6 * big)  # float32 sums in any order
     p.add_out(np.concatenate([st["s"] for st in m.st]), "float32", tol)
     p.add_out(np.concatenate([st["f"] for st in m.st]), "float32", tol)
     p.add_out(np.concatenate([st["r"] for st in m.st]), "float32", tol)
     p.add_out(np.stack([st["v"] + st["loc"][:, 0] * 2.0 + st["loc"][:, P - 1] for st in m.st]), "float32", tol)
-    p.inout_refs[gi] = (np.concatenate([st["G"] for st in m.st]),  "float32") + tol
+    p.add_out(np.stack([(st["loc"] * (1.0 if w_form == "copy" else 2.0)).reshape(-1) for st in m.st]), "float32", tol)
+    p.inout_refs[gi] = (np.concatenate([st["G"] for st in m.st]), "float32") + tol
+    p.inout_refs[hi] = (np.stack([st["H"].reshape(-1) for st in m.st]), "float32") + tol
     return p
 
 
