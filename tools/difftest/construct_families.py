@@ -842,7 +842,8 @@ def gen_mixed(R, rs, name):
     L.append(ind0 + "loc = T.alloc_local((%d,), 'float32')\n" % P)
     # the initial values, block-level
     L.append(ind0 + "T.copy(X[bx * %d, 0], s)\n" % bM)
-    L.append(ind0 + R.choice(["T.fill(f, 0.25)\n", "T.copy(X[bx * %d, 0], f)\n" % bM]))
+    f_copied = R.random() < 0.5
+    L.append(ind0 + ("T.copy(X[bx * %d, 0], f)\n" % bM if f_copied else "T.fill(f, 0.25)\n"))
     L.append(ind0 + "T.fill(r, 1.0)\n")
     loc_init = R.choice(["fill", "parallel", "serial", "clear"])
     L.append(ind0 + {"fill": "T.fill(loc, 0.5)\n", "clear": "T.clear(loc)\n",
@@ -854,10 +855,9 @@ def gen_mixed(R, rs, name):
         L.append(ind0 + "v = T.alloc_var('float32', init=1.0)\n")
     else:
         L.append(ind0 + "v = 1.0\n")
-    f_line = [l for l in L if "f, 0.25" in l or "], f)" in l][0]
     for st in m.st:
         st["s"] = st["X"].copy()
-        st["f"] = st["X"].copy() if "], f)" in f_line else np.full((bM, bN), 0.25)
+        st["f"] = st["X"].copy() if f_copied else np.full((bM, bN), 0.25)
         st["r"] = np.ones(bM)
         st["loc"] = np.tile((np.zeros(P) if loc_init == "clear" else np.full(P, 0.5) if loc_init == "fill" else 0.5 * np.arange(P)), (T_, 1))
         st["v"] = np.ones(T_)
