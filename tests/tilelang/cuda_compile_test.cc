@@ -50,6 +50,9 @@ std::vector<Case> cases() {
       {"narrow_rounding", "tests/tilelang/programs/narrow_rounding_tile.py", "narrow_rounding", {{"N", "10"}}, {}},
       {"reused_shared_tile", "tests/tilelang/programs/reused_shared_tile.py", "rowsum_then_cast", {{"M", "200"}, {"N", "48"}}, {}},
       {"thread_binding_then_tile_ops", "tests/tilelang/programs/thread_binding_then_tile_ops.py", "scale_rows", {{"M", "7"}, {"N", "300"}}, {}},
+      {"shared_read_then_written", "tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", "300"}}, {}},
+      {"per_thread_tile_ops", "tests/tilelang/programs/per_thread_tile_ops.py", "own_parts", {{"P", "4"}}, {}},
+      {"thread_binding_then_gemm", "tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum", {{"M", "200"}, {"N", "192"}, {"K", "96"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -371,6 +374,52 @@ TEST(CudaCompile, TileOpsAfterAThreadBindingAreSharedOut) {
     EXPECT_NE(code.find("(r * 128) + tx)"), std::string::npos) << arch << ":\n" << code;
     EXPECT_EQ(code.find("< 300; ++"), std::string::npos) << arch << ": a loop over the whole row in every thread\n" << code;
     EXPECT_NE(code.find("i < 2; ++i) {"), std::string::npos) << arch << ": the local's loop shared out\n" << code;
+  }
+}
+
+// An if's condition, a let's value and a loop's extent reading shared memory their body writes: every
+// thread reads it, then the block meets, then the body writes (shared_read_then_written.py: without
+// the barrier a fast warp's writes reached a slow warp's reads).
+TEST(CudaCompile, SharedReadBeforeTheBodyWritesIt) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "shared_read_then_written"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    for (const char* read : {"const bool cond = (s[0] < 100.0f);\n  __syncthreads();\n  if (cond) {", "const int32_t k_extent = n[0];\n  __syncthreads();",
+                             "const float m = s[1];\n  __syncthreads();"})
+      EXPECT_NE(code.find(read), std::string::npos) << arch << ": no barrier after " << read << "\n" << code;
+  }
+}
+
+// A gemm after `tx = T.get_thread_binding(0)` (a per-thread let around the rest of the kernel) keeps
+// its accumulator in registers and, on sm_90a, its loop's producer warpgroup, which binds only the
+// lets its copies use (thread_binding_then_gemm.py: the accumulator went to shared memory and the
+// loop ran without a producer, as if the whole let body were per-thread code).
+TEST(CudaCompile, GemmAfterAThreadBindingKeepsRegistersAndProducer) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "thread_binding_then_gemm"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    EXPECT_NE(code.find("alignas(16) float C_l[32];"), std::string::npos) << arch << ": the accumulator not in registers\n" << code;
+    EXPECT_NE(code.find("__shfl_xor_sync"), std::string::npos) << arch << ": the row sum not by the register layout\n" << code;
+    EXPECT_EQ(code.find("Warp-specialized") != std::string::npos, std::string(arch) == "sm_90a") << arch << "\n" << code;
+  }
+}
+
+// Tile ops on a thread's own part run whole in each thread (per_thread_tile_ops.py): a loop over its 4
+// elements at tid * 4 + i, never one shared out among the threads (`if (tx < 4)`, `tid * 5`).
+TEST(CudaCompile, PerThreadTileOpsRunWholeInEachThread) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "per_thread_tile_ops"; });
+  ASSERT_NE(c, all.end());
+  for (const char* arch : {"sm_90a", "sm_80"}) {
+    const std::string code = cuda_for(*c, arch).code;
+    EXPECT_EQ(code.find("if ((tx < "), std::string::npos) << arch << ": a per-thread tile op shared out\n" << code;
+    EXPECT_EQ(code.find("* 5)"), std::string::npos) << arch << "\n" << code;
+    EXPECT_NE(code.find("tl::cuda::atomic_add(&G[(((static_cast<int64_t>(bx) * 512) + (static_cast<int64_t>(tid) * 4)) + static_cast<int64_t>("), std::string::npos)
+        << arch << "\n" << code;
   }
 }
 

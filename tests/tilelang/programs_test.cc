@@ -917,6 +917,58 @@ TEST(TileCopy, TileOpsAfterAThreadBinding) {
   expect_close(out[0], ref, "3 x + 1 + 2");
 }
 
+// An if's condition, a let's value and a loop's extent that read shared memory their body writes are
+// read before the body runs (shared_read_then_written.py: on the GPU a fast warp's writes reached the
+// reads of a slow one: the update skipped in some warps, `m` and the loop count differing).
+TEST(TileCopy, SharedReadBeforeTheBodyWritesIt) {
+  const int64_t n = 300;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", std::to_string(n)}});
+  rt::Tensor x = random({4, n}, DType::F32), c = random({4}, DType::I32, 1, 5);
+  auto out = run(k, {x, c}, {{{4, n}, DType::F32}});
+  std::vector<double> xv = f64(x), cv = f64(c), ref(4 * n);
+  for (int64_t b = 0; b < 4; ++b)
+    for (int64_t j = 0; j < n; ++j) ref[b * n + j] = (xv[b * n + j] + 1001 + cv[b]) + (xv[b * n + 1] + 1000 + cv[b]);
+  expect_close(out[0], ref, "X + 1000 + C + 1 + m");
+}
+
+// A gemm and a row sum of its accumulator after T.get_thread_binding(0) of a 2-D block, then a
+// per-thread store (thread_binding_then_gemm.py: on the GPU the accumulator had left its registers).
+TEST(TileCopy, GemmAfterAThreadBinding) {
+  const int64_t m = 200, n = 192, k = 96;
+  tilelang::Kernel kern = tltest::load("tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum",
+                                       {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(k)}});
+  rt::Tensor a = random({m, k}, DType::F16), b = random({k, n}, DType::F16);
+  auto out = run(kern, {a, b}, {{{m, n}, DType::F32}, {{n / 64, m}, DType::F32}, {{4, n / 64, 128}, DType::F32}});
+  const std::vector<double> c = matmul_ref(f64(a), f64(b), m, n, k);
+  std::vector<double> rows(n / 64 * m, 0.0), z(4 * (n / 64) * 128);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) rows[j / 64 * m + i] += c[i * n + j];
+  for (size_t i = 0; i < z.size(); ++i) z[i] = double(i % 128);
+  expect_close(out[0], c, "A B");
+  expect_close(out[1], rows, "row sums of each 64-column block");
+  expect_close(out[2], z, "each thread's index");
+}
+
+// Tile ops on a thread's own part (per_thread_tile_ops.py: a copy of a local to the thread's place,
+// the tile atomic of it, a T.Parallel over its elements) run whole in each thread; on the GPU they
+// were shared out among the threads (threads 0..3 stored a few elements at wrong places).
+TEST(TileCopy, PerThreadTileOps) {
+  const int64_t p = 4, n = 128 * p;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/per_thread_tile_ops.py", "own_parts", {{"P", std::to_string(p)}});
+  rt::Tensor x = random({4, n}, DType::F32), g = random({4, n}, DType::F32);
+  std::vector<double> xv = f64(x), g_ref = f64(g), y_ref(4 * n), w_ref(4 * n);
+  for (int64_t i = 0; i < 4 * n; ++i) {
+    y_ref[i] = 2 * xv[i];
+    g_ref[i] += 2 * xv[i];
+    w_ref[i] = 2 * xv[i] + double(i % p);
+  }
+  std::vector<rt::Tensor> tensors{x, g, tltest::poisoned({4, n}, DType::F32), tltest::poisoned({4, n}, DType::F32)};
+  tltest::run_in_place(k, tensors);
+  expect_close(tensors[1], g_ref, "G + 2 X (the tile atomic)");
+  expect_close(tensors[2], y_ref, "2 X (the copy)");
+  expect_close(tensors[3], w_ref, "2 X + q (the parallel loop)");
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

@@ -751,6 +751,472 @@ def gen_threads_no_barrier(R, rs, name):
     return p
 
 
+# ---------------------------------------------------------------- per-thread and block-level code mixed
+class _Mix:
+    """The state of one `mixed` program while it is generated: its lines, a NumPy model of every
+    block's buffers (float64) and what per-thread code touched in shared memory since the last point
+    every thread passed (a T.sync_threads(), or a block-level statement: on the CPU it ends the thread
+    loop, on the GPU the compiler puts a barrier before a conflicting access)."""
+
+    def __init__(self, R, nb, bM, bN, T, P, X, V, G, tx_shape):
+        self.R, self.nb, self.bM, self.bN, self.T, self.P = R, nb, bM, bN, T, P
+        self.W = bM * bN
+        self.tid = np.arange(T)
+        self.tx_shape = tx_shape  # (x, y) of a 2-D block, or None
+        self.st = [dict(X=X[b], V=V[b], G=G[b].copy(), s=None, f=None, r=None, loc=None, v=None) for b in range(nb)]
+        self.dirty = set()  # tiles per-thread code wrote (own elements) since the last sync point
+        self.dirty_all = set()  # tiles per-thread code wrote whole (every thread all of it)
+        self.xread = set()  # tiles per-thread code read (other threads' elements) since then
+        self.lines = []
+
+    def sync_point(self):
+        self.dirty, self.dirty_all, self.xread = set(), set(), set()
+
+    def need_sync(self, reads_x=(), writes_own=(), touches=()):
+        """Whether a per-thread statement reading other threads' elements of reads_x, writing its own
+        of writes_own and touching `touches` in any way must wait for the threads at a barrier."""
+        bad = any(b in self.dirty or b in self.dirty_all for b in reads_x)
+        bad |= any(b in self.xread or b in self.dirty_all for b in writes_own)
+        bad |= any(b in self.dirty or b in self.dirty_all or b in self.xread for b in touches)
+        return bad
+
+
+def gen_mixed(R, rs, name):
+    """Per-thread statements (T.get_thread_binding in lets, placed first or late, and inline; 1-D
+    and 2-D blocks; T.alloc_local / T.alloc_var / mutable scalars; per-thread loops, ifs, lets,
+    stores of a thread's own elements of shared tiles and fragments, reads of other threads'
+    elements after a barrier, element atomics) interleaved with block-level tile operations (copies,
+    T.Parallel over tiles and locals, reductions, fills, the tile atomic, a block store), some under
+    a thread-independent loop or if. The reference: a NumPy model of every thread."""
+    nb = R.randint(1, 3)
+    bM, bN = R.choice([1, 2, 4, 8]), R.choice([4, 8, 16, 24, 32, 48])
+    if R.random() < 0.35:
+        tx_shape = R.choice([(32, 2), (16, 4), (8, 4), (32, 4), (64, 2), (4, 8)])
+        T_ = tx_shape[0] * tx_shape[1]
+    else:
+        tx_shape, T_ = None, R.choice([32, 64, 128])
+    P = R.choice([1, 2, 4])
+    X = vals(rs, (nb, bM, bN), "float32")
+    V = vals(rs, (nb, T_), "float32")
+    G = rs.randint(-8, 9, (nb, bM, bN)) / 4.0
+    V2 = vals(rs, (nb, T_ * P), "float32")  # a thread's own part: [t * P, t * P + P)
+    H = rs.randint(-8, 9, (nb, T_ * P)) / 4.0
+    m = _Mix(R, nb, bM, bN, T_, P, X, V, G, tx_shape)
+    for b, st in enumerate(m.st):
+        st["V2"], st["H"] = V2[b].reshape(T_, P), H[b].reshape(T_, P).copy()
+    W = bM * bN
+    binding = R.choice(["first", "first", "late", "inline"])
+    derived = R.random() < 0.4  # a let of the linear index computed from the bindings
+    x_ = tx_shape[0] if tx_shape else T_
+    if tx_shape:
+        inline = "(T.get_thread_binding(1) * %d + T.get_thread_binding(0))" % x_
+    else:
+        inline = R.choice(["T.get_thread_binding()", "T.get_thread_binding(0)"])
+    named = {"t": inline}  # the linear thread index's expression now
+
+    def bind(ind):
+        if tx_shape:
+            m.lines.append(ind + "tx = T.get_thread_binding(0)\n" + ind + "ty = T.get_thread_binding(1)\n")
+            t = "(ty * %d + tx)" % x_
+        else:
+            m.lines.append(ind + "tx = T.get_thread_binding()\n")
+            t = "tx"
+        if derived:
+            m.lines.append(ind + "tid = %s\n" % t)
+            t = "tid"
+        named["t"] = t
+
+    tids = m.tid
+    local = R.choice(["alloc_var", "alloc_var_init", "scalar"])
+    ind0 = I
+    params = [tensor("X", (nb * bM, bN), "float32"), tensor("V", (nb, T_), "float32"), tensor("V2", (nb, T_ * P), "float32"),
+              tensor("G", (nb * bM, bN), "float32"), tensor("H", (nb, T_ * P), "float32"),
+              tensor("Y", (nb * bM, bN), "float32"), tensor("F", (nb * bM, bN), "float32"), tensor("Rs", (nb * bM,), "float32"),
+              tensor("Z", (nb, T_), "float32"), tensor("W", (nb, T_ * P), "float32")]
+    L = m.lines
+    if binding == "first":
+        bind(ind0)
+    L.append(ind0 + "s = T.alloc_shared((%d, %d), 'float32')\n" % (bM, bN))
+    L.append(ind0 + "f = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN))
+    L.append(ind0 + "r = T.alloc_fragment((%d,), 'float32')\n" % bM)
+    L.append(ind0 + "loc = T.alloc_local((%d,), 'float32')\n" % P)
+    # the initial values, block-level
+    L.append(ind0 + "T.copy(X[bx * %d, 0], s)\n" % bM)
+    f_copied = R.random() < 0.5
+    L.append(ind0 + ("T.copy(X[bx * %d, 0], f)\n" % bM if f_copied else "T.fill(f, 0.25)\n"))
+    L.append(ind0 + "T.fill(r, 1.0)\n")
+    loc_init = R.choice(["fill", "parallel", "serial", "clear"])
+    L.append(ind0 + {"fill": "T.fill(loc, 0.5)\n", "clear": "T.clear(loc)\n",
+                     "parallel": "for q in T.Parallel(%d):\n%s    loc[q] = 0.5 * q\n" % (P, ind0),
+                     "serial": "for q in T.serial(%d):\n%s    loc[q] = 0.5 * q\n" % (P, ind0)}[loc_init])
+    if local == "alloc_var":
+        L.append(ind0 + "v = T.alloc_var('float32')\n" + ind0 + "v = 1.0\n")
+    elif local == "alloc_var_init":
+        L.append(ind0 + "v = T.alloc_var('float32', init=1.0)\n")
+    else:
+        L.append(ind0 + "v = 1.0\n")
+    for st in m.st:
+        st["s"] = st["X"].copy()
+        st["f"] = st["X"].copy() if f_copied else np.full((bM, bN), 0.25)
+        st["r"] = np.ones(bM)
+        st["loc"] = np.tile((np.zeros(P) if loc_init == "clear" else np.full(P, 0.5) if loc_init == "fill" else 0.5 * np.arange(P)), (T_, 1))
+        st["v"] = np.ones(T_)
+    if binding == "late":
+        late_at = R.randint(0, 4)
+    nc = cdiv(W, T_)
+    lets = [0]
+    lets_blk = []  # the names of block-level lets in scope
+
+    # ---- the statements: each appends its lines at `ind` and applies itself to the model of block b
+    def own_loop(ind, t, body_fn, guard=True):
+        """for c: e = c * T + t; if e < W: body(e) -- the elements a thread owns (e % T == t)."""
+        use_let = R.random() < 0.5
+        lets[0] += 1
+        e = "e%d" % lets[0] if use_let else "(c * %d + %s)" % (T_, t)
+        out = [ind + "for c in T.serial(%d):\n" % nc]
+        if use_let:
+            out.append(ind + "    %s = c * %d + %s\n" % (e, T_, t))
+        out.append(ind + "    if %s < %d:\n" % (e, W))
+        out.append(ind + "        " + body_fn(e) + "\n")
+        return out
+
+    def blk(kind, ind):
+        """A block-level statement (lines, model)."""
+        if kind == "copy_in":
+            dst = R.choice(["f", "s"])
+            return [ind + "T.copy(X[bx * %d, 0], %s)\n" % (bM, dst)], lambda st: st.__setitem__(dst, st["X"].copy()), {dst}
+        if kind == "copy_sf":
+            src, dst = R.choice([("s", "f"), ("f", "s")])
+            return [ind + "T.copy(%s, %s)\n" % (src, dst)], lambda st: st.__setitem__(dst, st[src].copy()), {src, dst}
+        if kind == "par_fs":
+            def mod(st):
+                st["f"] = st["f"] * 0.5 + st["s"]
+            return [ind + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), ind + "    f[i, j] = f[i, j] * 0.5 + s[i, j]\n"], mod, {"f", "s"}
+        if kind == "par_sf":
+            def mod(st):
+                st["s"] = st["s"] - st["f"][:, ::-1] * 0.25
+            return [ind + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), ind + "    s[i, j] = s[i, j] - f[i, %d - j] * 0.25\n" % (bN - 1)], mod, {"f", "s"}
+        if kind == "reduce":
+            src = R.choice(["f", "s"])
+            op = R.choice(["sum", "max", "sum_acc"])
+            line = {"sum": "T.reduce_sum(%s, r, dim=1)\n", "max": "T.reduce_max(%s, r, dim=1)\n",
+                    "sum_acc": "T.reduce_sum(%s, r, dim=1, clear=False)\n"}[op] % src
+            def mod(st):
+                x = st[src]
+                st["r"] = x.sum(axis=1) if op == "sum" else x.max(axis=1) if op == "max" else st["r"] + x.sum(axis=1)
+            return [ind + line], mod, {src, "r"}
+        if kind == "bcast":
+            def mod(st):
+                st["s"] = st["s"] + st["r"][:, None] * 0.125
+            return [ind + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), ind + "    s[i, j] = s[i, j] + r[i] * 0.125\n"], mod, {"s", "r"}
+        if kind == "fill":
+            dst = R.choice(["f", "s"])
+            if R.random() < 0.5:
+                return [ind + "T.fill(%s, 0.75)\n" % dst], lambda st: st.__setitem__(dst, np.full((bM, bN), 0.75)), {dst}
+            return [ind + "T.clear(%s)\n" % dst], lambda st: st.__setitem__(dst, np.zeros((bM, bN))), {dst}
+        if kind == "atomic":
+            def mod(st):
+                st["G"] = st["G"] + st["f"]
+            return [ind + "T.atomic_add(G[bx * %d, 0], f)\n" % bM], mod, {"f"}
+        if kind == "rows":
+            def mod(st):
+                st["r"] = st["r"] * 0.5 + st["s"][:, 0]
+            return [ind + "for i in T.Parallel(%d):\n" % bM, ind + "    r[i] = r[i] * 0.5 + s[i, 0]\n"], mod, {"r", "s"}
+        if kind == "cond":  # a block-level if on an element of the tile its branches write
+            b = R.choice(["s", "f"])
+            els = R.random() < 0.5
+            def mod(st):
+                if st[b][0, 0] > -4.0:
+                    st[b] = st[b] * 0.5 - 8.0
+                elif els:
+                    st[b] = np.full((bM, bN), 0.5)
+            lines = [ind + "if %s[0, 0] > -4.0:\n" % b, ind + "    for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+                     ind + "        %s[i, j] = %s[i, j] * 0.5 - 8.0\n" % (b, b)]
+            if els:
+                lines += [ind + "else:\n", ind + "    T.fill(%s, 0.5)\n" % b]
+            return lines, mod, {b}
+        if kind == "let":  # a block-level let of a tile's element, the tile updated right after
+            b = R.choice(["s", "f"])
+            i0, j0 = R.randrange(bM), R.randrange(bN)
+            name = "m%d" % len(lets_blk)
+            lets_blk.append(name)
+            def mod(st):
+                st[name] = st[b][i0, j0]
+                st[b] = st[b] * 0.5 + st[name]
+            return [ind + "%s = %s[%d, %d]\n" % (name, b, i0, j0), ind + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN),
+                    ind + "    %s[i, j] = %s[i, j] * 0.5 + %s\n" % (b, b, name)], mod, {b}
+        if kind == "store":  # the same store in every thread: one does it
+            def mod(st):
+                st["s"] = st["s"].copy()
+                st["s"][0, 0] = st["f"][bM - 1, bN - 1] + 1.0
+            return [ind + "s[0, 0] = f[%d, %d] + 1.0\n" % (bM - 1, bN - 1)], mod, {"s", "f"}
+        raise ValueError(kind)
+
+    def thr(kind, ind, t):
+        """A per-thread statement: (lines, model, reads_x, writes_own, touches) or None where not possible."""
+        if kind == "own_s" or kind == "own_f":
+            b = kind[-1]
+            lines = own_loop(ind, t, lambda e: "%s[%s // %d, %s %% %d] = %s[%s // %d, %s %% %d] * 2.0 + V[bx, %s]" % (b, e, bN, e, bN, b, e, bN, e, bN, t))
+            def mod(st):
+                flat = st[b].reshape(-1).copy()
+                e = np.arange(W)
+                flat = flat * 2.0 + st["V"][e % T_]
+                st[b] = flat.reshape(bM, bN)
+            return lines, mod, (), (b,), ()
+        if kind == "xread_var":
+            b = R.choice(["s", "f"])
+            k = R.choice([1, 3, 5])
+            def mod(st):
+                st["v"] = st["v"] + st[b][tids % bM, (tids * k) % bN]
+            return [ind + "v = v + %s[%s %% %d, (%s * %d) %% %d]\n" % (b, t, bM, t, k, bN)], mod, (b,), (), ()
+        if kind == "xread_loc":
+            b = R.choice(["s", "f"])
+            def mod(st):
+                for q in range(P):
+                    st["loc"][:, q] = st["loc"][:, q] + st[b][(tids + q) % bM, (tids * 5 + q) % bN]
+            return [ind + "for q in T.serial(%d):\n" % P, ind + "    loc[q] = loc[q] + %s[(%s + q) %% %d, (%s * 5 + q) %% %d]\n" % (b, t, bM, t, bN)], mod, (b,), (), ()
+        if kind == "row_loop":
+            def mod(st):
+                for j in range(bN):
+                    st["v"] = st["v"] + st["r"][(tids + j) % bM] * 0.5
+            return [ind + "for j in T.serial(%d):\n" % bN, ind + "    v = v + r[(%s + j) %% %d] * 0.5\n" % (t, bM)], mod, ("r",), (), ()
+        if kind == "if_var":
+            k = R.choice([2, 3])
+            def mod(st):
+                st["v"] = np.where(tids % k == 1, st["v"] * 2.0, st["v"] - 1.0)
+                st["loc"][:, 0] = np.where(tids % k == 1, st["loc"][:, 0], st["loc"][:, 0] + 0.25)
+            return [ind + "if %s %% %d == 1:\n" % (t, k), ind + "    v = v * 2.0\n", ind + "else:\n", ind + "    v = v - 1.0\n", ind + "    loc[0] = loc[0] + 0.25\n"], mod, (), (), ()
+        if kind == "dep_loop":
+            k = R.choice([3, 4])
+            def mod(st):
+                st["v"] = st["v"] + 0.5 * (tids % k)
+            return [ind + "for q in T.serial(%s %% %d):\n" % (t, k), ind + "    v = v + 0.5\n"], mod, (), (), ()
+        if kind == "loc_mix":
+            def mod(st):
+                for q in range(P):
+                    st["loc"][:, q] = st["loc"][:, q] * 0.5 + st["V"] + q
+            return [ind + "for q in T.serial(%d):\n" % P, ind + "    loc[q] = loc[q] * 0.5 + V[bx, %s] + q\n" % t], mod, (), (), ()
+        if kind == "atomic_elem":
+            def mod(st):
+                np.add.at(st["G"], (tids % bM, tids % bN), 1.0)
+            return [ind + "T.atomic_add(G[bx * %d + %s %% %d, %s %% %d], 1.0)\n" % (bM, t, bM, t, bN)], mod, (), (), ()
+        if kind == "own_r":
+            def mod(st):
+                st["r"] = st["r"] + st["v"][:bM]
+            return [ind + "if %s < %d:\n" % (t, bM), ind + "    r[%s] = r[%s] + v\n" % (t, t)], mod, (), ("r",), ()
+        if kind == "par_local":  # a parallel loop that writes locals only: each thread's whole loop
+            def mod(st):
+                st["loc"] = st["loc"] * 0.5 + 1.0
+            return [ind + "for q in T.Parallel(%d):\n" % P, ind + "    loc[q] = loc[q] * 0.5 + 1.0\n"], mod, (), (), ()
+        if kind == "fill_local":
+            def mod(st):
+                st["loc"] = np.full((T_, P), 0.5)
+            return [ind + "T.fill(loc, 0.5)\n"], mod, (), (), ()
+        if kind == "var_from_loc":
+            def mod(st):
+                st["v"] = st["v"] + st["loc"].sum(axis=1)
+            return [ind + "for q in T.serial(%d):\n" % P, ind + "    v = v + loc[q]\n"], mod, (), (), ()
+        if kind == "own_in":  # tile ops on the thread's own part of a global row: per-thread code
+            form = R.choice(["copy", "parallel"])
+            def mod(st):
+                st["loc"] = st["V2"].copy() if form == "copy" else st["loc"] + st["V2"]
+            if form == "copy":
+                return [ind + "T.copy(V2[bx, %s * %d], loc)\n" % (t, P)], mod, (), (), ()
+            return [ind + "for q in T.Parallel(%d):\n" % P, ind + "    loc[q] = loc[q] + V2[bx, %s * %d + q]\n" % (t, P)], mod, (), (), ()
+        if kind == "own_atomic":
+            def mod(st):
+                st["H"] = st["H"] + st["loc"]
+            return [ind + "T.atomic_add(H[bx, %s * %d], loc)\n" % (t, P)], mod, (), (), ()
+        if kind == "use_let":  # a block-level let's value read by every thread
+            name = R.choice(lets_blk)
+            def mod(st):
+                st["v"] = st["v"] + st[name]
+            return [ind + "v = v + %s\n" % name], mod, (), (), ()
+        if kind == "guarded_copy":  # a tile copy under a per-thread condition: those threads each copy the whole tile
+            k = R.randint(1, T_)
+            def mod(st):
+                st["f"] = st["X"].copy()
+            return [ind + "if %s < %d:\n" % (t, k), ind + "    T.copy(X[bx * %d, 0], f)\n" % bM], mod, (), (), ("f",)
+        raise ValueError(kind)
+
+    BLK = ["copy_in", "copy_sf", "par_fs", "par_sf", "reduce", "bcast", "fill", "atomic", "rows", "store", "cond"]
+    THR = ["own_s", "own_f", "xread_var", "xread_loc", "row_loop", "if_var", "dep_loop", "loc_mix", "atomic_elem", "own_r",
+           "par_local", "fill_local", "var_from_loc", "guarded_copy", "own_in", "own_atomic"]
+
+    def emit(kind, ind, states, is_blk):
+        """Appends one statement, with the barrier it needs before it; applies it to `states` (none:
+        returns the model)."""
+        if is_blk:
+            lines, mod, _ = blk(kind, ind)
+            L.extend(lines)
+            m.sync_point()
+        else:
+            lines, mod, rx, wo, tt = thr(kind, ind, named["t"])
+            if m.need_sync(rx, wo, tt):
+                L.append(ind + "T.sync_threads()\n")
+                m.sync_point()
+            L.extend(lines)
+            m.dirty |= set(wo)
+            m.xread |= set(rx)
+            if kind == "guarded_copy":
+                m.dirty_all |= {"f"}
+        for st in states:
+            mod(st)
+        return mod
+
+    def random_stmt(ind, states):
+        if R.random() < 0.45:
+            emit(R.choice(BLK + ["cond", "let"]), ind, states, True)  # (a let's scope: the rest of the kernel)
+        else:
+            emit(R.choice(THR + ["use_let"] * bool(lets_blk)), ind, states, False)
+
+    n = R.randint(5, 12)
+    desc_wraps = []
+    for k in range(n):
+        if binding == "late" and k == late_at:
+            bind(ind0)
+        w = R.random()
+        if w < 0.12:  # a thread-independent loop around a few statements
+            reps = R.randint(2, 3)
+            L.append(ind0 + "for k in T.serial(%d):\n" % reps)
+            recorded = [(R.choice(BLK if is_blk else THR), is_blk) for is_blk in (R.random() < 0.45 for _ in range(R.randint(2, 3)))]
+            # each statement built once (its lines), its model run reps times
+            mods = [emit(kind, J, [], is_blk) for kind, is_blk in recorded]
+            # the next iteration follows: whatever per-thread code left pending waits at a barrier
+            if m.dirty or m.xread or m.dirty_all:
+                L.append(J + "T.sync_threads()\n")
+                m.sync_point()
+            for _ in range(reps):
+                for st in m.st:
+                    for mod in mods:
+                        mod(st)
+            desc_wraps.append("loop%d:%s" % (reps, "+".join(k for k, _ in recorded)))
+        elif w < 0.2 and nb > 1:  # a thread-independent if (the odd blocks skip it: they meet before it)
+            if m.dirty or m.xread or m.dirty_all:
+                L.append(ind0 + "T.sync_threads()\n")
+                m.sync_point()
+            L.append(ind0 + "if bx % 2 == 0:\n")
+            kind_blk = R.random() < 0.5
+            kind = R.choice(BLK if kind_blk else THR)
+            emit(kind, J, [st for b, st in enumerate(m.st) if b % 2 == 0], kind_blk)
+            desc_wraps.append("if:" + kind)
+        else:
+            random_stmt(ind0, m.st)
+    if binding == "late" and late_at >= n:
+        bind(ind0)
+    t = named["t"]
+    # the outputs: the tiles by block-level copies, each thread's values by itself
+    L.append(ind0 + "T.copy(s, Y[bx * %d, 0])\n" % bM)
+    L.append(ind0 + "T.copy(f, F[bx * %d, 0])\n" % bM)
+    L.append(ind0 + "T.copy(r, Rs[bx * %d])\n" % bM)
+    L.append(ind0 + "Z[bx, %s] = v + loc[0] * 2.0 + loc[%d]\n" % (t, P - 1))
+    w_form = R.choice(["copy", "parallel"])  # each thread's locals to its own part of W
+    if w_form == "copy":
+        L.append(ind0 + "T.copy(loc, W[bx, %s * %d])\n" % (t, P))
+    else:
+        L += [ind0 + "for q in T.Parallel(%d):\n" % P, ind0 + "    W[bx, %s * %d + q] = loc[q] * 2.0\n" % (t, P)]
+    grid = (nb,)
+    src = kernel_src(name, params, grid, tx_shape if tx_shape else T_, L)
+    p = Prog(name, "mixed", src, dict(nb=nb, bM=bM, bN=bN, threads=tx_shape or T_, P=P, local=local, binding=binding, derived=derived,
+                                      loc_init=loc_init, n=n, wraps=desc_wraps, w_form=w_form))
+    p.add_in(X.reshape(nb * bM, bN), "float32")
+    p.add_in(V, "float32")
+    p.add_in(V2, "float32")
+    gi = p.add_in(G.reshape(nb * bM, bN), "float32", "inout")
+    hi = p.add_in(H, "float32", "inout")
+    big = max(1.0, max(float(np.abs(st[k]).max()) for st in m.st for k in ("s", "f", "r", "v", "loc", "G", "H")))
+    tol = (1e-5, 4e-6 * big)  # float32 sums in any order
+    p.add_out(np.concatenate([st["s"] for st in m.st]), "float32", tol)
+    p.add_out(np.concatenate([st["f"] for st in m.st]), "float32", tol)
+    p.add_out(np.concatenate([st["r"] for st in m.st]), "float32", tol)
+    p.add_out(np.stack([st["v"] + st["loc"][:, 0] * 2.0 + st["loc"][:, P - 1] for st in m.st]), "float32", tol)
+    p.add_out(np.stack([(st["loc"] * (1.0 if w_form == "copy" else 2.0)).reshape(-1) for st in m.st]), "float32", tol)
+    p.inout_refs[gi] = (np.concatenate([st["G"] for st in m.st]), "float32") + tol
+    p.inout_refs[hi] = (np.stack([st["H"].reshape(-1) for st in m.st]), "float32") + tol
+    return p
+
+
+def gen_mixed_gemm(R, rs, name):
+    """A gemm into a register accumulator with per-thread code around it: the thread binding a let
+    first (1-D or 2-D block) or inline, a per-thread read of the A stage tile inside the pipelined
+    loop, a row reduction and a scale of the accumulator, per-thread reads of the reduced rows (and of
+    the accumulator, which then leaves the registers), per-thread element atomics and stores."""
+    dt = R.choice(["float16", "bfloat16"])
+    bM, bN, bK = 64, R.choice([32, 64, 128]), R.choice([32, 64])
+    threads = R.choice([128, 128, (32, 4), (64, 2)])
+    T_ = threads if isinstance(threads, int) else threads[0] * threads[1]
+    M, N, K = R.randint(bM // 2, 3 * bM), 8 * R.randint(max(1, bN // 16), 3 * bN // 8), 8 * R.randint(2, 3 * bK // 8)
+    nby, nbx, nk = cdiv(M, bM), cdiv(N, bN), cdiv(K, bK)
+    stages = R.choice([1, 2, 3])
+    binding = R.choice(["first", "first", "inline"])
+    in_loop = R.random() < 0.5    # a per-thread read of the A tile in each iteration
+    acc_read = R.random() < 0.3   # a per-thread read of the accumulator
+    red = R.choice(["sum", "max"])
+    scale = R.random() < 0.5
+    atomic = R.random() < 0.5
+    A, B = vals(rs, (M, K), dt), vals(rs, (K, N), dt)
+    x_ = threads if isinstance(threads, int) else threads[0]
+    L = []
+    if binding == "first":
+        if isinstance(threads, int):
+            L.append(I + "tx = T.get_thread_binding()\n")
+            t = "tx"
+        else:
+            L.append(I + "tx = T.get_thread_binding(0)\n" + I + "ty = T.get_thread_binding(1)\n")
+            t = "(ty * %d + tx)" % x_
+    else:
+        t = "T.get_thread_binding()" if isinstance(threads, int) else "(T.get_thread_binding(1) * %d + T.get_thread_binding(0))" % x_
+    L += [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt), I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt),
+          I + "C_l = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN), I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM,
+          I + "v = T.alloc_var('float32')\n", I + "v = 0.0\n", I + "T.clear(C_l)\n",
+          I + "for k in T.Pipelined(%d, num_stages=%d):\n" % (nk, stages),
+          J + "T.copy(A[by * %d, k * %d], A_s)\n" % (bM, bK), J + "T.copy(B[k * %d, bx * %d], B_s)\n" % (bK, bN),
+          J + "T.gemm(A_s, B_s, C_l)\n"]
+    tid = np.arange(T_)
+    Ap, Bp = pad2(A, nby * bM, nk * bK), pad2(B, nk * bK, nbx * bN)
+    C = Ap @ Bp  # (nby*bM, nbx*bN)
+    v = np.zeros((nby, nbx, T_))
+    if in_loop:
+        L.append(J + "v = v + T.cast(A_s[%s %% %d, (%s + k) %% %d], 'float32')\n" % (t, bM, t, bK))
+        for by in range(nby):
+            for k in range(nk):
+                v[by] += Ap[by * bM + tid % bM, k * bK + (tid + k) % bK][None, :]
+    Ct = tiles(C, nby, bM, nbx, bN)  # (nby, nbx, bM, bN)
+    if scale:
+        L += [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "C_l[i, j] = C_l[i, j] * 0.5 + 0.25\n"]
+        Ct = Ct * 0.5 + 0.25
+    L.append(I + "T.reduce_%s(C_l, r, dim=1)\n" % red)
+    rr = Ct.sum(axis=3) if red == "sum" else Ct.max(axis=3)  # (nby, nbx, bM)
+    L += [I + "for c in T.serial(%d):\n" % cdiv(bM, T_), J + "if c * %d + %s < %d:\n" % (T_, t, bM),
+          K2 + "v = v + r[c * %d + %s]\n" % (T_, t)]
+    for c in range(cdiv(bM, T_)):
+        rows = c * T_ + tid
+        ok = rows < bM
+        v[:, :, ok] += rr[:, :, rows[ok]]
+    if acc_read:
+        L.append(I + "v = v + C_l[%s %% %d, (%s * 3) %% %d]\n" % (t, bM, t, bN))
+        v += Ct[:, :, tid % bM, (tid * 3) % bN]
+    L.append(I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN))
+    L.append(I + "Z[by, bx, %s] = v\n" % t)
+    params = [tensor("A", (M, K), dt), tensor("B", (K, N), dt)] + [tensor("S", (4,), "float32")] * atomic + \
+        [tensor("C", (M, N), "float32"), tensor("Z", (nby, nbx, T_), "float32")]
+    if atomic:
+        L.append(I + "T.atomic_add(S[%s %% 4], v)\n" % t)
+    src = kernel_src(name, params, (nbx, nby), threads, L)
+    p = Prog(name, "mixed_gemm", src, dict(dt=dt, bM=bM, bN=bN, bK=bK, threads=threads, M=M, N=N, K=K, stages=stages, binding=binding,
+                                           in_loop=in_loop, acc_read=acc_read, red=red, scale=scale, atomic=atomic))
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    if atomic:  # the threads' v summed into 4 slots, in any order
+        S0 = rs.randint(-8, 9, (4,)) / 4.0
+        si = p.add_in(S0, "float32", "inout")
+        p.inout_refs[si] = (S0 + np.array([v[:, :, tid % 4 == g].sum() for g in range(4)]), "float32", 1e-5, 1e-3)
+    tol = (1e-5, 1e-4)
+    p.add_out(untile(Ct)[:M, :N], "float32", tol)
+    p.add_out(v, "float32", tol)
+    return p
+
+
 # ---------------------------------------------------------------- symbolic shapes
 def gen_symbolic(R, rs, name):
     """Tensors with T.symbolic sizes (not multiples of the tiles): the grid from T.ceildiv of them,
@@ -864,4 +1330,4 @@ def gen_invalid(R, rs, name):
 
 
 FAMILIES = {"sched": gen_sched, "parallel": gen_parallel, "cast": gen_cast, "intops": gen_intops, "reduce_axes": gen_reduce_axes,
-            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "symbolic": gen_symbolic, "invalid": gen_invalid}
+            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "mixed": gen_mixed, "mixed_gemm": gen_mixed_gemm, "symbolic": gen_symbolic, "invalid": gen_invalid}

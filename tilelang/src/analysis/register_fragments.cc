@@ -97,9 +97,9 @@ class Candidates : public ir::IRVisitor {
   bool warpgroup_, register_a_, int32_;
 };
 
-// Walks a kernel body keeping track of per-thread code (under an if, loop or let on the thread
-// index), and hands each element access (load, store) and each buffer used as a whole (gemm, copy,
-// fill, reduce, address_of) to the subclass, which decides what stays in registers.
+// Walks a kernel body keeping track of per-thread code (under an if or loop on the thread index),
+// and hands each element access (load, store) and each buffer used as a whole (gemm, copy, fill,
+// reduce, address_of) to the subclass, which decides what stays in registers.
 class FragmentWalk : public ir::IRVisitor {
  public:
   explicit FragmentWalk(const ThreadDependence& dep) : dep_(dep) {}
@@ -115,9 +115,10 @@ class FragmentWalk : public ir::IRVisitor {
   void visit(const ir::IfThenElseNode& n) override {
     per_thread(dep_.dependent(n.cond), [&] { ir::IRVisitor::visit(n); });
   }
-  void visit(const ir::LetStmtNode& n) override {
-    per_thread(dep_.dependent(n.value), [&] { ir::IRVisitor::visit(n); });
-  }
+  // Every thread reaches a let's body, per-thread value or not (T.get_thread_binding binds one
+  // around the rest of the kernel): its gemms and tile nests are the block's (as in lower_kernel_cuda);
+  // element accesses through the value are ruled out by their indices.
+  void visit(const ir::LetStmtNode& n) override { ir::IRVisitor::visit(n); }
   void visit(const ir::BufferLoadNode& n) override {
     element(n.buffer.get(), n.indices);
     ir::IRVisitor::visit(n);
@@ -159,7 +160,7 @@ class FragmentWalk : public ir::IRVisitor {
   }
 
   const ThreadDependence& dep_;
-  bool per_thread_ = false;  // under an if, loop or let on the thread index
+  bool per_thread_ = false;  // under an if or loop on the thread index
 };
 
 // Walks a kernel body and strikes out the candidates some access rules out.

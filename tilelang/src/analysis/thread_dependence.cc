@@ -23,6 +23,13 @@ bool ThreadDependence::dependent(const ir::Stmt& s) const {
   return false;
 }
 
+bool ThreadDependence::uses_thread_index(const ir::Stmt& s) const {
+  Accesses a = accesses_of(s);
+  for (const ir::VarNode* v : vars_)
+    if (a.vars.count(v)) return true;
+  return false;
+}
+
 bool ThreadDependence::dependent(const ir::Expr& e) const {
   bool dep = false;
   ir::for_each_expr(e, [&](const ir::Expr& x) {

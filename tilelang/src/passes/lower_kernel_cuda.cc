@@ -228,14 +228,38 @@ class BlockLowering {
     }
     // Every thread reaches a let's body, per-thread value or not (T.get_thread_binding binds one
     // around the rest of the kernel): the body's tile ops are still the block's.
-    if (const auto* l = ir::as<ir::LetStmtNode>(s)) return ir::make_let(l->var, l->value, lower(l->body), l->loc);
+    // Each thread evaluates a let, an if's condition and a loop's bounds itself, once the block's; where
+    // they read shared memory the body writes, the threads meet after reading it (else a fast warp's
+    // writes reach a slow one's reading: `m = s[1]` then s updated, `if s[0] < x:` over an update of s).
+    if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
+      ir::Stmt body = lower(l->body);
+      if (body_writes_read_memory({l->value}, l->body)) body = ir::make_seq({barrier(l->loc), body}, l->loc);
+      return ir::make_let(l->var, l->value, body, l->loc);
+    }
     if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
       if (dep_.dependent(i->cond)) return s;
+      ir::Stmt branches = ir::make_seq({i->then_case, i->else_case ? i->else_case : ir::make_seq({}, i->loc)}, i->loc);
+      if (body_writes_read_memory({i->cond}, branches)) {
+        ir::Var c = ir::make_var("cond", i->cond->dtype, i->loc);
+        return ir::make_let(c, i->cond, lower(ir::make_seq({barrier(i->loc), ir::make_if(c, i->then_case, i->else_case, i->loc)}, i->loc)), i->loc);
+      }
       return ir::make_if(i->cond, lower(i->then_case), i->else_case ? lower(i->else_case) : nullptr, i->loc);
     }
     if (const auto* f = ir::as<ir::ForNode>(s)) {
       if (dep_.dependent(f->min) || dep_.dependent(f->extent)) return s;
-      if (f->for_kind == ir::ForKind::Parallel) return distribute(s);
+      if (f->for_kind != ir::ForKind::Parallel && body_writes_read_memory({f->min, f->extent}, f->body)) {
+        ir::Var lo = ir::make_var(f->var->name + "_min", f->min->dtype, f->loc), n = ir::make_var(f->var->name + "_extent", f->extent->dtype, f->loc);
+        ir::Stmt loop = ir::make_for(f->var, lo, n, f->for_kind, f->body, f->loc, f->pipelining());
+        return ir::make_let(lo, f->min, ir::make_let(n, f->extent, lower(ir::make_seq({barrier(f->loc), loop}, f->loc)), f->loc), f->loc);
+      }
+      if (f->for_kind == ir::ForKind::Parallel) {
+        // A nest that uses the thread index is per-thread code, a tile op on the thread's own part
+        // (T.copy(loc, Y[bx, tx * 4]), T.atomic_add(G[bx, tx * 4], loc)): each thread runs it whole,
+        // as the CPU does; shared out, only a few threads ran a few of their elements. (A nest over
+        // register fragments is theirs to share out by their layout.)
+        if (dep_.uses_thread_index(s) && !touches_registers(s)) return SerializeParallel().mutate(s);
+        return distribute(s);
+      }
       ir::Stmt body = lower(f->body);
       // Loop-carried dependences through shared memory: the next iteration waits for this one.
       SharedAccess acc = shared_access(f->body, registers_);
@@ -277,6 +301,28 @@ class BlockLowering {
       out.push_back(lower(s));
     }
     return ir::make_seq(std::move(out), loc);
+  }
+
+  bool touches_registers(const ir::Stmt& s) const {
+    analysis::Accesses a = analysis::accesses_of(s);
+    for (const auto* set : {&a.read, &a.written})
+      for (const ir::BufferNode* b : *set)
+        if (registers_.count(b)) return true;
+    return false;
+  }
+
+  // Whether `body` writes shared memory (or a fragment kept there) that one of `exprs` reads.
+  bool body_writes_read_memory(std::initializer_list<ir::Expr> exprs, const ir::Stmt& body) const {
+    std::set<const ir::BufferNode*> read;
+    for (const ir::Expr& e : exprs)
+      ir::for_each_expr(e, [&](const ir::Expr& x) {
+        if (const auto* l = ir::as<ir::BufferLoadNode>(x); l && l->buffer->scope != ir::Scope::Local && !registers_.count(l->buffer.get()))
+          read.insert(l->buffer.get());
+      });
+    if (read.empty()) return false;
+    for (const ir::BufferNode* b : shared_access(body, registers_).written)
+      if (read.count(b)) return true;
+    return false;
   }
 
   // for i, j in T.Parallel(M, N): body  ->  each thread takes the elements of a register fragment

@@ -249,6 +249,23 @@ bool at_top_level(const ir::Stmt& s, const ir::ForNode* loop, std::vector<const 
   return false;
 }
 
+// The lets of `lets` (outermost first) that `s` uses, directly or through the values of the later
+// ones used. The producer binds only these: a binding of the thread index around the loop
+// (`tx = T.get_thread_binding(0)` at the kernel's top) that its copies never use must not keep it
+// from running them on its own.
+std::vector<const ir::LetStmtNode*> lets_used(const std::vector<const ir::LetStmtNode*>& lets, const ir::Stmt& s) {
+  std::set<const ir::VarNode*> used = analysis::accesses_of(s).vars;
+  std::vector<const ir::LetStmtNode*> out;
+  for (auto it = lets.rbegin(); it != lets.rend(); ++it) {
+    if (!used.count((*it)->var.get())) continue;
+    out.insert(out.begin(), *it);
+    ir::for_each_expr((*it)->value, [&](const ir::Expr& x) {
+      if (x->kind == ir::NodeKind::Var) used.insert(static_cast<const ir::VarNode*>(x.get()));
+    });
+  }
+  return out;
+}
+
 // A warp-specialized kernel (sm_90a): the launch gains a producer warpgroup after the kernel's
 // `threads`, which only issues the pipelined loop's bulk copies, stage by stage, each after the
 // consumers have released the stage's use before; the kernel's threads become the consumers, run
@@ -413,6 +430,7 @@ class Pipeliner : public ir::IRMutator {
       ws_ = &parts;
       consumers = mutate(n.body);
       ws_ = nullptr;
+      parts.lets = lets_used(parts.lets, parts.producer);
       why = producer_obstacle(n, parts);
       const int64_t need = specialized_shared_bytes(consumers, parts) + (persistent ? epilogue_staging_bytes(consumers) : 0);
       // Two blocks an SM already overlap one's epilogue with the other's loop: there persistence

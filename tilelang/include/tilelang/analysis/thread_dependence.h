@@ -14,6 +14,8 @@ class ThreadDependence {
   ThreadDependence(const ir::Stmt& body, const ir::VarNode* thread_var);
   bool dependent(const ir::Stmt& s) const;
   bool dependent(const ir::Expr& e) const;
+  // Whether `s` uses the thread index or a value computed from it (not only per-thread locals).
+  bool uses_thread_index(const ir::Stmt& s) const;
   // Local buffers holding per-thread values.
   const std::set<const ir::BufferNode*>& per_thread() const { return per_thread_; }
 
