@@ -343,16 +343,24 @@ tilelang::codegen::CudaSource cuda_for(const Case& c, const std::string& arch) {
   return tilelang::codegen::generate_cuda(tilelang::passes::lower(f, {target, true}), target);
 }
 
+// The CUDA of the program case `name` (cases()) for `arch`.
+std::string case_cuda(const std::string& name, const std::string& arch) {
+  const auto all = cases();
+  const auto c = std::find_if(all.begin(), all.end(), [&](const Case& x) { return x.name == name; });
+  if (c == all.end()) {
+    ADD_FAILURE() << "no program case " << name;
+    return {};
+  }
+  return cuda_for(*c, arch).code;
+}
+
 // A shared tile that takes the bytes of one whose scope has ended waits for that one's readers: the
 // row sums' store (a few threads) and the first write of the tile after them (every thread) are
 // separated by a block barrier (reused_shared_tile.py; without it the writers overwrote row sums not
 // yet stored, on the GPU only).
 TEST(CudaCompile, NewSharedTileWaitsForReadersOfTheTileItReuses) {
-  const auto all = cases();
-  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "reused_shared_tile"; });
-  ASSERT_NE(c, all.end());
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    const std::string code = cuda_for(*c, arch).code;
+    const std::string code = case_cuda("reused_shared_tile", arch);
     const size_t store = code.find("R["), tile = code.find("* __restrict__ c = ");
     ASSERT_NE(store, std::string::npos) << arch;
     ASSERT_NE(tile, std::string::npos) << arch;
@@ -366,11 +374,8 @@ TEST(CudaCompile, NewSharedTileWaitsForReadersOfTheTileItReuses) {
 // whole loop in each (thread_binding_then_tile_ops.py; each thread doubled the row itself, racing);
 // the parallel loop that writes a local runs whole in each thread.
 TEST(CudaCompile, TileOpsAfterAThreadBindingAreSharedOut) {
-  const auto all = cases();
-  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "thread_binding_then_tile_ops"; });
-  ASSERT_NE(c, all.end());
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    const std::string code = cuda_for(*c, arch).code;
+    const std::string code = case_cuda("thread_binding_then_tile_ops", arch);
     EXPECT_NE(code.find("(r * 128) + tx)"), std::string::npos) << arch << ":\n" << code;
     EXPECT_EQ(code.find("< 300; ++"), std::string::npos) << arch << ": a loop over the whole row in every thread\n" << code;
     EXPECT_NE(code.find("i < 2; ++i) {"), std::string::npos) << arch << ": the local's loop shared out\n" << code;
@@ -381,11 +386,8 @@ TEST(CudaCompile, TileOpsAfterAThreadBindingAreSharedOut) {
 // thread reads it, then the block meets, then the body writes (shared_read_then_written.py: without
 // the barrier a fast warp's writes reached a slow warp's reads).
 TEST(CudaCompile, SharedReadBeforeTheBodyWritesIt) {
-  const auto all = cases();
-  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "shared_read_then_written"; });
-  ASSERT_NE(c, all.end());
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    const std::string code = cuda_for(*c, arch).code;
+    const std::string code = case_cuda("shared_read_then_written", arch);
     for (const char* read : {"const bool cond = (s[0] < 100.0f);\n  __syncthreads();\n  if (cond) {", "const int32_t k_extent = n[0];\n  __syncthreads();",
                              "const float m = s[1];\n  __syncthreads();"})
       EXPECT_NE(code.find(read), std::string::npos) << arch << ": no barrier after " << read << "\n" << code;
@@ -397,11 +399,8 @@ TEST(CudaCompile, SharedReadBeforeTheBodyWritesIt) {
 // lets its copies use (thread_binding_then_gemm.py: the accumulator went to shared memory and the
 // loop ran without a producer, as if the whole let body were per-thread code).
 TEST(CudaCompile, GemmAfterAThreadBindingKeepsRegistersAndProducer) {
-  const auto all = cases();
-  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "thread_binding_then_gemm"; });
-  ASSERT_NE(c, all.end());
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    const std::string code = cuda_for(*c, arch).code;
+    const std::string code = case_cuda("thread_binding_then_gemm", arch);
     EXPECT_NE(code.find("alignas(16) float C_l[32];"), std::string::npos) << arch << ": the accumulator not in registers\n" << code;
     EXPECT_NE(code.find("__shfl_xor_sync"), std::string::npos) << arch << ": the row sum not by the register layout\n" << code;
     EXPECT_EQ(code.find("Warp-specialized") != std::string::npos, std::string(arch) == "sm_90a") << arch << "\n" << code;
@@ -411,11 +410,8 @@ TEST(CudaCompile, GemmAfterAThreadBindingKeepsRegistersAndProducer) {
 // Tile ops on a thread's own part run whole in each thread (per_thread_tile_ops.py): a loop over its 4
 // elements at tid * 4 + i, never one shared out among the threads (`if (tx < 4)`, `tid * 5`).
 TEST(CudaCompile, PerThreadTileOpsRunWholeInEachThread) {
-  const auto all = cases();
-  const auto c = std::find_if(all.begin(), all.end(), [](const Case& x) { return std::string(x.name) == "per_thread_tile_ops"; });
-  ASSERT_NE(c, all.end());
   for (const char* arch : {"sm_90a", "sm_80"}) {
-    const std::string code = cuda_for(*c, arch).code;
+    const std::string code = case_cuda("per_thread_tile_ops", arch);
     EXPECT_EQ(code.find("if ((tx < "), std::string::npos) << arch << ": a per-thread tile op shared out\n" << code;
     EXPECT_EQ(code.find("* 5)"), std::string::npos) << arch << "\n" << code;
     EXPECT_NE(code.find("tl::cuda::atomic_add(&G[(((static_cast<int64_t>(bx) * 512) + (static_cast<int64_t>(tid) * 4)) + static_cast<int64_t>("), std::string::npos)
