@@ -227,10 +227,10 @@ class BlockLowering {
                                                   g->accum_dtype, g->epilogue, g->acc, g->epilogue_indices, g->loc, g->tiling);
     }
     // Every thread reaches a let's body, per-thread value or not (T.get_thread_binding binds one
-    // around the rest of the kernel): the body's tile ops are still the block's.
-    // Each thread evaluates a let, an if's condition and a loop's bounds itself, once the block's; where
-    // they read shared memory the body writes, the threads meet after reading it (else a fast warp's
-    // writes reach a slow one's reading: `m = s[1]` then s updated, `if s[0] < x:` over an update of s).
+    // around the rest of the kernel): the body's tile ops are still the block's. Each thread evaluates
+    // a let, an if's condition and a loop's bounds itself; where they read shared memory the body
+    // writes, the threads meet after reading it (else a fast warp's writes reach a slow one's reading:
+    // `m = s[1]` then s updated, `if s[0] < x:` over an update of s).
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
       ir::Stmt body = lower(l->body);
       if (body_writes_read_memory({l->value}, l->body)) body = ir::make_seq({barrier(l->loc), body}, l->loc);
@@ -253,11 +253,11 @@ class BlockLowering {
         return ir::make_let(lo, f->min, ir::make_let(n, f->extent, lower(ir::make_seq({barrier(f->loc), loop}, f->loc)), f->loc), f->loc);
       }
       if (f->for_kind == ir::ForKind::Parallel) {
-        // A nest that uses the thread index is per-thread code, a tile op on the thread's own part
-        // (T.copy(loc, Y[bx, tx * 4]), T.atomic_add(G[bx, tx * 4], loc)): each thread runs it whole,
-        // as the CPU does; shared out, only a few threads ran a few of their elements. (A nest over
-        // register fragments is theirs to share out by their layout.)
-        if (dep_.uses_thread_index(s) && !touches_registers(s)) return SerializeParallel().mutate(s);
+        // Per-thread code runs whole in each thread, as on the CPU: a nest that uses the thread index
+        // (a tile op on the thread's own part: T.copy(loc, Y[bx, tx * 4]), T.atomic_add(G[bx, tx * 4],
+        // loc)) or writes only locals (each thread's own). Shared out, a few threads ran a few of
+        // their elements. (A nest over register fragments is theirs to share out by their layout.)
+        if ((dep_.uses_thread_index(s) || writes_only_locals(s)) && !touches_registers(s)) return SerializeParallel().mutate(s);
         return distribute(s);
       }
       ir::Stmt body = lower(f->body);
@@ -303,6 +303,11 @@ class BlockLowering {
     return ir::make_seq(std::move(out), loc);
   }
 
+  static bool writes_only_locals(const ir::Stmt& s) {
+    analysis::Accesses a = analysis::accesses_of(s);
+    return !a.written.empty() &&
+           std::all_of(a.written.begin(), a.written.end(), [](const ir::BufferNode* b) { return b->scope == ir::Scope::Local; });
+  }
   bool touches_registers(const ir::Stmt& s) const {
     analysis::Accesses a = analysis::accesses_of(s);
     for (const auto* set : {&a.read, &a.written})
@@ -328,12 +333,6 @@ class BlockLowering {
   // for i, j in T.Parallel(M, N): body  ->  each thread takes the elements of a register fragment
   // the body touches, or else iterations tx, tx + threads, ...
   ir::Stmt distribute(const ir::Stmt& s) {
-    {  // a nest that writes locals only (each thread's own) runs whole in every thread
-      analysis::Accesses a = analysis::accesses_of(s);
-      if (!a.written.empty() &&
-          std::all_of(a.written.begin(), a.written.end(), [](const ir::BufferNode* b) { return b->scope == ir::Scope::Local; }))
-        return SerializeParallel().mutate(s);
-    }
     if (auto red = analysis::row_reduction(*ir::as<ir::ForNode>(s)); red && registers_.count(red->source)) return distribute_reduction(*red, s->loc);
     if (auto t = analysis::tile_nest(*ir::as<ir::ForNode>(s))) {
       if (ir::Stmt staged = store_through_shared(*t, s->loc)) return staged;
