@@ -505,6 +505,20 @@ TEST(ThreadLevel, BlockLevelCodeBetweenThreadCodeRunsOnce) {
   expect_close(tensors[2], y_ref, "per-thread code around a block-level scale");
 }
 
+// A per-thread binding that reads shared memory keeps its value past the barriers after which that
+// memory is overwritten (binding_read_before_a_barrier.py; the CPU used to reject it).
+TEST(ThreadLevel, ABindingKeepsTheValueItReadWhenBound) {
+  const int64_t m = 3;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/binding_read_before_a_barrier.py", "reverse_rows", {{"M", std::to_string(m)}});
+  rt::Tensor x = random({m, 128}, DType::F32);
+  auto out = run(k, {x}, {{{m, 128}, DType::F32}});
+  const std::vector<double> xv = f64(x);
+  std::vector<double> want(xv.size());
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < 128; ++j) want[i * 128 + j] = xv[i * 128 + 127 - j];
+  EXPECT_EQ(f64(out[0]), want);
+}
+
 TEST(ThreadLevel, TwoDimensionalBindingsAcrossABarrier) {
   const int64_t n = 3;
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/thread_code_between_tile_ops.py", "bindings_across_barrier", {{"N", std::to_string(n)}});

@@ -93,10 +93,9 @@ class ThreadLoops {
       ir::Stmt body = wrap(l->body);
       if (!dep_.dependent(l->value)) return ir::make_let(l->var, l->value, body, l->loc);
       // A per-thread value, maybe used in several thread loops: each binds it again, which gives the
-      // value of the binding unless memory it reads is written after it.
-      if (!recomputable_in(l->value, l->body) && !used_only_at_the_start(l->body, l->var.get()))
-        error_at(l->loc, "a value computed from the thread index that reads memory written later cannot be used after a T.sync_threads() "
-                         "or a block-level statement; keep it in T.alloc_local storage instead");
+      // value of the binding unless memory it reads is written after it. Such a value is kept, one
+      // per thread, as it was at the binding (what each GPU thread's register holds).
+      if (!recomputable_in(l->value, l->body) && !used_only_at_the_start(l->body, l->var.get())) return kept_per_thread(*l, body);
       return RebindInThreadLoops(tid_, l->var, l->value).mutate(body);
     }
     barrier_error(s);
@@ -105,6 +104,13 @@ class ThreadLoops {
  private:
   [[noreturn]] void barrier_error(const ir::Stmt& s) {
     error_at(s->loc, "T.sync_threads() under a condition or loop that depends on the thread index: every thread of the block must reach it");
+  }
+  // let var = value in `body` (its thread loops built): each thread's value stored where it is bound,
+  // into a per-thread array the body's uses read.
+  ir::Stmt kept_per_thread(const ir::LetStmtNode& l, const ir::Stmt& body) {
+    ir::Buffer kept = ir::make_buffer(l.var->name, l.var->dtype, {ir::make_int(threads_)}, ir::Scope::Local, l.loc);
+    ir::Stmt uses = ir::substitute(body, {{l.var.get(), ir::make_load(kept, {tid_}, l.loc)}});
+    return ir::make_allocate(kept, ir::make_seq({loop(ir::make_store(kept, {tid_}, l.value, l.loc)), uses}, l.loc), l.loc);
   }
   ir::Stmt loop(const ir::Stmt& s) {
     return ir::make_for(tid_, ir::make_int(0), ir::make_int(threads_), ir::ForKind::Serial, s, s->loc);

@@ -120,6 +120,17 @@ bool ends_with_barrier(const ir::Stmt& s) {
   return false;
 }
 
+// Whether the first thing `s` does is a block barrier.
+bool starts_with_barrier(const ir::Stmt& s) {
+  if (ir::as<ir::BarrierNode>(s)) return true;
+  if (const auto* seq = ir::as<ir::SeqNode>(s)) {
+    for (const ir::Stmt& x : seq->stmts)
+      if (!ir::is_no_op(x)) return starts_with_barrier(x);
+    return false;
+  }
+  return false;
+}
+
 // Parallel loops below the distributed ones run serially in each thread.
 class SerializeParallel : public ir::IRMutator {
  protected:
@@ -233,7 +244,7 @@ class BlockLowering {
     // `m = s[1]` then s updated, `if s[0] < x:` over an update of s).
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) {
       ir::Stmt body = lower(l->body);
-      if (body_writes_read_memory({l->value}, l->body)) body = ir::make_seq({barrier(l->loc), body}, l->loc);
+      if (body_writes_read_memory({l->value}, l->body) && !starts_with_barrier(body)) body = ir::make_seq({barrier(l->loc), body}, l->loc);
       return ir::make_let(l->var, l->value, body, l->loc);
     }
     if (const auto* i = ir::as<ir::IfThenElseNode>(s)) {
