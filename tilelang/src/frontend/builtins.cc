@@ -785,14 +785,30 @@ Value Elaborator::call_builtin(const std::string& name, Args& args, const Source
     bool enable = r.flag(1, "enable", true, *this);
     r.ignore({"order"});
     r.done();
-    if (enable) launch()->swizzle_panel = p ? static_cast<int>(to_int(*p, r.loc("panel_size"), "panel_size")) : 10;
+    if (enable) {
+      const int64_t panel = p ? to_int(*p, r.loc("panel_size"), "panel_size") : 10;
+      // (A panel of 0 or fewer columns has no order to give; turning the swizzle off is enable=False.)
+      if (panel < 1 || panel > (int64_t(1) << 20))
+        error_at(r.loc("panel_size"), rt::str("T.use_swizzle: panel_size must be from 1 to 2^20 block columns, not ", panel,
+                                              " (enable=False turns the swizzle off)"));
+      launch()->swizzle_panel = static_cast<int>(panel);
+    }
     return NoneV{};
   }
   if (name == "T.annotate_layout") {
     require_launch(loc, name);
-    r.req(0, "layout_map");
+    const Value& map = r.req(0, "layout_map");
+    const SourceLoc map_loc = r.loc("layout_map");
     r.done();
-    return NoneV{};  // layouts are chosen by the compiler; the annotation is accepted for compatibility
+    // Layouts are chosen by the compiler; the annotation is accepted for compatibility, but it must
+    // be what TileLang takes: a dict from tiles to layouts.
+    const DictV* d = map.get_if<DictV>();
+    if (!d) error_at(map_loc, rt::str("T.annotate_layout takes a dict from tiles to layouts, not a ", type_name(map)));
+    for (const auto& item : d->items)
+      if (!item.first.get_if<BufferV>())
+        error_at(map_loc, rt::str("T.annotate_layout: a key of the layout dict is a ", type_name(item.first),
+                                  ", not a tile (T.alloc_shared / T.alloc_fragment)"));
+    return NoneV{};
   }
   if (name == "T.get_thread_binding" || name == "T.get_block_binding") {
     require_inside_kernel_launch(loc, name);
