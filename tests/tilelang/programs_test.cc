@@ -983,6 +983,21 @@ TEST(TileCopy, PerThreadTileOps) {
   expect_close(tensors[3], w_ref, "2 X + q (the parallel loop)");
 }
 
+// Folded float16 / bfloat16 constant arithmetic computes in float, as the same arithmetic on run-time
+// values does (folded_narrow_arithmetic.py: the fold was in double, 1e-4 against 0).
+TEST(Numerics, FoldedNarrowArithmeticIsFloatArithmetic) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/folded_narrow_arithmetic.py", "folded_narrow");
+  rt::Tensor h = rt::Tensor::empty({2}, DType::F16), b = rt::Tensor::empty({2}, DType::BF16);
+  testutil::from_f64(h, {2048.0, 0.0001});
+  testutil::from_f64(b, {16777216.0, 0.5});
+  auto out = run(k, {h, b}, {{{4}, DType::F32}});
+  const std::vector<double> y = f64(out[0]);
+  EXPECT_EQ(y[0], 0.0) << "float16 at run time: 2048 + 0.0001 rounds to 2048 in float";
+  EXPECT_EQ(y[1], y[0]) << "float16 folded";
+  EXPECT_EQ(y[2], 0.0) << "bfloat16 at run time";
+  EXPECT_EQ(y[3], y[2]) << "bfloat16 folded";
+}
+
 TEST(Numerics, RoundingIntoFloat4) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/float4_store_seed.py", "to_fp4");
   rt::Tensor x = rt::Tensor::empty({9}, DType::F32);

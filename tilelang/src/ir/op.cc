@@ -93,7 +93,9 @@ Expr arith(BinaryOp op, Expr a, Expr b, SourceLoc loc) {
         case BinaryOp::Pow: r = std::pow(x, y); break;
         default: RT_UNREACHABLE("arith op ", op_symbol(op));
       }
-      if (t == DType::F32) r = static_cast<float>(r);
+      // Below float64 the kernels compute in float (narrow types are rounded when stored): so does
+      // the fold (the double result rounded to float is float's own, correctly rounded, result).
+      if (t != DType::F64) r = static_cast<float>(r);
       return make_float(r, t, loc);
     }
   }
