@@ -53,6 +53,7 @@ std::vector<Case> cases() {
       {"shared_read_then_written", "tests/tilelang/programs/shared_read_then_written.py", "update_if_small", {{"N", "300"}}, {}},
       {"per_thread_tile_ops", "tests/tilelang/programs/per_thread_tile_ops.py", "own_parts", {{"P", "4"}}, {}},
       {"thread_binding_then_gemm", "tests/tilelang/programs/thread_binding_then_gemm.py", "gemm_rowsum", {{"M", "200"}, {"N", "192"}, {"K", "96"}}, {}},
+      {"pipelined_in_serial_loop", "tests/tilelang/programs/pipelined_in_serial_loop.py", "passes_gemm", {{"M", "200"}, {"N", "192"}, {"K", "96"}, {"passes", "4"}}, {}},
       {"softmax_seed", "tests/tilelang/programs/softmax_seed.py", "softmax", {}, {{DType::F16, {37, 301}}}},
       {"layernorm_seed", "tests/tilelang/programs/layernorm_seed.py", "layernorm", {}, {{DType::F16, {19, 250}}, {DType::F16, {250}}, {DType::F16, {250}}}},
       {"row_reductions_seed", "tests/tilelang/programs/row_reductions_seed.py", "row_stats", {}, {{DType::F32, {41, 333}}}},
@@ -367,6 +368,18 @@ TEST(CudaCompile, NewSharedTileWaitsForReadersOfTheTileItReuses) {
     ASSERT_LT(store, tile) << arch;
     EXPECT_NE(code.substr(store, tile - store).find("__syncthreads();"), std::string::npos) << arch << ":\n" << code;
   }
+}
+
+// A TMA-pipelined loop inside a serial loop (pipelined_in_serial_loop.py): the block meets before
+// thread 0 initializes the loop's mbarriers again for the next pass (warps still in the pass before
+// may wait on them or release a stage into them).
+TEST(CudaCompile, PipelinedLoopInALoopMeetsBeforeItsBarriersAreReset) {
+  const std::string code = case_cuda("pipelined_in_serial_loop", "sm_90a");
+  const size_t outer = code.find("for (int32_t ro = 0;"), init = code.find("tile_copy_barriers_init<");
+  ASSERT_NE(outer, std::string::npos) << code;
+  ASSERT_NE(init, std::string::npos) << code;
+  ASSERT_LT(outer, init) << code;
+  EXPECT_NE(code.substr(outer, init - outer).find("__syncthreads();"), std::string::npos) << code;
 }
 
 // Tile operations inside the scope of T.get_thread_binding's per-thread value are the block's: the

@@ -963,6 +963,26 @@ TEST(TileCopy, GemmAfterAThreadBinding) {
   expect_close(out[2], z, "each thread's index");
 }
 
+// A TMA-pipelined loop in a serial loop, starting at the outer variable (pipelined_in_serial_loop.py):
+// pass ro adds the K blocks from ro on, the last passes fewer iterations than stages, the very last
+// none. On sm_90a the passes re-initialize the loop's mbarriers: without a block barrier first, warps
+// still finishing a pass waited on or released into barriers being reset. Many blocks for the GPU.
+TEST(TileCopy, PipelinedLoopInASerialLoop) {
+  const int64_t m = 1000, n = 520, k = 96, passes = 4;
+  tilelang::Kernel kern = tltest::load("tests/tilelang/programs/pipelined_in_serial_loop.py", "passes_gemm",
+                                       {{"M", std::to_string(m)}, {"N", std::to_string(n)}, {"K", std::to_string(k)}, {"passes", std::to_string(passes)}});
+  rt::Tensor a = random({m, k}, DType::F16), b = random({k, n}, DType::F16);
+  auto out = run(kern, {a, b}, {{{m, n}, DType::F32}});
+  const std::vector<double> av = f64(a), bv = f64(b);
+  std::vector<double> ref(m * n, 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t kk = 0; kk < k; ++kk) {
+      const double times = double(std::min<int64_t>(kk / 32, passes - 1) + 1);  // the passes ro <= kk / 32
+      for (int64_t j = 0; j < n; ++j) ref[i * n + j] += times * av[i * k + kk] * bv[kk * n + j];
+    }
+  expect_close(out[0], ref, "the sum over passes of A[:, 32 ro:] B[32 ro:]");
+}
+
 // Tile ops on a thread's own part (per_thread_tile_ops.py: a copy of a local to the thread's place,
 // the tile atomic of it, a T.Parallel over its elements) run whole in each thread; on the GPU they
 // were shared out among the threads (threads 0..3 stored a few elements at wrong places).

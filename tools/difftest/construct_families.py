@@ -1270,6 +1270,247 @@ def gen_symbolic(R, rs, name):
     return p
 
 
+# ---------------------------------------------------------------- pipelined loops with per-thread code; several launches
+def _pipes(R, rs, name, family):
+    """A gemm kernel whose K loop is one T.Pipelined loop, two in sequence (K split between them, own
+    or shared stage tiles) or one nested in a serial loop (starting at the outer variable), with
+    per-thread code in the loop bodies (a let of the stage tile, element stores to a shared tile, a
+    barrier, reads of the neighbour's element, T.atomic_add into a shared tile); loop ends constant,
+    symbolic (T.symbolic K), causal (T.min(by + 1, nk)) or ragged (nk - bx % 2); an epilogue that
+    scales and row-reduces the accumulator, reads the reduced rows per thread, may store one element
+    of the accumulator per thread, copies it out, then overwrites the tile's first row per thread.
+    `launches`: a first launch writes the slots the gemm kernel's threads atomically add to, and a
+    third one reads the gemm's output C back through its own pipelined loop (row sums, ragged)."""
+    launches = family == "launches"
+    dt = R.choice(["float16", "bfloat16"])
+    bM, bN, bK = 64, R.choice([32, 64, 128]), R.choice([32, 64])
+    threads = R.choice([128, 128, 256, (32, 4)])
+    T_ = threads if isinstance(threads, int) else threads[0] * threads[1]
+    M, N, K = R.randint(bM // 2, 3 * bM), 8 * R.randint(max(1, bN // 16), 3 * bN // 8), 8 * R.randint(2, 3 * bK // 8 + 4)
+    nby, nbx, nk = cdiv(M, bM), cdiv(N, bN), cdiv(K, bK)
+    loops = R.choice(["one", "seq", "nested"]) if not launches else R.choice(["one", "one", "seq"])
+    ext = R.choice(["const", "const", "sym", "causal", "tail"]) if launches else R.choice(["const", "const", "sym", "tail"])
+    binding = R.choice(["first", "first", "inline"])
+    if binding == "first":
+        pre = [I + "tx = T.get_thread_binding()\n"] if isinstance(threads, int) else \
+            [I + "tx = T.get_thread_binding(0)\n", I + "ty = T.get_thread_binding(1)\n"]
+        t = "tx" if isinstance(threads, int) else "(ty * %d + tx)" % threads[0]
+    else:
+        pre = []
+        t = "T.get_thread_binding()" if isinstance(threads, int) else "(T.get_thread_binding(1) * %d + T.get_thread_binding(0))" % threads[0]
+    end_expr = {"const": "%d" % nk, "sym": "T.ceildiv(K, %d)" % bK, "causal": "T.min(by + 1, %d)" % nk, "tail": "%d - bx %% 2" % nk}[ext]
+    end_of = {"const": lambda by, bx: nk, "sym": lambda by, bx: nk, "causal": lambda by, bx: min(by + 1, nk),
+              "tail": lambda by, bx: nk - bx % 2}[ext]
+    pt_store, pt_atomic = R.random() < 0.6, R.random() < 0.5
+    pt_read = R.random() < 0.5 or not (pt_store or pt_atomic)
+    h_init = R.choice(["fill", "thread", "thread_sync"])
+    h_out = R.choice(["copy", "read"])
+    scale, red, acc_read, frag_store, overwrite = R.random() < 0.5, R.choice([None, "sum", "max"]), R.random() < 0.3, \
+        R.random() < 0.25, R.random() < 0.5
+    glob_atomic = launches or R.random() < 0.3
+    pre_kernel = launches and R.random() < 0.8
+    post = launches
+    T2 = 0
+    Kd = "K" if ext == "sym" else K
+    params_in = [tensor("A", (M, Kd), dt), tensor("B", (Kd, N), dt)]
+    A, B = vals(rs, (M, K), dt), vals(rs, (K, N), dt)
+    Ap, Bp = pad2(A, nby * bM, (nk + 1) * bK), pad2(B, (nk + 1) * bK, nbx * bN)
+    S0 = rs.randint(-8, 9, (4,)) / 4.0
+    # the loops: (indent, start expr, start(r), end expr, tiles, stages, per-thread code?), the outer serial loop's count
+    L = pre + [I + "A_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt), I + "B_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt),
+               I + "C_l = T.alloc_fragment((%d, %d), 'float32')\n" % (bM, bN), I + "v = T.alloc_var('float32')\n", I + "v = 0.0\n"]
+    if pt_store:
+        L.append(I + "W_s = T.alloc_shared((%d,), 'float32')\n" % T_)
+    if pt_atomic:
+        L.append(I + "H_s = T.alloc_shared((16,), 'float32')\n")
+    if red:
+        L.append(I + "r = T.alloc_fragment((%d,), 'float32')\n" % bM)
+    L.append(I + "T.clear(C_l)\n")
+    if pt_atomic:
+        if h_init == "fill":
+            L.append(I + "T.fill(H_s, 0.0)\n")
+        else:
+            L += [I + "if %s < 16:\n" % t, J + "H_s[%s] = 0.0\n" % t]
+            if h_init == "thread_sync":
+                L.append(I + "T.sync_threads()\n")
+    h = R.randint(0, nk)
+    if loops == "one":
+        specs = [(I, "0", "%s" % end_expr, lambda r, by, bx: range(0, end_of(by, bx)), ("A_s", "B_s"))]
+        outer = 1
+    elif loops == "seq":
+        own = R.random() < 0.5
+        if own:
+            L += [I + "A2_s = T.alloc_shared((%d, %d), %r)\n" % (bM, bK, dt), I + "B2_s = T.alloc_shared((%d, %d), %r)\n" % (bK, bN, dt)]
+        specs = [(I, "0", "%d" % h, lambda r, by, bx: range(0, h), ("A_s", "B_s")),
+                 (I, "%d" % h, end_expr, lambda r, by, bx: range(h, end_of(by, bx)), ("A2_s", "B2_s") if own else ("A_s", "B_s"))]
+        outer = 1
+    else:
+        outer = R.choice([2, 3])
+        L.append(I + "for ro in T.serial(%d):\n" % outer)
+        specs = [(J, "ro", end_expr, lambda r, by, bx: range(r, end_of(by, bx)), ("A_s", "B_s"))]
+    loop_desc = []
+    for li, (ind, start, end, ks, (a_s, b_s)) in enumerate(specs):
+        stages = R.choice([0, 1, 2, 3])
+        has_pt = R.random() < 0.8
+        gemm_first = R.random() < 0.5
+        end_sync = R.random() < 0.4
+        loop_desc.append(dict(stages=stages, pt=has_pt, gemm_first=gemm_first, end_sync=end_sync))
+        kk = "k%d" % li
+        b = ind + "    "
+        rng = end if start == "0" else "%s, %s" % (start, end)
+        L.append(ind + "for %s in T.Pipelined(%s, num_stages=%d):\n" % (kk, rng, stages))
+        L += [b + "T.copy(A[by * %d, %s * %d], %s)\n" % (bM, kk, bK, a_s), b + "T.copy(B[%s * %d, bx * %d], %s)\n" % (kk, bK, bN, b_s)]
+        gemm = [b + "T.gemm(%s, %s, C_l)\n" % (a_s, b_s)]
+        ptl = []
+        if has_pt:
+            a = "a%d" % li
+            ptl.append(b + "%s = T.cast(%s[%s %% %d, (%s + %s) %% %d], 'float32')\n" % (a, a_s, t, bM, t, kk, bK))
+            if pt_read:
+                ptl.append(b + "v = v + %s\n" % a)
+            if pt_store:
+                ptl += [b + "W_s[%s] = %s * 2.0 + T.cast(%s, 'float32')\n" % (t, a, kk), b + "T.sync_threads()\n",
+                        b + "v = v + W_s[(%s + 1) %% %d]\n" % (t, T_)]
+            if pt_atomic:
+                ptl.append(b + "T.atomic_add(H_s[%s %% 16], %s)\n" % (t, a))
+            if end_sync:
+                ptl.append(b + "T.sync_threads()\n")
+        L += gemm + ptl if gemm_first else ptl + gemm
+    # the model: every block's accumulator tile, v per thread, H_s
+    tid = np.arange(T_)
+    Ct = np.zeros((nby, nbx, bM, bN))
+    v = np.zeros((nby, nbx, T_))
+    H = np.zeros((nby, nbx, 16))
+    for by in range(nby):
+        for bx in range(nbx):
+            rows = slice(by * bM, (by + 1) * bM)
+            for r in range(outer):
+                for li, (ind, start, end, ks, _) in enumerate(specs):
+                    for k in ks(r, by, bx):
+                        Ct[by, bx] += Ap[rows, k * bK:(k + 1) * bK] @ Bp[k * bK:(k + 1) * bK, bx * bN:(bx + 1) * bN]
+                        if not loop_desc[li]["pt"]:
+                            continue
+                        a = Ap[by * bM + tid % bM, k * bK + (tid + k) % bK]
+                        if pt_read:
+                            v[by, bx] += a
+                        if pt_store:
+                            v[by, bx] += np.roll(a * 2.0 + k, -1)
+                        if pt_atomic:
+                            np.add.at(H[by, bx], tid % 16, a)
+    if pt_atomic:
+        if h_out == "copy":
+            L.append(I + "T.copy(H_s, H[by, bx, 0])\n")
+        else:
+            L += [I + "T.sync_threads()\n", I + "v = v + H_s[%s %% 16]\n" % t]
+            v += H[:, :, tid % 16]
+    if scale:
+        L += [I + "for i, j in T.Parallel(%d, %d):\n" % (bM, bN), J + "C_l[i, j] = C_l[i, j] * 0.5 + 0.25\n"]
+        Ct = Ct * 0.5 + 0.25
+    if red:
+        L += [I + "T.reduce_%s(C_l, r, dim=1)\n" % red, I + "v = v + r[%s %% %d]\n" % (t, bM)]
+        rr = Ct.sum(axis=3) if red == "sum" else Ct.max(axis=3)
+        v += rr[:, :, tid % bM]
+    if acc_read:
+        L.append(I + "v = v + C_l[%s %% %d, (%s * 3) %% %d]\n" % (t, bM, t, bN))
+        v += Ct[:, :, tid % bM, (tid * 3) % bN]
+    if frag_store:  # each thread's own element of the accumulator (distinct: T_ <= bM * bN)
+        if acc_read:  # another thread may still read the element this one writes
+            L.append(I + "T.sync_threads()\n")
+        L.append(I + "C_l[%s %% %d, (%s // %d) %% %d] = v\n" % (t, bM, t, bM, bN))
+        Ct[:, :, tid % bM, (tid // bM) % bN] = v
+    L.append(I + "T.copy(C_l, C[by * %d, bx * %d])\n" % (bM, bN))
+    Cf = untile(Ct)[:M, :N].copy()
+    if overwrite:  # per-thread stores over the tile's first row, after the block's copy wrote it
+        L += [I + "if %s < %d:\n" % (t, bN), J + "if bx * %d + %s < %d:\n" % (bN, t, N), K2 + "C[by * %d, bx * %d + %s] = v\n" % (bM, bN, t)]
+        for by in range(nby):
+            for bx in range(nbx):
+                n = min(bN, N - bx * bN)
+                Cf[by * bM, bx * bN:bx * bN + n] = v[by, bx, :n]
+    L.append(I + "Z[by, bx, %s] = v\n" % t)
+    if glob_atomic:
+        L.append(I + "T.atomic_add(S[%s %% 4], v)\n" % t)
+    # launches around it
+    head = []
+    if pre_kernel:  # S from S0, by a launch of its own; the gemm launch adds to it
+        if R.random() < 0.5:
+            head = ["    with T.Kernel(1, threads=32) as b0:\n", I + "t0 = T.get_thread_binding()\n", I + "if t0 < 4:\n",
+                    J + "S[t0] = S0[t0] * 2.0\n"]
+        else:
+            head = ["    with T.Kernel(1, threads=32) as b0:\n", I + "for i in T.Parallel(4):\n", J + "S[i] = S0[i] * 2.0\n"]
+    tail = []
+    if post:  # row sums of C by a third launch, through its own pipelined loop; ragged or not
+        bN2 = R.choice([16, 32, 64])
+        nb2 = cdiv(N, bN2)
+        T2 = R.choice([64, 128])
+        ext2 = R.choice(["const", "tail"])
+        e2 = "%d" % nb2 if ext2 == "const" else "%d - b2 %% 2" % nb2
+        s2 = R.choice([0, 2, 3])
+        tail = ["    with T.Kernel(%d, threads=%d) as b2:\n" % (nby, T2), I + "t2 = T.get_thread_binding()\n",
+                I + "X_s = T.alloc_shared((%d, %d), 'float32')\n" % (bM, bN2), I + "rs = T.alloc_fragment((%d,), 'float32')\n" % bM,
+                I + "u = T.alloc_var('float32')\n", I + "u = 0.0\n", I + "T.fill(rs, 0.0)\n",
+                I + "for k2 in T.Pipelined(%s, num_stages=%d):\n" % (e2, s2),
+                J + "T.copy(C[b2 * %d, k2 * %d], X_s)\n" % (bM, bN2), J + "T.reduce_sum(X_s, rs, dim=1, clear=False)\n",
+                J + "u = u + X_s[t2 %% %d, (t2 + k2) %% %d]\n" % (bM, bN2),
+                I + "T.copy(rs, D[b2 * %d])\n" % bM, I + "Dz[b2, t2] = u\n"]
+        Cp = pad2(Cf, nby * bM, nb2 * bN2)
+        D = np.zeros(nby * bM)
+        Dz = np.zeros((nby, T2))
+        t2 = np.arange(T2)
+        for b2 in range(nby):
+            for k2 in range(nb2 - (b2 % 2 if ext2 == "tail" else 0)):
+                blk = Cp[b2 * bM:(b2 + 1) * bM, k2 * bN2:(k2 + 1) * bN2]
+                D[b2 * bM:(b2 + 1) * bM] += blk.sum(axis=1)
+                Dz[b2] += blk[t2 % bM, (t2 + k2) % bN2]
+    # parameters: inputs (in add_in order), then outputs (in add_out order)
+    # (a tensor a launch reads is no output: C when the third launch reads it, S when the first writes it)
+    ins = params_in + [tensor("S0", (4,), "float32")] * pre_kernel + [tensor("S", (4,), "float32")] * glob_atomic + \
+        [tensor("C", (M, N), "float32")] * post
+    outs = [tensor("C", (M, N), "float32")] * (not post) + [tensor("Z", (nby, nbx, T_), "float32")] + \
+        [tensor("H", (nby, nbx, 16), "float32")] * (pt_atomic and h_out == "copy") + \
+        [tensor("D", (M,), "float32"), tensor("Dz", (nby, T2), "float32")] * post
+    body_src = kernel_src(name, ins + outs, (nbx, nby), threads, L)
+    if head or tail:
+        i0 = body_src.index("    with T.Kernel")
+        body_src = body_src[:i0] + "".join(head) + body_src[i0:] + "".join(tail)
+    if ext == "sym":
+        body_src = body_src.replace("@T.prim_func", "K = T.symbolic('K')\n\n@T.prim_func", 1)
+    desc = dict(dt=dt, bN=bN, bK=bK, threads=threads, M=M, N=N, K=K, loops=loops, ext=ext, binding=binding, outer=outer,
+                loop=loop_desc, pt_read=pt_read, pt_store=pt_store, pt_atomic=pt_atomic, h_init=h_init, h_out=h_out, scale=scale,
+                red=red, acc_read=acc_read, frag_store=frag_store, overwrite=overwrite, glob_atomic=glob_atomic, pre_kernel=pre_kernel)
+    if post:
+        desc.update(bN2=bN2, T2=T2, ext2=ext2, s2=s2)
+    p = Prog(name, family, body_src, desc)
+    p.add_in(A, dt)
+    p.add_in(B, dt)
+    vsum = np.array([v[:, :, tid % 4 == g].sum() for g in range(4)])
+    tol = (1e-5, 1e-4)
+    if pre_kernel:
+        p.add_in(S0, "float32")
+    if glob_atomic:  # the threads' v summed into 4 slots, in any order
+        S1 = rs.randint(-8, 9, (4,)) / 4.0
+        si = p.add_in(S1, "float32", "inout")
+        p.inout_refs[si] = ((S0 * 2.0 if pre_kernel else S1) + vsum, "float32", 1e-5, 1e-3)
+    if post:
+        ci = p.add_in(vals(rs, (M, N), "float32") + 100.0, "float32", "inout")
+        p.inout_refs[ci] = (Cf, "float32") + tol
+    else:
+        p.add_out(Cf, "float32", tol)
+    p.add_out(v, "float32", tol)
+    if pt_atomic and h_out == "copy":
+        p.add_out(H, "float32", tol)
+    if post:
+        p.add_out(D[:M], "float32", (1e-5, 1e-3))
+        p.add_out(Dz, "float32", tol)
+    return p
+
+
+def gen_pipes(R, rs, name):
+    return _pipes(R, rs, name, "pipes")
+
+
+def gen_launches(R, rs, name):
+    return _pipes(R, rs, name, "launches")
+
+
 # ---------------------------------------------------------------- invalid programs: a located error
 # (statements, a phrase the error must contain, the error's line counted from the first statement):
 # each invalid by language.md. The kernel around them has X, Y, x, r, r_long, s_a, s_b (gen_invalid).
@@ -1330,4 +1571,5 @@ def gen_invalid(R, rs, name):
 
 
 FAMILIES = {"sched": gen_sched, "parallel": gen_parallel, "cast": gen_cast, "intops": gen_intops, "reduce_axes": gen_reduce_axes,
-            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "mixed": gen_mixed, "mixed_gemm": gen_mixed_gemm, "symbolic": gen_symbolic, "invalid": gen_invalid}
+            "accum": gen_accum, "regions": gen_regions, "scan": gen_scan, "atomic": gen_atomic, "threads": gen_threads, "mixed": gen_mixed, "mixed_gemm": gen_mixed_gemm, "symbolic": gen_symbolic, "pipes": gen_pipes,
+            "launches": gen_launches, "invalid": gen_invalid}

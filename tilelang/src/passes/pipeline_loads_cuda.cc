@@ -487,7 +487,12 @@ class Pipeliner : public ir::IRMutator {
 
   ir::Stmt visit(const ir::ForNode& n, const ir::Stmt& self) override {
     auto it = plans_.find(&n);
-    if (it == plans_.end()) return ir::IRMutator::visit(n, self);
+    if (it == plans_.end()) {
+      ++enclosing_loops_;
+      ir::Stmt out = ir::IRMutator::visit(n, self);
+      --enclosing_loops_;
+      return out;
+    }
     const Plan& plan = it->second;
     const SourceLoc& loc = n.loc;
     const int64_t stages = n.num_stages;
@@ -603,7 +608,13 @@ class Pipeliner : public ir::IRMutator {
     ir::Stmt loop = serial(n, ir::make_seq(std::move(steady), loc));
     if (!bulk) return ir::make_seq({prologue, loop}, loc);
     ir::Stmt init = intrinsic(ir::kBulkInit, {bar(ir::make_int(0)), ir::make_int(stages), ir::make_int(free_barriers ? 1 : 0)}, loc);
-    return ir::make_allocate(bars, ir::make_seq({init, std::make_shared<const ir::BarrierNode>(loc), prologue, loop}, loc), loc);
+    std::vector<ir::Stmt> seq{init, std::make_shared<const ir::BarrierNode>(loc), prologue, loop};
+    // Inside another loop the init runs again while the warps that lag may still be in the previous
+    // run's last iterations (the loop has no block barrier with free barriers): waiting on a full
+    // barrier that thread 0 resets, or releasing a stage into the new run's free barrier. Every warp
+    // must have left the previous run first.
+    if (enclosing_loops_ > 0) seq.insert(seq.begin(), std::make_shared<const ir::BarrierNode>(loc));
+    return ir::make_allocate(bars, ir::make_seq(std::move(seq), loc), loc);
   }
 
  private:
@@ -665,6 +676,7 @@ class Pipeliner : public ir::IRMutator {
   bool overlap_gemms_;     // sm_90a: gemms may become asynchronous wgmma
   bool warp_specialize_;   // sm_90a
   int64_t smem_limit_;     // shared memory one block may use
+  int enclosing_loops_ = 0;  // loops (not pipelined) around the statement being lowered
   Specialized* ws_ = nullptr;  // the warp-specialized kernel being lowered
 };
 
