@@ -9,6 +9,7 @@
 #include "gpu_kernels.h"
 #include "heuristics.h"
 #include "rt/nvrtc.h"
+#include "testutil/environment.h"
 
 namespace {
 
@@ -48,6 +49,15 @@ Sm90KernelSpec one_buffer(Sm90KernelSpec s) {
   s.smem_bytes = deepgemm::detail::sm90_smem_bytes(s.fp8, s.block_m, s.block_n, s.stages, s.tma_store ? 1 : 0,
                                                    s.out == rt::DType::BF16 ? 2 : 4, 0, false, false,
                                                    deepgemm::detail::sm90_dual_b(s.grouping == 1, s.block_m));
+  return s;
+}
+
+// The FP8 x FP4 kernel with B expanded in registers (6 stages, BF16 out, plain grouping).
+Sm90KernelSpec fp4_registers(int bm, int bn, int promotion, bool k_interleave) {
+  Sm90KernelSpec s = spec(true, rt::DType::BF16, bm, bn, 6, 0, false, false, promotion);
+  s.fp4_b = s.fp4_registers = true;
+  s.k_interleave = k_interleave;
+  s.smem_bytes = deepgemm::detail::sm90_fp4_register_smem_bytes(bm, bn, 6, 128 / promotion, k_interleave);
   return s;
 }
 
@@ -94,6 +104,48 @@ TEST(GpuCompile, Sm90GemmVariants) {
     if (c.s.tma_store) {
       EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d.global.shared::cta"), std::string::npos);
     }
+  }
+}
+
+// ptxas serializes wgmma where it cannot prove the pipeline safe, and says so only in an "info"
+// line of its verbose log (C75xx: stop 39 lost most of a kernel's speed to one, a run-time branch
+// around the waits). The kernels the heuristic picks on the H200 compile free of them; a kernel that
+// calls printf between a wgmma and its wait shows the message gets through (the control).
+TEST(GpuCompile, NoKernelSerializesItsWgmmas) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no log
+  const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
+  rt::NvrtcOptions options;
+  options.arch = "sm_90a";
+  options.extra = {"--ptxas-options=-v"};
+  auto log_of = [&](const std::string& source, const char* name) { return rt::compile_cuda(source, name, deepgemm::detail::kernel_headers(), options).log; };
+  const std::string control = log_of(R"(
+extern "C" __global__ void serialized(float* out, unsigned long long desc_a, unsigned long long desc_b) {
+  float d0 = 0.f, d1 = 0.f, d2 = 0.f, d3 = 0.f;
+  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %4, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %5, %6, p, 1, 1, 0, 0;\n}\n"
+               : "+f"(d0), "+f"(d1), "+f"(d2), "+f"(d3) : "r"(1), "l"(desc_a), "l"(desc_b));
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+  if (threadIdx.x == 0) printf("%f\n", d0);
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+  out[threadIdx.x] = d0 + d1 + d2 + d3;
+}
+)", "serialized.cu");
+  ASSERT_NE(control.find("(C75"), std::string::npos) << "the control's serialization is not in the log:\n" << control;
+  const Sm90KernelSpec kernels[] = {
+      spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true),            // M = 4096, FP8
+      spec(true, rt::DType::BF16, 192, 128, 4, 0, false, true),            // three consumers
+      spec(true, rt::DType::BF16, 128, 64, 7, 0, false, true),             // M = 128
+      spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true),  // M = 128, k-interleaved
+      spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),           // BF16
+      fp4_registers(64, 64, 128, true),                                    // FP4 B in registers
+      fp4_registers(64, 128, 32, false),
+  };
+  for (const Sm90KernelSpec& s : kernels) {
+    const std::string log = log_of(deepgemm::detail::sm90_gemm_source(s), "sm90_gemm.cu");
+    EXPECT_NE(log.find("ptxas info"), std::string::npos) << "no ptxas log:\n" << log;
+    EXPECT_EQ(log.find("(C75"), std::string::npos) << s.block_m << "x" << s.block_n << (s.fp4_registers ? " fp4 registers" : "") << ":\n" << log;
   }
 }
 
@@ -245,13 +297,6 @@ TEST(GpuCompile, JitFlagsFromTheEnvironment) {
 // the define nothing of it is left; a define without an address is refused.
 TEST(GpuCompile, TimelineStamps) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
-  auto fp4_registers = [](int bm, int bn, int promotion, bool k_interleave) {
-    Sm90KernelSpec s = spec(true, rt::DType::BF16, bm, bn, 6, 0, false, false, promotion);
-    s.fp4_b = s.fp4_registers = true;
-    s.k_interleave = k_interleave;
-    s.smem_bytes = deepgemm::detail::sm90_fp4_register_smem_bytes(bm, bn, 6, 128 / promotion, k_interleave);
-    return s;
-  };
   Sm90KernelSpec fp4 = spec(true, rt::DType::BF16, 128, 128, 4, 0, false, true, 128);
   fp4.fp4_b = true;
   fp4.smem_bytes = deepgemm::detail::sm90_smem_bytes(true, 128, 128, 4, 2, 2, 1, true);

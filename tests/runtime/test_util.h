@@ -2,11 +2,7 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdlib>
-#include <filesystem>
-#include <optional>
 #include <string>
 
 #include "rt/error.h"
@@ -16,31 +12,7 @@ namespace rt_test {
 
 using testutil::ScopedEnv;
 
-// A new empty directory for the running test, <tmp>/rt-test-<suite>.<test>-<pid>-<n>, removed at the end
-// of the scope. Unique per instance, so --gtest_repeat never sees a previous run's paths.
-class TempDir {
- public:
-  TempDir() {
-    static int instances = 0;
-    const auto* test = ::testing::UnitTest::GetInstance()->current_test_info();
-    path_ = std::filesystem::temp_directory_path() /
-            ("rt-test-" + std::string(test->test_suite_name()) + "." + test->name() + "-" + std::to_string(::getpid()) +
-             "-" + std::to_string(instances++));
-    std::filesystem::create_directories(path_);
-  }
-  ~TempDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-
-  std::string path() const { return path_.string(); }
-  std::string file(const std::string& name) const { return (path_ / name).string(); }
-
- private:
-  std::filesystem::path path_;
-};
+using testutil::TempDir;
 
 // Runs `f`, expecting an rt::Error of `kind` whose message contains every one of `parts`.
 template <class F, class... Parts>

@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "testutil/environment.h"
+
 namespace tltest::cli {
 
 inline std::string source_dir() { return TL_SOURCE_DIR; }
@@ -59,25 +61,7 @@ inline std::string shell_quote(const std::string& s) {
   return out + "'";
 }
 
-// A scratch directory, removed with its files at the end of the scope.
-class TempDir {
- public:
-  TempDir() {
-    std::string tmpl = (std::getenv("TMPDIR") ? std::string(std::getenv("TMPDIR")) : std::string("/tmp")) + "/tl_cli_test.XXXXXX";
-    std::vector<char> buf(tmpl.begin(), tmpl.end());
-    buf.push_back('\0');
-    if (mkdtemp(buf.data())) path_ = buf.data();
-  }
-  ~TempDir() {
-    if (!path_.empty()) std::system(("rm -rf " + shell_quote(path_)).c_str());
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testutil::TempDir;
 
 struct Result {
   int exit_code = -1;  // the tool's exit status; 128 + N when killed by signal N, 124 when it timed out

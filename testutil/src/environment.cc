@@ -1,7 +1,13 @@
 #include "testutil/environment.h"
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "rt/error.h"
 
 namespace testutil {
 
@@ -18,6 +24,19 @@ ScopedEnv::~ScopedEnv() {
     ::setenv(name_.c_str(), old_->c_str(), 1);
   else
     ::unsetenv(name_.c_str());
+}
+
+TempDir::TempDir() {
+  std::string tmpl = (std::filesystem::temp_directory_path() / "tl-test.XXXXXX").string();
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  RT_USER_CHECK(::mkdtemp(buf.data()) != nullptr, "cannot create a scratch directory from ", tmpl);
+  path_ = buf.data();
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
 }
 
 std::string source_path(const std::string& relative) {

@@ -22,6 +22,21 @@ class ScopedEnv {
   std::optional<std::string> old_;
 };
 
+// A new empty scratch directory (<tmp>/tl-test.XXXXXX, unique per instance), removed with its files
+// at the end of the scope.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
 // A file of the repository, `relative` to its root: the TL_SOURCE_DIR environment variable when set
 // (a binary that travelled to another machine, as scripts/gpu_check.sh runs them), else the
 // checkout it was built from.
