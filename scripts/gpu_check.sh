@@ -30,8 +30,10 @@ if [ "$mode" = bundle ]; then
   cp build-gpu/tools/tl/tl build-gpu/tests/runtime_tests build-gpu/tests/tilelang_tests build-gpu/tests/deepgemm_tests \
     build-gpu/bench/bench_gpu_matmul build-gpu/bench/bench_gpu_attention build-gpu/bench/bench_gpu_deepgemm \
     build-gpu/tools/deepep_topology/deepep_topology build-gpu/tests/deepep_tests build-gpu/bench/bench_deepep gpu-bundle/
-  bash tests/device/cuda/build.sh gpu-bundle/gemm_sm90 >/dev/null 2>&1 && mv gpu-bundle/gemm_sm90/gemm_sm90_test gpu-bundle/ &&
-    rm -rf gpu-bundle/gemm_sm90
+  # (It fails where ptxas serialized wgmma: the C75xx lines are printed.)
+  bash tests/device/cuda/build.sh gpu-bundle/gemm_sm90 >/dev/null 2>gpu-bundle/gemm_sm90.log ||
+    { grep -E "C75|error" gpu-bundle/gemm_sm90.log | head -20; echo "gpu_check: building gemm_sm90_test failed" >&2; exit 1; }
+  mv gpu-bundle/gemm_sm90/gemm_sm90_test gpu-bundle/ && rm -rf gpu-bundle/gemm_sm90 gpu-bundle/gemm_sm90.log
   strip gpu-bundle/* 2>/dev/null || true
   du -sh gpu-bundle
   exit 0
