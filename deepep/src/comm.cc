@@ -29,6 +29,9 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   if (!(options_.reroute_threshold > 0 && options_.reroute_threshold < 1))
     error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
   if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
+  // The faults are checked here too: a FaultConfig set in the options (not parsed) with drop = 1,
+  // say, would make every operation wait out its timeout instead of saying why.
+  if (const std::string bad = options_.faults.check(group_->size()); !bad.empty()) error = "CommOptions::faults: " + bad;
   // The NIC speed Auto models (0: the default); what is left must be a usable speed.
   LinkSpeed nic = default_nic_speed();
   if (!(std::isfinite(options_.nic_gbytes_per_s) && options_.nic_gbytes_per_s >= 0))
