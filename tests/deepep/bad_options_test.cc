@@ -64,4 +64,19 @@ TEST(DeepEPBadOptions, FaultTextWithIntegersBeyondIntIsAnError) {
   EXPECT_EQ(deepep::FaultConfig::parse("kill_rank=3,kill_at_op=2").kill_rank, 3);
 }
 
+// low_latency_size_hint wrapped past int64 to a negative need, which every Buffer passed: an
+// empty x of a huge hidden then went on to an allocation of 2^64 - 2^42 bytes ("out of host
+// memory") instead of the size check's message.
+TEST(DeepEPBadOptions, LowLatencySizesPastInt64) {
+  EXPECT_EQ(deepep::Buffer::low_latency_size_hint(INT32_MAX, int64_t(1) << 40, 2, 1 << 20), INT64_MAX);
+  EXPECT_EQ(deepep::Buffer::low_latency_size_hint(INT32_MAX, INT64_MAX / 2, 4096, 4096), INT64_MAX);
+  EXPECT_GT(deepep::Buffer::low_latency_size_hint(128, 7168, 8, 256), 0);
+  const int64_t hint = deepep::Buffer::low_latency_size_hint(8, 128, 2, 4);
+  expect_all_failed_with(run_ranks(2, [&](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, hint, 0, true, test_options());
+    buf.low_latency_dispatch(rt::Tensor::empty({0, int64_t(1) << 40}, rt::DType::BF16),
+                             rt::Tensor::empty({0, 2}, rt::DType::I64), INT32_MAX, 4, true);
+  }, quick()), {"buffer too small", "hidden=1099511627776", "needs num_nvl_bytes + num_rdma_bytes >= 9223372036854775807"});
+}
+
 }  // namespace
