@@ -79,4 +79,25 @@ TEST(DeepEPBadOptions, LowLatencySizesPastInt64) {
   }, quick()), {"buffer too small", "hidden=1099511627776", "needs num_nvl_bytes + num_rdma_bytes >= 9223372036854775807"});
 }
 
+// Ring memory beyond the host's used to reach mmap(MAP_POPULATE): the OOM killer ended the rank
+// and its peers waited out the setup timeout. A health window of INT32_MAX took 2 GiB per link.
+TEST(DeepEPBadOptions, SizesBeyondTheHost) {
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, int64_t(1) << 62, 0, false, test_options());
+  }, quick()), {"num_nvl_bytes + num_rdma_bytes = 4611686018427387904 + 0 is more than this host's memory"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, INT64_MAX, INT64_MAX, false, test_options());
+  }, quick()), {"is more than this host's memory"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = test_options();
+    o.inbound_bytes = int64_t(1) << 50;
+    deepep::Comm comm(g, o);
+  }, quick()), {"inbound_bytes=1125899906842624 is more than this host's memory"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = test_options();
+    o.health_window = INT32_MAX;
+    deepep::Comm comm(g, o);
+  }, quick()), {"health_window=2147483647 must be in [8, 2^20]"});
+}
+
 }  // namespace

@@ -27,6 +27,12 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   std::string err;
   if (num_nvl_bytes < 0 || num_rdma_bytes < 0)
     err = rt::str("negative sizes (num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes, ")");
+  // Without a device the sum becomes the rings' memory (CommOptions::inbound_bytes), which the shm
+  // transport maps populated: more than the host has got the process killed by the OOM killer
+  // (and its peers waited out the setup timeout) rather than an error.
+  else if (options.cuda_device < 0 && num_nvl_bytes > detail::host_memory_bytes() - num_rdma_bytes)
+    err = rt::str("num_nvl_bytes + num_rdma_bytes = ", rt::str(num_nvl_bytes, " + ", num_rdma_bytes),
+                  " is more than this host's memory (", detail::host_memory_bytes(), " bytes)");
   else if (num_nvl_bytes + num_rdma_bytes <= 0)
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
   else if (options.shared_arena_bytes < 0)
