@@ -100,4 +100,25 @@ TEST(DeepEPBadOptions, SizesBeyondTheHost) {
   }, quick()), {"health_window=2147483647 must be in [8, 2^20]"});
 }
 
+// A ReduceOp or Algorithm outside its enum (a cast from an integer) used to run as some reduction.
+TEST(DeepEPBadOptions, ReduceOpAndAlgorithmOutsideTheirEnums) {
+  auto run = [](deepep::ReduceOp op, deepep::Algorithm algorithm, bool scatter) {
+    return [=](const std::shared_ptr<deepep::Group>& g) {
+      deepep::Comm comm(g, test_options());
+      rt::Tensor t = rt::Tensor::empty({8}, rt::DType::F32), out = rt::Tensor::empty({4}, rt::DType::F32);
+      for (int i = 0; i < 8; ++i) t.data_as<float>()[i] = float(i);
+      if (scatter)
+        deepep::reduce_scatter(comm, out, t, op, algorithm);
+      else
+        deepep::all_reduce(comm, t, op, algorithm);
+    };
+  };
+  for (bool scatter : {false, true}) {
+    expect_all_failed_with(run_ranks(2, run(deepep::ReduceOp(7), deepep::Algorithm::Direct, scatter), quick()),
+                           {"op=7 is not a ReduceOp"});
+    expect_all_failed_with(run_ranks(2, run(deepep::ReduceOp::Sum, deepep::Algorithm(9), scatter), quick()),
+                           {"algorithm=9 is not an Algorithm"});
+  }
+}
+
 }  // namespace
