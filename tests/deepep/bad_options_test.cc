@@ -1,6 +1,7 @@
 // Bad options and knobs (found by fuzzing the public API): each gives a user error that names it,
 // on every rank and at once -- never a hang, a crash or a silently different setting.
 #include <cmath>
+#include <cstring>
 
 #include "harness.h"
 
@@ -119,6 +120,24 @@ TEST(DeepEPBadOptions, ReduceOpAndAlgorithmOutsideTheirEnums) {
     expect_all_failed_with(run_ranks(2, run(deepep::ReduceOp::Sum, deepep::Algorithm(9), scatter), quick()),
                            {"algorithm=9 is not an Algorithm"});
   }
+}
+
+// A layout made for another num_experts passed when this rank's tokens happened to reach the same
+// ranks under both (its num_tokens_per_expert, of the wrong size, was not looked at).
+TEST(DeepEPBadOptions, LayoutForAnotherNumberOfExperts) {
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
+    deepep::DispatchArgs a;
+    a.x = rt::Tensor::empty({2, 64}, rt::DType::BF16);
+    std::memset(a.x.data(), 0, size_t(a.x.nbytes()));
+    a.topk_idx = rt::Tensor::empty({2, 1}, rt::DType::I64);
+    a.topk_idx.data_as<int64_t>()[0] = 0;  // experts 0 and 1: rank 0's with 4 experts and with 8
+    a.topk_idx.data_as<int64_t>()[1] = 1;
+    a.num_experts = 4;
+    const deepep::DispatchLayout layout = buf.get_dispatch_layout(a.topk_idx, 8);
+    a.layout = &layout;
+    buf.dispatch(a);
+  }, quick()), {"layout.num_tokens_per_expert must be a CPU int32 tensor of 4 elements (num_experts), not int32[8]"});
 }
 
 }  // namespace
