@@ -140,4 +140,26 @@ TEST(DeepEPBadOptions, LayoutForAnotherNumberOfExperts) {
   }, quick()), {"layout.num_tokens_per_expert must be a CPU int32 tensor of 4 elements (num_experts), not int32[8]"});
 }
 
+// combine checked x's rows against the handle's num_recv_tokens but read them by its recv_counts:
+// a copy of the handle with num_recv_tokens edited (or a default handle) read past x.
+TEST(DeepEPBadOptions, CombineWithAnEditedHandle) {
+  for (int edit = 0; edit < 3; ++edit) {
+    expect_all_failed_with(run_ranks(2, [edit](const std::shared_ptr<deepep::Group>& g) {
+      deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
+      deepep::DispatchArgs a;
+      a.x = rt::Tensor::empty({4, 64}, rt::DType::BF16);
+      std::memset(a.x.data(), 0, size_t(a.x.nbytes()));
+      a.topk_idx = rt::Tensor::empty({4, 1}, rt::DType::I64);
+      for (int t = 0; t < 4; ++t) a.topk_idx.data_as<int64_t>()[t] = t % 2;
+      a.num_experts = 2;
+      const auto d = buf.dispatch(a);
+      deepep::DispatchHandle h = *d.handle;
+      if (edit == 0) h.num_recv_tokens = 0;
+      if (edit == 1) h.num_recv_tokens += 3;
+      if (edit == 2) h = deepep::DispatchHandle{}, h.num_ranks = 2;
+      buf.combine(rt::Tensor::empty({h.num_recv_tokens, 64}, rt::DType::BF16), h);
+    }, quick()), {"the handle is not one a dispatch of this Buffer returned"});
+  }
+}
+
 }  // namespace
