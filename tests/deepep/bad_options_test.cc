@@ -162,4 +162,15 @@ TEST(DeepEPBadOptions, CombineWithAnEditedHandle) {
   }
 }
 
+// Group::allgather beyond the control plane's frame limit: the receiver dropped the frame as "not a
+// deepep peer" and both sides reported a lost connection instead of the reason.
+TEST(DeepEPBadOptions, ControlPlaneMessagesBeyondItsLimit) {
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    g->allgather(std::string(size_t(40) << 20, 'x'), "big step");  // 80 MiB gathered
+  }, quick()), {"big step of 83886", "the control plane carries at most 67108864 bytes"});
+  expect_all_failed_with(run_ranks(3, [](const std::shared_ptr<deepep::Group>& g) {
+    g->allgather(g->rank() == 2 ? std::string(size_t(65) << 20, 'x') : std::string("small"), "big step");
+  }, quick()), {"rank 2 of 3", "big step of 68157440 bytes", "the control plane carries at most"});
+}
+
 }  // namespace
