@@ -25,10 +25,19 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
   options_.faults = FaultConfig::from_env(options_.faults);
   std::string error;
   if (options_.inbound_bytes <= 0) error = rt::str("inbound bytes must be positive, not ", options_.inbound_bytes);
+  // The rings are mapped populated: more than the host has is an OOM kill, not an error, later.
+  if (options_.inbound_bytes > detail::host_memory_bytes())
+    error = rt::str("inbound_bytes=", options_.inbound_bytes, " is more than this host's memory (",
+                    detail::host_memory_bytes(), " bytes)");
   if (options_.timeout.count() <= 0) error = "the timeout must be positive";
   if (!(options_.reroute_threshold > 0 && options_.reroute_threshold < 1))
     error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
-  if (options_.health_window < 8) error = rt::str("health_window=", options_.health_window, " must be at least 8");
+  // Each link keeps a window of that many entries: INT32_MAX took 2 GiB per link and seconds.
+  if (options_.health_window < 8 || options_.health_window > (1 << 20))
+    error = rt::str("health_window=", options_.health_window, " must be in [8, 2^20]");
+  // The faults are checked here too: a FaultConfig set in the options (not parsed) with drop = 1,
+  // say, would make every operation wait out its timeout instead of saying why.
+  if (const std::string bad = options_.faults.check(group_->size()); !bad.empty()) error = "CommOptions::faults: " + bad;
   // The NIC speed Auto models (0: the default); what is left must be a usable speed.
   LinkSpeed nic = default_nic_speed();
   if (!(std::isfinite(options_.nic_gbytes_per_s) && options_.nic_gbytes_per_s >= 0))

@@ -225,6 +225,7 @@ class Buffer {
   // Bytes per rank that low-latency calls need: the rings, so that low_latency_dispatch / combine
   // never wait for the receiver (a Buffer smaller than this is an error in low-latency calls of CPU
   // tensors), and at least what the GPU path stages in its device window.
+  // Sizes past int64 give INT64_MAX (no Buffer is that large).
   static int64_t low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, int num_ranks, int num_experts);
 
   // Local (no communication; CPU tensors out). topk_idx [tokens, k] int64 or int32 (CPU or CUDA),

@@ -51,6 +51,11 @@ struct FaultConfig {
   uint64_t seed = 1;      // random stream of the injector (mixed with the rank)
 
   bool any() const { return drop > 0 || corrupt > 0 || delay_us > 0 || kill_rank >= 0; }
+  // Why these values cannot be injected ("" when they can): probabilities outside [0, 1) or
+  // summing to 0.95 or more, delay_us outside [0, 10 s], kill_at_op < 0, kill_rank < -1, and with
+  // num_ranks > 0, a kill_rank or a link end that is not a rank of a group that size. parse()
+  // and Comm apply it (a FaultConfig given in CommOptions as well as one parsed).
+  std::string check(int num_ranks = 0) const;
   bool applies(int src, int dst) const;
   // "drop=0.1,corrupt=0.05,delay_us=100,links=0>1;2>3,kill_rank=2,kill_at_op=3,kill_mid_op=1,seed=7"; a user
   // error names the bad item.

@@ -344,8 +344,18 @@ std::vector<std::string> Group::allgather(const std::string& mine, const std::st
   if (size() == 1) return all;
   const auto deadline = Clock::now() + timeout_;
   std::string io_error;
+  // A control frame holds at most kMaxFrame bytes; what does not fit is an error on every rank (the
+  // root tells the others), not a frame the receiver drops as "not a deepep peer" -- which showed
+  // as lost connections on both sides.
+  const auto too_large = [&](size_t bytes) {
+    return rt::str(what, " of ", bytes, " bytes: the control plane carries at most ", kMaxFrame,
+                   " bytes per step (all ranks' parts together)");
+  };
   if (rank_ != 0) {
-    if (!write_frame(root_fd_, 'D', mine, deadline, &io_error))
+    if (mine.size() > kMaxFrame) {
+      const std::string full = rt::str("deepep group (rank ", rank_, " of ", size(), "): ", too_large(mine.size()));
+      write_frame(root_fd_, 'E', full, deadline, &io_error);  // the root fails with it and tells everyone
+    } else if (!write_frame(root_fd_, 'D', mine, deadline, &io_error))
       fail(rt::str("lost rank 0 during ", what, " (", io_error, ")"));
     char type = 0;
     std::string payload;
@@ -396,6 +406,7 @@ std::vector<std::string> Group::allgather(const std::string& mine, const std::st
   }
   wire::Writer w;
   for (const std::string& s : all) w.put_str(s);
+  if (w.str().size() > kMaxFrame) fail(too_large(w.str().size()));
   for (int r = 1; r < size(); ++r)
     if (!write_frame(peer_fds_[r], 'D', w.str(), deadline, &io_error))
       fail(rt::str("lost rank ", r, " during ", what, " (", io_error, ")"));

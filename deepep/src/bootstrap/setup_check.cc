@@ -1,5 +1,7 @@
 #include "bootstrap/setup_check.h"
 
+#include <unistd.h>
+
 #include "bootstrap/wire.h"
 #include "deepep/error.h"
 #include "deepep/group.h"
@@ -23,6 +25,11 @@ std::vector<std::string> gather_setup(Group& group, const std::string& error, co
     payloads.push_back(rd.get_str());
   }
   return payloads;
+}
+
+int64_t detail::host_memory_bytes() {
+  const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  return pages > 0 && page > 0 ? int64_t(pages) * int64_t(page) : INT64_MAX;
 }
 
 }  // namespace deepep

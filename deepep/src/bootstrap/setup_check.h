@@ -4,6 +4,7 @@
 // gave up.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -15,5 +16,11 @@ class Group;
 // with `comm_error`. `step` names the exchange in the group's own errors. Returns every rank's payload.
 std::vector<std::string> gather_setup(Group& group, const std::string& error, const std::string& payload,
                                       const std::string& prefix, const std::string& step, bool comm_error = false);
+
+namespace detail {
+// This host's physical memory in bytes (INT64_MAX when the system does not say): the bound of
+// memory options that are mapped populated (rings), checked before they reach mmap.
+int64_t host_memory_bytes();
+}  // namespace detail
 
 }  // namespace deepep

@@ -27,6 +27,12 @@ Buffer::Buffer(std::shared_ptr<Group> group, int64_t num_nvl_bytes, int64_t num_
   std::string err;
   if (num_nvl_bytes < 0 || num_rdma_bytes < 0)
     err = rt::str("negative sizes (num_nvl_bytes=", num_nvl_bytes, ", num_rdma_bytes=", num_rdma_bytes, ")");
+  // Without a device the sum becomes the rings' memory (CommOptions::inbound_bytes), which the shm
+  // transport maps populated: more than the host has got the process killed by the OOM killer
+  // (and its peers waited out the setup timeout) rather than an error.
+  else if (options.cuda_device < 0 && num_nvl_bytes > detail::host_memory_bytes() - num_rdma_bytes)
+    err = rt::str("num_nvl_bytes + num_rdma_bytes = ", rt::str(num_nvl_bytes, " + ", num_rdma_bytes),
+                  " is more than this host's memory (", detail::host_memory_bytes(), " bytes)");
   else if (num_nvl_bytes + num_rdma_bytes <= 0)
     err = "num_nvl_bytes + num_rdma_bytes must be positive";
   else if (options.shared_arena_bytes < 0)
@@ -89,14 +95,20 @@ int64_t Buffer::low_latency_size_hint(int max_tokens_per_rank, int64_t hidden, i
   // Worst case per inbound link: every token to every local expert of the receiver, as BF16 rows
   // (the larger of the dispatch and combine records), at most half a frame lost to rounding, plus
   // slack for frames still in flight.
+  // Saturating: sizes past int64 (a huge hidden with an empty x, say) give INT64_MAX, which no
+  // Buffer reaches, instead of wrapping to a negative need that every Buffer passes.
+  constexpr int64_t kMax = INT64_MAX;
+  auto mul = [](int64_t a, int64_t b) { int64_t r; return __builtin_mul_overflow(a, b, &r) ? kMax : r; };
+  auto add = [](int64_t a, int64_t b) { int64_t r; return __builtin_add_overflow(a, b, &r) ? kMax : r; };
   const int64_t local = num_experts / num_ranks;
-  const int64_t record = hidden * 2 + 8;
-  const int64_t per_link = 2 * int64_t(max_tokens_per_rank) * local * record + 4 * (256 << 10);
+  const int64_t record = add(mul(hidden, 2), 8);
+  const int64_t per_link = add(mul(mul(mul(2, max_tokens_per_rank), local), record), 4 * (256 << 10));
   // The GPU path stages one BF16 record (row rounded up to 16 bytes, plus 16) per (expert, source
   // rank, token) in each of two alternating halves of its window (gpu_low_latency.cc), each half
   // aligned to 256 bytes.
-  const int64_t device = 2 * (int64_t(num_experts) * max_tokens_per_rank * ((hidden * 2 + 15) / 16 * 16 + 16) + 256);
-  return std::max(std::max<int64_t>(1, num_ranks - 1) * per_link, device);
+  const int64_t row16 = add(mul(add(mul(hidden, 2), 15) / 16, 16), 16);
+  const int64_t device = mul(2, add(mul(mul(num_experts, max_tokens_per_rank), row16), 256));
+  return std::max(mul(std::max<int64_t>(1, num_ranks - 1), per_link), device);
 }
 
 DispatchLayout Buffer::get_dispatch_layout(const rt::Tensor& topk_ids, int num_experts) const {

@@ -360,6 +360,18 @@ CombineResult Buffer::combine(const rt::Tensor& x, const DispatchHandle& handle,
     err = rt::str("the handle is from a dispatch on the ", handle.device_transport,
                   " device plane but this communicator's is ", detail::device_transport(*comm_),
                   "; combine with a handle of this Buffer's");
+  // The handle is a plain struct that callers can copy and edit: x's rows are checked against its
+  // num_recv_tokens but read by its recv_counts and rank_prefix_matrix, so those must agree, or an
+  // edited (or default) handle reads past x.
+  if (err.empty() && !gpu) {
+    int64_t sum = 0;
+    for (int64_t c : handle.recv_counts) sum += c < 0 ? INT64_MIN / 4 : c;
+    const rt::Tensor& m = handle.rank_prefix_matrix;
+    if (handle.recv_counts.size() != size_t(R) || sum != handle.num_recv_tokens || !m.defined() ||
+        !m.device().is_cpu() || m.dtype() != DType::I32 || m.numel() != int64_t(R) * R || !m.is_contiguous())
+      err = rt::str("the handle is not one a dispatch of this Buffer returned: its num_recv_tokens (",
+                    handle.num_recv_tokens, "), recv_counts and rank_prefix_matrix disagree");
+  }
   if (err.empty())
     err = detail::check_matrix(x, "x", {DType::BF16, DType::F16, DType::F32}, handle.num_recv_tokens, -1, dev);
   const bool weights = topk_weights.defined();

@@ -30,7 +30,8 @@ size_t align8(size_t v) { return (v + 7) / 8 * 8; }
 
 // A layout given with the top-k must be the one get_dispatch_layout computes from it.
 std::string check_layout(const DispatchLayout& layout, const std::vector<uint8_t>& in_rank,
-                         const std::vector<int64_t>& counts, const detail::NodeMap& nodes, int64_t T, int R) {
+                         const std::vector<int64_t>& counts, const detail::NodeMap& nodes, int64_t T, int R,
+                         int num_experts) {
   using rt::DType;
   const rt::Tensor& m = layout.is_token_in_rank;
   const rt::Tensor& n = layout.num_tokens_per_rank;
@@ -51,6 +52,9 @@ std::string check_layout(const DispatchLayout& layout, const std::vector<uint8_t
       err = rt::str("layout.num_tokens_per_rank[", r, "] = ", n.data_as<int32_t>()[r], " but topk_idx sends ",
                     counts[size_t(r)], " tokens there");
   check_counts(per_node, "num_tokens_per_rdma_rank", N, "the group's nodes");
+  // Not read by the dispatch, but its size tells a layout made for another num_experts, which the
+  // other fields miss when this rank's tokens happen to stay on the ranks both would give them.
+  check_counts(layout.num_tokens_per_expert, "num_tokens_per_expert", num_experts, "num_experts");
   // A token's scan of a node's ranks ends at its first destination there: with DeepEP's routing most
   // tokens reach a node's first rank (8 ranks, 4096 tokens, on a 2-core machine: 6 us against ~26,
   // the old scan's share of 47 us for unpack, compare and scan). This runs between the routing and
@@ -337,7 +341,7 @@ DispatchResult Buffer::dispatch(const DispatchArgs& a) {
     for (int r = 0; r < R; ++r) counts[size_t(r)] = int64_t(send_lists[size_t(r)].size());
   }
   const detail::NodeMap nodes(*group_);
-  if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, nodes, T, R);
+  if (err.empty() && !cached && a.layout) err = check_layout(*a.layout, in_rank, counts, nodes, T, R, a.num_experts);
   // The hierarchical route (internode.h) for CPU tensors and the nccl plane's on a group of several
   // nodes (the cuda_ipc plane serves one host); a cached dispatch takes its handle's route.
   const bool internode = (!gpu || nccl) && (cached ? err.empty() && h->internode != nullptr : hierarchical_);

@@ -270,6 +270,15 @@ namespace {
 // algorithm, and a call whose inputs are already an error runs none: nothing to choose). A choice
 // that fails (the simulation running out of memory on a large group) is this rank's error for the
 // agreement, so its peers raise it too instead of waiting for it.
+// op and algorithm come from callers' casts too (bindings, integers from a config): a value outside
+// the enums used to run as some reduction (or algorithm) without a word.
+std::string check_enums(ReduceOp op, Algorithm algorithm) {
+  if (std::string(name(op)) == "?") return rt::str("op=", int(op), " is not a ReduceOp (Sum, Max, Min)");
+  if (std::string(name(algorithm)) == "?")
+    return rt::str("algorithm=", int(algorithm), " is not an Algorithm (Auto, Ring, Direct, Tree, Hierarchical)");
+  return "";
+}
+
 Algorithm resolve_auto(Algorithm requested, bool on_gpu, std::string& err, const std::function<Algorithm()>& choose) {
   if (requested != Algorithm::Auto) return requested;
   if (on_gpu || !err.empty()) return Algorithm::Direct;
@@ -292,6 +301,7 @@ void all_reduce(Comm& comm, const rt::Tensor& tensor, ReduceOp op, Algorithm alg
   if (err.empty()) err = check_tensor(tensor, "the tensor", dev);
   if (err.empty() && !reducible(tensor.dtype()))
     err = rt::str("cannot reduce ", rt::name(tensor.dtype()), " (f32, f16, bf16, i32, i64, f64 can)");
+  if (err.empty()) err = check_enums(op, algorithm);
   const Algorithm a =
       resolve_auto(algorithm, dev.is_cuda(), err, [&] { return comm.auto_all_reduce(tensor.nbytes()).algorithm; });
   e.agree(what,
@@ -336,6 +346,7 @@ void reduce_scatter(Comm& comm, const rt::Tensor& output, const rt::Tensor& inpu
   if (err.empty() && input.numel() != output.numel() * comm.size())
     err = rt::str("input has ", input.numel(), " elements; it needs size (", comm.size(), ") x output (", output.numel(),
                   ")");
+  if (err.empty()) err = check_enums(op, algorithm);
   if (err.empty() && (algorithm == Algorithm::Tree || algorithm == Algorithm::Hierarchical))
     err = rt::str("Algorithm::", algorithm == Algorithm::Tree ? "Tree" : "Hierarchical",
                   " is an all_reduce algorithm; reduce_scatter takes Direct, Ring or Auto");

@@ -1,4 +1,5 @@
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <sstream>
 
@@ -32,6 +33,14 @@ int64_t parse_int(const std::string& key, const std::string& v) {
   return d;
 }
 
+// The int fields (ranks, operation numbers): a value beyond int is an error, not truncated (a
+// kill_rank of 2^32 would otherwise kill rank 0).
+int parse_int32(const std::string& key, const std::string& v) {
+  const int64_t d = parse_int(key, v);
+  RT_USER_CHECK(d >= INT32_MIN && d <= INT32_MAX, "deepep faults: ", key, "='", v, "' is out of range");
+  return static_cast<int>(d);
+}
+
 }  // namespace
 
 bool FaultConfig::applies(int src, int dst) const {
@@ -59,9 +68,9 @@ FaultConfig FaultConfig::parse(std::string_view text) {
     } else if (key == "delay_us") {
       f.delay_us = parse_int(key, value);
     } else if (key == "kill_rank") {
-      f.kill_rank = static_cast<int>(parse_int(key, value));
+      f.kill_rank = parse_int32(key, value);
     } else if (key == "kill_at_op") {
-      f.kill_at_op = static_cast<int>(parse_int(key, value));
+      f.kill_at_op = parse_int32(key, value);
     } else if (key == "kill_mid_op") {
       const int64_t v = parse_int(key, value);
       RT_USER_CHECK(v == 0 || v == 1, "deepep faults: kill_mid_op=", value, " must be 0 or 1");
@@ -76,21 +85,35 @@ FaultConfig FaultConfig::parse(std::string_view text) {
         if (link.empty()) continue;
         const size_t gt = link.find('>');
         RT_USER_CHECK(gt != std::string::npos, "deepep faults: link '", link, "' is not src>dst");
-        f.links.emplace_back(static_cast<int>(parse_int("links", trim(link.substr(0, gt)))),
-                             static_cast<int>(parse_int("links", trim(link.substr(gt + 1)))));
+        f.links.emplace_back(parse_int32("links", trim(link.substr(0, gt))),
+                             parse_int32("links", trim(link.substr(gt + 1))));
       }
     } else {
       rt::throw_user_error(rt::str("deepep faults: unknown key '", key,
                                    "' (known: drop, corrupt, delay_us, links, kill_rank, kill_at_op, kill_mid_op, seed)"));
     }
   }
-  RT_USER_CHECK(f.drop >= 0 && f.drop < 1, "deepep faults: drop=", f.drop, " must be in [0, 1)");
-  RT_USER_CHECK(f.corrupt >= 0 && f.corrupt < 1, "deepep faults: corrupt=", f.corrupt, " must be in [0, 1)");
-  RT_USER_CHECK(f.drop + f.corrupt < 0.95, "deepep faults: drop + corrupt must stay below 0.95");
-  RT_USER_CHECK(f.delay_us >= 0 && f.delay_us <= 10'000'000, "deepep faults: delay_us=", f.delay_us,
-                " must be in [0, 10 s]");
-  RT_USER_CHECK(f.kill_at_op >= 0, "deepep faults: kill_at_op=", f.kill_at_op, " must be at least 0 (0: in setup)");
+  const std::string err = f.check();
+  RT_USER_CHECK(err.empty(), err);
   return f;
+}
+
+std::string FaultConfig::check(int num_ranks) const {
+  // Written as negations so that NaN fails them.
+  if (!(drop >= 0 && drop < 1)) return rt::str("deepep faults: drop=", drop, " must be in [0, 1)");
+  if (!(corrupt >= 0 && corrupt < 1)) return rt::str("deepep faults: corrupt=", corrupt, " must be in [0, 1)");
+  if (!(drop + corrupt < 0.95)) return "deepep faults: drop + corrupt must stay below 0.95";
+  if (delay_us < 0 || delay_us > 10'000'000)
+    return rt::str("deepep faults: delay_us=", delay_us, " must be in [0, 10 s]");
+  if (kill_at_op < 0) return rt::str("deepep faults: kill_at_op=", kill_at_op, " must be at least 0 (0: in setup)");
+  if (kill_rank < -1) return rt::str("deepep faults: kill_rank=", kill_rank, " must be a rank, or -1 for none");
+  if (num_ranks > 0 && kill_rank >= num_ranks)
+    return rt::str("deepep faults: kill_rank=", kill_rank, " is not a rank of this group of ", num_ranks);
+  for (const auto& [src, dst] : links)
+    if (src < 0 || dst < 0 || (num_ranks > 0 && (src >= num_ranks || dst >= num_ranks)))
+      return rt::str("deepep faults: link ", src, ">", dst, " is not between ranks of this group",
+                     num_ranks > 0 ? rt::str(" of ", num_ranks) : std::string());
+  return "";
 }
 
 FaultConfig FaultConfig::from_env(const FaultConfig& fallback) {
