@@ -18,6 +18,8 @@ namespace deepep {
 
 Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(std::move(group)), options_(options) {
   RT_USER_CHECK(group_ != nullptr, "deepep Comm: null group");
+  // 0 means "the default"; a negative bound is a mistake, not a request for the default.
+  const int64_t given_timeout = options_.timeout.count(), given_liveness = options_.liveness_interval.count();
   if (options_.timeout.count() <= 0)
     options_.timeout = std::chrono::milliseconds(rt::env_int("DEEPEP_TIMEOUT_MS", 60000));
   if (options_.liveness_interval.count() <= 0)
@@ -30,6 +32,10 @@ Comm::Comm(std::shared_ptr<Group> group, const CommOptions& options) : group_(st
     error = rt::str("inbound_bytes=", options_.inbound_bytes, " is more than this host's memory (",
                     detail::host_memory_bytes(), " bytes)");
   if (options_.timeout.count() <= 0) error = "the timeout must be positive";
+  if (given_timeout < 0)
+    error = rt::str("timeout=", given_timeout, " ms must be positive (0: DEEPEP_TIMEOUT_MS, else 60 s)");
+  if (given_liveness < 0)
+    error = rt::str("liveness_interval=", given_liveness, " ms must be positive (0: DEEPEP_LIVENESS_MS, else 50 ms)");
   if (!(options_.reroute_threshold > 0 && options_.reroute_threshold < 1))
     error = rt::str("reroute_threshold=", options_.reroute_threshold, " must be in (0, 1)");
   // Each link keeps a window of that many entries: INT32_MAX took 2 GiB per link and seconds.

@@ -101,6 +101,21 @@ TEST(DeepEPBadOptions, SizesBeyondTheHost) {
   }, quick()), {"health_window=2147483647 must be in [8, 2^20]"});
 }
 
+// A negative timeout or liveness interval ran as the default (0 means that): a sign mistake went
+// unnoticed.
+TEST(DeepEPBadOptions, NegativeTimeoutsAreErrors) {
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = test_options();
+    o.timeout = std::chrono::milliseconds(-5);
+    deepep::Comm comm(g, o);
+  }, quick()), {"timeout=-5 ms must be positive"});
+  expect_all_failed_with(run_ranks(2, [](const std::shared_ptr<deepep::Group>& g) {
+    deepep::CommOptions o = test_options();
+    o.liveness_interval = std::chrono::milliseconds(-1);
+    deepep::Comm comm(g, o);
+  }, quick()), {"liveness_interval=-1 ms must be positive"});
+}
+
 // A ReduceOp or Algorithm outside its enum (a cast from an integer) used to run as some reduction.
 TEST(DeepEPBadOptions, ReduceOpAndAlgorithmOutsideTheirEnums) {
   auto run = [](deepep::ReduceOp op, deepep::Algorithm algorithm, bool scatter) {

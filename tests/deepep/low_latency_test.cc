@@ -1,6 +1,7 @@
 // Low-latency dispatch/combine: the fixed [local_experts, ranks * max_tokens, hidden] layout, FP8
 // quantization, the top-k-weighted combine, and the receive hook.
 #include <algorithm>
+#include <cstring>
 #include <map>
 
 #include "moe_ref.h"
@@ -230,6 +231,52 @@ TEST(DeepEPLowLatency, ErrorsOnEveryRank) {
     LlRun run = dispatch(buf, c, false, false);
     check_dispatch(run, c, false, me);
   }));
+}
+
+
+// The handle is a plain struct a caller can copy and edit. A combine given an edited one on one rank
+// fails on every rank with an error that names the handle -- not an internal error, a read past x
+// or its routing, or a hang (found by fuzzing the API: edited counts were an internal error).
+TEST(DeepEPLowLatency, EditedHandleIsAUserError) {
+  MoeCase c = make(4, 16, 4);
+  using Edit = void (*)(deepep::LowLatencyHandle&);
+  const std::vector<std::pair<const char*, Edit>> edits = {
+      // What rank 1 sent to rank 2's first expert (rank 2 edits it; 16 experts, 4 a rank).
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts[size_t(h.num_experts) + 8] += 1; }},
+      // The same with the layout edited to match: only the other ranks' counts can tell.
+      {"counts", [](deepep::LowLatencyHandle& h) {
+         h.counts[size_t(h.num_experts) + 8] += 1;
+         for (int s = 2; s < 4; ++s) h.recv_layout_range.data_as<int64_t>()[s] += int64_t(1) << 32;
+         h.recv_layout_range.data_as<int64_t>()[1] += 1;
+       }},
+      // Rank 2's own row, which its routing tallies.
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts[size_t(2 * h.num_experts) + 5] += 1; }},
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts[size_t(h.num_experts) + 1] += 1; }},
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts[0] = -3; }},
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts.pop_back(); }},
+      {"counts", [](deepep::LowLatencyHandle& h) { h.counts[1] = 1 << 30; }},
+      {"recv_layout_range", [](deepep::LowLatencyHandle& h) { h.recv_layout_range.data_as<int64_t>()[1] += int64_t(1) << 40; }},
+      {"recv_layout_range", [](deepep::LowLatencyHandle& h) { h.recv_layout_range = rt::Tensor(); }},
+      {"num_tokens", [](deepep::LowLatencyHandle& h) { h.num_tokens += 1000; }},
+      {"max_tokens_per_rank", [](deepep::LowLatencyHandle& h) { h.max_tokens_per_rank = 1; }},
+      {"topk_idx", [](deepep::LowLatencyHandle& h) { h.topk_idx = rt::Tensor::empty({1, 1}, rt::DType::I64); }},
+  };
+  for (const auto& [field, edit] : edits) {
+    const auto results = run_ranks(4, [&](const std::shared_ptr<deepep::Group>& g) {
+      deepep::Buffer buf(g, 0, ll_bytes(c), true, test_options());
+      LlRun run = dispatch(buf, c, false, false);
+      deepep::LowLatencyHandle h = *run.d.handle;
+      // A copy of the layout, so an edit stays in this rank's handle.
+      const rt::Tensor layout = rt::Tensor::empty(h.recv_layout_range.shape(), h.recv_layout_range.dtype());
+      std::memcpy(layout.data(), h.recv_layout_range.data(), size_t(layout.nbytes()));
+      h.recv_layout_range = layout;
+      if (g->rank() == 2) edit(h);
+      run.d.handle = std::make_shared<const deepep::LowLatencyHandle>(h);
+      combine_and_check(buf, run, c, false, false, g->rank());
+    });
+    SCOPED_TRACE(field);
+    expect_all_failed_with(results, {"handle", field});
+  }
 }
 
 }  // namespace

@@ -32,10 +32,10 @@ struct CommOptions {
   // the receiver when everything fits).
   int64_t inbound_bytes = 16 << 20;
   std::string transport;  // "" picks the first transport able to serve the group (shm on one host)
-  // Bound on every wait for other ranks; 0: DEEPEP_TIMEOUT_MS, else 60 s.
+  // Bound on every wait for other ranks; 0: DEEPEP_TIMEOUT_MS, else 60 s (negative: an error).
   std::chrono::milliseconds timeout{0};
   // How often a waiting rank checks that its peers are alive (a dead rank is reported within about
-  // this long); 0: DEEPEP_LIVENESS_MS, else 50 ms.
+  // this long); 0: DEEPEP_LIVENESS_MS, else 50 ms (negative: an error).
   std::chrono::milliseconds liveness_interval{0};
   FaultConfig faults;  // DEEPEP_FAULTS overrides it when set
   double reroute_threshold = 0.10;

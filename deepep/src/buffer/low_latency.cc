@@ -18,6 +18,7 @@
 #include "deepep/buffer.h"
 #include "engine/engine.h"
 #include "rt/error.h"
+#include "rt/hash.h"
 #include "tl/device/numeric.h"
 #include "transport/cuda_ipc/device_plane.h"
 
@@ -97,6 +98,72 @@ void before_queued_call(Engine& e, DevicePlane& plane, const char* what, const s
                               " raised before its kernels were queued (", err,
                               "), so this rank's calls no longer match its peers'; create a new Buffer"));
   rt::throw_user_error(rt::str("deepep ", what, " (rank ", rank, "): ", err));
+}
+
+
+// The handle is a plain struct a caller can copy and edit; the combine reads x, its routing and the
+// exchange sizes through it. "" when it is one a low_latency_dispatch of this group could have
+// returned on this rank (for CPU dispatches down to its counts and layout, which must agree with
+// each other and with the routing; that the ranks hold the same counts is checked by the
+// agreement), else what is wrong with it.
+std::string check_ll_handle(const LowLatencyHandle& h, int R, int me, bool gpu) {
+  using rt::DType;
+  const auto bad = [](const std::string& why) {
+    return rt::str("the handle is not one a low_latency_dispatch of this Buffer returned: ", why);
+  };
+  if (h.num_experts <= 0 || h.num_experts % R != 0)
+    return bad(rt::str("num_experts ", h.num_experts, " is not a positive multiple of the group's ", R, " ranks"));
+  if (h.max_tokens_per_rank <= 0 || h.num_topk <= 0 || h.hidden <= 0)
+    return bad(rt::str("max_tokens_per_rank ", h.max_tokens_per_rank, ", num_topk ", h.num_topk, " and hidden ",
+                       h.hidden, " must be positive"));
+  if (h.num_tokens < 0 || h.num_tokens > h.max_tokens_per_rank)
+    return bad(rt::str("num_tokens ", h.num_tokens, " is outside [0, max_tokens_per_rank = ", h.max_tokens_per_rank, "]"));
+  const int64_t Le = h.num_experts / R, M = int64_t(R) * h.max_tokens_per_rank;
+  const auto tensor_is = [](const rt::Tensor& t, DType dtype, std::initializer_list<int64_t> shape) {
+    return t.defined() && t.dtype() == dtype && t.is_contiguous() && t.shape() == rt::Shape(shape);
+  };
+  if (!tensor_is(h.topk_idx, DType::I64, {h.num_tokens, h.num_topk}))
+    return bad(rt::str("topk_idx is not an int64 [num_tokens = ", h.num_tokens, ", num_topk = ", h.num_topk, "] tensor"));
+  if (!tensor_is(h.recv_layout_range, DType::I64, {Le, R}))
+    return bad(rt::str("recv_layout_range is not an int64 [", Le, ", ", R, "] tensor"));
+  if (!tensor_is(h.recv_src_info, DType::I32, {Le, M}))
+    return bad(rt::str("recv_src_info is not an int32 [", Le, ", ", M, "] tensor"));
+  if (gpu) {
+    if (!tensor_is(h.recv_src_slot, DType::I32, {Le, M}))
+      return bad(rt::str("recv_src_slot is not an int32 [", Le, ", ", M, "] tensor"));
+    return "";  // the rest lives on the GPU, where the receive kernel checks the routing
+  }
+  const int E = h.num_experts;
+  if (h.counts.size() != size_t(R) * size_t(E))
+    return bad(rt::str("counts has ", h.counts.size(), " entries, not ranks x num_experts = ", int64_t(R) * E));
+  for (size_t i = 0; i < h.counts.size(); ++i)
+    if (h.counts[i] < 0 || h.counts[i] > h.max_tokens_per_rank)
+      return bad(rt::str("counts[", i / size_t(E), "][", i % size_t(E), "] = ", h.counts[i],
+                         " is outside [0, max_tokens_per_rank = ", h.max_tokens_per_rank, "]"));
+  // This rank's row of counts is its routing's tally.
+  std::vector<int32_t> mine(static_cast<size_t>(E), 0);
+  const int64_t* idx = h.topk_idx.data_as<int64_t>();
+  for (int64_t i = 0; i < h.num_tokens * h.num_topk; ++i) {
+    if (idx[i] < -1 || idx[i] >= E) return bad(rt::str("topk_idx holds expert ", idx[i], " of ", E));
+    if (idx[i] >= 0) ++mine[size_t(idx[i])];
+  }
+  for (int e = 0; e < E; ++e)
+    if (h.counts[size_t(me) * size_t(E) + size_t(e)] != mine[size_t(e)])
+      return bad(rt::str("counts[", me, "][", e, "] = ", h.counts[size_t(me) * size_t(E) + size_t(e)], " but its topk_idx sends ",
+                         mine[size_t(e)], " tokens to expert ", e));
+  // Each local expert's rows: source after source from row 0, as counted.
+  const int64_t* layout = h.recv_layout_range.data_as<int64_t>();
+  for (int64_t le = 0; le < Le; ++le) {
+    int64_t begin = 0;
+    for (int s = 0; s < R; ++s) {
+      const int64_t v = layout[le * R + s], n = h.counts[size_t(s) * size_t(E) + size_t(int64_t(me) * Le + le)];
+      if (v != ((begin << 32) | n))
+        return bad(rt::str("recv_layout_range[", le, "][", s, "] = ", v, " is not (", begin, " << 32) | ", n,
+                           ", its counts' place"));
+      begin += n;
+    }
+  }
+  return "";
 }
 
 }  // namespace
@@ -301,6 +368,7 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
   if (err.empty() && gpu != handle.recv_src_slot.defined())
     err = gpu ? "x is on the GPU but the handle is from a dispatch of CPU tensors"
               : "x is on the CPU but the handle is from a dispatch of GPU tensors";
+  if (err.empty()) err = check_ll_handle(handle, R, me, gpu);
   if (err.empty()) {
     if (!x.defined() || x.device() != dev || x.dtype() != DType::BF16 || x.dim() != 3 || !x.is_contiguous() ||
         x.size(0) != Le || x.size(1) != M || x.size(2) != H)
@@ -321,7 +389,17 @@ LowLatencyCombineResult Buffer::low_latency_combine(const rt::Tensor& x, const r
         err = rt::str("topk_idx differs from the one given to the dispatch (at flat index ", i, ")");
   }
   if (err.empty()) err = detail::check_matrix(topk_weights, "topk_weights", {DType::F32}, T, K, dev);
-  const std::string desc = rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "", ")");
+  // CPU handles: every rank must hold the same counts (each checked its own row above).
+  const std::string counts_digest =
+      gpu || !err.empty() ? std::string()
+                          : rt::str(", the handle's counts ",
+                                    rt::Hasher()
+                                        .update(std::string_view(reinterpret_cast<const char*>(handle.counts.data()),
+                                                                 handle.counts.size() * sizeof(int32_t)))
+                                        .hex()
+                                        .substr(0, 16));
+  const std::string desc = rt::str("low_latency_combine(handle ", handle.id, ", hidden=", H, gpu ? ", on the GPU" : "",
+                                   counts_digest, ")");
   if (plane && plane->ll_on_user_stream())
     before_queued_call(e, *plane, what, desc, me, err);
   else
