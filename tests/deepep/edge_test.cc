@@ -98,4 +98,37 @@ TEST(DeepEPEdge, WaitingRanksBlockInsteadOfSpinning) {
   }));
 }
 
+
+// The shm transport's segment ("/deepep-<rank 0's pid>-...") of a group whose rank 0 dies after
+// creating it (an OOM kill while populating, in the fuzzing that found it) is removed by the
+// survivors: before, its name stayed in /dev/shm, and two such leftovers of 275 GB filled it.
+// (Populating 256 MiB leaves the kill ample time to land before the setup's last step.)
+TEST(DeepEPEdge, SegmentOfARankKilledInSetupIsRemoved) {
+  const auto results = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
+    const std::string prefix = rt::str("deepep-", g->peer(0).pid, "-");
+    deepep::CommOptions o = test_options();
+    o.inbound_bytes = int64_t(256) << 20;
+    if (g->rank() == 0) {
+      deepep_test::die_once_shm_name_created(prefix);  // after creating it, before the peers attach
+      deepep::Comm comm(g, o);
+      std::this_thread::sleep_for(std::chrono::seconds(30));  // not reached unless the watch missed it
+      return;
+    }
+    std::string outcome = "created";
+    try {
+      deepep::Comm comm(g, o);
+    } catch (const std::exception& e) {
+      outcome = e.what();
+    }
+    EP_CHECK(!deepep_test::shm_name_exists(prefix), "the dead rank's segment is still in /dev/shm after: ", outcome);
+    note(outcome);
+  });
+  for (const auto& o : results) {
+    if (o.rank == 0)
+      EXPECT_TRUE(o.killed) << "rank 0 was not killed: " << o.message;
+    else
+      EXPECT_TRUE(o.ok) << "rank " << o.rank << ": " << o.message;
+  }
+}
+
 }  // namespace

@@ -13,11 +13,14 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "deepep/deepep.h"
 #include "rt/error.h"
+#include <dirent.h>
 #include <netinet/in.h>
+#include <sys/inotify.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -166,6 +169,36 @@ inline void write_all(int fd, const std::string& s) {
 }
 
 }  // namespace detail
+
+// Whether /dev/shm holds a name starting with `prefix` (the shm segments' names).
+inline bool shm_name_exists(const std::string& prefix) {
+  bool found = false;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (const dirent* entry = readdir(dir)) found |= std::string(entry->d_name).rfind(prefix, 0) == 0;
+    closedir(dir);
+  }
+  return found;
+}
+
+// Inside a body: kills this process (SIGKILL) as soon as a name starting with `prefix` is created
+// in /dev/shm: a rank that dies in setup right after creating a segment. The watch (inotify) is in
+// place when this returns, so a name that exists only briefly is not missed.
+inline void die_once_shm_name_created(const std::string& prefix) {
+  const int fd = inotify_init1(IN_CLOEXEC);
+  if (fd < 0 || inotify_add_watch(fd, "/dev/shm", IN_CREATE) < 0)
+    throw std::runtime_error(rt::str("inotify on /dev/shm: ", std::strerror(errno)));
+  std::thread([fd, prefix] {
+    alignas(inotify_event) char buffer[4096];
+    for (;;) {
+      const ssize_t n = read(fd, buffer, sizeof(buffer));
+      for (ssize_t at = 0; at < n;) {
+        const auto* event = reinterpret_cast<const inotify_event*>(buffer + at);
+        if (event->len > 0 && std::string(event->name).rfind(prefix, 0) == 0) raise(SIGKILL);
+        at += ssize_t(sizeof(inotify_event) + event->len);
+      }
+    }
+  }).detach();
+}
 
 // Inside a body: report a note to the parent (RankOutcome::message when the rank succeeds).
 inline void note(const std::string& text) {

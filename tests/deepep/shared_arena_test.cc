@@ -186,6 +186,34 @@ TEST(DeepEPSharedArena, NegativeSizeIsAnErrorOnEveryRank) {
                                       {"rank 1", "negative shared_arena_bytes"});
 }
 
+// A rank that dies right after creating its arena's segment: its name does not outlive the group
+// (it stayed in /dev/shm). Whether the kill lands before the setup's last step (the others fail)
+// or after it (they succeed) is a race; either way the survivors leave no name behind.
+TEST(DeepEPSharedArena, SegmentOfARankKilledInSetupIsRemoved) {
+  const auto results = run_ranks(3, [&](const std::shared_ptr<deepep::Group>& g) {
+    const std::string prefix = rt::str("deepep-arena-", g->peer(1).pid, "-");
+    if (g->rank() == 1) {
+      deepep_test::die_once_shm_name_created(prefix);
+      deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
+      std::this_thread::sleep_for(std::chrono::seconds(30));  // not reached unless the watch missed it
+      return;
+    }
+    std::string outcome = "created";
+    try {
+      deepep::Buffer buf(g, 1 << 20, 0, false, test_options());
+    } catch (const std::exception& e) {
+      outcome = e.what();
+    }
+    EP_CHECK(!deepep_test::shm_name_exists(prefix), "rank 1's arena is still in /dev/shm after: ", outcome);
+  });
+  for (const auto& o : results) {
+    if (o.rank == 1)
+      EXPECT_TRUE(o.killed) << "rank 1 was not killed: " << o.message;
+    else
+      EXPECT_TRUE(o.ok) << "rank " << o.rank << ": " << o.message;
+  }
+}
+
 // Memory the system will not commit is a clear error at allocation (not a SIGBUS at first touch):
 // more than /dev/shm holds, which tmpfs refuses at once.
 TEST(DeepEPSharedArena, MemoryTheSystemRefusesIsAClearError) {

@@ -115,12 +115,17 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
   peer_bytes_.assign(size_t(R), 0);
   // Each rank creates its segment under a fresh name; every rank maps every other's; each rank
   // unlinks its own name once all have mapped it (or setup failed), so /dev/shm keeps nothing.
+  // The names are announced before the segments exist, so when a rank dies during setup the
+  // survivors remove its segment as they fail (its name outlived it before).
   auto own = std::make_shared<Segment>();
   own->rank = me;
   std::string name, error;
   if (capacity > 0) {
     std::random_device rd;
     name = rt::str("/deepep-arena-", getpid(), "-", g_arena_counter.fetch_add(1), "-", std::hex, rd());
+  }
+  const std::vector<std::string> names = group.allgather(name, "shared arena names");
+  if (capacity > 0) {
     own->fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (own->fd < 0) {
       error = rt::str("rank ", me, " could not create the shared-memory segment ", name, ": ", std::strerror(errno));
@@ -138,6 +143,11 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
   }
   auto unlink_own = [&] {
     if (!name.empty() && own->fd >= 0) shm_unlink(name.c_str());
+  };
+  // On failure: the other ranks of this host may have died before unlinking theirs.
+  auto unlink_peers = [&] {
+    for (int r = 0; r < R; ++r)
+      if (r != me && !names[size_t(r)].empty() && group.peer(r).node == group.node()) shm_unlink(names[size_t(r)].c_str());
   };
   auto first_error = [&](const std::vector<std::string>& all) {
     for (const std::string& s : all) {
@@ -161,16 +171,17 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
     }
   } on_throw{[&] {
     unlink_own();
+    unlink_peers();
     unmap_peers();
   }};
   wire::Writer w;
-  w.put_str(error).put_str(name).put<uint64_t>(own->capacity);
+  w.put_str(error).put<uint64_t>(own->capacity);
   const std::vector<std::string> all = group.allgather(w.str(), "shared arena setup");
   std::string failure = first_error(all);
   for (int r = 0; r < R && failure.empty(); ++r) {
     wire::Reader rd(all[size_t(r)]);
     rd.get_str();
-    const std::string peer_name = rd.get_str();
+    const std::string& peer_name = names[size_t(r)];
     const uint64_t bytes = rd.get<uint64_t>();
     // Ranks of other hosts have their segments elsewhere (nor are they read: no single copy across nodes).
     if (bytes == 0 || group.peer(r).node != group.node()) continue;
@@ -200,7 +211,10 @@ SharedArena::SharedArena(Group& group, int64_t capacity) : rank_(group.rank()) {
   const std::string attach_failure = first_error(group.allgather(v.str(), "shared arena attach"));
   on_throw.undo = nullptr;
   if (failure.empty()) failure = attach_failure;
+  // Every rank of the host has mapped every segment: the names can go, each rank's by every rank
+  // (a rank killed right after this step would keep its own otherwise).
   unlink_own();
+  unlink_peers();
   if (failure.empty()) {
     if (own->base) own_ = std::move(own);
     return;

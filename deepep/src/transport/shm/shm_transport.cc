@@ -221,14 +221,30 @@ ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
   off = align_up(off + R * (R - 1) * geo.slots * slot_bytes, 4096);
   const size_t total = off;
 
-  // Rank 0 creates the segment; the others open it; rank 0 unlinks the name once every rank has
-  // it mapped, so nothing is left in /dev/shm whatever happens later. The mappings are populated
+  // Rank 0 creates the segment; the others open it; the name is unlinked once every rank has it
+  // mapped, so nothing is left in /dev/shm whatever happens later. The mappings are populated
   // up front (like a GPU buffer allocated at creation): no page faults later, in any operation.
+  // Rank 0 announces the name before it creates the segment: when a rank dies during setup (an
+  // OOM kill while populating, say), every survivor removes the name as it fails, so no segment
+  // outlives the group whichever rank died.
   std::string status, name;
-  int fd = -1;
   if (rank_ == 0) {
     std::random_device rd;
     name = rt::str("/deepep-", getpid(), "-", g_segment_counter.fetch_add(1), "-", std::hex, rd());
+  }
+  name = group.allgather(name, "shm transport name")[0];
+  int fd = -1;
+  const auto unlinking_on_failure = [&](const std::string& mine, const char* what) {
+    try {
+      return group.allgather(mine, what);
+    } catch (...) {
+      shm_unlink(name.c_str());
+      if (base_) munmap(base_, mapped_), base_ = nullptr;
+      if (fd >= 0) ::close(fd);
+      throw;
+    }
+  };
+  if (rank_ == 0) {
     fd = shm_open(name.c_str(), O_CREAT | O_EXCL | O_RDWR, 0600);
     if (fd < 0) {
       status = rt::str("E:rank 0 could not create the shared-memory segment ", name, ": ", std::strerror(errno));
@@ -263,7 +279,7 @@ ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
         // Acks, board and rings are zero pages from ftruncate: zero is the atomics' initial value.
         std::atomic_thread_fence(std::memory_order_release);
         hdr_->magic = kMagic;
-        status = "O:" + name;
+        status = "O:";
       }
     }
     if (status[0] == 'E' && fd >= 0) shm_unlink(name.c_str());
@@ -277,10 +293,9 @@ ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
         throw_comm_error(rt::str("deepep shm transport (rank ", rank_, ", ", step, "): ", all[r].substr(2)));
       }
   };
-  std::vector<std::string> all = group.allgather(status, "shm transport setup");
+  std::vector<std::string> all = unlinking_on_failure(status, "shm transport setup");
   fail_all(all, "setup");
   if (rank_ != 0) {
-    name = all[0].substr(2);
     fd = shm_open(name.c_str(), O_RDWR, 0600);
     struct stat st {};
     if (fd < 0) {
@@ -304,10 +319,10 @@ ShmTransport::ShmTransport(Group& group, const TransportConfig& config)
     }
   }
   if (base_) rank_ctl(rank_).pid.store(getpid());
-  all = group.allgather(status, "shm transport attach");
+  all = unlinking_on_failure(status, "shm transport attach");
   fail_all(all, "attach");
   if (fd >= 0) ::close(fd);
-  if (rank_ == 0) shm_unlink(name.c_str());
+  shm_unlink(name.c_str());  // by every rank: rank 0 may die right after the attach step
 
   // Spin briefly before sleeping only when every rank of this host can have a core of its own.
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
