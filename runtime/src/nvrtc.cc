@@ -3,6 +3,7 @@
 #include <dlfcn.h>
 #include <link.h>
 
+#include <algorithm>
 #include <atomic>
 #include <cctype>
 #include <chrono>
@@ -57,6 +58,22 @@ struct NvrtcLoad {
 };
 
 std::atomic<int64_t> g_compile_count{0};
+std::atomic<int64_t> g_serialized_wgmma_count{0};
+
+// The lines of a ptxas verbose log that say it serialized wgmma instructions: "... (C7510) ..."
+// to "(C7515)" (the "Potential Performance Loss: wgmma.mma_async instructions are serialized" family).
+std::vector<std::string> serialized_wgmma_notes(const std::string& log) {
+  std::vector<std::string> notes;
+  size_t at = 0;
+  while (at < log.size()) {
+    size_t end = log.find('\n', at);
+    if (end == std::string::npos) end = log.size();
+    const std::string line = log.substr(at, end - at);
+    if (line.find("(C75") != std::string::npos && line.find("wgmma") != std::string::npos) notes.push_back(line);
+    at = end + 1;
+  }
+  return notes;
+}
 
 // The candidates, in the documented order. When TL_NVRTC_PATH is set it is the only candidate.
 std::vector<std::string> candidates() {
@@ -246,6 +263,8 @@ std::vector<int> nvrtc_supported_archs() { return nvrtc().archs; }
 
 int64_t nvrtc_compile_count() { return g_compile_count.load(); }
 
+int64_t nvrtc_serialized_wgmma_count() { return g_serialized_wgmma_count.load(); }
+
 NvrtcResult compile_cuda(const std::string& source, const std::string& name, const std::vector<EmbeddedFile>& headers,
                          const NvrtcOptions& options) {
   const NvrtcApi& api = nvrtc();
@@ -253,6 +272,10 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& name, con
   const std::string target = options.want_cubin ? options.arch : str("compute_", number, suffix);
   std::vector<std::string> flags{"-std=c++20", "--gpu-architecture=" + target, "-default-device"};
   if (options.lineinfo) flags.push_back("-lineinfo");
+  // ptxas says it serialized wgmma only in its verbose log (wgmma exists on sm_90a alone).
+  const bool watch_wgmma = options.want_cubin && options.arch == "sm_90a";
+  if (watch_wgmma && std::find(options.extra.begin(), options.extra.end(), "--ptxas-options=-v") == options.extra.end())
+    flags.push_back("--ptxas-options=-v");
   flags.insert(flags.end(), options.extra.begin(), options.extra.end());
 
   Hasher key;
@@ -311,6 +334,14 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& name, con
                          str("NVRTC ", api.major, ".", api.minor, " failed to compile ", name, " for ", options.arch,
                              " (", api.nvrtcGetErrorString(status), ") on generated code.\n  options: ", join(flags),
                              "\n  source kept at: ", source_path, "\n", first_lines(result.log, kMaxLogLines, "[... NVRTC log truncated ...]")));
+  if (watch_wgmma) result.serialized_wgmma = serialized_wgmma_notes(result.log);
+  if (!result.serialized_wgmma.empty()) {
+    ++g_serialized_wgmma_count;
+    std::cerr << "[tl jit] warning: ptxas serialized the wgmma instructions of " << name
+              << " (correct, but slow: a performance bug of the code that generated it):\n";
+    for (const std::string& note : result.serialized_wgmma) std::cerr << "  " << note << "\n";
+    std::cerr << std::flush;
+  }
   result.ptx = fetch(prog.get(), api.nvrtcGetPTXSize, api.nvrtcGetPTX);
   RT_ICHECK(!result.ptx.empty(), "NVRTC produced no PTX for ", name, " (", join(flags), ")");
   if (options.want_cubin) {

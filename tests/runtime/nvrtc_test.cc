@@ -166,6 +166,30 @@ TEST(Nvrtc, WgmmaCompilesForSm90aOnly) {
                "failed to compile wgmma.cu for sm_80", "not supported on .target 'sm_80'");
 }
 
+// ptxas serializes a wgmma whose results are read before its wait (printf of one between them)
+// and says so only in its verbose log: the result keeps the note, stderr gets a warning, the
+// count grows. The same kernel without the printf has none.
+TEST(Nvrtc, SerializedWgmmaIsReported) {
+  REQUIRE_NVRTC();
+  TempDir dir;
+  ScopedEnv cache("TL_CACHE_DIR", dir.path());
+  std::string serialized = kWgmma;
+  const std::string wait = "  asm volatile(\"wgmma.wait_group.sync.aligned 0;";
+  serialized.insert(serialized.find(wait), "  if (threadIdx.x == 0) printf(\"%f\\n\", d0);\n");
+  const int64_t before = rt::nvrtc_serialized_wgmma_count();
+  testing::internal::CaptureStderr();
+  const NvrtcResult slow = rt::compile_cuda(serialized, "serialized.cu", {}, arch("sm_90a"));
+  const std::string err = testing::internal::GetCapturedStderr();
+  ASSERT_FALSE(slow.serialized_wgmma.empty()) << slow.log;
+  EXPECT_NE(slow.serialized_wgmma[0].find("(C75"), std::string::npos) << slow.serialized_wgmma[0];
+  EXPECT_NE(err.find("warning: ptxas serialized the wgmma instructions of serialized.cu"), std::string::npos) << err;
+  EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before + 1);
+  const NvrtcResult fine = rt::compile_cuda(kWgmma, "wgmma.cu", {}, arch("sm_90a"));
+  EXPECT_NE(fine.log.find("ptxas info"), std::string::npos) << "no verbose ptxas log:\n" << fine.log;
+  EXPECT_TRUE(fine.serialized_wgmma.empty()) << fine.serialized_wgmma[0];
+  EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before + 1);
+}
+
 TEST(Nvrtc, BadArchitecturesAreUserErrors) {
   REQUIRE_NVRTC();
   expect_error([] { rt::compile_cuda(kTwice, "twice.cu", kHeaders, arch("gfx90a")); }, ErrorKind::User,

@@ -26,6 +26,9 @@ struct NvrtcResult {
   std::string ptx;     // always present
   std::string cubin;   // when want_cubin
   std::string log;     // NVRTC's warnings; empty when `cached`
+  // ptxas's notes that it serialized wgmma instructions (its "C75xx" lines), from an sm_90a cubin
+  // compile: the kernel is correct but loses most of its tensor-core overlap. Empty when `cached`.
+  std::vector<std::string> serialized_wgmma;
   double seconds = 0;  // compile time (0 when cached)
   bool cached = false;
 };
@@ -39,7 +42,9 @@ struct NvrtcResult {
 //
 // Results are cached in DiskCache (<key>.ptx, <key>.cubin) under a key hashing the source, the
 // headers, the options, the arch and the NVRTC version. TL_JIT_VERBOSE=1 prints each compile's
-// options and time. A compile error is an internal error (generated code must compile) carrying
+// options and time. A cubin for sm_90a is compiled with ptxas's verbose log, whose notes of
+// serialized wgmma (ptxas reports them only there, as "info") are kept in the result and printed
+// as a warning on stderr: generated code that ptxas serializes is a performance bug to report. A compile error is an internal error (generated code must compile) carrying
 // the first lines of NVRTC's log; the source stays in the cache directory (<key>.cu) for
 // inspection. An unknown or unsupported arch, or a missing NVRTC, is a user error.
 NvrtcResult compile_cuda(const std::string& source, const std::string& name, const std::vector<EmbeddedFile>& headers,
@@ -56,5 +61,7 @@ std::string nvrtc_library_path();
 std::vector<int> nvrtc_supported_archs();
 // How many times this process has run NVRTC: a cache hit leaves it unchanged.
 int64_t nvrtc_compile_count();
+// How many of those compiles had wgmma serialized by ptxas (NvrtcResult::serialized_wgmma).
+int64_t nvrtc_serialized_wgmma_count();
 
 }  // namespace rt
