@@ -8,6 +8,7 @@
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
+#include "testutil/environment.h"
 #include "tilelang/codegen/codegen_cuda.h"
 #include "tilelang/frontend/elaborate.h"
 #include "tilelang/passes/pipeline.h"
@@ -97,6 +98,45 @@ TEST_P(CudaCompile, GeneratesPtx) {
 
 INSTANTIATE_TEST_SUITE_P(Programs, CudaCompile, ::testing::Combine(::testing::ValuesIn(cases()), ::testing::Values("sm_90a", "sm_80")),
                          [](const auto& p) { return std::string(std::get<0>(p.param).name) + "_" + std::get<1>(p.param); });
+
+// ptxas serializes wgmma where it cannot prove a pipeline safe and says so only in its verbose log
+// (stop 39 lost most of a DeepGEMM kernel's speed to one); rt::compile_cuda counts those compiles
+// (its own test shows a serialized kernel is caught). The tile programs with gemms here, and the
+// examples at their default tilings and real sizes, compile free of it for sm_90a. It found a
+// pipelined loop of one iteration (K <= block_K) whose gemm was left in flight with no wait after
+// it: the loop, which the code generator drained at its end, had been simplified away. Not listed:
+// pipelined_in_serial_loop, whose loops may run no iteration after the accumulator's zeros (ptxas
+// serializes that form: docs/language.md, known issues).
+TEST(CudaCompile, NoTileProgramSerializesItsWgmmas) {
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const testutil::TempDir cache;  // a fresh disk cache: only a compile runs ptxas
+  const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
+  std::vector<Case> programs;
+  for (const Case& c : cases())
+    for (const char* gemm : {"seed_matmul", "blocked_gemm", "gemm_transposed_tile", "thread_binding_then_gemm", "matmul_epilogue_seed", "gemm_register_a",
+                             "gemm_8bit_int8", "gemm_8bit_fp8"})
+      if (std::string(c.name) == gemm) programs.push_back(c);
+  const std::map<std::string, std::string> attention{{"batch", "1"}, {"heads", "16"}, {"seq_len", "4096"}, {"dim", "128"}};
+  auto with = [](std::map<std::string, std::string> params, const char* key, const char* value) {
+    params[key] = value;
+    return params;
+  };
+  programs.push_back({"attention_4096", "examples/flash_attention.py", "flash_attention", attention, {}});
+  programs.push_back({"attention_4096_causal", "examples/flash_attention.py", "flash_attention", with(attention, "is_causal", "True"), {}});
+  programs.push_back({"attention_fp8", "examples/flash_attention.py", "flash_attention", with(attention, "dtype", "float8_e4m3"), {}});
+  programs.push_back({"attention_dim256", "examples/flash_attention.py", "flash_attention", with(attention, "dim", "256"), {}});
+  programs.push_back({"gemm_4096", "examples/gemm.py", "matmul", {{"M", "4096"}, {"N", "4096"}, {"K", "4096"}}, {}});
+  programs.push_back({"gemm_one_k_block", "examples/gemm.py", "matmul", {{"M", "256"}, {"N", "256"}, {"K", "64"}}, {}});
+  programs.push_back({"gemm_8bit_4096", "examples/gemm_8bit.py", "matmul", {{"M", "4096"}, {"N", "4096"}, {"K", "4096"}}, {}});
+  programs.push_back({"seed_matmul_4096", "examples/matmul.py", "matmul", {}, {{DType::F16, {4096, 4096}}, {DType::F16, {4096, 4096}}}});
+  ASSERT_EQ(programs.size(), 16u);
+  for (const Case& c : programs) {
+    const int64_t before = rt::nvrtc_serialized_wgmma_count();
+    const std::string ptx = ptx_for(c, "sm_90a");
+    EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos) << c.name << ": no wgmma to check";
+    EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before) << c.name << ": ptxas serialized its wgmma (see stderr)";
+  }
+}
 
 TEST(CudaCompile, SeedMatmulUsesTensorCoresOnHopper) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
@@ -513,7 +553,7 @@ TEST(CudaCompile, PipelinedLoopsAreWarpSpecializedOnHopper) {
       EXPECT_TRUE(wait < fill && fill < issue && issue < commit && commit != std::string::npos) << w.c.name << ": wait, fill, store, commit\n" << rest;
       EXPECT_NE(rest.find("tl::cuda::tile_store_wait_all();"), std::string::npos) << w.c.name;
       if (std::string(w.c.name) == "gemm_default") {  // a plain loop: the round's last stage is released once the loop has drained its gemm
-        const size_t drain = rest.find("tl::cuda::wgmma_drain<");
+        const size_t drain = rest.find("tl::cuda::wgmma_wait_group<0>();");
         EXPECT_TRUE(drain != std::string::npos && rest.find("tl::cuda::tile_copy_release(", drain) < wait) << w.c.name << "\n" << rest;
       }
       EXPECT_EQ(src.launches[0].persistent_blocks_per_sm, w.blocks) << w.c.name;
@@ -824,7 +864,6 @@ def loop_p(n):
   const size_t gemm = cuda.find("tile_gemm_wgmma_rs<"), end = cuda.find(';', gemm);
   ASSERT_NE(gemm, std::string::npos) << cuda;
   EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
-  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
   EXPECT_NE(cuda.find("tl::cuda::fence_register_tile<32>(P);", gemm), std::string::npos) << "P's registers pinned after the wait\n" << cuda;
 }
 
@@ -855,7 +894,6 @@ def loop_b(n):
   const size_t gemm = cuda.find("tile_gemm_wgmma<"), end = cuda.find(';', gemm);
   ASSERT_NE(gemm, std::string::npos) << cuda;
   EXPECT_NE(cuda.substr(gemm, end - gemm).find(", -1>("), std::string::npos) << "the gemm is left to wgmma_waits\n" << cuda;
-  EXPECT_EQ(cuda.find("wgmma_drain"), std::string::npos) << cuda;
 }
 
 // Two gemms reading one A in registers run at once (wgmma instructions in flight may share their A

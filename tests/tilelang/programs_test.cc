@@ -285,6 +285,15 @@ INSTANTIATE_TEST_SUITE_P(WholeTiles, BlockedGemm,
                                             ::testing::Values(64), ::testing::Values(64), ::testing::Values("None")),
                          [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_128x128x64_tile64"); });
 
+// K of one block (64 = block_K): the pipelined loop has one iteration, which a later pass removes;
+// its gemm, left in flight for the next iteration, was waited for only at the end of the persistent
+// kernel's rounds (ptxas serialized the wgmma around the early reads; CudaCompile.NoTileProgram-
+// SerializesItsWgmmas). 256 tiles: two rounds on most CTAs of an H200.
+INSTANTIATE_TEST_SUITE_P(OneKBlock, BlockedGemm,
+                         ::testing::Combine(::testing::Values(DType::F16, DType::BF16), ::testing::Values(2048), ::testing::Values(2048),
+                                            ::testing::Values(64), ::testing::Values(128), ::testing::Values("None")),
+                         [](const auto& p) { return rt::str(rt::name(std::get<0>(p.param)), "_2048x2048x64_tile128"); });
+
 // T.gemm with each operand stored either way, then an epilogue on the accumulator (on the GPU: the
 // four ldmatrix forms of the tensor-core path, with the accumulator in registers).
 class TransposedGemm : public ::testing::TestWithParam<std::tuple<DType, bool, bool>> {};

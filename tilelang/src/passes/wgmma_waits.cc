@@ -78,8 +78,16 @@ class Waits {
       std::vector<ir::Stmt> out;
       for (size_t i = 0; i < q->stmts.size(); ++i) {
         const auto* g = ir::as<ir::GemmNode>(q->stmts[i]);
-        // The pipeliner's overlapped gemm waits for itself (gemm_in_flight).
+        // The pipeliner's overlapped gemm waits for the one before it (gemm_in_flight); the loop
+        // around it drains the last (below). Where that loop is gone (one iteration, simplified
+        // away; a peeled iteration), it is a gemm like the others, waited for where it is needed.
         if (g && i + 1 < q->stmts.size() && is_call(q->stmts[i + 1], ir::kGemmInFlight)) {
+          if (loop_in_flight_.empty()) {
+            out.push_back(run(q->stmts[i++], st));
+            continue;
+          }
+          std::vector<ir::Buffer>& drained = loop_in_flight_.back();
+          if (std::find(drained.begin(), drained.end(), g->c.buffer) == drained.end()) drained.push_back(g->c.buffer);
           out.push_back(wait_for(waited_accesses(q->stmts[i]), st, s->loc));
           out.push_back(q->stmts[i]);
           out.push_back(q->stmts[++i]);
@@ -100,12 +108,19 @@ class Waits {
     }
     if (const auto* l = ir::as<ir::LetStmtNode>(s)) return ir::make_let(l->var, l->value, run(l->body, st), s->loc);
     if (const auto* f = ir::as<ir::ForNode>(s); f && analysis::calls_wgmma(f->body)) {
-      // The body starts with nothing in flight and leaves nothing in flight.
+      // The body starts with nothing in flight and leaves nothing in flight but the overlapped
+      // gemms, whose last groups complete right after the loop: an explicit wait, which stays
+      // where it is when a later pass removes a loop of one iteration.
       ir::Stmt before = drain(st, s->loc);
       State inner;
+      loop_in_flight_.emplace_back();
       ir::Stmt body = run(f->body, inner);
+      std::vector<ir::Expr> after{ir::make_int(0)};
+      for (const ir::Buffer& acc : loop_in_flight_.back()) after.push_back(first_element(acc, s->loc));
+      loop_in_flight_.pop_back();
       body = seq({body, drain(inner, s->loc)}, s->loc);
-      return seq({before, ir::make_for(f->var, f->min, f->extent, f->for_kind, body, s->loc, f->pipelining())}, s->loc);
+      ir::Stmt loop = ir::make_for(f->var, f->min, f->extent, f->for_kind, body, s->loc, f->pipelining());
+      return seq({before, loop, after.size() > 1 ? intrinsic(ir::kWgmmaWait, std::move(after), s->loc) : nullptr}, s->loc);
     }
     if (const auto* c = ir::as<ir::IfThenElseNode>(s)) return branch(*c, st);
     if (ir::as<ir::BarrierNode>(s) && warpgroups_ > 1) {
@@ -231,6 +246,8 @@ class Waits {
   std::vector<ir::Buffer> accs_;  // of the kernel's wgmma gemms
   int64_t warpgroups_;            // the kernel's (the consumers' in a warp-specialized one)
   std::set<const ir::BufferNode*> in_scope_;  // allocated around the statement being rewritten
+  // Per loop being rewritten (innermost last): the accumulators of its overlapped gemms.
+  std::vector<std::vector<ir::Buffer>> loop_in_flight_;
 };
 
 class Kernels : public ir::IRMutator {

@@ -129,8 +129,8 @@ class CudaCodegen : public CodegenC {
     if (n.for_kind == ir::ForKind::Unrolled || n.for_kind == ir::ForKind::Vectorized) line("#pragma unroll");
   }
 
-  // A wgmma gemm followed by gemm_in_flight(n) leaves n groups in flight; the loop around it drains
-  // them once it ends. One followed by wgmma_async leaves its group in flight (wgmma_waits waits).
+  // A wgmma gemm followed by gemm_in_flight(n) leaves n groups in flight (wgmma_waits drains them
+  // after the loop). One followed by wgmma_async leaves its group in flight (wgmma_waits waits).
   void visit(const ir::SeqNode& n) override {
     for (size_t i = 0; i < n.stmts.size(); ++i) {
       const auto* g = ir::as<ir::GemmNode>(n.stmts[i]);
@@ -161,20 +161,6 @@ class CudaCodegen : public CodegenC {
   }
 
   void visit(const ir::ForNode& n) override {
-    ++loop_depth_;
-    visit_loop(n);
-    --loop_depth_;
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (it->loop_depth <= loop_depth_) {
-        ++it;
-        continue;
-      }
-      line(rt::str("tl::cuda::wgmma_drain<", it->regs, ">(", it->acc, ");"));
-      it = in_flight_.erase(it);
-    }
-  }
-
-  void visit_loop(const ir::ForNode& n) {
     // A vector the kernel lowering made (one 16-byte copy, perhaps under a bounds guard that holds
     // for the whole vector): a single load and store, or one cp.async.
     const auto* st = ir::as<ir::BufferStoreNode>(n.body);
@@ -420,7 +406,6 @@ class CudaCodegen : public CodegenC {
       line(rt::str("tl::cuda::tile_gemm_wgmma_rs<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_b), ", ", l.atoms_m(), ", ", l.cols, ", ", la->cols, ", ",
                    ldb, ", ", flat_rows(n.b.buffer), ", ", gemm_pending_, ">(", buffer(n.a.buffer), ", ", pb, ", ", buffer(n.c.buffer), ", ", flag(n.clear_accum),
                    ");"));
-      if (gemm_pending_ > 0) in_flight_.push_back({buffer(n.c.buffer), l.per_thread(), loop_depth_});
       return;
     }
     auto [pa, lda] = view(n.a, "A");
@@ -432,7 +417,6 @@ class CudaCodegen : public CodegenC {
         line(rt::str("tl::cuda::tile_gemm_wgmma<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_a), ", ", flag(n.trans_b), ", ", l->atoms_m(), ", ",
                      l->cols, ", ", expr(k), ", ", lda, ", ", flat_rows(n.a.buffer), ", ", ldb, ", ", flat_rows(n.b.buffer), ", ", gemm_pending_, ">(", pa, ", ",
                      pb, ", ", buffer(n.c.buffer), ", ", flag(n.clear_accum), ");"));
-        if (gemm_pending_ > 0) in_flight_.push_back({buffer(n.c.buffer), l->per_thread(), loop_depth_});
         return;
       }
       line(rt::str("tl::cuda::tile_gemm_mma_regs<", storage_type(n.a.buffer->dtype), ", ", flag(n.trans_a), ", ", flag(n.trans_b), ", ", l->warps_n, ", ",
@@ -693,15 +677,7 @@ class CudaCodegen : public CodegenC {
   bool uses_bulk_copy_ = false;
   bool uses_convert_ = false;  // paired float -> 16-bit float or e4m3 stores
   std::vector<TensorMapUse> tensor_maps_;  // of the kernel being emitted
-  // wgmma gemms left in flight (gemm_in_flight), drained when the loop at loop_depth ends.
-  struct InFlight {
-    std::string acc;
-    int64_t regs;
-    int loop_depth;
-  };
-  std::vector<InFlight> in_flight_;
-  int64_t gemm_pending_ = 0;
-  int loop_depth_ = 0;
+  int64_t gemm_pending_ = 0;  // of the wgmma gemm being emitted: groups it leaves in flight (-1: all)
   int64_t smem_top_ = 0, smem_peak_ = 0;
   std::map<const ir::BufferNode*, int64_t> smem_offsets_;  // the kernel's shared tiles
   std::vector<std::pair<int64_t, int64_t>> smem_live_;      // offset and bytes of the tiles in scope

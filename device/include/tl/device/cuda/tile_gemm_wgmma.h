@@ -16,7 +16,7 @@
 // The call issues the whole K extent as one wgmma group and waits until at most kPending groups of
 // the warpgroup are in flight: with 0 the accumulator registers and the operand tiles are free when
 // it returns; with 1 (a software-pipelined loop's gemm) this gemm runs on, the previous one has
-// finished, and wgmma_drain completes the last one before the accumulator is read; with -1 it does
+// finished, and a wgmma_wait_group<0> after the loop completes the last one; with -1 it does
 // not wait at all (passes/wgmma_waits.h places a wgmma_wait_group and fence_register_tile later). Shared tiles
 // written by threads (not by TMA) must have been made visible to the async proxy (fence.proxy.async)
 // by the threads that wrote them, before the barrier that precedes the call; the code generator
@@ -236,13 +236,6 @@ TL_DEVICE void tile_gemm_wgmma_rs(T* a, const TB* B, Acc* acc, bool clear) {
       }
     }
   detail::wgmma_finish<kPending>(d);
-}
-
-// Waits for every gemm of the warpgroup still in flight, then pins the accumulator.
-template <int kRegs, class Acc>
-TL_DEVICE void wgmma_drain(Acc* acc) {
-  wgmma_wait_group<0>();
-  fence_register_tile<kRegs>(acc);
 }
 
 }  // namespace tl::cuda
