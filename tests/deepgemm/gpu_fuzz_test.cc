@@ -1,28 +1,38 @@
 // A randomized differential test of DeepGEMM's GPU path against its CPU path: every public GEMM
 // call on random shapes (awkward ones: M = 1, ragged N, partial last K blocks, empty and uneven
-// groups, padding rows, masked counts of 0 and max_M), storage layouts (padded row strides, MN-major
-// operands), scale forms (float32 / UE8M0, K-major / TMA-aligned MN-major / tight MN-major), both
-// outputs, C separate and in place, and for a fraction of the cases a forced GPU configuration
-// (DG_GPU_CONFIG, DG_GPU_FP4, DG_GPU_SPLIT_K, DG_GPU_ROUND_SYNC, set_num_sms). Both paths get the
-// same quantized inputs, so their results may differ only by float32 rounding and the tensor cores'
-// accumulation: each GPU result is checked against the CPU's element by element (a bound from the
-// CPU path's own |A| |B|^T, computed by the same call on the inputs' absolute values), by
+// groups, padding rows and padding-only blocks, masked counts of 0 and max_M), storage layouts
+// (padded row strides, MN-major operands), scale forms (float32 / UE8M0, K-major / TMA-aligned
+// MN-major / tight MN-major), both outputs, C separate and in place, and for a fraction of the cases
+// a forced GPU configuration (DG_GPU_CONFIG from a small per-seed pool of tilings the kernel rules
+// accept, DG_GPU_FP4, DG_GPU_SPLIT_K, DG_GPU_ROUND_SYNC, set_num_sms). Both paths get the same
+// quantized inputs, so their results may differ only by float32 rounding and the tensor cores'
+// accumulation: each GPU result is checked against the CPU's element by element (a bound from
+// sum |a b|, which the CPU path computes by the same call on the inputs' absolute values), by
 // DeepGEMM's calc_diff per 64 x 64 tile and overall (1e-3 with FP8/FP4 inputs, 1e-5 with BF16), for
-// non-finite values, and for memory the call must not write (D's row padding, guard rows around
-// D, rows of masked groups past their count, the gaps between groups) staying bit for bit as it was.
+// non-finite values, and for memory the call must not write (D's row padding, guard rows around D,
+// gaps between groups, rows of masked groups past their count) keeping its bytes.
+//
+// A plan starts with directed cases (each call once with no knobs; then one case per kernel feature
+// -- TMA-store and whole-slice epilogues, ring rounds, folded FP4 scales, both FP4 kernels, dual-B,
+// k-interleaved, one- and three-consumer tiles, 256-row tiles, multicast, split-K, round sync -- and
+// per input property), then random cases. Each new kernel configuration costs an NVRTC compile (and
+// the driver's) of 1-3 s on its first use, so the generator predicts each case's configuration (the
+// heuristics of src/heuristics.cc, as gpu.cc calls them) and redraws random cases that would take
+// the run past DG_FUZZ_MAX_KERNELS distinct ones.
 //
 // Deterministic: DG_FUZZ_SEED (default kDefaultSeed), DG_FUZZ_CASES (default kDefaultCases),
-// DG_FUZZ_CASE=i to run case i alone (the cases are drawn as a list, so i means the same case for
-// the same seed and count), DG_FUZZ_MAX_KERNELS (distinct GPU kernel configurations the generator
-// aims for: each costs an NVRTC compile of 1-3 s the first time), DG_FUZZ_TIME_LIMIT_S (stop taking
-// new cases after this many seconds; default 85). A failure prints the case's full description
-// and the line that replays it.
+// DG_FUZZ_MAX_KERNELS (default kDefaultMaxKernels), DG_FUZZ_CASE=i to run case i alone (the same
+// case for the same seed and budget), DG_FUZZ_TIME_LIMIT_S (stop taking new cases after this many
+// seconds; default 80, 0 for no limit). A failure prints the case's full description (call,
+// shapes, strides, dtypes, scale forms, knobs) and the line that replays it.
 //
 //   build/tests/deepgemm_tests --gtest_filter='GpuFuzz*'
 //
-// GpuFuzz.* skip without a Hopper GPU; GpuFuzzGenerator.* run everywhere: they draw many cases
-// and run the small ones through the CPU path (which validates them as the GPU path would) against
-// the float64 reference of the de-quantized inputs, so CI exercises the generator and the checks.
+// GpuFuzz.* skip without a Hopper GPU; GpuFuzzGenerator.* run everywhere: they draw the plan and
+// other seeds' and run small cases of every call through the CPU path (which validates them as the
+// GPU path would) against the float64 reference of the de-quantized inputs, and check that the
+// comparison catches wrong, non-finite and stray outputs, so CI exercises the generator and the
+// checks. GpuFuzzGenerator.DISABLED_HostTimeOfTheRun times the GPU run's host share without a GPU.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -46,6 +56,7 @@
 #include "rt/cuda_device.h"
 #include "rt/error.h"
 #include "rt/tensor.h"
+#include "tl/device/round_sync_plan.h"
 #include "tl/device/split_k.h"
 
 namespace {
@@ -54,7 +65,7 @@ using rt::DType;
 
 constexpr uint64_t kDefaultSeed = 20261201;
 constexpr int kDefaultCases = 240;
-constexpr int kDefaultMaxKernels = 44;
+constexpr int kDefaultMaxKernels = 40;
 constexpr int kH200Sms = 132;
 constexpr int64_t kH200Smem = 232448;  // the H200's opt-in shared memory per block
 
@@ -287,8 +298,16 @@ struct Fp4RegTile {
 };
 
 // The predicted kernel keys of a case's launches; empty with `rejected` where a knob is refused.
+// Kernel features a launch of the case uses (for the directed cases at the start of a plan).
+enum Feature : uint32_t {
+  kTmaStoreFp8 = 1u << 0, kWholeSlice = 1u << 1, kRingRounds = 1u << 2, kFolded = 1u << 3, kFp4Shared = 1u << 4,
+  kFp4RegInterleaved = 1u << 5, kFp4Reg128 = 1u << 6, kDualB = 1u << 7, kKInterleave = 1u << 8,
+  kOneConsumer64 = 1u << 9, kThreeConsumers = 1u << 10, kBlockM256 = 1u << 11, kMulticast = 1u << 12,
+  kSplitK = 1u << 13, kRoundSync = 1u << 14, kTmaStoreBf16 = 1u << 15,
+};
 struct Prediction {
   bool rejected = false;
+  uint32_t features = 0;
   std::vector<std::string> keys;
   std::string first;  // the last launch's block shape, "BMxBNxS" (for the notes on mismatches)
 };
@@ -355,10 +374,34 @@ Prediction predict(const Case& c, int sms) {
     if (split_ok) {
       const tl::SplitKPlan plan =
           tl::plan_split_k(int(sm90_tiles(blk, s.m, s.n, 1)), int(k_blocks), sms, int(forced_split));
-      if (plan.splits > 1) blk.grid = plan.grid;
+      if (plan.splits > 1) blk.grid = plan.grid, blk.splits = plan.splits;
     }
     const bool fold = s.fold_ok && blk.block_n >= 128 && !fp4_registers;
     const bool ring = !fp4_registers && sm90_ring_rounds(blk, s.fp8, s.m_hint, s.n, s.k, s.groups_a, s.sfb_rows);
+    const bool plain = s.grouping == 0 && !fp4_registers;
+    const int64_t forced_sync = c.round_sync.empty() ? -1 : std::atoll(c.round_sync.c_str());
+    const int64_t operand_bytes = (s.m * s.k * (s.fp8 ? 8 : 16) + s.n * s.k * (s.fp4_b ? 4 : s.fp8 ? 8 : 16)) / 8;
+    const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, plain, s.m, s.n, s.k, operand_bytes, 60ll << 20)
+                           : sm90_round_sync_ok(blk, plain, s.m, s.n) ? int(forced_sync)
+                                                                       : 0;
+    const bool sync = tl::round_sync_barriers(sm90_full_rounds(blk, s.m, s.n), sync_every) > 0;
+    uint32_t& f = p.features;
+    if (blk.tma_store && s.fp8 && !blk.epilogue_whole_slice) f |= kTmaStoreFp8;
+    if (blk.tma_store && !s.fp8) f |= kTmaStoreBf16;
+    if (blk.epilogue_whole_slice) f |= kWholeSlice;
+    if (ring) f |= kRingRounds;
+    if (fold) f |= kFolded;
+    if (fp4_b && !fp4_registers) f |= kFp4Shared;
+    if (fp4_registers && blk.k_interleave) f |= kFp4RegInterleaved;
+    if (fp4_registers && blk.block_n == 128) f |= kFp4Reg128;
+    if (!fp4_registers && blk.dual_b) f |= kDualB;
+    if (!fp4_registers && blk.k_interleave) f |= kKInterleave;
+    if (!fp4_registers && blk.block_m == 64 && !blk.k_interleave && s.fp8 && s.sfb_rows == 0) f |= kOneConsumer64;
+    if (!fp4_registers && blk.block_m == 192) f |= kThreeConsumers;
+    if (!fp4_registers && blk.block_m == 256) f |= kBlockM256;
+    if (blk.multicast == 2) f |= kMulticast;
+    if (blk.splits > 1) f |= kSplitK;
+    if (sync) f |= kRoundSync;
     const std::string key =
         fp4_registers
             ? rt::str("fp4reg|", rt::name(s.out), "|", blk.block_m, "x", blk.block_n, "x", blk.stages, "|g", s.grouping,
@@ -434,7 +477,7 @@ Pools make_pools(uint64_t seed) {
 int64_t draw_k(Rng& r, Kind kind, bool medium) {
   const int64_t unit = kind == Kind::Fp4 ? 32 : kind == Kind::Fp8 ? 16 : 8;
   if (medium) return r.chance(0.7) ? 128 * r.uni(4, 16) : unit * r.uni(512 / unit, 2048 / unit);
-  if (r.chance(0.65)) return 128 * r.uni(1, 8);
+  if (r.chance(0.65)) return 128 * r.uni(1, r.chance(0.1) ? 16 : 8);
   return unit * r.uni(1, 1024 / unit);
 }
 
@@ -587,6 +630,9 @@ Case draw_case(Rng& r, const Pools& pools, int index, uint64_t value_seed) {
     c.round_sync = r.pick(std::vector<std::string>{"0", "1", "2"});
     if (!c.num_sms && r.chance(0.7)) c.num_sms = int(r.pick(std::vector<int64_t>{8, 16}));
   }
+  // Knobs the call cannot take (split-K where the FP4 registers kernel runs) dropped.
+  if (predict(c, c.num_sms ? c.num_sms : kH200Sms).rejected && !c.split_k.empty()) c.split_k = "1";
+  if (predict(c, c.num_sms ? c.num_sms : kH200Sms).rejected) c.config.clear();
   return c;
 }
 
@@ -594,24 +640,80 @@ struct Plan {
   uint64_t seed = kDefaultSeed;
   std::vector<Case> cases;
   std::set<std::string> kernels;  // predicted distinct kernel configurations (H200)
+  std::vector<std::string> missed;  // directed targets no draw hit
   int predicted_rejections = 0;
 };
 
-// The run's cases: each drawn from its own stream; a draw whose (predicted) kernels would take the
-// run past max_kernels distinct ones is drawn again (up to 40 times), so later cases reuse kernels.
+// The directed cases a plan starts with: one of each call with no knobs (the heuristic's choice),
+// then one for each kernel feature and input property (random draws until one has it).
+struct Target {
+  const char* what;
+  Api api = Api::Count;   // a case of this call with no knobs, or
+  uint32_t feature = 0;   // one whose predicted configuration has this feature, or
+  int property = 0;       // 1: K-grouped with an empty group, 2: masked counts 0 and max_M, 3: contiguous with a
+                          // padding-only block and M not a multiple of 128, 4: medium, 5: M = 1, 6: N % 16 != 0
+};
+std::vector<Target> targets() {
+  std::vector<Target> t;
+  for (int a = 0; a < int(Api::Count); ++a) t.push_back({api_name(Api(a)), Api(a), 0, 0});
+  const std::pair<const char*, uint32_t> features[] = {
+      {"FP8 TMA-store epilogue", kTmaStoreFp8}, {"whole-slice epilogue", kWholeSlice}, {"ring rounds", kRingRounds},
+      {"folded FP4 scales", kFolded}, {"FP4 shared-memory kernel", kFp4Shared},
+      {"FP4 registers k-interleaved", kFp4RegInterleaved}, {"FP4 registers 128 rows of B", kFp4Reg128},
+      {"contiguous 256-row dual-B tiles", kDualB}, {"k-interleaved 64-row FP8", kKInterleave},
+      {"one-consumer 64-row FP8", kOneConsumer64}, {"three consumers (192 rows)", kThreeConsumers},
+      {"256-row tiles", kBlockM256}, {"multicast", kMulticast}, {"split-K", kSplitK}, {"round sync", kRoundSync},
+      {"BF16 TMA-store epilogue", kTmaStoreBf16}};
+  for (const auto& [what, f] : features) t.push_back({what, Api::Count, f, 0});
+  const char* props[] = {"K-grouped empty group", "masked counts 0 and max_M", "contiguous padding block, ragged M",
+                         "medium shape", "M = 1", "N not a multiple of 16"};
+  for (int i = 0; i < 6; ++i) t.push_back({props[i], Api::Count, 0, i + 1});
+  return t;
+}
+
+bool hits(const Target& t, const Case& c, const Prediction& p) {
+  if (p.rejected) return false;
+  if (t.api != Api::Count) return c.api == t.api && !c.knobs() && c.num_sms == 0;
+  if (t.feature) return (p.features & t.feature) != 0;
+  switch (t.property) {
+    case 1: return c.group() == Group::K && std::count(c.ks.begin(), c.ks.end(), 0) > 0;
+    case 2: return c.group() == Group::Mask && c.g >= 2 && std::count(c.masked.begin(), c.masked.end(), 0) > 0 &&
+                   std::count(c.masked.begin(), c.masked.end(), int32_t(c.m)) > 0;
+    case 3: {
+      if (c.group() != Group::Cont || c.m % 128 == 0) return false;
+      for (size_t b = 0; b < c.m_indices.size(); b += 128)
+        if (c.m_indices[b] == -1) return true;
+      return false;
+    }
+    case 4: return c.medium;
+    case 5: return c.m == 1 && c.group() == Group::None;
+    case 6: return c.n % 16 != 0 && c.group() != Group::K;
+  }
+  return false;
+}
+
+// The run's cases: each drawn from its own stream. The directed ones first (drawn until they hit
+// their target, up to 3000 times); then random ones, where a draw whose (predicted) kernels would
+// take the run past max_kernels distinct ones is drawn again (up to 40 times), so that later cases
+// reuse kernels.
 Plan make_plan(uint64_t seed, int count, int max_kernels) {
   Plan plan;
   plan.seed = seed;
   const Pools pools = make_pools(seed);
+  const std::vector<Target> directed = targets();
   for (int i = 0; i < count; ++i) {
     Case chosen;
+    const Target* target = size_t(i) < directed.size() ? &directed[size_t(i)] : nullptr;
     for (int attempt = 0;; ++attempt) {
       Rng r(mix(seed * 0x100000001B3ull + uint64_t(i) * 7919 + uint64_t(attempt)));
       Case c = draw_case(r, pools, i, mix(seed ^ (uint64_t(i) << 20) ^ uint64_t(attempt)));
       const Prediction p = predict(c, c.num_sms ? c.num_sms : kH200Sms);
       int fresh = 0;
       for (const std::string& k : p.keys) fresh += plan.kernels.count(k) == 0;
-      if (fresh == 0 || int(plan.kernels.size()) + fresh <= max_kernels || attempt >= 40) {
+      const bool ok = target ? hits(*target, c, p) || attempt >= 3000
+                             : fresh == 0 || int(plan.kernels.size()) + fresh <= max_kernels || attempt >= 40;
+      if (ok) {
+        if (target && !hits(*target, c, p)) plan.missed.push_back(target->what);
         plan.kernels.insert(p.keys.begin(), p.keys.end());
         plan.predicted_rejections += p.rejected;
         chosen = c;
@@ -746,10 +848,34 @@ struct Inputs {
   int64_t d_ld = 0, d_gs = 0, d_off = 0;  // D's element strides and offset in its storage
 };
 
-double gain(int64_t r, int64_t c, uint64_t salt) {
-  const int er = int((mix(salt + uint64_t(r % 5)) % 5)) - 2;
-  const int ec = int((mix(salt + 97 + uint64_t((c / 128) % 7)) % 7)) - 3;
-  return std::ldexp(1.0, er + ec);
+// Random inputs, fast (the GPU run's host time counts): uniform in (-1, 1) times a gain of
+// 2^(-2..2) by row (mod 5) and 2^(-3..3) by 128-block of K (mod 7), so that neighbouring scales
+// differ and a scale taken from the wrong block shows. `k_along_rows`: K runs along the rows (the
+// K-grouped operands [sum(ks), MN]). `dtype` BF16 or F32; `scale` multiplies everything.
+rt::Tensor values(const rt::Shape& shape, DType dtype, uint64_t seed, bool k_along_rows = false, double scale = 1.0) {
+  rt::Tensor t = rt::Tensor::empty(shape, dtype);
+  const int64_t cols = shape.back(), rows = t.numel() / std::max<int64_t>(cols, 1);
+  float gr[5], gc[7];
+  for (int i = 0; i < 5; ++i) gr[i] = float(scale * std::ldexp(1.0, int(mix(seed + uint64_t(i)) % 5) - 2));
+  for (int i = 0; i < 7; ++i) gc[i] = std::ldexp(1.0f, int(mix(seed + 97 + uint64_t(i)) % 7) - 3);
+  uint64_t x = mix(seed) | 1;
+  auto* f32 = static_cast<float*>(t.data());
+  auto* b16 = static_cast<uint16_t*>(t.data());
+  for (int64_t r = 0; r < rows; ++r) {
+    for (int64_t c = 0; c < cols; ++c) {
+      x ^= x >> 12, x ^= x << 25, x ^= x >> 27;  // xorshift64*
+      const float u = float(int64_t((x * 0x2545F4914F6CDD1Dull) >> 11) - (int64_t(1) << 52)) * 0x1p-52f;
+      const float v = u * (k_along_rows ? gr[c % 5] * gc[(r / 128) % 7] : gr[r % 5] * gc[(c / 128) % 7]);
+      if (dtype == DType::F32) {
+        f32[r * cols + c] = v;
+      } else {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        b16[r * cols + c] = uint16_t((bits + 0x7FFF + ((bits >> 16) & 1)) >> 16);  // round to nearest even
+      }
+    }
+  }
+  return t;
 }
 
 Inputs build_inputs(const Case& c) {
@@ -760,16 +886,13 @@ Inputs build_inputs(const Case& c) {
   auto next = [&] { return s = mix(s); };
   const int64_t k = c.k, n = c.n, g = c.g;
   const int64_t kb = ceil_div(k, 128);
-  const uint64_t salt_a = next(), salt_b = next();
-  auto gain_a = [salt_a](int64_t r, int64_t col) { return gain(r, col, salt_a); };
-  auto gain_b = [salt_b](int64_t r, int64_t col) { return gain(r, col, salt_b); };
   const int64_t es_op = kind == Kind::Bf16 ? 2 : 1;
   const int64_t align_op = 16 / es_op;  // elements of a 16-byte unit of A / B (FP8, BF16)
 
   if (group == Group::K) {
     // a [sum(ks), M], b [sum(ks), N], both MN-major, per-channel scales [sum/128, MN].
-    const rt::Tensor xa = dgtest::normal({k, c.m}, DType::BF16, next(), 1.0, [&](int64_t r, int64_t col) { return gain_a(col, r); });
-    const rt::Tensor xb = dgtest::normal({k, n}, DType::BF16, next(), 1.0, [&](int64_t r, int64_t col) { return gain_b(col, r); });
+    const rt::Tensor xa = values({k, c.m}, DType::BF16, next(), true);
+    const rt::Tensor xb = values({k, n}, DType::BF16, next(), true);
     auto [qa, sa] = deepgemm::per_channel_cast_to_fp8(xa, c.ue8m0_values);
     auto [qb, sb] = deepgemm::per_channel_cast_to_fp8(xb, c.ue8m0_values);
     in.deq_a = dgtest::dequant(qa, sa, 128, 1);
@@ -781,8 +904,8 @@ Inputs build_inputs(const Case& c) {
     in.sfb = scales_as(dgtest::transpose(sb), c.sfb_dtype, c.sfb_form, true);
   } else {
     const int64_t rows_a = c.rows_a();
-    const rt::Tensor xa = dgtest::normal({rows_a, k}, DType::BF16, next(), 1.0, gain_a);
-    const rt::Tensor xb = dgtest::normal({g * n, k}, DType::BF16, next(), 1.0, gain_b);
+    const rt::Tensor xa = values({rows_a, k}, DType::BF16, next());
+    const rt::Tensor xb = values({g * n, k}, DType::BF16, next());
     rt::Tensor qa, sa, qb, sb;  // qa [rows_a, K]; qb [G*N, K]; sa [rows_a, KB]; sb [G, NB, KB] or [G*N, K/gran]
     if (kind == Kind::Bf16) {
       qa = xa;
@@ -855,7 +978,7 @@ Inputs build_inputs(const Case& c) {
   in.d.shape = dg > 1 || group == Group::Mask || group == Group::K ? rt::Shape{dg, c.m, n} : rt::Shape{c.m, n};
   in.d.strides = in.d.shape.size() == 3 ? rt::Shape{in.d_gs, in.d_ld, 1} : rt::Shape{in.d_ld, 1};
   if (c.c_mode != 0) {
-    const rt::Tensor cv = dgtest::normal(in.d.shape, DType::F32, next(), 4.0);
+    const rt::Tensor cv = values(in.d.shape, DType::F32, next(), false, 4.0);
     in.c_vals = testutil::to_f64(cv);
     if (c.c_mode == 1) {  // rows padded to 16 bytes like D's (other strides than D's)
       in.c = strided(cv, round_up(n, 4) + 4 * (c.d_pad == 0), in.d.shape.size() == 3 ? (c.m + 1) * (round_up(n, 4) + 4 * (c.d_pad == 0)) : 0);
@@ -1136,9 +1259,12 @@ TEST(GpuFuzzGenerator, DrawsValidCasesWithinTheKernelBudget) {
   const uint64_t seed = uint64_t(env_i64("DG_FUZZ_SEED", int64_t(kDefaultSeed)));
   const int count = int(env_i64("DG_FUZZ_CASES", kDefaultCases));
   const int max_kernels = int(env_i64("DG_FUZZ_MAX_KERNELS", kDefaultMaxKernels));
+  const auto t0 = std::chrono::steady_clock::now();
   const Plan plan = make_plan(seed, count, max_kernels);
+  const double plan_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   ASSERT_EQ(int(plan.cases.size()), count);
   EXPECT_LE(int(plan.kernels.size()), max_kernels + 4);  // a draw may exceed it after 40 attempts
+  EXPECT_TRUE(plan.missed.empty()) << "directed cases that hit no target: " << list_str(plan.missed);
   std::map<std::string, int> per_api;
   int forced = 0, medium = 0, splits = 0, syncs = 0, fp4_forms = 0;
   double flops = 0;
@@ -1153,10 +1279,13 @@ TEST(GpuFuzzGenerator, DrawsValidCasesWithinTheKernelBudget) {
   }
   std::printf("GpuFuzz plan: seed %llu, %d cases, %zu predicted distinct H200 kernels (budget %d), %d predicted "
               "rejections; %d forced tilings, %d DG_GPU_FP4, %d DG_GPU_SPLIT_K, %d DG_GPU_ROUND_SYNC, %d medium; %.1f "
-              "GFLOP\n",
+              "GFLOP; drawn in %.2f s\n",
               static_cast<unsigned long long>(seed), count, plan.kernels.size(), max_kernels, plan.predicted_rejections,
-              forced, fp4_forms, splits, syncs, medium, flops / 1e9);
+              forced, fp4_forms, splits, syncs, medium, flops / 1e9, plan_s);
   for (const auto& [name, n] : per_api) std::printf("  %-40s %d\n", name.c_str(), n);
+  for (const std::string& k : plan.kernels) std::printf("  kernel %s\n", k.c_str());
+  for (const Case& c : plan.cases)
+    if (predict(c, c.num_sms ? c.num_sms : kH200Sms).rejected) std::printf("  predicted rejected: %s\n", c.describe().c_str());
   if (count >= 200) {
     EXPECT_EQ(int(per_api.size()), int(Api::Count)) << "every API drawn";
   }
@@ -1168,8 +1297,10 @@ TEST(GpuFuzzGenerator, DrawsValidCasesWithinTheKernelBudget) {
   // accepted by the CPU path, which matches float64, and the GPU run's checks pass on the CPU's
   // own output.
   int run = 0;
+  std::map<Api, int> run_per_api;
   for (const Case& c : plan.cases) {
-    if (c.flops() > 4e7 || run >= 70) continue;
+    if (c.flops() > 1.5e7 || run_per_api[c.api] >= 3) continue;  // up to 3 small cases of each call
+    ++run_per_api[c.api];
     ++run;
     SCOPED_TRACE(c.describe());
     const Inputs in = build_inputs(c);
@@ -1200,7 +1331,73 @@ TEST(GpuFuzzGenerator, DrawsValidCasesWithinTheKernelBudget) {
     }
   }
   EXPECT_GE(run, 30);
-  std::printf("GpuFuzzGenerator: %d small cases run through the CPU path\n", run);
+  std::printf("GpuFuzzGenerator: %d small cases run through the CPU path (%zu calls)\n", run, run_per_api.size());
+}
+
+// The checks catch what they are for: on the CPU's own output of small cases, an element off by
+// about twice its bound, a NaN, and a write outside what the call writes (D's row padding, guard rows,
+// masked rows) each make compare() complain.
+TEST(GpuFuzzGenerator, ChecksCatchWrongOutputs) {
+  const Plan plan = make_plan(kDefaultSeed, 80, kDefaultMaxKernels);
+  int checked = 0, untouched_checked = 0;
+  for (const Case& c : plan.cases) {
+    if (c.flops() > 2e7 || checked >= 16) continue;
+    ++checked;
+    SCOPED_TRACE(c.describe());
+    const Inputs in = build_inputs(c);
+    const rt::Tensor initial = copy_bytes(in.d.bytes);
+    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
+    {
+      NoKnobs none;
+      call(c, host_args(in, d_cpu));
+    }
+    const std::vector<double> abs = abs_bound(c, in);
+    ASSERT_EQ(compare(c, in, initial, d_cpu, d_cpu, abs), "");
+    const DType dt = in.d.dtype;
+    const int64_t es = rt::bits(dt) / 8;
+    auto set = [&](rt::Tensor& t, int64_t e, float v) {
+      if (dt == DType::F32) {
+        std::memcpy(static_cast<char*>(t.data()) + e * 4, &v, 4);
+      } else {
+        uint32_t bits;
+        std::memcpy(&bits, &v, 4);
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(static_cast<char*>(t.data()) + e * 2, &h, 2);
+      }
+    };
+    // A written element: the last row written of the last group with any, column n - 1.
+    int64_t written = -1, gw = 0, rw = 0;
+    for (int64_t gi = 0; gi < c.d_groups(); ++gi)
+      for (int64_t r = 0; r < c.m; ++r)
+        if (row_written(c, gi, r)) written = in.d_off + gi * in.d_gs + r * in.d_ld + c.n - 1, gw = gi, rw = r;
+    if (written >= 0) {
+      const double v = elem(d_cpu, dt, written), b = abs[size_t((gw * c.m + rw) * c.n + c.n - 1)];
+      rt::Tensor off = copy_bytes(d_cpu);
+      // (The element bound is ~1.6% of sum |a b|, plus 2^-7 of the value for bfloat16 outputs.)
+      set(off, written, float(v + 0.03 * b + 0.03 * std::fabs(v) + 1e-3));
+      EXPECT_NE(compare(c, in, initial, d_cpu, off, abs), "") << "an element off by 3% of its bound";
+      rt::Tensor nan = copy_bytes(d_cpu);
+      set(nan, written, std::nanf(""));
+      EXPECT_NE(compare(c, in, initial, d_cpu, nan, abs), "") << "a NaN";
+    }
+    // An element the call must not write: the first of the storage that is not D's (guard rows,
+    // row padding, gaps) or a masked row's.
+    const int64_t elems = initial.numel() / es;
+    for (int64_t e = 0; e < elems; ++e) {
+      const int64_t rel = e - in.d_off;
+      const int64_t gi = rel >= 0 ? rel / in.d_gs : -1, r = rel >= 0 ? rel % in.d_gs / in.d_ld : -1,
+                    col = rel >= 0 ? rel % in.d_ld : -1;
+      const bool inside = rel >= 0 && gi < c.d_groups() && r < c.m && col < c.n && row_written(c, gi, r);
+      if (inside) continue;
+      rt::Tensor stray = copy_bytes(d_cpu);
+      set(stray, e, 1.0f);
+      EXPECT_NE(compare(c, in, initial, d_cpu, stray, abs), "") << "a write to storage element " << e;
+      ++untouched_checked;
+      break;
+    }
+  }
+  EXPECT_GE(checked, 10);
+  EXPECT_GE(untouched_checked, 5);
 }
 
 // Other seeds draw valid calls too (only validated: the CPU path on the smallest of them).
@@ -1209,7 +1406,7 @@ TEST(GpuFuzzGenerator, OtherSeedsDrawValidCalls) {
   for (uint64_t seed : {1ull, 2ull, 977ull}) {
     const Plan plan = make_plan(seed, 120, kDefaultMaxKernels);
     for (const Case& c : plan.cases) {
-      if (c.flops() > 4e6) continue;
+      if (c.flops() > 2e6) continue;
       ++run;
       const Inputs in = build_inputs(c);
       rt::Tensor d_cpu = copy_bytes(in.d.bytes);
@@ -1222,7 +1419,32 @@ TEST(GpuFuzzGenerator, OtherSeedsDrawValidCalls) {
       }
     }
   }
-  EXPECT_GE(run, 30);
+  EXPECT_GE(run, 20);
+}
+
+// The host's share of the GPU run, without a GPU: every case of the plan built, run on the CPU
+// (with its bound) and checked, as GpuFuzz.GpuMatchesCpu does (--gtest_also_run_disabled_tests).
+TEST(GpuFuzzGenerator, DISABLED_HostTimeOfTheRun) {
+  const Plan plan = plan_from_env();
+  const auto start = std::chrono::steady_clock::now();
+  double worst = 0;
+  int worst_case = -1;
+  for (const Case& c : plan.cases) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Inputs in = build_inputs(c);
+    const rt::Tensor initial = copy_bytes(in.d.bytes);
+    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
+    {
+      NoKnobs none;
+      call(c, host_args(in, d_cpu));
+    }
+    const std::vector<double> abs = abs_bound(c, in);
+    EXPECT_EQ(compare(c, in, initial, d_cpu, d_cpu, abs), "") << c.describe();
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (s > worst) worst = s, worst_case = c.index;
+  }
+  std::printf("host time of %zu cases: %.1f s (slowest: case %d, %.2f s)\n", plan.cases.size(),
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), worst_case, worst);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1239,7 +1461,7 @@ TEST(GpuFuzz, GpuMatchesCpu) {
   const rt::Device gpu = rt::Device::cuda(0);
   const Plan plan = plan_from_env();
   const int64_t only = env_i64("DG_FUZZ_CASE", -1);
-  const double time_limit = double(env_i64("DG_FUZZ_TIME_LIMIT_S", 85));
+  const double time_limit = double(env_i64("DG_FUZZ_TIME_LIMIT_S", 80));  // <= 0: none
   std::printf("GpuFuzz: DG_FUZZ_SEED=%llu DG_FUZZ_CASES=%zu DG_FUZZ_MAX_KERNELS=%lld: %zu predicted distinct kernels\n",
               static_cast<unsigned long long>(plan.seed), plan.cases.size(),
               static_cast<long long>(env_i64("DG_FUZZ_MAX_KERNELS", kDefaultMaxKernels)), plan.kernels.size());
@@ -1252,12 +1474,14 @@ TEST(GpuFuzz, GpuMatchesCpu) {
   int ran = 0, rejected = 0, failed = 0, mispredicted = 0, skipped_time = 0;
   for (const Case& c : plan.cases) {
     if (only >= 0 && c.index != only) continue;
-    if (only < 0 && elapsed() > time_limit) {
+    if (only < 0 && time_limit > 0 && elapsed() > time_limit) {
       ++skipped_time;
       continue;
     }
-    const std::string replay = rt::str("replay: DG_FUZZ_SEED=", plan.seed, " DG_FUZZ_CASES=", plan.cases.size(),
-                                       " DG_FUZZ_CASE=", c.index, " build/tests/deepgemm_tests --gtest_filter=GpuFuzz.GpuMatchesCpu");
+    const std::string replay =
+        rt::str("replay: DG_FUZZ_SEED=", plan.seed, " DG_FUZZ_CASES=", plan.cases.size(), " DG_FUZZ_MAX_KERNELS=",
+                env_i64("DG_FUZZ_MAX_KERNELS", kDefaultMaxKernels), " DG_FUZZ_CASE=", c.index,
+                " build/tests/deepgemm_tests --gtest_filter=GpuFuzz.GpuMatchesCpu");
     const Inputs in = build_inputs(c);
     const rt::Tensor initial = copy_bytes(in.d.bytes);
     // The CPU path, and the bound.
@@ -1303,6 +1527,7 @@ TEST(GpuFuzz, GpuMatchesCpu) {
       continue;
     }
     ++ran;
+    EXPECT_EQ(used.backend, "cuda") << c.describe();
     if (pred.rejected) std::printf("GpuFuzz case %d: predicted a rejection, ran (%s)\n", c.index, used.to_string().c_str());
     kernels.insert(rt::str(used.kernel, "|", used.block_m, "x", used.block_n, "x", used.num_stages, "|m", used.num_multicast,
                            "|p", used.promotion_k, "|", c.out_f32 ? "f32" : "bf16", "|g", int(c.group()), "|c", c.c_mode != 0));
