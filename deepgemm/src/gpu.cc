@@ -272,6 +272,12 @@ struct Sm90Call {
   rt::Tensor m_indices, masked_m;
 };
 
+// DG_GPU_SPLIT_K: unset or "auto" for the plan's choice (0 here), 1 for none, S to force S pieces.
+int64_t forced_split_k() {
+  const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "auto");
+  return split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
+}
+
 GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt::CuStream stream) {
   const rt::CudaDeviceInfo& info = rt::cuda_device(device);
   const rt::DType out_dtype = x.d.tensor.dtype();
@@ -327,10 +333,9 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
 
   // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
   // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
-  // DG_GPU_SPLIT_K: unset or "auto" for the plan's choice, 1 for none, S to force S pieces.
+  // DG_GPU_SPLIT_K (forced_split_k) forces it.
   const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1 && !fp4_registers;
-  const std::string split_env = rt::env_string("DG_GPU_SPLIT_K", "auto");
-  const int64_t forced_split = split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
+  const int64_t forced_split = forced_split_k();
   const int64_t k_blocks = ceil_div(x.k, blk.block_k);
   RT_USER_CHECK(forced_split <= 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
                 forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",
@@ -558,7 +563,12 @@ GemmConfig run_gpu(const Problem& p) {
     if (p.grouping != Grouping::KContiguous) {
       cfg = launch_sm90(fn, x, device, stream);
     } else {
-      // K-grouped: one launch per group over its K range, D[g] = C[g] + A_g B_g^T.
+      // K-grouped: one launch per group over its K range, D[g] = C[g] + A_g B_g^T. A split every
+      // group cannot take is refused before the first launch (not after some groups' D is written).
+      const int64_t forced_split = forced_split_k();
+      for (int64_t g = 0; g < p.num_groups && forced_split > 1; ++g)
+        RT_USER_CHECK(p.ks[size_t(g)] >= forced_split * 128, "deepgemm::", fn, ": DG_GPU_SPLIT_K=", forced_split,
+                      " needs at least that many blocks of 128 in every group's K; group ", g, " has K = ", p.ks[size_t(g)]);
       int64_t k0 = 0;
       for (int64_t g = 0; g < p.num_groups; ++g) {
         const int64_t kg = p.ks[size_t(g)];

@@ -5,6 +5,7 @@
 
 #include "deepgemm/kernels/sm90_params.h"
 #include "rt/cpu_info.h"
+#include "rt/error.h"
 #include "tl/device/round_sync_plan.h"
 #include "tl/device/split_k.h"
 
@@ -191,11 +192,14 @@ GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_grou
   sms = std::max(sms, 1);
   GpuBlocking best;
   double best_cost = 0;
-  for (int bn : {128, 64}) {
-    for (int bm : {128, 96, 64, 48, 32, 16}) {
+  // The heuristic's candidates, or the one tile forced (DG_GPU_FP4=registers:BMxBN, any tile the
+  // kernel takes: an 80-row one forced used to match no candidate and leave no tile at all).
+  const std::vector<int> bns = block_m > 0 ? std::vector<int>{block_n} : std::vector<int>{128, 64};
+  const std::vector<int> bms = block_m > 0 ? std::vector<int>{block_m} : std::vector<int>{128, 96, 64, 48, 32, 16};
+  for (int bn : bns) {
+    for (int bm : bms) {
       const bool ki = block_m > 0 ? k_interleave : bn == 64;
       if (!fp4_register_tile_error(bm, bn, promotion_k, contiguous, ki).empty()) continue;
-      if (block_m > 0 && (bm != block_m || bn != block_n)) continue;
       GpuBlocking tile;
       tile.block_m = bm;
       tile.block_n = bn;
@@ -209,6 +213,7 @@ GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_grou
       best_cost = cost;
     }
   }
+  RT_ICHECK(best.block_m != 0, "no FP4 register tile for m=", m, ", n=", n, " (forced ", block_m, "x", block_n, ")");
   best.block_k = 128;
   best.fp4_b = true;
   best.fp4_registers = true;

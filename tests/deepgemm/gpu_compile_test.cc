@@ -233,6 +233,14 @@ TEST(GpuCompile, Fp4BInRegisters) {
   EXPECT_FALSE(deepgemm::detail::sm90_fp4_in_registers(1024));
   // The contiguous layout's tiles stay inside one 128-row block.
   EXPECT_EQ(128 % deepgemm::detail::choose_fp4_register_blocking(4096, 4096, 1, 132, smem, 128, true).block_m, 0);
+  // A forced tile the kernel takes but the heuristic never picks (80 and 112 rows): it is the tile
+  // (it matched no candidate: block_m 0, a division by zero before the launch).
+  for (int bm : {80, 112}) {
+    const auto forced = deepgemm::detail::choose_fp4_register_blocking(200, 200, 1, 132, smem, 128, false, bm, 64, false);
+    EXPECT_EQ(forced.block_m, bm);
+    EXPECT_EQ(forced.block_n, 64);
+    EXPECT_GT(forced.grid, 0);
+  }
 }
 
 // One epilogue buffer per consumer: each box's store must leave shared memory before the next box

@@ -464,9 +464,7 @@ Pools make_pools(uint64_t seed) {
     Fp4RegTile t;
     t.bn = r.chance(0.5) ? 64 : 128;
     t.ki = t.bn == 64 && r.chance(0.4);
-    // (Not 80 or 112: fp4_register_tile_error accepts them, but choose_fp4_register_blocking has no
-    // such candidate and leaves block_m 0, a division by zero in sm90_tiles -- SIGFPE.)
-    t.bm = int(r.pick(std::vector<int64_t>{16, 32, 48, 64, 96, 128}));
+    t.bm = int(r.pick(std::vector<int64_t>{16, 32, 48, 64, 80, 96, 112, 128}));
     p.fp4_tiles.push_back(t);
   }
   return p;

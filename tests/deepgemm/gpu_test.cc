@@ -984,6 +984,18 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },
                               {"DG_GPU_ROUND_SYNC", bad});
   }
+  // A K-grouped call (one launch per group) with a split that a later group cannot take is refused
+  // before the first launch: D keeps every byte (the first groups' D used to be written).
+  const dgtest::KGroupedProblem kg = dgtest::make_k_grouped({512, 384, 128}, 96, 144);
+  const rt::Tensor poison = poisoned({int64_t(kg.ks.size()), kg.m, kg.n}, rt::DType::F32);
+  rt::Tensor dk = gpu(poison);
+  {
+    dgtest::ScopedEnv env("DG_GPU_SPLIT_K", "2");
+    dgtest::expect_user_error([&] { deepgemm::k_grouped_fp8_gemm_tn_contiguous(gpu(kg.qa), gpu(kg.sfa), gpu(kg.qb), gpu(kg.sfb), dk, kg.ks, gpu(kg.c)); },
+                              {"DG_GPU_SPLIT_K=2", "group 2 has K = 128"});
+  }
+  const rt::Tensor back = dk.to(rt::Device::cpu());
+  EXPECT_EQ(std::memcmp(back.data(), poison.data(), size_t(poison.nbytes())), 0) << "a refused call wrote D";
 }
 
 // The casts of CUDA tensors give the CPU casts' bits (the CPU casts are checked against the
