@@ -113,7 +113,7 @@ fi
 if [ -z "${TL_SKIP_TILELANG:-}" ]; then  # TL_SKIP_TILELANG=1: the deepgemm steps only
 # The numerical program suite on the GPU (the CPU-only golden and error suites stay in CI), in 8
 # shards at once: most of the time is NVRTC compiling kernels.
-programs='PersistentKernels.*:Sizes/*:Shapes/*:Types/*:Dtypes/*:Variants/*:Forms/*:NotWarpSpecialized/*:BlockedGemm.*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*:WholeTiles/*:TileCopy.*:SeedLoops.*'
+programs='PersistentKernels.*:Sizes/*:Shapes/*:OneKBlock/*:Types/*:Dtypes/*:Variants/*:Forms/*:NotWarpSpecialized/*:BlockedGemm.*:ThreadLevel.*:EscapeHatches.*:Atomics.*:Call.*:Numerics.*:IntegerInputs.*:SeedMatmul.*:UnalignedTensors.*:Layouts/*:WholeTiles/*:TileCopy.*:SeedLoops.*'
 shards() {
   local pids=() rc=0
   for i in 0 1 2 3 4 5 6 7; do
