@@ -1098,6 +1098,20 @@ TEST(SeedLoops, InnerLoopBoundReadsTheSum) {
   EXPECT_EQ(f64(out[0]), (std::vector<double>{40.0}));
 }
 
+// A sum whose index reads a tensor the nest writes (`s[t[0]] += x[j]; t[0] += 1`, `s[s[0]] += x[j]`):
+// promote_reductions loaded s[t[0]] into an accumulator before the loop and stored it after, so
+// every step added into the first element (s = [3, 0, 0, 0] for x = [1, 1, 1], not [1, 1, 1, 0]).
+// Found by differential testing (tools/difftest, family seed_reduce).
+TEST(SeedLoops, SumIntoAnElementTheLoopMovesStaysStepwise) {
+  rt::Tensor x = rt::Tensor::empty({3}, DType::I32);
+  for (int i = 0; i < 3; ++i) static_cast<int32_t*>(x.data())[i] = 1;
+  auto counter = run(tltest::load("tests/tilelang/programs/moving_index_seed.py", "counter_index"), {x}, {{{4}, DType::I32}});
+  EXPECT_EQ(f64(counter[0]), (std::vector<double>{1, 1, 1, 0})) << "s[t[0]] += x[j]; t[0] += 1";
+  // s[0] goes 0 -> 1, then s[1] takes the next two steps.
+  auto self = run(tltest::load("tests/tilelang/programs/moving_index_seed.py", "self_index"), {x}, {{{4}, DType::I32}});
+  EXPECT_EQ(f64(self[0]), (std::vector<double>{1, 2, 0, 0})) << "s[s[0]] += x[j]";
+}
+
 // A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
 // which the independence test took as "every iteration writes its own element", so the loop ran
 // in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet
