@@ -1112,6 +1112,23 @@ TEST(SeedLoops, SumIntoAnElementTheLoopMovesStaysStepwise) {
   EXPECT_EQ(f64(self[0]), (std::vector<double>{1, 2, 0, 0})) << "s[s[0]] += x[j]";
 }
 
+// A product nest whose k loop's bound reads C (`for k in range(int(c[0, 0]))`): the recognizer made it
+// one gemm with that bound as its K, read once before the gemm, while the loops read it anew for every
+// (i, j) after c[0, 0] has changed. Found by differential testing (tools/difftest, family seed_gemm).
+TEST(SeedLoops, ProductWhoseBoundReadsCStaysLoops) {
+  const int64_t m = 3, n = 4, kk = 6;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/bound_reads_c_seed.py", "growing_k");
+  rt::Tensor a = rt::Tensor::empty({m, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32), c0 = rt::Tensor::empty({m, n}, DType::F32);
+  testutil::from_f64(a, std::vector<double>(m * kk, 1.0));
+  testutil::from_f64(b, std::vector<double>(kk * n, 1.0));
+  testutil::from_f64(c0, std::vector<double>(m * n, 2.0));
+  // c[0, 0] = 2 + 2 = 4 after the first element; every later element then sums min(4, 6) = 4 terms.
+  std::vector<double> ref(m * n, 6.0);
+  ref[0] = 4.0;
+  auto out = run(k, {a, b, c0}, {{{m, n}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), ref);
+}
+
 // A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
 // which the independence test took as "every iteration writes its own element", so the loop ran
 // in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet

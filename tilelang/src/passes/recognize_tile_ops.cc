@@ -99,6 +99,10 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
     if (std::none_of(idx.begin(), idx.end(), [&](const ir::Var& v) { return v == l.var; })) m.k = l.var;
   if (!m.k) return std::nullopt;
   m.c = store->buffer;
+  // A bound that reads C changes as the nest updates C (`for k in range(int(c[0, 0]))` is evaluated
+  // anew for each (i, j)); the gemm's regions are computed once, before it runs.
+  for (const Loop& l : nest.loops)
+    if (analysis::uses_buffer(l.min, m.c.get()) || analysis::uses_buffer(l.extent, m.c.get())) return std::nullopt;
   m.batch.assign(idx.begin(), idx.end() - 2);
   m.i = idx[idx.size() - 2];
   m.j = idx.back();
