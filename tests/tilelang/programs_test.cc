@@ -1129,6 +1129,29 @@ TEST(SeedLoops, ProductWhoseBoundReadsCStaysLoops) {
   EXPECT_EQ(f64(out[0]), ref);
 }
 
+// A product nest with a dimension of one (one row of A, a batch of one) is a gemm like any other
+// (docs/language.md 3.5): float32 sums rounded once into the bfloat16 C. simplify inlines loops of
+// one iteration before recognize_tile_ops runs, which took only loop variables as C's indices, so the
+// nest stayed loops and, k outermost, rounded every step: 1 + 2^-8 is a tie that rounds to 1 in
+// bfloat16, so 1 + 4 x 2^-8 came out as 1. Found by differential testing (family seed_gemm).
+TEST(SeedLoops, ProductWithAUnitDimensionIsAGemm) {
+  const int64_t kk = 5, n = 3;
+  std::vector<double> av(kk, 0x1p-8);
+  av[0] = 1.0;
+  rt::Tensor a = rt::Tensor::empty({1, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32);
+  testutil::from_f64(a, av);
+  testutil::from_f64(b, std::vector<double>(kk * n, 1.0));
+  auto row = run(tltest::load("tests/tilelang/programs/unit_dim_product_seed.py", "one_row"), {a, b}, {{{1, n}, DType::BF16}});
+  EXPECT_EQ(f64(row[0]), std::vector<double>(n, 1.0 + 4 * 0x1p-8)) << "m = 1";
+  rt::Tensor a3 = rt::Tensor::empty({1, 2, kk}, DType::F32), b3 = rt::Tensor::empty({1, kk, n}, DType::F32);
+  std::vector<double> av3 = av;
+  av3.insert(av3.end(), av.begin(), av.end());
+  testutil::from_f64(a3, av3);
+  testutil::from_f64(b3, std::vector<double>(kk * n, 1.0));
+  auto batch = run(tltest::load("tests/tilelang/programs/unit_dim_product_seed.py", "batch_of_one"), {a3, b3}, {{{1, 2, n}, DType::BF16}});
+  EXPECT_EQ(f64(batch[0]), std::vector<double>(2 * n, 1.0 + 4 * 0x1p-8)) << "a batch of one";
+}
+
 // A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
 // which the independence test took as "every iteration writes its own element", so the loop ran
 // in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet
