@@ -1107,6 +1107,60 @@ TEST(SeedLoops, InnerLoopBoundReadsTheSum) {
   EXPECT_EQ(f64(out[0]), (std::vector<double>{40.0}));
 }
 
+// A sum whose index reads a tensor the nest writes (`s[t[0]] += x[j]; t[0] += 1`, `s[s[0]] += x[j]`):
+// promote_reductions loaded s[t[0]] into an accumulator before the loop and stored it after, so
+// every step added into the first element (s = [3, 0, 0, 0] for x = [1, 1, 1], not [1, 1, 1, 0]).
+// Found by differential testing (tools/difftest, family seed_reduce).
+TEST(SeedLoops, SumIntoAnElementTheLoopMovesStaysStepwise) {
+  rt::Tensor x = rt::Tensor::empty({3}, DType::I32);
+  for (int i = 0; i < 3; ++i) static_cast<int32_t*>(x.data())[i] = 1;
+  auto counter = run(tltest::load("tests/tilelang/programs/moving_index_seed.py", "counter_index"), {x}, {{{4}, DType::I32}});
+  EXPECT_EQ(f64(counter[0]), (std::vector<double>{1, 1, 1, 0})) << "s[t[0]] += x[j]; t[0] += 1";
+  // s[0] goes 0 -> 1, then s[1] takes the next two steps.
+  auto self = run(tltest::load("tests/tilelang/programs/moving_index_seed.py", "self_index"), {x}, {{{4}, DType::I32}});
+  EXPECT_EQ(f64(self[0]), (std::vector<double>{1, 2, 0, 0})) << "s[s[0]] += x[j]";
+}
+
+// A product nest whose k loop's bound reads C (`for k in range(int(c[0, 0]))`): the recognizer made it
+// one gemm with that bound as its K, read once before the gemm, while the loops read it anew for every
+// (i, j) after c[0, 0] has changed. Found by differential testing (tools/difftest, family seed_gemm).
+TEST(SeedLoops, ProductWhoseBoundReadsCStaysLoops) {
+  const int64_t m = 3, n = 4, kk = 6;
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/bound_reads_c_seed.py", "growing_k");
+  rt::Tensor a = rt::Tensor::empty({m, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32), c0 = rt::Tensor::empty({m, n}, DType::F32);
+  testutil::from_f64(a, std::vector<double>(m * kk, 1.0));
+  testutil::from_f64(b, std::vector<double>(kk * n, 1.0));
+  testutil::from_f64(c0, std::vector<double>(m * n, 2.0));
+  // c[0, 0] = 2 + 2 = 4 after the first element; every later element then sums min(4, 6) = 4 terms.
+  std::vector<double> ref(m * n, 6.0);
+  ref[0] = 4.0;
+  auto out = run(k, {a, b, c0}, {{{m, n}, DType::F32}});
+  EXPECT_EQ(f64(out[0]), ref);
+}
+
+// A product nest with a dimension of one (one row of A, a batch of one) is a gemm like any other
+// (docs/language.md 3.5): float32 sums rounded once into the bfloat16 C. simplify inlines loops of
+// one iteration before recognize_tile_ops runs, which took only loop variables as C's indices, so the
+// nest stayed loops and, k outermost, rounded every step: 1 + 2^-8 is a tie that rounds to 1 in
+// bfloat16, so 1 + 4 x 2^-8 came out as 1. Found by differential testing (family seed_gemm).
+TEST(SeedLoops, ProductWithAUnitDimensionIsAGemm) {
+  const int64_t kk = 5, n = 3;
+  std::vector<double> av(kk, 0x1p-8);
+  av[0] = 1.0;
+  rt::Tensor a = rt::Tensor::empty({1, kk}, DType::F32), b = rt::Tensor::empty({kk, n}, DType::F32);
+  testutil::from_f64(a, av);
+  testutil::from_f64(b, std::vector<double>(kk * n, 1.0));
+  auto row = run(tltest::load("tests/tilelang/programs/unit_dim_product_seed.py", "one_row"), {a, b}, {{{1, n}, DType::BF16}});
+  EXPECT_EQ(f64(row[0]), std::vector<double>(n, 1.0 + 4 * 0x1p-8)) << "m = 1";
+  rt::Tensor a3 = rt::Tensor::empty({1, 2, kk}, DType::F32), b3 = rt::Tensor::empty({1, kk, n}, DType::F32);
+  std::vector<double> av3 = av;
+  av3.insert(av3.end(), av.begin(), av.end());
+  testutil::from_f64(a3, av3);
+  testutil::from_f64(b3, std::vector<double>(kk * n, 1.0));
+  auto batch = run(tltest::load("tests/tilelang/programs/unit_dim_product_seed.py", "batch_of_one"), {a3, b3}, {{{1, 2, n}, DType::BF16}});
+  EXPECT_EQ(f64(batch[0]), std::vector<double>(2 * n, 1.0 + 4 * 0x1p-8)) << "a batch of one";
+}
+
 // A loop writing y[i] and y[i + 1]: each store was indexed by the loop variable plus an invariant,
 // which the independence test took as "every iteration writes its own element", so the loop ran
 // in parallel (OpenMP on the CPU, a thread an iteration on CUDA) and steps read carries not yet

@@ -85,7 +85,11 @@ def compile_program(tl, target, prog_dir, timeout):
     with open(os.path.join(prog_dir, "meta.json")) as f:
         meta = json.load(f)
     emit = "cpp" if target == "cpu" else "ptx"
-    rc, output, seconds = run_tl([tl, "compile", os.path.join(prog_dir, "prog.py"), "--emit=" + emit, "--target", target], timeout)
+    cmd = [tl, "compile", os.path.join(prog_dir, "prog.py"), "--emit=" + emit, "--target", target]
+    if meta.get("seed"):  # a @tile_kernel is specialized on its inputs: their specs come from the files
+        for kind, fn in meta["args"]:
+            cmd += ["--in", os.path.join(prog_dir, fn)]
+    rc, output, seconds = run_tl(cmd, timeout)
     if rc is None:
         return "timeout", "after %d s" % timeout
     if "expect_error" in meta:

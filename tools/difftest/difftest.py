@@ -9,10 +9,11 @@ TARGET: cuda (default), cuda:sm_80, cpu (the tool's self-test). tools/difftest/R
 import argparse, json, os, random, shutil, subprocess, sys, tarfile, tempfile, time
 from concurrent.futures import ThreadPoolExecutor
 import numpy as np
-import compare, construct_families, families, probes
+import compare, construct_families, families, probes, seed_families
 
-# name -> generator, in run order: families.py's, then the language constructs' (construct_families.py)
-FAMILIES = dict(families.FAMILIES, **construct_families.FAMILIES)
+# name -> generator, in run order: families.py's, then the language constructs' (construct_families.py), then the
+# seed dialect's (seed_families.py)
+FAMILIES = dict(families.FAMILIES, **construct_families.FAMILIES, **seed_families.FAMILIES)
 
 FAILURES = [s for s in compare.STATUSES if s not in ("pass", "not_run")]
 

@@ -588,9 +588,13 @@ def write(p, outdir):
         fn = "out%d.npy" % j
         outs.append(fn)
         small = np.all(np.isfinite(ref)) and np.all(ref == np.round(ref)) and np.abs(ref).max(initial=0) < 30000
-        np.save(os.path.join(d, "ref%d.npy" % j), ref.astype(np.int16) if small else ref.astype(np.int32) if dt == "int32" else ref.astype(np.float32))
+        wide = {"float64": np.float64, "int64": np.int64}.get(dt)  # float32 would round float64 references
+        np.save(os.path.join(d, "ref%d.npy" % j), ref.astype(np.int16) if small else ref.astype(wide) if wide else
+                ref.astype(np.int32) if dt == "int32" else ref.astype(np.float32))
         checks.append(dict(got=fn, ref="ref%d.npy" % j, dtype=dt, rtol=r, atol=a))
     meta = dict(name=p.name, family=p.family, desc=p.desc, args=args, outs=outs, checks=checks)
+    if getattr(p, "seed", False):  # a @tile_kernel: `tl compile` needs its inputs' specs (--in)
+        meta["seed"] = True
     if p.expect_error:
         meta["expect_error"] = dict(line=p.expect_error[0], phrase=p.expect_error[1])
     with open(os.path.join(d, "meta.json"), "w") as fh:

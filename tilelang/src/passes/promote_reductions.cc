@@ -39,8 +39,10 @@ class Promoter : public ir::IRMutator {
       if (!r) return ir::IRMutator::visit(n, self);
       reds.push_back(*r);
     }
-    // Each accumulates into its own buffer, and no term or loop bound reads what the group writes
-    // (an inner loop's bounds are computed anew each time it starts, from the stored value).
+    // Each accumulates into its own buffer, and no term, index or loop bound reads what the group
+    // writes (an inner loop's bounds are computed anew each time it starts, from the stored value;
+    // an index that reads a stored tensor, `s[t[0]] += x[j]; t[0] += 1` or `s[s[0]] += 1`, moves
+    // from step to step, so there is no one element to hold in an accumulator).
     bool needed = false;
     for (size_t i = 0; i < reds.size(); ++i) {
       needed |= !reds[i].already_accumulator;
@@ -48,6 +50,8 @@ class Promoter : public ir::IRMutator {
       for (size_t j = 0; j < reds.size(); ++j) {
         if (i != j && reds[i].store->buffer == reds[j].store->buffer) return ir::IRMutator::visit(n, self);
         if (analysis::uses_buffer(reds[j].term, written)) return ir::IRMutator::visit(n, self);
+        for (const ir::Expr& index : reds[j].store->indices)
+          if (analysis::uses_buffer(index, written)) return ir::IRMutator::visit(n, self);
       }
       for (const ir::ForNode* f : loops)
         if (analysis::uses_buffer(f->min, written) || analysis::uses_buffer(f->extent, written)) return ir::IRMutator::visit(n, self);

@@ -51,23 +51,37 @@ const Loop* loop_of(const Nest& n, const ir::VarNode* v) {
 }
 
 
+// An index of the product: a loop variable of the nest, or a constant -- what a loop of one iteration
+// becomes (simplify inlines those before recognition runs: a product of one row or column, a batch
+// of one), or an index the program wrote so. A constant is a region of extent 1 at that index.
+struct Axis {
+  ir::Var var;   // null for a constant
+  ir::Expr index;  // the constant
+  bool matches(const ir::Expr& e) const {
+    if (var) return as_var(e) == var.get();
+    auto c = ir::as_const_int(e), mine = ir::as_const_int(index);
+    return c && mine && *c == *mine;
+  }
+};
+
 struct GemmMatch {
   ir::Buffer a, b, c;
-  std::vector<ir::Var> batch;  // loop variables of the shared leading indices
-  ir::Var i, j, k;
+  std::vector<Axis> batch;  // the shared leading indices
+  Axis i, j;
+  ir::Var k;
   bool trans_a = false, trans_b = false;
   ir::DType accum = ir::DType::F32;
 };
 
 // Is `load` an operand indexed [batch.., row, k] (false) or [batch.., k, row] (true)?
-std::optional<bool> operand_layout(const ir::BufferLoadNode* load, const std::vector<ir::Var>& batch, const ir::Var& row, const ir::Var& k) {
+std::optional<bool> operand_layout(const ir::BufferLoadNode* load, const std::vector<Axis>& batch, const Axis& row, const ir::Var& k) {
   if (!load || load->indices.size() != batch.size() + 2) return std::nullopt;
   for (size_t d = 0; d < batch.size(); ++d)
-    if (as_var(load->indices[d]) != batch[d].get()) return std::nullopt;
-  const ir::VarNode* x = as_var(load->indices[batch.size()]);
-  const ir::VarNode* y = as_var(load->indices[batch.size() + 1]);
-  if (x == row.get() && y == k.get()) return false;
-  if (x == k.get() && y == row.get()) return true;
+    if (!batch[d].matches(load->indices[d])) return std::nullopt;
+  const ir::Expr& x = load->indices[batch.size()];
+  const ir::Expr& y = load->indices[batch.size() + 1];
+  if (row.matches(x) && as_var(y) == k.get()) return false;
+  if (as_var(x) == k.get() && row.matches(y)) return true;
   return std::nullopt;
 }
 
@@ -83,22 +97,32 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
   const auto* mul = ir::as<ir::BinaryNode>(product);
   if (!mul || mul->op != ir::BinaryOp::Mul) return std::nullopt;
 
-  std::vector<ir::Var> idx;  // C's indices: distinct loop variables of the nest
+  std::vector<Axis> idx;  // C's indices: distinct loop variables of the nest, or constants
+  size_t loop_indices = 0;
   for (const ir::Expr& e : store->indices) {
+    if (ir::as_const_int(e)) {
+      idx.push_back({nullptr, e});
+      continue;
+    }
     const Loop* l = loop_of(nest, as_var(e));
-    if (!l || std::any_of(idx.begin(), idx.end(), [&](const ir::Var& v) { return v == l->var; })) return std::nullopt;
-    idx.push_back(l->var);
+    if (!l || std::any_of(idx.begin(), idx.end(), [&](const Axis& a) { return a.var == l->var; })) return std::nullopt;
+    idx.push_back({l->var, nullptr});
+    ++loop_indices;
   }
-  if (nest.loops.size() != idx.size() + 1) return std::nullopt;
+  if (nest.loops.size() != loop_indices + 1) return std::nullopt;
   // The gemm's regions are the loops' ranges: a triangular nest (`for k in range(i)`) is no product.
   for (const Loop& bounded : nest.loops)
     for (const Loop& l : nest.loops)
       if (analysis::uses_var(bounded.min, l.var.get()) || analysis::uses_var(bounded.extent, l.var.get())) return std::nullopt;
   GemmMatch m;
   for (const Loop& l : nest.loops)
-    if (std::none_of(idx.begin(), idx.end(), [&](const ir::Var& v) { return v == l.var; })) m.k = l.var;
+    if (std::none_of(idx.begin(), idx.end(), [&](const Axis& a) { return a.var == l.var; })) m.k = l.var;
   if (!m.k) return std::nullopt;
   m.c = store->buffer;
+  // A bound that reads C changes as the nest updates C (`for k in range(int(c[0, 0]))` is evaluated
+  // anew for each (i, j)); the gemm's regions are computed once, before it runs.
+  for (const Loop& l : nest.loops)
+    if (analysis::uses_buffer(l.min, m.c.get()) || analysis::uses_buffer(l.extent, m.c.get())) return std::nullopt;
   m.batch.assign(idx.begin(), idx.end() - 2);
   m.i = idx[idx.size() - 2];
   m.j = idx.back();
@@ -124,25 +148,28 @@ std::optional<GemmMatch> match_gemm(const Nest& nest) {
   return std::nullopt;
 }
 
-ir::Range loop_range(const Nest& n, const ir::Var& v) {
-  const Loop* l = loop_of(n, v.get());
+ir::Range axis_range(const Nest& n, const Axis& a) {
+  if (!a.var) return {a.index, ir::make_int(1, a.index->dtype)};
+  const Loop* l = loop_of(n, a.var.get());
   return {l->min, l->extent};
 }
 
 // The gemm statement (inside its batch loops) for a match.
 ir::Stmt build_gemm(const Nest& nest, const GemmMatch& m, bool clear, SourceLoc loc) {
-  auto region = [&](const ir::Buffer& buf, const ir::Var& r0, const ir::Var& r1, bool trans) {
+  const Axis k{m.k, nullptr};
+  auto region = [&](const ir::Buffer& buf, const Axis& r0, const Axis& r1, bool trans) {
     ir::Region out{buf, {}, loc};
-    for (const ir::Var& b : m.batch) out.ranges.push_back({b, ir::make_int(1, b->dtype)});
-    out.ranges.push_back(loop_range(nest, trans ? r1 : r0));
-    out.ranges.push_back(loop_range(nest, trans ? r0 : r1));
+    for (const Axis& b : m.batch) out.ranges.push_back(b.var ? ir::Range{b.var, ir::make_int(1, b.var->dtype)} : axis_range(nest, b));
+    out.ranges.push_back(axis_range(nest, trans ? r1 : r0));
+    out.ranges.push_back(axis_range(nest, trans ? r0 : r1));
     return out;
   };
-  ir::Stmt s = std::make_shared<const ir::GemmNode>(region(m.a, m.i, m.k, m.trans_a), region(m.b, m.k, m.j, m.trans_b),
+  ir::Stmt s = std::make_shared<const ir::GemmNode>(region(m.a, m.i, k, m.trans_a), region(m.b, k, m.j, m.trans_b),
                                                     region(m.c, m.i, m.j, false), m.trans_a, m.trans_b, clear, m.accum, nullptr,
                                                     nullptr, std::vector<ir::Var>{}, loc);
   for (auto it = m.batch.rbegin(); it != m.batch.rend(); ++it) {
-    const Loop* l = loop_of(nest, it->get());
+    if (!it->var) continue;
+    const Loop* l = loop_of(nest, it->var.get());
     s = ir::make_for(l->var, l->min, l->extent, ir::ForKind::Serial, s, l->loc);
   }
   return s;
