@@ -282,8 +282,11 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   const rt::CudaDeviceInfo& info = rt::cuda_device(device);
   const rt::DType out_dtype = x.d.tensor.dtype();
   const int out_bytes = rt::bits(out_dtype) / 8;
+  // TMA stores whole 16-byte pieces of a row: where a row of D ends inside one (N % 8 != 0), the
+  // rest of that piece -- D's row padding, or the next columns of a column slice -- got zeros (found
+  // on the H200 by GpuFuzz). Such rows go out by direct stores.
   const bool tma_store_ok = out_dtype == rt::DType::BF16 && aligned16(x.d.tensor.data()) && (x.d.s_r * 2) % 16 == 0 &&
-                            (x.groups_a == 1 || (x.d.s_g * 2) % 16 == 0);
+                            (x.n * 2) % 16 == 0 && (x.groups_a == 1 || (x.d.s_g * 2) % 16 == 0);
   const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
   const int sms = get_num_sms();
   const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;

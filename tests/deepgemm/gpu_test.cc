@@ -538,20 +538,26 @@ TEST(GpuFp8Gemm, ScaleForms) {
 
 TEST(GpuFp8Gemm, PaddedRowStrides) {
   REQUIRE_HOPPER();
-  const int64_t m = 72, n = 144, k = 256;
-  const Fp8Problem p = make_problem(m, n, k, false);
-  const rt::Tensor a = dgtest::to_device_view(dgtest::padded_view(p.qa, k + 64), kGpu);
-  const rt::Tensor b = dgtest::to_device_view(dgtest::padded_view(p.qb, k + 16), kGpu);
-  const rt::Tensor d_store = gpu(poisoned({m, n + 8}, rt::DType::BF16));
-  const rt::Tensor d = rt::Tensor::wrap(d_store.data(), {m, n}, rt::DType::BF16, kGpu, {n + 8, 1}, d_store.storage());
-  deepgemm::fp8_gemm_nt(a, gpu(p.sfa), b, gpu(p.sfb), d);
-  const std::vector<double> all = host(d_store);
-  std::vector<double> out;
-  for (int64_t i = 0; i < m; ++i) {
-    for (int64_t j = 0; j < n; ++j) out.push_back(all[size_t(i * (n + 8) + j)]);
-    for (int64_t j = n; j < n + 8; ++j) EXPECT_TRUE(std::isnan(all[size_t(i * (n + 8) + j)])) << "row padding written";
+  // D a column slice of a wider matrix: its row ends on a 16-byte boundary (n = 144) or inside a
+  // 16-byte piece (n = 314), whose rest TMA stores used to overwrite with zeros (GpuFuzz).
+  for (const int64_t n : {144, 314}) {
+    const int64_t m = 72, k = 256, width = (n + 7) / 8 * 8 + 8;
+    const Fp8Problem p = make_problem(m, n, k, false);
+    const rt::Tensor a = dgtest::to_device_view(dgtest::padded_view(p.qa, k + 64), kGpu);
+    const rt::Tensor b = dgtest::to_device_view(dgtest::padded_view(p.qb, k + 16), kGpu);
+    const rt::Tensor d_store = gpu(poisoned({m, width}, rt::DType::BF16));
+    const rt::Tensor d = rt::Tensor::wrap(d_store.data(), {m, n}, rt::DType::BF16, kGpu, {width, 1}, d_store.storage());
+    deepgemm::fp8_gemm_nt(a, gpu(p.sfa), b, gpu(p.sfb), d);
+    const std::vector<double> all = host(d_store);
+    std::vector<double> out;
+    int64_t written = 0;
+    for (int64_t i = 0; i < m; ++i) {
+      for (int64_t j = 0; j < n; ++j) out.push_back(all[size_t(i * width + j)]);
+      for (int64_t j = n; j < width; ++j) written += !std::isnan(all[size_t(i * width + j)]);
+    }
+    EXPECT_EQ(written, 0) << "n = " << n << ": elements past the slice written";
+    expect_close(out, dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k), k, true, "padded strides, n = " + std::to_string(n));
   }
-  expect_close(out, dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k), k, true, "padded strides");
 }
 
 TEST(GpuGrouped, Fp8ContiguousWithPadding) {

@@ -185,7 +185,6 @@ TEST(Nvrtc, SerializedWgmmaIsReported) {
   EXPECT_NE(err.find("warning: ptxas serialized the wgmma instructions of serialized.cu"), std::string::npos) << err;
   EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before + 1);
   const NvrtcResult fine = rt::compile_cuda(kWgmma, "wgmma.cu", {}, arch("sm_90a"));
-  EXPECT_NE(fine.log.find("ptxas info"), std::string::npos) << "no verbose ptxas log:\n" << fine.log;
   EXPECT_TRUE(fine.serialized_wgmma.empty()) << fine.serialized_wgmma[0];
   EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before + 1);
 }
