@@ -471,6 +471,27 @@ TEST_P(Typed, ElementwiseChainTile) {
   expect_close(out[0], ref, "elementwise chain (tiles)");
 }
 
+// A fused epilogue reads the float32 accumulator: inputs in [-2, 2] on a 2^-6 grid and a bias on a
+// 2^-12 grid make every sum exact in float32 (|sum| < 2^9: 21 bits) but mostly not in float16 -- on the GPU the gemm used to hand the
+// epilogue a float16 temporary (difftest seed_epi on the H200).
+TEST(SeedLoops, FusedEpilogueReadsTheFloat32Accumulator) {
+  tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_bias_f32_seed.py", "linear_f32");
+  const int64_t m = 200, n = 136, kk = 96;
+  auto on_grid = [](std::vector<int64_t> shape, DType dtype, double lo, double hi, double step) {
+    rt::Tensor t = random(shape, dtype, lo, hi);
+    std::vector<double> v = f64(t);
+    for (double& x : v) x = std::round(x / step) * step;
+    testutil::from_f64(t, v);
+    return t;
+  };
+  rt::Tensor a = on_grid({m, kk}, DType::F16, -2, 2, 1.0 / 64), w = on_grid({kk, n}, DType::F16, -2, 2, 1.0 / 64);
+  rt::Tensor bias = on_grid({n}, DType::F32, -4, 4, 1.0 / 4096);
+  auto out = run(k, {a, w, bias}, {{{m, n}, DType::F32}});
+  std::vector<double> ref = matmul_ref(f64(a), f64(w), m, n, kk), bv = f64(bias);
+  for (int64_t i = 0; i < m * n; ++i) ref[size_t(i)] += bv[size_t(i % n)];
+  EXPECT_EQ(f64(out[0]), ref) << "the sums are exact in float32";
+}
+
 TEST_P(Typed, MatmulWithFusedEpilogue) {
   DType dtype = GetParam();
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_epilogue_seed.py", "linear_relu");

@@ -112,11 +112,14 @@ ir::Stmt generic_gemm(const ir::GemmNode& g, const std::vector<const ir::ForNode
                 loc);
 }
 
-// A Hopper gemm whose epilogue runs as its own launch: the gemm writes a temporary of the operand
-// dtype, the epilogue reads it element by element.
+// A Hopper gemm whose epilogue runs as its own launch: the gemm writes a temporary of its
+// accumulator's dtype, the epilogue reads it element by element -- the accumulator as the language
+// defines a fused epilogue (a temporary of the operands' dtype rounded it first: with float16
+// operands, `max(acc + bias, 0)` of a float32 `acc` added the bias to a float16 value, and a
+// bfloat16 `acc` was rounded twice; found by difftest's seed_epi family on the H200).
 ir::Stmt hopper_gemm(const ir::GemmNode& g, std::vector<ir::Buffer>& temps, const SourceLoc& loc) {
   if (!g.epilogue) return std::make_shared<const ir::GemmNode>(g);
-  ir::DType t = g.a.buffer->dtype;
+  ir::DType t = g.accum_dtype;
   ir::Buffer tmp = ir::make_buffer(g.c.buffer->name + "_gemm", t, g.c.buffer->shape, ir::Scope::Global, loc);
   temps.push_back(tmp);
   ir::Region c{tmp, g.c.ranges, g.c.loc};
