@@ -63,6 +63,8 @@ std::vector<Case> cases() {
       {"batched_matmul_seed", "tests/tilelang/programs/batched_matmul_seed.py", "bmm", {}, {{DType::F16, {3, 33, 29}}, {DType::F16, {3, 47, 29}}}},
       {"matmul_int8_seed", "tests/tilelang/programs/matmul_int8_seed.py", "matmul_int8", {}, {{DType::I8, {33, 300}}, {DType::I8, {300, 20}}}},
       {"float4_store_seed", "tests/tilelang/programs/float4_store_seed.py", "to_fp4", {}, {{DType::F32, {9}}}},
+      {"triangle_seed", "tests/tilelang/programs/triangle_seed.py", "upper", {}, {{DType::F32, {37, 45}}}},
+      {"scan_beside_temporary_seed", "tests/tilelang/programs/scan_beside_temporary_seed.py", "scan_twice", {}, {{DType::F32, {300}}}},
       {"explicit_cast_tile", "tests/tilelang/programs/explicit_cast_tile.py", "explicit_cast", {{"N", "64"}}, {}},
       {"explicit_rounding_seed", "tests/tilelang/programs/explicit_rounding_seed.py", "rounded_operand", {}, {{DType::F32, {5, 9}}, {DType::F32, {9, 7}}}},
       {"triangular_product_seed", "tests/tilelang/programs/triangular_product_seed.py", "upper_times", {}, {{DType::F32, {13, 13}}, {DType::F32, {13, 6}}}},

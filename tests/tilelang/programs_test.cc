@@ -474,6 +474,28 @@ TEST_P(Typed, ElementwiseChainTile) {
 // A fused epilogue reads the float32 accumulator: inputs in [-2, 2] on a 2^-6 grid and a bias on a
 // 2^-12 grid make every sum exact in float32 (|sum| < 2^9: 21 bits) but mostly not in float16 -- on the GPU the gemm used to hand the
 // epilogue a float16 temporary (difftest seed_epi on the H200).
+// Seed loop nests the CUDA host lowering refused (difftest seed families): a triangle, whose inner
+// range reads the outer index, and a mutable scalar beside a whole-tensor temporary.
+TEST(SeedLoops, TriangleAndScanBesideATemporary) {
+  const int64_t m = 37, n = 45;
+  rt::Tensor a = random({m, n}, DType::F32);
+  auto tri = run(tltest::load("tests/tilelang/programs/triangle_seed.py", "upper"), {a}, {{{m, n}, DType::F32}});
+  std::vector<double> av = f64(a), want(size_t(m * n), 0.0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = i; j < n; ++j) want[size_t(i * n + j)] = double(float(float(av[size_t(i * n + j)]) * 2.0f + 1.0f));
+  EXPECT_EQ(f64(tri[0]), want);
+  // Sums of multiples of 1/8 below 2^10: exact in float32.
+  rt::Tensor x = random({300}, DType::F32, -4, 4);
+  std::vector<double> xv = f64(x);
+  for (double& v : xv) v = std::round(v * 8) / 8;
+  testutil::from_f64(x, xv);
+  auto scan = run(tltest::load("tests/tilelang/programs/scan_beside_temporary_seed.py", "scan_twice"), {x}, {{{300}, DType::F32}});
+  std::vector<double> sums;
+  double t = 0;
+  for (double v : xv) sums.push_back(2 * (t += v));
+  EXPECT_EQ(f64(scan[0]), sums);
+}
+
 TEST(SeedLoops, FusedEpilogueReadsTheFloat32Accumulator) {
   tilelang::Kernel k = tltest::load("tests/tilelang/programs/matmul_bias_f32_seed.py", "linear_f32");
   const int64_t m = 200, n = 136, kk = 96;

@@ -1,6 +1,9 @@
 #include "tilelang/passes/lower_host_cuda.h"
 
+#include <algorithm>
+
 #include "rt/error.h"
+#include "tilelang/analysis/access.h"
 #include "tilelang/analysis/dependence.h"
 #include "tilelang/diagnostics.h"
 #include "tilelang/ir/equality.h"
@@ -151,9 +154,35 @@ class FindLaunch : public ir::IRVisitor {
   }
 };
 
+// Whole-tensor temporaries inside `s` (not in its T.Kernel launches), taken out of it: their
+// allocations are widened to around `s`, where the host makes them.
+class TakeGlobalAllocations : public ir::IRMutator {
+ public:
+  std::vector<ir::Buffer> taken;
+
+ protected:
+  ir::Stmt visit(const ir::KernelLaunchNode&, const ir::Stmt& self) override { return self; }
+  ir::Stmt visit(const ir::AllocateNode& n, const ir::Stmt& self) override {
+    if (n.buffer->scope != ir::Scope::Global) return ir::IRMutator::visit(n, self);
+    taken.push_back(n.buffer);
+    return mutate(n.body);
+  }
+};
+
 // One whole-tensor statement as launches.
 ir::Stmt to_launches(const ir::Stmt& s, const PassOptions& options, std::vector<ir::Buffer>& temps) {
   if (ir::as<ir::KernelLaunchNode>(s) || ir::is_no_op(s)) return s;
+  // A host-level local (a mutable scalar: `t = 0.0` then a loop) makes its statements one serial
+  // kernel; the tensors allocated under it go around that kernel (they were an error inside it).
+  if (const auto* a = ir::as<ir::AllocateNode>(s); a && a->buffer->scope != ir::Scope::Global) {
+    TakeGlobalAllocations take;
+    ir::Stmt rest = take.mutate(s);
+    if (!take.taken.empty()) {
+      ir::Stmt out = to_launches(rest, options, temps);
+      for (auto it = take.taken.rbegin(); it != take.taken.rend(); ++it) out = ir::make_allocate(*it, out, (*it)->loc);
+      return out;
+    }
+  }
   if (const auto* seq = ir::as<ir::SeqNode>(s)) {
     std::vector<ir::Stmt> out;
     for (const ir::Stmt& x : seq->stmts) out.push_back(to_launches(x, options, temps));
@@ -180,11 +209,19 @@ ir::Stmt to_launches(const ir::Stmt& s, const PassOptions& options, std::vector<
     if (batch.empty() && hopper_gemm_fits(*g, options)) return hopper_gemm(*g, temps, g->loc);
     return generic_gemm(*g, batch, g->loc);
   }
-  // Independent loop nests: one thread per iteration of the nest's independent loops.
+  // Independent loop nests: one thread per iteration of the nest's independent loops. A loop whose
+  // range depends on an outer one of the nest (`for j in range(i, n)`, a triangle) is not flattened
+  // into the grid: it runs in each thread of the loops around it (its bounds named a variable the
+  // grid does not have -- a located error on a valid program, found by difftest's seed families).
   std::vector<const ir::ForNode*> nest;
   cur = s;
+  auto depends_on_nest = [&](const ir::ForNode& f) {
+    return std::any_of(nest.begin(), nest.end(), [&](const ir::ForNode* outer) {
+      return analysis::uses_var(f.min, outer->var.get()) || analysis::uses_var(f.extent, outer->var.get());
+    });
+  };
   while (const auto* f = ir::as<ir::ForNode>(cur)) {
-    if (!analysis::iterations_independent(*f)) break;
+    if (!analysis::iterations_independent(*f) || depends_on_nest(*f)) break;
     nest.push_back(f);
     cur = f->body;
   }
