@@ -1249,6 +1249,25 @@ struct NoKnobs {
       sync{"DG_GPU_ROUND_SYNC", kUnset};
 };
 
+// A case through the CPU path with no knobs: its inputs, D's bytes before the call and after it,
+// and each element's |A||B|^T bound.
+struct CpuRun {
+  Inputs in;
+  rt::Tensor initial, d;
+  std::vector<double> abs;
+};
+CpuRun run_on_cpu(const Case& c) {
+  CpuRun r{build_inputs(c), {}, {}, {}};
+  r.initial = copy_bytes(r.in.d.bytes);
+  r.d = copy_bytes(r.in.d.bytes);
+  {
+    NoKnobs none;
+    call(c, host_args(r.in, r.d));
+  }
+  r.abs = abs_bound(c, r.in);
+  return r;
+}
+
 // ------------------------------------------------------------------------------------------------
 // CPU-only: the generator's cases are valid calls, the CPU path matches float64 on them, and the
 // checks above pass the CPU's own output (untouched memory included).
@@ -1342,14 +1361,10 @@ TEST(GpuFuzzGenerator, ChecksCatchWrongOutputs) {
     if (c.flops() > 2e7 || checked >= 16) continue;
     ++checked;
     SCOPED_TRACE(c.describe());
-    const Inputs in = build_inputs(c);
-    const rt::Tensor initial = copy_bytes(in.d.bytes);
-    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
-    {
-      NoKnobs none;
-      call(c, host_args(in, d_cpu));
-    }
-    const std::vector<double> abs = abs_bound(c, in);
+    const CpuRun cpu = run_on_cpu(c);
+    const Inputs& in = cpu.in;
+    const rt::Tensor &initial = cpu.initial, &d_cpu = cpu.d;
+    const std::vector<double>& abs = cpu.abs;
     ASSERT_EQ(compare(c, in, initial, d_cpu, d_cpu, abs), "");
     const DType dt = in.d.dtype;
     const int64_t es = rt::bits(dt) / 8;
@@ -1431,15 +1446,8 @@ TEST(GpuFuzzGenerator, HostTimeOfTheRun) {
   int worst_case = -1;
   for (const Case& c : plan.cases) {
     const auto t0 = std::chrono::steady_clock::now();
-    const Inputs in = build_inputs(c);
-    const rt::Tensor initial = copy_bytes(in.d.bytes);
-    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
-    {
-      NoKnobs none;
-      call(c, host_args(in, d_cpu));
-    }
-    const std::vector<double> abs = abs_bound(c, in);
-    EXPECT_EQ(compare(c, in, initial, d_cpu, d_cpu, abs), "") << c.describe();
+    const CpuRun cpu = run_on_cpu(c);
+    EXPECT_EQ(compare(c, cpu.in, cpu.initial, cpu.d, cpu.d, cpu.abs), "") << c.describe();
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (s > worst) worst = s, worst_case = c.index;
   }
@@ -1482,15 +1490,11 @@ TEST(GpuFuzz, GpuMatchesCpu) {
         rt::str("replay: DG_FUZZ_SEED=", plan.seed, " DG_FUZZ_CASES=", plan.cases.size(), " DG_FUZZ_MAX_KERNELS=",
                 env_i64("DG_FUZZ_MAX_KERNELS", kDefaultMaxKernels), " DG_FUZZ_CASE=", c.index,
                 " build/tests/deepgemm_tests --gtest_filter=GpuFuzz.GpuMatchesCpu");
-    const Inputs in = build_inputs(c);
-    const rt::Tensor initial = copy_bytes(in.d.bytes);
     // The CPU path, and the bound.
-    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
-    {
-      NoKnobs none;
-      call(c, host_args(in, d_cpu));
-    }
-    const std::vector<double> abs = abs_bound(c, in);
+    const CpuRun cpu = run_on_cpu(c);
+    const Inputs& in = cpu.in;
+    const rt::Tensor &initial = cpu.initial, &d_cpu = cpu.d;
+    const std::vector<double>& abs = cpu.abs;
     // The GPU path on the same bytes.
     auto up = [&](const Buf& b) { return b.defined() ? b.view(b.bytes.to(gpu)) : rt::Tensor(); };
     const rt::Tensor d_dev = in.d.bytes.to(gpu);
