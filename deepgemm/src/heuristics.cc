@@ -1,6 +1,7 @@
 #include "heuristics.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <iterator>
 
 #include "deepgemm/kernels/sm90_params.h"
@@ -228,6 +229,75 @@ GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_grou
   best.smem_bytes = sm90_fp4_register_smem_bytes(best.block_m, best.block_n, best.stages, sfb_rows, best.k_interleave);
   best.raster_group = int(std::clamp<int64_t>(ceil_div(std::max<int64_t>(n, 1), best.block_n), 1, 8));
   return best;
+}
+
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>] (tuning): the heuristic's
+// choice replaced, after the kernel's own rules are checked. c1 / c2 picks one consumer or two
+// k-interleaved ones for 64-row tiles (default: two where the kernel allows it).
+GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
+                            int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b,
+                            bool contiguous, bool grouped) {
+  int bm = 0, bn = 0, stages = 0, multicast = 0, consumers = 0, used = 0;
+  const int fields = std::sscanf(text.c_str(), "%dx%dx%d%n", &bm, &bn, &stages, &used);
+  if (fields == 3 && text[size_t(used)] == 'x') {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, "x%d%n", &multicast, &more) == 1) used += more;
+  }
+  const bool consumers_given = fields == 3 && text[size_t(used)] == 'c';
+  if (consumers_given) {
+    int more = 0;
+    if (std::sscanf(text.c_str() + used, "c%d%n", &consumers, &more) == 1) used += more;
+  }
+  RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2) &&
+                    (!consumers_given || consumers == 1 || consumers == 2),
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>][c<consumers 1|2>], e.g. 128x128x5, ",
+                "256x128x3x2 or 64x64x8c1");
+  const bool interleave_ok = sm90_k_interleave_ok(fp8, bm, bn, sfb_rows);
+  RT_USER_CHECK(consumers != 2 || interleave_ok, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': two consumers on a 64-row tile (c2) need FP8 with block scales of B and block_n <= 128");
+  RT_USER_CHECK(consumers != 1 || bm == 64, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': c1 (one consumer) is for 64-row tiles; taller ones have one consumer per 64 or 128 rows");
+  const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
+  // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
+  const int waves = bm == 256 ? 2 : 1;
+  const bool three_consumers = bm == 192;  // FP8 with block scales only, no second partial set
+  const int partials = fp8 ? (!sfb_per_row && waves == 1 && bn <= 128 && !three_consumers ? 2 : 1) : 0;
+  RT_USER_CHECK(!three_consumers || (fp8 && !sfb_per_row && bn <= 128 && multicast <= 1), "deepgemm::", fn,
+                ": DG_GPU_CONFIG='", text, "': block_m 192 (three consumers) takes FP8 with block scales, block_n <= ",
+                "128 and no multicast");
+  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
+                    (waves + partials) * bn / 2 <= 192 && (!fp8 || sfb_per_row || bn + 128 - gcd128 <= 256) &&
+                    stages >= 2,
+                "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128, 192 or 256, block_n a multiple ",
+                "of 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
+                fp8 ? "FP8: block_n <= 192 for block_m 64/128, <= 128 for 256; a tile may touch at most two 128-blocks "
+                      "of B's scales"
+                    : "BF16: block_n <= 256, <= 192 for block_m 256",
+                "), stages >= 2");
+  RT_USER_CHECK(!three_consumers || !grouped, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': block_m 192 (three consumers) is for plain GEMMs, not grouped ones");
+  RT_USER_CHECK(bm <= max_block_m, "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m ", bm,
+                " is taller than the ", max_block_m, " rows this call allows (the contiguous layout's groups start ",
+                "on 128-row boundaries; its 256-row tiles take block-scaled FP8 or BF16 only)");
+  GpuBlocking b;
+  b.block_m = bm;
+  b.block_n = bn;
+  b.block_k = fp8 ? 128 : 64;
+  b.tma_store = tma_store_ok && bn % 64 == 0;
+  b.fp4_b = fp4_b;
+  b.k_interleave = interleave_ok && consumers != 1;
+  b.dual_b = sm90_dual_b(contiguous, bm);
+  RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
+                ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
+                smem_limit);
+  choose_multicast(b, m, n, tile_groups, sms, multicast_ok && multicast == 2);
+  RT_USER_CHECK(multicast != 2 || b.multicast == 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "' asks for multicast, which needs a plain GEMM with block scales of B, an even number of ",
+                "BLOCK_M blocks in M");
+  b.raster_group = int(std::clamp<int64_t>(ceil_div(n, bn), 1, 8));
+  return b;
 }
 
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,

@@ -46,6 +46,14 @@ struct GpuBlocking {
 // `plain_fp8`: an ungrouped FP8 GEMM with block scales, the only kind that takes 192-row tiles
 // (three consumers). `contiguous`: the M-grouped contiguous layout (its 256-row tiles take a second
 // B tile per stage: sm90_dual_b).
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>]: that blocking, checked
+// against the kernel's rules for this call (a user error naming `fn` and the text where it breaks
+// one). tma_store_ok, multicast_ok and max_block_m: what the call allows (gpu.cc); grouped: an
+// M-grouped call (no three-consumer tiles).
+GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
+                            int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
+                            int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b,
+                            bool contiguous, bool grouped);
 GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64_t tile_groups, int out_bytes,
                                 bool tma_store_ok, int sms, int64_t smem_limit, int sfb_rows = 0,
                                 int max_block_m = 256, bool fp4_b = false, bool plain_fp8 = false,

@@ -259,37 +259,19 @@ std::vector<CallShape> launches_of(const Case& c) {
   return out;
 }
 
-// forced_blocking's rules (gpu.cc) for DG_GPU_CONFIG; nullopt where the library would reject it.
+// The blocking DG_GPU_CONFIG forces on this call (the library's forced_blocking, given what gpu.cc
+// allows the call); nullopt where the library rejects it.
 std::optional<deepgemm::detail::GpuBlocking> forced_blocking(const CallShape& s, const Tiling& t, int sms) {
-  using namespace deepgemm::detail;
-  const int bm = t.bm, bn = t.bn;
-  const bool interleave_ok = sm90_k_interleave_ok(s.fp8, bm, bn, s.sfb_rows);
-  if (t.consumers == 2 && !interleave_ok) return std::nullopt;
-  if (t.consumers == 1 && bm != 64) return std::nullopt;
-  const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
-  const int waves = bm == 256 ? 2 : 1;
-  const bool three = bm == 192;
-  const int partials = s.fp8 ? (!s.per_row && waves == 1 && bn <= 128 && !three ? 2 : 1) : 0;
-  if (three && !(s.fp8 && !s.per_row && bn <= 128 && t.multicast <= 1)) return std::nullopt;
-  if (!((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
-        (waves + partials) * bn / 2 <= 192 && (!s.fp8 || s.per_row || bn + 128 - gcd128 <= 256) && t.stages >= 2))
-    return std::nullopt;
   const int max_block_m = !s.contiguous || s.sfb_rows == 0 ? 256 : 128;
-  if (bm > max_block_m) return std::nullopt;
-  if (three && s.grouping != 0) return std::nullopt;
-  GpuBlocking b;
-  b.block_m = bm;
-  b.block_n = bn;
-  b.block_k = s.fp8 ? 128 : 64;
-  b.tma_store = s.tma_store_ok && bn % 64 == 0;
-  b.fp4_b = s.fp4_b;
-  b.k_interleave = interleave_ok && t.consumers != 1;
-  b.dual_b = sm90_dual_b(s.contiguous, bm);
-  if (!choose_sm90_stages(b, s.fp8, s.out_bytes, s.sfb_rows, kH200Smem, t.stages)) return std::nullopt;
   const bool multicast_ok = s.grouping == 0 && !s.per_row;
-  choose_multicast(b, s.m_hint, s.n, s.groups_a, sms, multicast_ok && t.multicast == 2);
-  if (t.multicast == 2 && b.multicast != 2) return std::nullopt;
-  return b;
+  try {
+    return deepgemm::detail::forced_blocking("fuzz", t.str(), s.fp8, s.per_row, s.m_hint, s.n, s.groups_a, s.out_bytes,
+                                             s.tma_store_ok, sms, kH200Smem, s.sfb_rows, multicast_ok, max_block_m,
+                                             s.fp4_b, s.contiguous, s.grouping != 0);
+  } catch (const rt::Error& e) {
+    if (e.kind() != rt::ErrorKind::User) throw;
+    return std::nullopt;
+  }
 }
 
 struct Fp4RegTile {
