@@ -5,11 +5,16 @@
 //                        shape and configuration
 //   DG_CPU_ISA=...       the CPU kernels' vector ISA: avx512, avx2 or generic (default: the widest
 //                        this CPU runs); asking for one the CPU lacks is a user error
-//   DG_GPU_CONFIG=BMxBNxS[xC]  force the GPU kernel's block M (64, 128, 256), block N, pipeline
-//                        stages and (C = 2) clusters of 2 multicasting B, e.g. 128x128x5 or
-//                        256x128x3x2 (tuning; a user error when the kernel cannot take it)
-//   DG_GPU_SPLIT_K=S|auto  split-K for plain GEMMs: S ranges of K, or the heuristic's choice
-//                        (off by default until measured faster; docs/deepgemm.md)
+//   DG_GPU_CONFIG=BMxBNxS[xC][c1|c2]  force the GPU kernel's block M (64, 128, 192, 256), block N,
+//                        pipeline stages, (C = 2) clusters of 2 multicasting B and (64-row tiles)
+//                        one or two k-interleaved consumers, e.g. 128x128x5 or 256x128x3x2
+//                        (tuning; a user error when the kernel cannot take it)
+//   DG_GPU_FP4=auto|registers|registers:BMxBN[i]|shared  which FP4-B kernel (docs/deepgemm.md)
+//   DG_GPU_SPLIT_K=S|1|auto  split-K for plain GEMMs: S ranges of K, 1 for none, or (unset, auto)
+//                        the plan's choice (docs/deepgemm.md)
+//   DG_GPU_ROUND_SYNC=R|0|auto  a grid-wide barrier every R rounds of tiles, 0 for never, or
+//                        (unset, auto) the rule
+//   DG_GPU_PDL=0         launch each kernel plainly, not overlapping the kernel before it
 //   OMP_NUM_THREADS      threads of the CPU path (OpenMP)
 //   DG_JIT_FLAGS="..."   extra NVRTC options for the GPU kernels, whitespace-separated (e.g.
 //                        -DTL_CUDA_WAIT_TIMEOUT_NS=4000000000: a stuck pipeline traps instead of hanging;
