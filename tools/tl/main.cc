@@ -1,6 +1,6 @@
 // tl: the TileLang command line.
 //   tl run FILE [--in X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]
-//   tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME]
+//   tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME] [--target cpu|cuda[:ARCH]]
 //   tl tune FILE --space NAME=V1,V2,... [--in X.npy | --shape 64x32[:float16]]... [--param ...] [--kernel NAME] [--target cpu|cuda]
 //   tl demo
 #include <charconv>
@@ -17,7 +17,7 @@ namespace {
 
 const char* kUsage =
     "usage: tl run FILE [--in X.npy | --inout X.npy]... [--out Y.npy]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda] [--repeat N]\n"
-    "       tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME]\n"
+    "       tl compile FILE --emit=ast|ir|lowered|cpp|cuda|ptx [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda[:ARCH]]\n"
     "       tl tune FILE --space NAME=V1,V2,...  [--in X.npy | --shape 64x32[:float16]]... [--param NAME=VALUE]... [--kernel NAME] [--target cpu|cuda]\n"
     "       tl demo\n";
 
