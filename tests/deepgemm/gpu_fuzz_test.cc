@@ -1239,13 +1239,20 @@ struct CpuRun {
   rt::Tensor initial, d;
   std::vector<double> abs;
 };
-CpuRun run_on_cpu(const Case& c) {
+// With `rejected`, a user error of the call is caught and described there (the run is then not
+// complete); without, it propagates.
+CpuRun run_on_cpu(const Case& c, std::string* rejected = nullptr) {
   CpuRun r{build_inputs(c), {}, {}, {}};
   r.initial = copy_bytes(r.in.d.bytes);
   r.d = copy_bytes(r.in.d.bytes);
-  {
+  const Args x = host_args(r.in, r.d);
+  try {
     NoKnobs none;
-    call(c, host_args(r.in, r.d));
+    call(c, x);
+  } catch (const rt::Error& e) {
+    if (!rejected) throw;
+    *rejected = c.describe() + args_str(x) + ": " + e.what();
+    return r;
   }
   r.abs = abs_bound(c, r.in);
   return r;
@@ -1303,22 +1310,20 @@ TEST(GpuFuzzGenerator, DrawsValidCasesWithinTheKernelBudget) {
     ++run_per_api[c.api];
     ++run;
     SCOPED_TRACE(c.describe());
-    const Inputs in = build_inputs(c);
-    const rt::Tensor initial = copy_bytes(in.d.bytes);
-    rt::Tensor d_cpu = copy_bytes(in.d.bytes);
-    const Args x = host_args(in, d_cpu);
-    try {
-      NoKnobs none;
-      call(c, x);
-    } catch (const rt::Error& e) {
-      ADD_FAILURE() << "the CPU path rejects " << c.describe() << args_str(x) << ": " << e.what();
+    std::string rejected;
+    const CpuRun cpu = run_on_cpu(c, &rejected);
+    if (!rejected.empty()) {
+      ADD_FAILURE() << "the CPU path rejects " << rejected;
       continue;
     }
+    const Inputs& in = cpu.in;
+    const rt::Tensor &initial = cpu.initial, &d_cpu = cpu.d;
+    const Args x = host_args(in, d_cpu);
     const dgtest::Ref ref = reference(c, in);
     const int64_t kmax = c.group() == Group::K ? *std::max_element(c.ks.begin(), c.ks.end()) : c.k;
     dgtest::expect_matches_reference(written_values(c, in, d_cpu), ref, std::max<int64_t>(kmax, 1), !c.out_f32,
                                      c.describe() + args_str(x));
-    const std::vector<double> abs = abs_bound(c, in);
+    const std::vector<double>& abs = cpu.abs;
     const std::string problems = compare(c, in, initial, d_cpu, d_cpu, abs);
     EXPECT_TRUE(problems.empty()) << c.describe() << problems;
     // The |A||B|^T bound is the reference's sum |a b| (+ |C|), within float32 rounding.
@@ -1404,15 +1409,9 @@ TEST(GpuFuzzGenerator, OtherSeedsDrawValidCalls) {
     for (const Case& c : plan.cases) {
       if (c.flops() > 2e6) continue;
       ++run;
-      const Inputs in = build_inputs(c);
-      rt::Tensor d_cpu = copy_bytes(in.d.bytes);
-      const Args x = host_args(in, d_cpu);
-      try {
-        NoKnobs none;
-        call(c, x);
-      } catch (const rt::Error& e) {
-        ADD_FAILURE() << "seed " << seed << ": the CPU path rejects " << c.describe() << args_str(x) << ": " << e.what();
-      }
+      std::string rejected;
+      run_on_cpu(c, &rejected);
+      EXPECT_TRUE(rejected.empty()) << "seed " << seed << ": the CPU path rejects " << rejected;
     }
   }
   EXPECT_GE(run, 20);
