@@ -146,11 +146,14 @@ class Waits {
       // An int32 accumulator other code writes (T.clear's zeros) is pinned right after it: without
       // the pin ptxas materializes the constants above setmaxnreg, where the consumers do not yet
       // have their registers, and spills them (int8 128 x 128 tiles on one warpgroup, two blocks an
-      // SM: 560 bytes and every wgmma serialized; float zeros it places well).
+      // SM: 560 bytes and every wgmma serialized). Float zeros it places well, except where a
+      // pipelined loop that may run no iteration follows: then it serialized the loop's wgmma (C7515,
+      // pipelined_in_serial_loop.py), so any accumulator's constant fill is pinned too.
       std::vector<ir::Expr> pins;
       const analysis::Accesses written = analysis::accesses_of(s);
       for (const ir::Buffer& acc : accs_)
-        if (acc->dtype == ir::DType::I32 && written.written.count(acc.get()) && in_scope_.count(acc.get())) pins.push_back(first_element(acc, s->loc));
+        if (written.written.count(acc.get()) && in_scope_.count(acc.get()) && (acc->dtype == ir::DType::I32 || fills_with_a_constant(s, acc)))
+          pins.push_back(first_element(acc, s->loc));
       return seq({wait, s, pins.empty() ? nullptr : intrinsic(ir::kWgmmaPin, std::move(pins), s->loc)}, s->loc);
     }
     std::vector<ir::Expr> pins;
@@ -214,6 +217,17 @@ class Waits {
     }
     st = std::move(merged);
     return seq({cond_wait, ir::make_if(n.cond, seq(std::move(then_out), loc), else_out.empty() ? nullptr : seq(std::move(else_out), loc), loc)}, loc);
+  }
+
+  // Whether `s` is a loop nest (or a store) writing one constant into `acc` (T.clear as lowered).
+  static bool fills_with_a_constant(const ir::Stmt& s, const ir::Buffer& acc) {
+    const ir::Stmt* at = &s;
+    while (const auto* f = ir::as<ir::ForNode>(*at)) at = &f->body;
+    const auto* st = ir::as<ir::BufferStoreNode>(*at);
+    if (!st || st->buffer != acc) return false;
+    ir::Expr v = st->value;
+    while (const auto* c = ir::as<ir::CastNode>(v)) v = c->value;
+    return v->kind == ir::NodeKind::IntImm || v->kind == ir::NodeKind::FloatImm;
   }
 
   static ir::Expr first_element(const ir::Buffer& acc, const SourceLoc& loc) {
