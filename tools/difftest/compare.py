@@ -5,9 +5,22 @@ import json, os, re, shutil, signal, subprocess, time
 import numpy as np
 import npy_io
 
-# every status a program can end with; all but pass and not_run make the tool fail
-# (wrong_error: an invalid program that tl did not reject with a located error naming the problem)
-STATUSES = ["pass", "mismatch", "compile_error", "cuda_error", "internal_error", "wrong_error", "error", "crash", "timeout", "not_run"]
+# every status a program can end with; all but pass, too_big and not_run make the tool fail
+# (wrong_error: an invalid program that tl did not reject with a located error naming the problem;
+# too_big: a program sized for sm_90a that an older target refused with the located shared-memory error)
+STATUSES = ["pass", "mismatch", "compile_error", "cuda_error", "internal_error", "wrong_error", "error", "crash", "timeout", "too_big",
+            "not_run"]
+NOT_FAILURES = ("pass", "too_big", "not_run")
+
+# tl's error for tiles past the target's shared memory: "... bytes of shared memory...; a block on sm_80 has at most N"
+SMEM_REFUSAL = re.compile(r"\.py:\d+:\d+: error: .* bytes of shared memory.*a block on sm_(\d+)\w* has at most \d+")
+
+
+def too_big_for_target(target, output):
+    """Whether `output` is tl's located refusal of a program whose tiles exceed the shared memory of
+    a target older than sm_90a (the families size their tiles for sm_90a's 227 KB a block)."""
+    m = SMEM_REFUSAL.search(output)
+    return bool(m) and target.startswith("cuda:") and int(m.group(1)) < 90
 
 
 def classify_failure(rc, output):
@@ -96,6 +109,8 @@ def compile_program(tl, target, prog_dir, timeout):
         problem = expected_error_problem(meta["expect_error"], rc, output)
         return ("wrong_error", problem) if problem else ("pass", "%.1f s" % seconds)
     if rc != 0:
+        if too_big_for_target(target, output):
+            return "too_big", summary_of(output)
         status = classify_failure(rc, output)
         return "compile_error" if status == "error" else status, "rc=%d %s" % (rc, summary_of(output))
     return "pass", "%.1f s" % seconds
@@ -127,6 +142,8 @@ def run_program(tl, target, prog_dir, out_dir, timeout):
         shutil.rmtree(out_dir, ignore_errors=True)
         return "pass", "%.1f s" % seconds
     if rc != 0:
+        if too_big_for_target(target, output):
+            return "too_big", first_lines
         return classify_failure(rc, output), "rc=%d %s" % (rc, first_lines)
     problems = []
     for check in meta["checks"]:
