@@ -457,49 +457,63 @@ void sweep(const rt::CudaTimer& timer, std::mt19937_64& gen, std::vector<std::ar
   }
 }
 
-// BF16 beside cublasGemmEx (row-major D = A B^T through column-major D^T = B A^T), one table row a
-// shape; false when an output is off cuBLAS's by more than 1% (relative, over the whole result).
+// BF16 beside cublasGemmEx (row-major D = A B^T through column-major D^T = B A^T), two table rows a
+// shape: BF16 D, and FP32 D = C + A B^T (the weight-gradient form; cuBLAS with beta 1 and FP32 C);
+// false when an output is off cuBLAS's by more than 1% (relative, over the whole result).
 bool bf16_rows(const rt::CudaTimer& timer, std::mt19937_64& gen, const std::vector<std::array<int64_t, 3>>& shapes) {
   cublasHandle_t h;
   check_lt(cublasCreate(&h), "cublasCreate");
   std::printf("\n| kind | M | N | K | config | ours ms | ours TFLOPS | cuBLAS TFLOPS | ours/cuBLAS |\n|---|---|---|---|---|---|---|---|---|\n");
   bool all_ok = true;
+  std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
   for (const auto& s : shapes) {
     const int64_t m = s[0], n = s[1], k = s[2];
     rt::Tensor ah = rt::Tensor::empty({m, k}, rt::DType::BF16), bh = rt::Tensor::empty({n, k}, rt::DType::BF16);
-    std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
+    rt::Tensor ch = rt::Tensor::empty({m, n}, rt::DType::F32);
     for (int64_t i = 0; i < m * k; ++i) static_cast<tl::bfloat16_t*>(ah.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
     for (int64_t i = 0; i < n * k; ++i) static_cast<tl::bfloat16_t*>(bh.data())[i] = tl::from_float<tl::bfloat16_t>(dist(gen));
-    const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu);
-    rt::Tensor d = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu), d_ref = rt::Tensor::empty({m, n}, rt::DType::BF16, kGpu);
-    deepgemm::bf16_gemm_nt(a, b, d);
-    const std::string config = deepgemm::last_config().to_string();
-    const float alpha = 1.0f, beta = 0.0f;
-    auto blas = [&] {
-      check_lt(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b.data(), CUDA_R_16BF, int(k),
-                            a.data(), CUDA_R_16BF, int(k), &beta, d_ref.data(), CUDA_R_16BF, int(n), CUBLAS_COMPUTE_32F,
-                            CUBLAS_GEMM_DEFAULT),
-               "cublasGemmEx");
-    };
-    blas();
-    const std::vector<rt::CudaTiming> t = timer.time_interleaved({[&](rt::CuStream) { deepgemm::bf16_gemm_nt(a, b, d); }, [&](rt::CuStream) { blas(); }});
-    const double ms = t[0].median_ms, ms_blas = t[1].median_ms;  // in turns, as above
-    // Compare with cuBLAS's output: relative error of the whole result.
-    const rt::Tensor dh = d.to(rt::Device::cpu()), rh = d_ref.to(rt::Device::cpu());
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < m * n; ++i) {
-      const double x = static_cast<const tl::bfloat16_t*>(dh.data())[i].to_float();
-      const double y = static_cast<const tl::bfloat16_t*>(rh.data())[i].to_float();
-      num += (x - y) * (x - y);
-      den += y * y;
+    for (int64_t i = 0; i < m * n; ++i) static_cast<float*>(ch.data())[i] = dist(gen);
+    const rt::Tensor a = ah.to(kGpu), b = bh.to(kGpu), c = ch.to(kGpu);
+    for (const bool with_c : {false, true}) {
+      const rt::DType out = with_c ? rt::DType::F32 : rt::DType::BF16;
+      rt::Tensor d = rt::Tensor::empty({m, n}, out, kGpu), d_ref = rt::Tensor::empty({m, n}, out, kGpu);
+      const rt::Tensor none;
+      auto ours = [&] { deepgemm::bf16_gemm_nt(a, b, d, with_c ? c : none); };
+      ours();
+      const std::string config = deepgemm::last_config().to_string();
+      const float alpha = 1.0f, beta = with_c ? 1.0f : 0.0f;
+      const cudaDataType_t out_type = with_c ? CUDA_R_32F : CUDA_R_16BF;
+      // With C, cuBLAS accumulates into d_ref in place (beta 1), which starts as a copy of C: the
+      // check reads its first call; the timed ones keep adding (the same traffic as reading C).
+      if (with_c)
+        rt::cuda_copy_device_to_device(kGpu.id, rt::CuDevicePtr(reinterpret_cast<uintptr_t>(d_ref.data())), kGpu.id,
+                                       rt::CuDevicePtr(reinterpret_cast<uintptr_t>(c.data())), size_t(c.nbytes()));
+      auto blas = [&] {
+        check_lt(cublasGemmEx(h, CUBLAS_OP_T, CUBLAS_OP_N, int(n), int(m), int(k), &alpha, b.data(), CUDA_R_16BF, int(k),
+                              a.data(), CUDA_R_16BF, int(k), &beta, d_ref.data(), out_type, int(n), CUBLAS_COMPUTE_32F,
+                              CUBLAS_GEMM_DEFAULT),
+                 "cublasGemmEx");
+      };
+      blas();
+      // Compare with cuBLAS's output (relative error of the whole result) before the timed runs.
+      const rt::Tensor dh = d.to(rt::Device::cpu()), rh = d_ref.to(rt::Device::cpu());
+      double num = 0, den = 0;
+      for (int64_t i = 0; i < m * n; ++i) {
+        const double x = with_c ? static_cast<const float*>(dh.data())[i] : static_cast<const tl::bfloat16_t*>(dh.data())[i].to_float();
+        const double y = with_c ? static_cast<const float*>(rh.data())[i] : static_cast<const tl::bfloat16_t*>(rh.data())[i].to_float();
+        num += (x - y) * (x - y);
+        den += y * y;
+      }
+      const bool ok = std::sqrt(num / den) < 1e-2;
+      all_ok = all_ok && ok;
+      const std::vector<rt::CudaTiming> t = timer.time_interleaved({[&](rt::CuStream) { ours(); }, [&](rt::CuStream) { blas(); }});
+      const double ms = t[0].median_ms, ms_blas = t[1].median_ms;  // in turns, as above
+      const double flops = 2.0 * double(m) * double(n) * double(k);
+      std::printf("| bf16 nt%s%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.2f |\n", with_c ? " + C, f32 out" : "",
+                  ok ? "" : " MISMATCH", long(m), long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms,
+                  tflops(flops, ms), tflops(flops, ms_blas), ms_blas / ms);
+      std::fflush(stdout);
     }
-    const bool ok = std::sqrt(num / den) < 1e-2;
-    all_ok = all_ok && ok;
-    const double flops = 2.0 * double(m) * double(n) * double(k);
-    std::printf("| bf16 nt%s | %ld | %ld | %ld | %s | %.3f | %.0f | %.0f | %.2f |\n", ok ? "" : " MISMATCH", long(m),
-                long(n), long(k), config.substr(config.find("->") + 3).c_str(), ms, tflops(flops, ms),
-                tflops(flops, ms_blas), ms_blas / ms);
-    std::fflush(stdout);
   }
   cublasDestroy(h);
   return all_ok;

@@ -39,7 +39,8 @@
 // - Per-row B scales (FP4 B, the K-grouped GEMM): B's scales of the
 //   tile's columns come by TMA with the stage, and the promotion runs every kPromotionK (128 or 32)
 //   of K with a scale per column.
-// - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop; padding rows
+// - Epilogue: C (FP32 accumulate) is read into the accumulators before the mainloop (FP8) or added after
+//   it (BF16, whose wgmmas accumulate in place: see the tile loop); padding rows
 //   of a contiguous grouped GEMM (m_indices -1) are written as zeros; rows past a masked group's
 //   count are not written.
 // - Split-K (plain GEMMs, p.split_k; tl/device/split_k.h): when the tiles leave SMs idle, the last
@@ -178,12 +179,16 @@ struct Sm90GemmConfig {
   static_assert(kProducerRegs * 128 + kConsumerRegs * 128 * kNumConsumers <= 65536, "register file");
   static_assert(!kDualB || (!kSfbPerRow && kMulticast == 1),
                 "contiguous grouped 256-row tiles: block scales of B (not per row: no FP4 B) or BF16, no multicast");
-  static_assert(kBlockN % 16 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 16 up to 256");
+  // Multiples of 8 (56: 128 tiles across N = 7168 where 64 leaves 20 of 132 SMs idle) are wgmma sizes
+  // for FP8 and BF16 inputs; the B tile is BLOCK_N whole 8-row swizzle atoms.
+  static_assert(kBlockN % 8 == 0 && kBlockN >= 16 && kBlockN <= 256, "BLOCK_N: a multiple of 8 from 16 up to 256");
   // Accumulator registers per consumer thread: the promoted sets plus FP8's partial set(s).
   static_assert((kMmaM + (kFp8 ? 1 + int(kOverlapPromotion) : 0)) * kBlockN / 2 <= 192,
                 "too many accumulators per thread: lower BLOCK_N (or BLOCK_M)");
   // Tiles start at multiples of BLOCK_N, so n0 % 128 reaches 128 - gcd(BLOCK_N, 128).
-  static constexpr int gcd128(int a) { return a % 128 == 0 ? 128 : (a % 64 == 0 ? 64 : (a % 32 == 0 ? 32 : 16)); }
+  static constexpr int gcd128(int a) {
+    return a % 128 == 0 ? 128 : a % 64 == 0 ? 64 : a % 32 == 0 ? 32 : a % 16 == 0 ? 16 : 8;
+  }
   static_assert(!kFp8 || kSfbPerRow || kBlockN + 128 - gcd128(kBlockN) <= 256,
                 "a tile's columns must span at most two 128-row blocks of B's scales");
   static_assert(!kSfbPerRow || kFp8, "per-row B scales belong to the FP8 kernel");
@@ -635,19 +640,28 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       DG_STAMP(Tile);
       [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
 
+      // C enters a split tile's sum once, with piece 0 (and k-interleaved, with the first consumer).
+      const bool takes_c = Cfg::kHasC && tile.unit.piece <= 0 && (!Cfg::kKInterleave || consumer == 0);
+      // acc[w] (+)= this thread's elements of C (0 past the tile's rows and D's columns).
+      auto read_c = [&](int w, bool add) {
+        const float* cg = p.c + tile.group * p.c_sg;
+#pragma unroll
+        for (int j = 0; j < kBlockN / 8; ++j) {
+#pragma unroll
+          for (int q = 0; q < 4; ++q) {
+            const int row = tile.m0 + r0 + 64 * w + 8 * (q / 2), col = tile.n0 + 8 * j + c0 + q % 2;
+            const float c = row < tile.row_limit && col < p.n ? cg[int64_t(row) * p.c_sr + col] : 0.0f;
+            acc[w][4 * j + q] = add ? acc[w][4 * j + q] + c : c;
+          }
+        }
+      };
+      // FP8 reads C into the accumulators up front (its wgmmas write the partial sets). BF16's wgmmas
+      // accumulate into them, and loaded values there made ptxas serialize every wgmma (C7515), so
+      // BF16 starts from zeros and adds C after the mainloop.
 #pragma unroll
       for (int w = 0; w < kMmaM; ++w) {
-        // C enters a split tile's sum once, with piece 0 (and k-interleaved, with the first consumer)
-        if (Cfg::kHasC && tile.unit.piece <= 0 && (!Cfg::kKInterleave || consumer == 0)) {
-          const float* cg = p.c + tile.group * p.c_sg;
-#pragma unroll
-          for (int j = 0; j < kBlockN / 8; ++j) {
-#pragma unroll
-            for (int q = 0; q < 4; ++q) {
-              const int row = tile.m0 + r0 + 64 * w + 8 * (q / 2), col = tile.n0 + 8 * j + c0 + q % 2;
-              acc[w][4 * j + q] = row < tile.row_limit && col < p.n ? cg[int64_t(row) * p.c_sr + col] : 0.0f;
-            }
-          }
+        if (Cfg::kFp8 && takes_c) {
+          read_c(w, false);
         } else {
 #pragma unroll
           for (int i = 0; i < kBlockN / 2; ++i) acc[w][i] = 0.0f;
@@ -863,6 +877,10 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
           named_barrier_sync(kExchangeBarrier, 256);
         }
+      }
+      if (!Cfg::kFp8 && takes_c) {
+#pragma unroll
+        for (int w = 0; w < kMmaM; ++w) read_c(w, true);
       }
       if (Cfg::kKInterleave && consumer == 1) continue;  // the first consumer stores the tile
 

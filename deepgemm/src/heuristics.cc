@@ -259,7 +259,7 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
                 "': two consumers on a 64-row tile (c2) need FP8 with block scales of B and block_n <= 128");
   RT_USER_CHECK(consumers != 1 || bm == 64, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "': c1 (one consumer) is for 64-row tiles; taller ones have one consumer per 64 or 128 rows");
-  const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : 16;
+  const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : bn % 16 == 0 ? 16 : 8;
   // The kernel's register rule: (waves + FP8's partial sets) x block_n / 2 accumulators <= 192.
   const int waves = bm == 256 ? 2 : 1;
   const bool three_consumers = bm == 192;  // FP8 with block scales only, no second partial set
@@ -267,11 +267,14 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   RT_USER_CHECK(!three_consumers || (fp8 && !sfb_per_row && bn <= 128 && multicast <= 1), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "': block_m 192 (three consumers) takes FP8 with block scales, block_n <= ",
                 "128 and no multicast");
-  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % 16 == 0 && bn <= 256 &&
+  // block_n a multiple of 8 (wgmma's float sizes), of 16 where half of B's tile is multicast or B is
+  // packed FP4 (the expansion's 16-row steps).
+  const int bn_step = fp4_b || multicast == 2 ? 16 : 8;
+  RT_USER_CHECK((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % bn_step == 0 && bn <= 256 &&
                     (waves + partials) * bn / 2 <= 192 && (!fp8 || sfb_per_row || bn + 128 - gcd128 <= 256) &&
                     stages >= 2,
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text, "': block_m must be 64, 128, 192 or 256, block_n a multiple ",
-                "of 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
+                "of 8 (of 16 with multicast or FP4 B) from 16 with (waves + partial sets) * block_n / 2 <= 192 accumulators (",
                 fp8 ? "FP8: block_n <= 192 for block_m 64/128, <= 128 for 256; a tile may touch at most two 128-blocks "
                       "of B's scales"
                     : "BF16: block_n <= 256, <= 192 for block_m 256",

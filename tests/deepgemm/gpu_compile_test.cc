@@ -93,6 +93,11 @@ TEST(GpuCompile, Sm90GemmVariants) {
       // buffer: the generated source asserts the kernel agrees).
       {spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::F32, 64, 128, 6, 2, true, false, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      // Widths that are multiples of 8 only (float inputs): 56 columns (128 tiles across N = 7168).
+      {spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 128, 56, 6, 0, true, false), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 256, 40, 4, 0, false, false), "wgmma.mma_async.sync.aligned.m64n40k32.f32.e4m3.e4m3"},
+      {spec(false, rt::DType::BF16, 128, 56, 6, 0, false, false), "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);
@@ -110,8 +115,8 @@ TEST(GpuCompile, Sm90GemmVariants) {
 // ptxas serializes wgmma where it cannot prove the pipeline safe, and says so only in an "info"
 // line of its verbose log (C75xx: stop 39 lost most of a kernel's speed to one, a run-time branch
 // around the waits; rt::compile_cuda collects those lines). The kernels the heuristic picks on the
-// H200 compile free of them; a kernel that calls printf between a wgmma and its wait shows the
-// message gets through (the control).
+// H200 compile free of them, with C too (BF16 + C serialized every wgmma until stop 42); a kernel that
+// calls printf between a wgmma and its wait shows the message gets through (the control).
 TEST(GpuCompile, NoKernelSerializesItsWgmmas) {
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no log
@@ -143,6 +148,11 @@ extern "C" __global__ void serialized(float* out, unsigned long long desc_a, uns
       spec(true, rt::DType::BF16, 128, 64, 7, 0, false, true),             // M = 128
       spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true),  // M = 128, k-interleaved
       spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),           // BF16
+      spec(false, rt::DType::F32, 128, 256, 4, 0, true, false),            // BF16 + C (its loads were in the accumulators)
+      spec(false, rt::DType::F32, 64, 96, 4, 2, true, false),              // the same, masked grouped
+      spec(true, rt::DType::F32, 256, 128, 3, 0, true, false),             // FP8 + C
+      spec(true, rt::DType::BF16, 128, 56, 6, 0, false, false),            // 56 columns (N = 7168 in 128 tiles)
+      spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false, 0, 1, true),
       fp4_registers(64, 64, 128, true),                                    // FP4 B in registers
       fp4_registers(64, 128, 32, false),
   };

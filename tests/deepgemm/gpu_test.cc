@@ -127,7 +127,8 @@ TEST(GpuFp8Gemm, SingleRowsWithAnyStride) {
 
 // Every block shape the kernel takes (DG_GPU_CONFIG), not only the ones the heuristic picks here:
 // one, two and three consumers, one and two m64 waves, overlapped promotion, direct and TMA-store
-// epilogues.
+// epilogues, widths that are multiples of 8 only (56, 40: tiles starting at most of the 16 offsets
+// into a 128-column block of B's scales that such widths reach).
 TEST(GpuFp8Gemm, EveryBlockShape) {
   REQUIRE_HOPPER();
   // Partial tiles in M and N for every block shape, and tiles starting at every offset into the
@@ -138,7 +139,7 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
   for (const char* config :
        {"64x64x4", "64x192x4", "128x96x5", "128x128x5", "128x144x4", "128x160x4", "128x192x4", "192x128x4", "192x64x6",
-        "256x128x3", "256x96x4"}) {
+        "256x128x3", "256x96x4", "64x56x8", "128x56x6", "128x40x6", "192x56x6", "256x56x4"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
       rt::Tensor d = gpu(poisoned({m, n}, out));
@@ -150,7 +151,7 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
   const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
   const Ref bref = dgtest::ref_gemm(av.data(), bv.data(), m, n, k);
-  for (const char* config : {"64x256x4", "128x256x4", "256x128x4", "256x192x3"}) {
+  for (const char* config : {"64x256x4", "128x256x4", "256x128x4", "256x192x3", "128x56x6"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
     deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
@@ -174,7 +175,7 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
     const Ref ref_c = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
-    for (const char* config : {"64x64x6", "64x128x5", "64x96x4", "64x32x8", "64x64x6x2", "64x64x6c1"}) {
+    for (const char* config : {"64x64x6", "64x128x5", "64x96x4", "64x32x8", "64x56x8", "64x64x6x2", "64x64x6c1"}) {
       const bool multicast = std::string(config).find("x2") != std::string::npos;
       if (multicast && (m + 63) / 64 % 2 != 0) continue;  // clusters of 2 need an even number of row blocks
       dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
@@ -979,7 +980,7 @@ TEST(GpuErrors, ForcedConfigurationsTheKernelCannotTake) {
   const Fp8Problem p = make_problem(m, n, k, false);
   rt::Tensor d2 = gpu(poisoned({m, n}, rt::DType::BF16));
   for (const char* bad :
-       {"128x100x4", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2",
+       {"128x100x4", "128x52x4", "64x56x4x2", "96x128x4", "128x128", "128x192x9", "128x128x4x3", "128x128x4x2", "192x192x4", "192x128x4x2",
         "128x128x4c2", "128x128x4c1", "64x192x4c2", "64x64x4c3", "64x64x4c0", "64x64x4c"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", bad);
     dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(gpu(p.qa), gpu(p.sfa), gpu(p.qb), gpu(p.sfb), d2); },

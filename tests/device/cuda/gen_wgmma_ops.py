@@ -11,8 +11,16 @@ import sys
 from pathlib import Path
 
 OUT = Path("device/include/tl/device/cuda/wgmma_ops.h")
-# m64nNk16 for 16-bit inputs: N is any multiple of 8 up to 256; these are the ones we instantiate.
+# The N we instantiate. Float inputs (16-bit, and 8-bit floats at k32) take any multiple of 8 up to
+# 256; 8-bit integers only these (ptxas: "Illegal matrix shape '.m64n56k32' ... with integer types").
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
+# And for float inputs also these: DeepGEMM's 56-column tiles (7168 = 128 x 56 columns, one tile an
+# SM where 64-column tiles leave 20 of 132 idle), and 40.
+NS_FLOAT_ONLY = [40, 56]
+
+
+def sizes(kind):
+    return NS if kind == "int8" else sorted(NS + NS_FLOAT_ONLY)
 
 
 def accumulator_operands(r, reg="f"):
@@ -150,7 +158,8 @@ def generate():
         "#pragma once\n\n"
         '#include "tl/device/cuda/arch.h"\n\n'
         "namespace tl::cuda::detail {\n\n"
-        "// Sizes with a specialization: " + ", ".join(map(str, NS)) + ".\n"
+        "// Sizes with a specialization: " + ", ".join(map(str, sizes("16bit"))) + " (8-bit integers: not " +
+        ", ".join(map(str, NS_FLOAT_ONLY)) + ").\n"
         "template <int N>\n"
         "struct WgmmaSsF32;\n"
         "template <int N>\n"
@@ -165,10 +174,10 @@ def generate():
         "struct WgmmaRsS32Int8;\n\n"
     ]
     for kind in ("16bit", "fp8", "int8"):
-        for n in NS:
+        for n in sizes(kind):
             parts.append(gen_ss(n, kind) + "\n")
     for kind in ("16bit", "fp8", "int8"):
-        for n in NS:
+        for n in sizes(kind):
             parts.append(gen_rs(n, kind) + "\n")
     parts.append("}  // namespace tl::cuda::detail\n")
     return "".join(parts)

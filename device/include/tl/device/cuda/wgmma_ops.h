@@ -15,7 +15,7 @@
 
 namespace tl::cuda::detail {
 
-// Sizes with a specialization: 8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256.
+// Sizes with a specialization: 8, 16, 24, 32, 40, 48, 56, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256 (8-bit integers: not 40, 56).
 template <int N>
 struct WgmmaSsF32;
 template <int N>
@@ -103,6 +103,27 @@ struct WgmmaSsF32<32> {
 };
 #undef TL_WGMMA_SS_F32_N32
 
+#define TL_WGMMA_SS_F32_N40(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %22, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32." TY "." TY " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19}, " \
+      "%20, %21, p, 1, 1, %23, %24;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
+template <>
+struct WgmmaSsF32<40> {
+  template <bool kBf16, int kTransA, int kTransB>
+  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[20], uint32_t scale_d) {
+    if constexpr (kBf16) TL_WGMMA_SS_F32_N40("bf16");
+    else TL_WGMMA_SS_F32_N40("f16");
+  }
+};
+#undef TL_WGMMA_SS_F32_N40
+
 #define TL_WGMMA_SS_F32_N48(TY) \
   asm volatile( \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n" \
@@ -123,6 +144,28 @@ struct WgmmaSsF32<48> {
   }
 };
 #undef TL_WGMMA_SS_F32_N48
+
+#define TL_WGMMA_SS_F32_N56(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %30, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n56k16.f32." TY "." TY " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, " \
+      "%28, %29, p, 1, 1, %31, %32;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d), "n"(kTransA), "n"(kTransB))
+template <>
+struct WgmmaSsF32<56> {
+  template <bool kBf16, int kTransA, int kTransB>
+  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[28], uint32_t scale_d) {
+    if constexpr (kBf16) TL_WGMMA_SS_F32_N56("bf16");
+    else TL_WGMMA_SS_F32_N56("f16");
+  }
+};
+#undef TL_WGMMA_SS_F32_N56
 
 #define TL_WGMMA_SS_F32_N64(TY) \
   asm volatile( \
@@ -612,6 +655,29 @@ struct WgmmaSsF32Fp8<32> {
 };
 #undef TL_WGMMA_SS_F32_FP8_N32
 
+#define TL_WGMMA_SS_F32_FP8_N40(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %22, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n40k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19}, " \
+      "%20, %21, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaSsF32Fp8<40> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[20], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_SS_F32_FP8_N40("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_SS_F32_FP8_N40("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_SS_F32_FP8_N40("e4m3", "e5m2");
+    else TL_WGMMA_SS_F32_FP8_N40("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_SS_F32_FP8_N40
+
 #define TL_WGMMA_SS_F32_FP8_N48(TA, TB) \
   asm volatile( \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %26, 0;\n" \
@@ -634,6 +700,30 @@ struct WgmmaSsF32Fp8<48> {
   }
 };
 #undef TL_WGMMA_SS_F32_FP8_N48
+
+#define TL_WGMMA_SS_F32_FP8_N56(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %30, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n56k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, " \
+      "%28, %29, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]) \
+      : "l"(desc_a), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaSsF32Fp8<56> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(uint64_t desc_a, uint64_t desc_b, float (&d)[28], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_SS_F32_FP8_N56("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_SS_F32_FP8_N56("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_SS_F32_FP8_N56("e4m3", "e5m2");
+    else TL_WGMMA_SS_F32_FP8_N56("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_SS_F32_FP8_N56
 
 #define TL_WGMMA_SS_F32_FP8_N64(TA, TB) \
   asm volatile( \
@@ -1678,6 +1768,27 @@ struct WgmmaRsF32<32> {
 };
 #undef TL_WGMMA_RS_F32_N32
 
+#define TL_WGMMA_RS_F32_N40(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n40k16.f32." TY "." TY " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19}, " \
+      "{%20, %21, %22, %23}, %24, p, 1, 1, %26;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+template <>
+struct WgmmaRsF32<40> {
+  template <bool kBf16, int kTransB>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[20], uint32_t scale_d) {
+    if constexpr (kBf16) TL_WGMMA_RS_F32_N40("bf16");
+    else TL_WGMMA_RS_F32_N40("f16");
+  }
+};
+#undef TL_WGMMA_RS_F32_N40
+
 #define TL_WGMMA_RS_F32_N48(TY) \
   asm volatile( \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n" \
@@ -1698,6 +1809,28 @@ struct WgmmaRsF32<48> {
   }
 };
 #undef TL_WGMMA_RS_F32_N48
+
+#define TL_WGMMA_RS_F32_N56(TY) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n56k16.f32." TY "." TY " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, " \
+      "{%28, %29, %30, %31}, %32, p, 1, 1, %34;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d), "n"(kTransB))
+template <>
+struct WgmmaRsF32<56> {
+  template <bool kBf16, int kTransB>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[28], uint32_t scale_d) {
+    if constexpr (kBf16) TL_WGMMA_RS_F32_N56("bf16");
+    else TL_WGMMA_RS_F32_N56("f16");
+  }
+};
+#undef TL_WGMMA_RS_F32_N56
 
 #define TL_WGMMA_RS_F32_N64(TY) \
   asm volatile( \
@@ -2187,6 +2320,29 @@ struct WgmmaRsF32Fp8<32> {
 };
 #undef TL_WGMMA_RS_F32_FP8_N32
 
+#define TL_WGMMA_RS_F32_FP8_N40(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %25, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n40k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19}, " \
+      "{%20, %21, %22, %23}, %24, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<40> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[20], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N40("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N40("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N40("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N40("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N40
+
 #define TL_WGMMA_RS_F32_FP8_N48(TA, TB) \
   asm volatile( \
       "{\n.reg .pred p;\nsetp.ne.b32 p, %29, 0;\n" \
@@ -2209,6 +2365,30 @@ struct WgmmaRsF32Fp8<48> {
   }
 };
 #undef TL_WGMMA_RS_F32_FP8_N48
+
+#define TL_WGMMA_RS_F32_FP8_N56(TA, TB) \
+  asm volatile( \
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n56k32.f32." TA "." TB " " \
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, " \
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27}, " \
+      "{%28, %29, %30, %31}, %32, p, 1, 1;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc_b), "r"(scale_d))
+template <>
+struct WgmmaRsF32Fp8<56> {
+  template <bool kAE5M2, bool kBE5M2>
+  TL_DEVICE static void run(const uint32_t (&a)[4], uint64_t desc_b, float (&d)[28], uint32_t scale_d) {
+    if constexpr (kAE5M2 && kBE5M2) TL_WGMMA_RS_F32_FP8_N56("e5m2", "e5m2");
+    else if constexpr (kAE5M2) TL_WGMMA_RS_F32_FP8_N56("e5m2", "e4m3");
+    else if constexpr (kBE5M2) TL_WGMMA_RS_F32_FP8_N56("e4m3", "e5m2");
+    else TL_WGMMA_RS_F32_FP8_N56("e4m3", "e4m3");
+  }
+};
+#undef TL_WGMMA_RS_F32_FP8_N56
 
 #define TL_WGMMA_RS_F32_FP8_N64(TA, TB) \
   asm volatile( \
