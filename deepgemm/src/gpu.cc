@@ -1,5 +1,5 @@
 // The GPU backend: runs a validated Problem on the Hopper kernel (kernels/sm90_gemm.cuh), compiled
-// at run time for the configuration the heuristic picks (gpu_kernels.h), on the stream of
+// at run time (gpu_kernels.h) for the configuration plan_sm90 picks (plan.h), on the stream of
 // set_stream(); the K-grouped GEMM as one launch per group.
 //
 // Operands the kernel cannot read as they are get a device copy first (kernels/layout_copy.cuh):
@@ -8,7 +8,6 @@
 // unless FP32, MN-major and TMA-aligned (get_mn_major_tma_aligned_tensor), and UE8M0 block scales
 // of B.
 #include <algorithm>
-#include <cstdio>
 #include <map>
 #include <string>
 #include <tuple>
@@ -18,11 +17,11 @@
 #include "deepgemm/kernels/sm90_params.h"
 #include "gpu_kernels.h"
 #include "heuristics.h"
+#include "plan.h"
 #include "rt/cuda_device.h"
 #include "rt/env.h"
 #include "rt/error.h"
 #include "rt/tensor_map.h"
-#include "tl/device/round_sync_plan.h"
 
 namespace deepgemm::detail {
 namespace {
@@ -194,9 +193,7 @@ struct Sm90Call {
   bool fp8 = true;
   bool sfb_per_row = false;
   bool fp4_b = false;  // b is packed e2m1, loaded as such and expanded in the kernel
-  // fp4_b with UE8M0 (power-of-two) scales per 32 of K: the kernel may fold them into the expanded
-  // values against each row's largest of a k-block and promote every 128 of K (layout_copy.cuh).
-  bool fold_ok = false;
+  bool sfb_ue8m0 = false;  // B's scales given as UE8M0 (FP4 B's may then be folded: plan_sm90)
   int promotion_k = 128;
   Grouping grouping = Grouping::None;
   int64_t m = 0, n = 0, k = 0, num_groups = 1, expected_m = 0;
@@ -212,104 +209,68 @@ int64_t forced_split_k() {
   return split_env == "auto" ? 0 : rt::env_int("DG_GPU_SPLIT_K", 0);
 }
 
-GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt::CuStream stream) {
-  const rt::CudaDeviceInfo& info = rt::cuda_device(device);
-  const rt::DType out_dtype = x.d.tensor.dtype();
-  const int out_bytes = rt::bits(out_dtype) / 8;
-  // TMA stores whole 16-byte pieces of a row: where a row of D ends inside one (N % 8 != 0), the
-  // rest of that piece -- D's row padding, or the next columns of a column slice -- got zeros (found
-  // on the H200 by GpuFuzz). Such rows go out by direct stores.
-  const bool tma_store_ok = out_dtype == rt::DType::BF16 && aligned16(x.d.tensor.data()) && (x.d.s_r * 2) % 16 == 0 &&
-                            (x.n * 2) % 16 == 0 && (x.groups_a == 1 || (x.d.s_g * 2) % 16 == 0);
-  const int sfb_rows = x.sfb_per_row ? 128 / x.promotion_k : 0;
-  const int sms = get_num_sms();
-  const int64_t m_hint = x.grouping == Grouping::MMasked && x.expected_m > 0 ? std::min(x.expected_m, x.m) : x.m;
-  // The contiguous layout's groups start on 128-row boundaries: a 256-row tile spans two 128-row
-  // blocks and takes a second B tile per stage for when their experts differ (sm90_dual_b; not for
-  // per-row B scales, which FP4 B has); 192 rows could span three.
-  const bool contiguous = x.grouping == Grouping::MContiguous;
-  const int max_block_m = !contiguous || sfb_rows == 0 ? 256 : 128;
-  const bool plain_fp8 = x.fp8 && x.grouping == Grouping::None && !x.sfb_per_row;
-  const std::string forced = rt::env_string("DG_GPU_CONFIG", "");
-  // FP4 B: expanded in registers (kernels/sm90_fp4_gemm.cuh) or into shared memory (kernels/sm90_gemm.cuh),
-  // by sm90_fp4_in_registers unless DG_GPU_FP4 says (auto, registers, shared); DG_GPU_CONFIG forces a
-  // configuration of the shared-memory form. DG_GPU_FP4=registers:BMxBN forces the registers
-  // kernel's tile (BM rows of A, BN of B), with a trailing "i" on two k-interleaved consumers.
-  const std::string fp4_form = x.fp4_b ? rt::env_string("DG_GPU_FP4", "auto") : std::string("auto");
-  int fp4_bm = 0, fp4_bn = 0;
-  bool fp4_ki = false;
-  if (fp4_form.rfind("registers:", 0) == 0) {
-    char tail = 0, extra = 0;
-    const int got = std::sscanf(fp4_form.c_str() + 10, "%dx%d%c%c", &fp4_bm, &fp4_bn, &tail, &extra);
-    fp4_ki = got == 3 && tail == 'i';
-    RT_USER_CHECK(got == 2 || fp4_ki, "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form,
-                  "': expected registers:BMxBN or registers:BMxBNi, e.g. registers:64x128");
-    const std::string why = fp4_register_tile_error(fp4_bm, fp4_bn, x.promotion_k, contiguous, fp4_ki);
-    RT_USER_CHECK(why.empty(), "deepgemm::", fn, ": DG_GPU_FP4='", fp4_form, "': ", why);
-  } else {
-    RT_USER_CHECK(fp4_form == "auto" || fp4_form == "registers" || fp4_form == "shared", "deepgemm::", fn,
-                  ": DG_GPU_FP4='", fp4_form, "' must be 'auto', 'registers', 'registers:BMxBN[i]' or 'shared'");
-  }
-  const bool fp4_registers = x.fp4_b && forced.empty() &&
-                             (fp4_form == "auto" ? sm90_fp4_in_registers(m_hint) : fp4_form != "shared");
-  GpuBlocking blk = fp4_registers ? choose_fp4_register_blocking(m_hint, x.n, x.groups_a, sms, info.smem_per_block_optin,
-                                                                 x.promotion_k, contiguous, fp4_bm, fp4_bn, fp4_ki)
-                                  : choose_gpu_blocking(x.fp8, m_hint, x.n, x.k, x.groups_a, out_bytes, tma_store_ok, sms,
-                                        info.smem_per_block_optin, sfb_rows, max_block_m, x.fp4_b, plain_fp8,
-                                        contiguous);
-  // Multicast (DG_GPU_CONFIG=...x2 only) needs every tile of the grid (no grouping) and B's scales
-  // read directly.
-  const bool multicast_ok = x.grouping == Grouping::None && !x.sfb_per_row && info.cluster_launch;
-  if (!forced.empty()) {
-    blk = forced_blocking(fn, forced, x.fp8, x.sfb_per_row, m_hint, x.n, x.groups_a, out_bytes, tma_store_ok, sms,
-                          info.smem_per_block_optin, sfb_rows, multicast_ok, max_block_m, x.fp4_b, contiguous,
-                          x.grouping != Grouping::None);
-  }
-  if (!fp4_registers) choose_whole_slice_epilogue(blk, x.fp8, x.k, out_bytes, sfb_rows, info.smem_per_block_optin);
+// The tuning knobs as the environment sets them now (deepgemm/config.h).
+Sm90Knobs knobs_from_env() {
+  Sm90Knobs k;
+  k.config = rt::env_string("DG_GPU_CONFIG", "");
+  k.fp4 = rt::env_string("DG_GPU_FP4", "auto");
+  k.split_k = forced_split_k();
+  const std::string sync_env = rt::env_string("DG_GPU_ROUND_SYNC", "auto");
+  k.round_sync = sync_env == "auto" ? -1 : rt::env_int("DG_GPU_ROUND_SYNC", 0);
+  return k;
+}
 
-  // Split-K for plain GEMMs whose tiles leave SMs idle (tl/device/split_k.h): the last wave's tiles
-  // are cut into pieces of K, one per CTA, that sum their partials in the kernel (deterministically).
-  // DG_GPU_SPLIT_K (forced_split_k) forces it.
-  const bool split_ok = x.grouping == Grouping::None && x.k > 0 && blk.multicast == 1 && !fp4_registers;
-  const int64_t forced_split = forced_split_k();
-  const int64_t k_blocks = ceil_div(x.k, blk.block_k);
-  RT_USER_CHECK(forced_split <= 1 || (split_ok && forced_split <= k_blocks), "deepgemm::", fn, ": DG_GPU_SPLIT_K=",
-                forced_split, " needs a plain GEMM (no grouping, no multicast) with at least that many blocks of ",
-                blk.block_k, " in K (", k_blocks, " here)");
+// What plan_sm90 needs to know of a launch of x on `info`'s device.
+Sm90Facts facts_of(const std::string& fn, const Sm90Call& x, const rt::CudaDeviceInfo& info) {
+  Sm90Facts f;
+  f.function = fn;
+  f.fp8 = x.fp8;
+  f.fp4_b = x.fp4_b;
+  f.sfb_per_row = x.sfb_per_row;
+  f.sfb_ue8m0 = x.sfb_ue8m0;
+  f.promotion_k = x.promotion_k;
+  f.grouping = x.grouping;
+  f.m = x.m;
+  f.n = x.n;
+  f.k = x.k;
+  f.expected_m = x.expected_m;
+  f.groups_a = x.groups_a;
+  f.a_bits = rt::bits(x.a.tensor.dtype());
+  f.b_bits = rt::bits(x.b.tensor.dtype());
+  f.out = x.d.tensor.dtype();
+  f.d_aligned16 = aligned16(x.d.tensor.data()) && (x.d.s_r * f.out_bytes()) % 16 == 0 &&
+                  (x.groups_a == 1 || (x.d.s_g * f.out_bytes()) % 16 == 0);
+  f.sms = get_num_sms();
+  f.smem_limit = info.smem_per_block_optin;
+  f.l2_bytes = info.l2_bytes;
+  f.cluster_launch = info.cluster_launch;
+  f.knobs = knobs_from_env();
+  return f;
+}
+
+GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt::CuStream stream) {
+  const Sm90Facts facts = facts_of(fn, x, rt::cuda_device(device));
+  const Sm90Plan plan = plan_sm90(facts);
+  const GpuBlocking& blk = plan.blocking;
+  const bool fp4_registers = plan.fp4_registers;
+  const rt::DType out_dtype = facts.out;
+  const int out_bytes = facts.out_bytes();
+  const int sfb_rows = facts.sfb_rows();
+
+  // Split-K's partial tiles and the counters its pieces meet at, where the plan splits K.
   tl::SplitK split_k;
   rt::Tensor workspace, counters;
-  if (split_ok) {
-    const int64_t tiles = sm90_tiles(blk, x.m, x.n, 1);
-    const tl::SplitKPlan plan = tl::plan_split_k(int(tiles), int(k_blocks), sms, int(forced_split));
-    if (plan.splits > 1) {
-      workspace = stream_scratch("split_k", {plan.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
-                                 device, stream);
-      // Zero when allocated; every launch leaves them zero.
-      counters = stream_scratch("split_k_counters", {plan.counters(sm90_consumers(blk.block_m, blk.k_interleave))},
-                                rt::DType::I32, device, stream, true);
-      split_k = tl::SplitK{plan.dp_tiles, plan.splits, static_cast<float*>(workspace.data()),
-                           static_cast<int*>(counters.data())};
-      blk.splits = plan.splits;
-      blk.grid = plan.grid;
-    }
+  if (blk.splits > 1) {
+    workspace = stream_scratch("split_k", {plan.split_k.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
+                               device, stream);
+    // Zero when allocated; every launch leaves them zero.
+    counters = stream_scratch("split_k_counters", {plan.split_k.counters(sm90_consumers(blk.block_m, blk.k_interleave))},
+                              rt::DType::I32, device, stream, true);
+    split_k = tl::SplitK{plan.split_k.dp_tiles, plan.split_k.splits, static_cast<float*>(workspace.data()),
+                         static_cast<int*>(counters.data())};
   }
-
-  // Plain GEMMs of several rounds whose operands outgrow L2 keep their CTAs in step
-  // (sm90_round_sync_every). DG_GPU_ROUND_SYNC: unset or "auto" for that rule, 0 for never, R for a
-  // barrier every R rounds wherever one can apply.
-  const bool plain = x.grouping == Grouping::None && !fp4_registers;  // (no round barriers there)
-  const std::string sync_env = rt::env_string("DG_GPU_ROUND_SYNC", "auto");
-  const int64_t operand_bytes =
-      (x.m * x.k * rt::bits(x.a.tensor.dtype()) + x.n * x.k * rt::bits(x.b.tensor.dtype())) / 8;
-  const int64_t forced_sync = sync_env == "auto" ? -1 : rt::env_int("DG_GPU_ROUND_SYNC", 0);
-  RT_USER_CHECK(forced_sync >= -1 && forced_sync <= 1000000, "deepgemm::", fn, ": DG_GPU_ROUND_SYNC='", sync_env,
-                "' must be auto, 0 or a number of rounds between barriers");
-  const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, plain, x.m, x.n, x.k, operand_bytes, info.l2_bytes)
-                         : sm90_round_sync_ok(blk, plain, x.m, x.n) ? int(forced_sync)
-                                                                     : 0;
-  rt::Tensor round_sync;  // only where a barrier happens: a round after the first, sync_every apart
-  if (tl::round_sync_barriers(sm90_full_rounds(blk, x.m, x.n), sync_every) > 0)  // zero when allocated; kept zero
-    round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);
+  rt::Tensor round_sync;  // only where a barrier happens; zero when allocated, kept zero
+  if (plan.round_sync) round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);
 
   Sm90KernelSpec spec;
   spec.fp8 = x.fp8;
@@ -324,15 +285,12 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   spec.epilogue_whole_slice = blk.epilogue_whole_slice;
   spec.fp4_b = x.fp4_b;
   spec.fp4_registers = fp4_registers;
-  // Folding pays on tiles of 128 or more columns (H200, 4096 rows: +24-30%); on the narrow tiles of
-  // the M <= 128 shapes one thread per row expands too slowly (-27% to -41%): docs/perf.md.
-  const bool fold = x.fold_ok && blk.block_n >= 128 && !fp4_registers;
-  spec.fold_scales = fold;
+  spec.fold_scales = plan.fold_scales;
   spec.sfb_per_row = x.sfb_per_row;
   spec.promotion_k = x.promotion_k;
   spec.multicast = blk.multicast;
   spec.k_interleave = blk.k_interleave;
-  spec.ring_rounds = !fp4_registers && sm90_ring_rounds(blk, x.fp8, m_hint, x.n, x.k, x.groups_a, sfb_rows);
+  spec.ring_rounds = plan.ring_rounds;
   spec.smem_bytes = blk.smem_bytes;
   const Sm90Kernel gemm = sm90_kernel(spec, device);
 
@@ -411,7 +369,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.raster_group = blk.raster_group;
   params.split_k = split_k;
   params.round_sync = round_sync.defined() ? static_cast<uint32_t*>(round_sync.data()) : nullptr;
-  params.round_sync_every = std::max(sync_every, 1);
+  params.round_sync_every = std::max(plan.round_sync_every, 1);
 
   const int threads = 128 * (1 + (fp4_registers ? fp4_register_consumers(blk.block_n, blk.k_interleave)
                                                 : sm90_consumers(blk.block_m, blk.k_interleave)));
@@ -437,7 +395,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   cfg.block_m = blk.block_m;
   cfg.block_n = blk.block_n;
   cfg.block_k = blk.block_k;
-  cfg.promotion_k = x.fp8 ? (fold ? 128 : x.promotion_k) : 0;
+  cfg.promotion_k = x.fp8 ? (plan.fold_scales ? 128 : x.promotion_k) : 0;
   cfg.num_stages = blk.stages;
   cfg.num_multicast = blk.multicast;
   cfg.round_sync = round_sync.defined();
@@ -491,7 +449,7 @@ GemmConfig run_gpu(const Problem& p) {
       x.sfa = mn_major_scales(p.sfa, x.groups_a, stream, "a_scales", fn);
       x.sfb_per_row = p.sfb.gran_r == 1;
       x.promotion_k = p.promotion_k();
-      x.fold_ok = x.fp4_b && x.promotion_k == 32 && p.sfb.tensor.dtype() == rt::DType::UE8M0;
+      x.sfb_ue8m0 = p.sfb.tensor.dtype() == rt::DType::UE8M0;
       x.sfb = x.sfb_per_row ? mn_major_scales(p.sfb, x.groups_b, stream, "b_scales", fn)
               : p.sfb.tensor.dtype() == rt::DType::UE8M0 ? k_major(p.sfb, x.groups_b, rt::DType::F32, stream, "b_scales", fn)
                                                          : p.sfb;

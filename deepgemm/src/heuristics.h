@@ -29,7 +29,7 @@ struct GpuBlocking {
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
   bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
   bool dual_b = false;       // contiguous grouped 256-row tiles: a second B tile per stage (sm90_dual_b)
-  int splits = 1;          // split-K pieces per split tile (gpu.cc: tl::plan_split_k; 1 for none)
+  int splits = 1;          // split-K pieces per split tile (plan_sm90: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
   int raster_group = 8;    // tile-columns per rasterization band
   int64_t smem_bytes = 0;  // dynamic shared memory of one CTA
@@ -48,7 +48,7 @@ struct GpuBlocking {
 // B tile per stage: sm90_dual_b).
 // DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>]: that blocking, checked
 // against the kernel's rules for this call (a user error naming `fn` and the text where it breaks
-// one). tma_store_ok, multicast_ok and max_block_m: what the call allows (gpu.cc); grouped: an
+// one). tma_store_ok, multicast_ok and max_block_m: what the call allows (plan_sm90); grouped: an
 // M-grouped call (no three-consumer tiles).
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,

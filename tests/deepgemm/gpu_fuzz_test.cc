@@ -16,9 +16,9 @@
 // -- TMA-store and whole-slice epilogues, ring rounds, folded FP4 scales, both FP4 kernels, dual-B,
 // k-interleaved, one- and three-consumer tiles, 256-row tiles, multicast, split-K, round sync -- and
 // per input property), then random cases. Each new kernel configuration costs an NVRTC compile (and
-// the driver's) of 1-3 s on its first use, so the generator predicts each case's configuration (the
-// heuristics of src/heuristics.cc, as gpu.cc calls them) and redraws random cases that would take
-// the run past DG_FUZZ_MAX_KERNELS distinct ones.
+// the driver's) of 1-3 s on its first use, so the generator predicts each case's configuration (by
+// the library's plan_sm90, src/plan.h, which gpu.cc launches) and redraws random cases that would
+// take the run past DG_FUZZ_MAX_KERNELS distinct ones.
 //
 // Deterministic: DG_FUZZ_SEED (default kDefaultSeed), DG_FUZZ_CASES (default kDefaultCases),
 // DG_FUZZ_MAX_KERNELS (default kDefaultMaxKernels), DG_FUZZ_CASE=i to run case i alone (the same
@@ -53,11 +53,10 @@
 #include "deepgemm/deepgemm.h"
 #include "dg_test_util.h"
 #include "heuristics.h"
+#include "plan.h"
 #include "rt/cuda_device.h"
 #include "rt/error.h"
 #include "rt/tensor.h"
-#include "tl/device/round_sync_plan.h"
-#include "tl/device/split_k.h"
 
 namespace {
 
@@ -68,6 +67,7 @@ constexpr int kDefaultCases = 240;
 constexpr int kDefaultMaxKernels = 40;
 constexpr int kH200Sms = 132;
 constexpr int64_t kH200Smem = 232448;  // the H200's opt-in shared memory per block
+constexpr int64_t kH200L2 = 60ll << 20;  // the L2 size the predictions assume for it (round barriers)
 
 int64_t env_i64(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -204,8 +204,8 @@ std::string Case::describe() const {
 }
 
 // ------------------------------------------------------------------------------------------------
-// The GPU configuration a case should get (a mirror of gpu.cc's launch_sm90 choices, for the
-// kernel budget and the estimate of distinct kernels; the GPU run records the real ones).
+// The GPU configuration a case should get (the library's plan_sm90, as gpu.cc calls it), for the
+// kernel budget and the estimate of distinct kernels; the GPU run records the real ones.
 
 struct Tiling {
   int bm = 128, bn = 128, stages = 4, multicast = 0, consumers = 0;
@@ -217,61 +217,41 @@ struct Tiling {
   }
 };
 
-struct CallShape {  // what launch_sm90 sees (one launch)
-  bool fp8 = true, fp4_b = false, per_row = false, contiguous = false, masked = false, plain = false;
-  int promotion_k = 128, sfb_rows = 0, out_bytes = 2;
-  int64_t m = 0, n = 0, k = 0, m_hint = 0, groups_a = 1;
-  bool tma_store_ok = false, fold_ok = false, has_c = false;
-  int grouping = 0;
-  DType out = DType::BF16;
-};
-
-std::vector<CallShape> launches_of(const Case& c) {
-  CallShape s;
-  s.fp8 = c.kind() != Kind::Bf16;
-  s.fp4_b = c.kind() == Kind::Fp4;
-  s.per_row = c.kind() == Kind::Fp4 || c.group() == Group::K;
-  s.promotion_k = c.kind() == Kind::Fp4 ? c.fp4_gran : 128;
-  s.sfb_rows = s.per_row ? 128 / s.promotion_k : 0;
-  s.out = c.out_f32 ? DType::F32 : DType::BF16;
-  s.out_bytes = c.out_f32 ? 4 : 2;
-  s.contiguous = c.group() == Group::Cont;
-  s.masked = c.group() == Group::Mask;
-  s.grouping = s.contiguous ? 1 : s.masked ? 2 : 0;
-  s.plain = c.group() == Group::None || c.group() == Group::K;
-  // D is aligned by construction; rows ending inside a 16-byte piece take direct stores (gpu.cc).
-  s.tma_store_ok = !c.out_f32 && (c.n * 2) % 16 == 0;
-  s.fold_ok = s.fp4_b && s.promotion_k == 32 && c.sfb_dtype == DType::UE8M0;
-  s.has_c = c.c_mode != 0;
-  s.m = c.m;
-  s.n = c.n;
-  s.groups_a = s.masked ? c.g : 1;
-  s.m_hint = s.masked ? std::min(c.expected_m, c.m) : c.m;
-  if (c.group() != Group::K) {
-    s.k = c.k;
-    return {s};
-  }
-  std::vector<CallShape> out;
-  for (int64_t kg : c.ks) {
-    s.k = kg;
-    out.push_back(s);
+// What gpu.cc would give plan_sm90 for each launch of the case (the K-grouped GEMM: one a group) on
+// an H200 with `sms` SMs.
+std::vector<deepgemm::detail::Sm90Facts> launches_of(const Case& c, int sms) {
+  using deepgemm::detail::Grouping;
+  deepgemm::detail::Sm90Facts f;
+  f.function = api_name(c.api);
+  f.fp8 = c.kind() != Kind::Bf16;
+  f.sfb_per_row = c.kind() == Kind::Fp4 || c.group() == Group::K;
+  f.sfb_ue8m0 = c.sfb_dtype == DType::UE8M0;
+  f.promotion_k = c.kind() == Kind::Fp4 ? c.fp4_gran : 128;
+  f.grouping = c.group() == Group::Cont ? Grouping::MContiguous : c.group() == Group::Mask ? Grouping::MMasked
+                                                                                          : Grouping::None;
+  f.m = c.m;
+  f.n = c.n;
+  f.expected_m = c.expected_m;
+  f.groups_a = c.group() == Group::Mask ? c.g : 1;
+  f.a_bits = f.fp8 ? 8 : 16;
+  f.b_bits = c.kind() == Kind::Fp4 ? 4 : f.fp8 ? 8 : 16;
+  f.out = c.out_f32 ? DType::F32 : DType::BF16;
+  f.d_aligned16 = true;  // D's rows and groups start 16-byte aligned by construction (make_inputs)
+  f.sms = sms;
+  f.smem_limit = kH200Smem;
+  f.l2_bytes = kH200L2;
+  f.cluster_launch = true;
+  f.knobs.config = c.config;
+  if (!c.fp4.empty()) f.knobs.fp4 = c.fp4;
+  if (!c.split_k.empty()) f.knobs.split_k = std::atoll(c.split_k.c_str());
+  if (!c.round_sync.empty()) f.knobs.round_sync = std::atoll(c.round_sync.c_str());
+  std::vector<deepgemm::detail::Sm90Facts> out;
+  for (int64_t k : c.group() == Group::K ? c.ks : std::vector<int64_t>{c.k}) {
+    f.k = k;
+    f.fp4_b = c.kind() == Kind::Fp4 && k > 0;  // (gpu.cc: with K = 0 nothing of B is read)
+    out.push_back(f);
   }
   return out;
-}
-
-// The blocking DG_GPU_CONFIG forces on this call (the library's forced_blocking, given what gpu.cc
-// allows the call); nullopt where the library rejects it.
-std::optional<deepgemm::detail::GpuBlocking> forced_blocking(const CallShape& s, const Tiling& t, int sms) {
-  const int max_block_m = !s.contiguous || s.sfb_rows == 0 ? 256 : 128;
-  const bool multicast_ok = s.grouping == 0 && !s.per_row;
-  try {
-    return deepgemm::detail::forced_blocking("fuzz", t.str(), s.fp8, s.per_row, s.m_hint, s.n, s.groups_a, s.out_bytes,
-                                             s.tma_store_ok, sms, kH200Smem, s.sfb_rows, multicast_ok, max_block_m,
-                                             s.fp4_b, s.contiguous, s.grouping != 0);
-  } catch (const rt::Error& e) {
-    if (e.kind() != rt::ErrorKind::User) throw;
-    return std::nullopt;
-  }
 }
 
 struct Fp4RegTile {
@@ -312,87 +292,43 @@ std::optional<Tiling> parse_tiling(const std::string& text) {
 Prediction predict(const Case& c, int sms) {
   using namespace deepgemm::detail;
   Prediction p;
-  for (const CallShape& s : launches_of(c)) {
-    GpuBlocking blk;
-    const bool fp4_b = s.fp4_b && s.k > 0;
-    int fp4_bm = 0, fp4_bn = 0;
-    bool fp4_ki = false;
-    if (fp4_b && c.fp4.rfind("registers:", 0) == 0) {
-      char tail = 0;
-      const int got = std::sscanf(c.fp4.c_str() + 10, "%dx%d%c", &fp4_bm, &fp4_bn, &tail);
-      fp4_ki = got == 3 && tail == 'i';
-      if (!fp4_register_tile_error(fp4_bm, fp4_bn, s.promotion_k, s.contiguous, fp4_ki).empty()) {
-        p.rejected = true;
-        return p;
-      }
-    }
-    const std::string form = fp4_b && !c.fp4.empty() ? c.fp4 : "auto";
-    const bool fp4_registers = fp4_b && c.config.empty() && (form == "auto" ? sm90_fp4_in_registers(s.m_hint) : form != "shared");
-    const int max_block_m = !s.contiguous || s.sfb_rows == 0 ? 256 : 128;
-    const bool plain_fp8 = s.fp8 && s.grouping == 0 && !s.per_row;
-    if (fp4_registers) {
-      blk = choose_fp4_register_blocking(s.m_hint, s.n, s.groups_a, sms, kH200Smem, s.promotion_k, s.contiguous, fp4_bm,
-                                         fp4_bn, fp4_ki);
-    } else if (!c.config.empty()) {
-      const std::optional<Tiling> t = parse_tiling(c.config);
-      std::optional<GpuBlocking> b;
-      if (t) b = forced_blocking(s, *t, sms);
-      if (!b) {
-        p.rejected = true;
-        return p;
-      }
-      blk = *b;
-    } else {
-      blk = choose_gpu_blocking(s.fp8, s.m_hint, s.n, s.k, s.groups_a, s.out_bytes, s.tma_store_ok, sms, kH200Smem,
-                                s.sfb_rows, max_block_m, fp4_b, plain_fp8, s.contiguous);
-    }
-    if (!fp4_registers) choose_whole_slice_epilogue(blk, s.fp8, s.k, s.out_bytes, s.sfb_rows, kH200Smem);
-    const bool split_ok = s.grouping == 0 && s.k > 0 && blk.multicast == 1 && !fp4_registers;
-    const int64_t forced_split = c.split_k.empty() ? 0 : std::atoll(c.split_k.c_str());
-    const int64_t k_blocks = ceil_div(s.k, blk.block_k);
-    if (forced_split > 1 && !(split_ok && forced_split <= k_blocks)) {
+  for (const Sm90Facts& s : launches_of(c, sms)) {
+    Sm90Plan plan;
+    try {
+      plan = plan_sm90(s);
+    } catch (const rt::Error& e) {
+      if (e.kind() != rt::ErrorKind::User) throw;
       p.rejected = true;
       return p;
     }
-    if (split_ok) {
-      const tl::SplitKPlan plan =
-          tl::plan_split_k(int(sm90_tiles(blk, s.m, s.n, 1)), int(k_blocks), sms, int(forced_split));
-      if (plan.splits > 1) blk.grid = plan.grid, blk.splits = plan.splits;
-    }
-    const bool fold = s.fold_ok && blk.block_n >= 128 && !fp4_registers;
-    const bool ring = !fp4_registers && sm90_ring_rounds(blk, s.fp8, s.m_hint, s.n, s.k, s.groups_a, s.sfb_rows);
-    const bool plain = s.grouping == 0 && !fp4_registers;
-    const int64_t forced_sync = c.round_sync.empty() ? -1 : std::atoll(c.round_sync.c_str());
-    const int64_t operand_bytes = (s.m * s.k * (s.fp8 ? 8 : 16) + s.n * s.k * (s.fp4_b ? 4 : s.fp8 ? 8 : 16)) / 8;
-    const int sync_every = forced_sync < 0 ? sm90_round_sync_every(blk, plain, s.m, s.n, s.k, operand_bytes, 60ll << 20)
-                           : sm90_round_sync_ok(blk, plain, s.m, s.n) ? int(forced_sync)
-                                                                       : 0;
-    const bool sync = tl::round_sync_barriers(sm90_full_rounds(blk, s.m, s.n), sync_every) > 0;
+    const GpuBlocking& blk = plan.blocking;
+    const bool fp4_registers = plan.fp4_registers;
+    const int grouping = s.grouping == Grouping::MContiguous ? 1 : s.grouping == Grouping::MMasked ? 2 : 0;
     uint32_t& f = p.features;
     if (blk.tma_store && s.fp8 && !blk.epilogue_whole_slice) f |= kTmaStoreFp8;
     if (blk.tma_store && !s.fp8) f |= kTmaStoreBf16;
     if (blk.epilogue_whole_slice) f |= kWholeSlice;
-    if (ring) f |= kRingRounds;
-    if (fold) f |= kFolded;
-    if (fp4_b && !fp4_registers) f |= kFp4Shared;
+    if (plan.ring_rounds) f |= kRingRounds;
+    if (plan.fold_scales) f |= kFolded;
+    if (s.fp4_b && !fp4_registers) f |= kFp4Shared;
     if (fp4_registers && blk.k_interleave) f |= kFp4RegInterleaved;
     if (fp4_registers && blk.block_n == 128) f |= kFp4Reg128;
     if (!fp4_registers && blk.dual_b) f |= kDualB;
     if (!fp4_registers && blk.k_interleave) f |= kKInterleave;
-    if (!fp4_registers && blk.block_m == 64 && !blk.k_interleave && s.fp8 && s.sfb_rows == 0) f |= kOneConsumer64;
+    if (!fp4_registers && blk.block_m == 64 && !blk.k_interleave && s.fp8 && s.sfb_rows() == 0) f |= kOneConsumer64;
     if (!fp4_registers && blk.block_m == 192) f |= kThreeConsumers;
     if (!fp4_registers && blk.block_m == 256) f |= kBlockM256;
     if (blk.multicast == 2) f |= kMulticast;
     if (blk.splits > 1) f |= kSplitK;
-    if (sync) f |= kRoundSync;
+    if (plan.round_sync) f |= kRoundSync;
     const std::string key =
         fp4_registers
-            ? rt::str("fp4reg|", rt::name(s.out), "|", blk.block_m, "x", blk.block_n, "x", blk.stages, "|g", s.grouping,
-                      "|c", s.has_c, "|p", s.promotion_k, "|i", blk.k_interleave)
+            ? rt::str("fp4reg|", rt::name(s.out), "|", blk.block_m, "x", blk.block_n, "x", blk.stages, "|g", grouping,
+                      "|c", c.c_mode != 0, "|p", s.promotion_k, "|i", blk.k_interleave)
             : rt::str(s.fp8 ? "fp8|" : "bf16|", rt::name(s.out), "|", blk.block_m, "x", blk.block_n, "x", blk.stages, "|g",
-                      s.grouping, "|c", s.has_c, "|t", blk.tma_store, "|e", blk.epilogue_buffers, blk.epilogue_whole_slice,
-                      "|f", fp4_b, fold, "|r", s.per_row, "|p", s.promotion_k, "|m", blk.multicast, "|i",
-                      blk.k_interleave, "|o", ring);
+                      grouping, "|c", c.c_mode != 0, "|t", blk.tma_store, "|e", blk.epilogue_buffers,
+                      blk.epilogue_whole_slice, "|f", s.fp4_b, plan.fold_scales, "|r", s.sfb_per_row, "|p",
+                      s.promotion_k, "|m", blk.multicast, "|i", blk.k_interleave, "|o", plan.ring_rounds);
     p.first = rt::str(blk.block_m, "x", blk.block_n, "x", blk.stages);  // the last launch's (last_config's)
     p.keys.push_back(key);
   }
@@ -585,12 +521,12 @@ Case draw_case(Rng& r, const Pools& pools, int index, uint64_t value_seed) {
     c.fp4 = u < 0.3 || (u >= 0.6 && tiles.empty()) ? "registers" : u < 0.6 ? "shared" : r.pick(tiles).str();
   }
   if (r.chance(0.3)) {
-    // A tiling of the pool this call takes (by forced_blocking's rules); none if none does.
+    // A tiling of the pool this call takes (the plan accepts it); none if none does.
     std::vector<Tiling> ok;
     for (const Tiling& t : pools.tilings) {
-      bool all = true;
-      for (const CallShape& s : launches_of(c)) all = all && forced_blocking(s, t, kH200Sms).has_value();
-      if (all) ok.push_back(t);
+      Case forced = c;
+      forced.config = t.str();
+      if (!predict(forced, kH200Sms).rejected) ok.push_back(t);
     }
     if (!ok.empty()) c.config = r.pick(ok).str();
   }
@@ -598,7 +534,7 @@ Case draw_case(Rng& r, const Pools& pools, int index, uint64_t value_seed) {
   if ((group == Group::None || group == Group::K) && r.chance(0.15)) {
     const int64_t block_k = kind == Kind::Bf16 ? 64 : 128;
     int64_t min_blocks = INT64_MAX;
-    for (const CallShape& s : launches_of(c)) min_blocks = std::min(min_blocks, ceil_div(s.k, block_k));
+    for (const auto& s : launches_of(c, kH200Sms)) min_blocks = std::min(min_blocks, ceil_div(s.k, block_k));
     const std::optional<Tiling> t = parse_tiling(c.config);
     const bool multicast = t && t->multicast == 2;
     if (r.chance(0.3) || min_blocks < 2 || multicast) {
