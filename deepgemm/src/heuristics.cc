@@ -267,8 +267,8 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   RT_USER_CHECK(!three_consumers || (fp8 && !sfb_per_row && bn <= 128 && multicast <= 1), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "': block_m 192 (three consumers) takes FP8 with block scales, block_n <= ",
                 "128 and no multicast");
-  // block_n a multiple of 8 (wgmma's float sizes), of 16 where half of B's tile is multicast or B is
-  // packed FP4 (the expansion's 16-row steps).
+  // block_n a multiple of 8 (wgmma's float sizes); of 16 where half of B's tile is multicast (each
+  // half whole 8-row swizzle atoms) or B is packed FP4 (other widths not built or tested there).
   const int bn_step = fp4_b || multicast == 2 ? 16 : 8;
   RT_USER_CHECK((bm == 64 || bm == 128 || bm == 192 || bm == 256) && bn >= 16 && bn % bn_step == 0 && bn <= 256 &&
                     (waves + partials) * bn / 2 <= 192 && (!fp8 || sfb_per_row || bn + 128 - gcd128 <= 256) &&
