@@ -238,6 +238,7 @@ Sm90Facts facts_of(const std::string& fn, const Sm90Call& x, const rt::CudaDevic
   f.a_bits = rt::bits(x.a.tensor.dtype());
   f.b_bits = rt::bits(x.b.tensor.dtype());
   f.out = x.d.tensor.dtype();
+  f.has_c = x.c.present();
   f.d_aligned16 = aligned16(x.d.tensor.data()) && (x.d.s_r * f.out_bytes()) % 16 == 0 &&
                   (x.groups_a == 1 || (x.d.s_g * f.out_bytes()) % 16 == 0);
   f.sms = get_num_sms();
@@ -272,27 +273,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   rt::Tensor round_sync;  // only where a barrier happens; zero when allocated, kept zero
   if (plan.round_sync) round_sync = stream_scratch("round_sync", {2}, rt::DType::I32, device, stream, true);
 
-  Sm90KernelSpec spec;
-  spec.fp8 = x.fp8;
-  spec.out = out_dtype;
-  spec.block_m = blk.block_m;
-  spec.block_n = blk.block_n;
-  spec.stages = blk.stages;
-  spec.grouping = x.grouping == Grouping::MContiguous ? 1 : x.grouping == Grouping::MMasked ? 2 : 0;
-  spec.has_c = x.c.present();
-  spec.tma_store = blk.tma_store;
-  spec.epilogue_buffers = blk.epilogue_buffers;
-  spec.epilogue_whole_slice = blk.epilogue_whole_slice;
-  spec.fp4_b = x.fp4_b;
-  spec.fp4_registers = fp4_registers;
-  spec.fold_scales = plan.fold_scales;
-  spec.sfb_per_row = x.sfb_per_row;
-  spec.promotion_k = x.promotion_k;
-  spec.multicast = blk.multicast;
-  spec.k_interleave = blk.k_interleave;
-  spec.ring_rounds = plan.ring_rounds;
-  spec.smem_bytes = blk.smem_bytes;
-  const Sm90Kernel gemm = sm90_kernel(spec, device);
+  const Sm90Kernel gemm = sm90_kernel(sm90_kernel_spec(facts, plan), device);
 
   // With K = 0 the kernel reads neither operand (D = C, or zeros), but the maps must still be valid:
   // they then cover a small scratch buffer.

@@ -104,4 +104,29 @@ Sm90Plan plan_sm90(const Sm90Facts& f) {
   return plan;
 }
 
+Sm90KernelSpec sm90_kernel_spec(const Sm90Facts& f, const Sm90Plan& plan) {
+  const GpuBlocking& blk = plan.blocking;
+  Sm90KernelSpec spec;
+  spec.fp8 = f.fp8;
+  spec.out = f.out;
+  spec.block_m = blk.block_m;
+  spec.block_n = blk.block_n;
+  spec.stages = blk.stages;
+  spec.grouping = f.grouping == Grouping::MContiguous ? 1 : f.grouping == Grouping::MMasked ? 2 : 0;
+  spec.has_c = f.has_c;
+  spec.tma_store = blk.tma_store;
+  spec.epilogue_buffers = blk.epilogue_buffers;
+  spec.epilogue_whole_slice = blk.epilogue_whole_slice;
+  spec.fp4_b = f.fp4_b;
+  spec.fp4_registers = plan.fp4_registers;
+  spec.fold_scales = plan.fold_scales;
+  spec.sfb_per_row = f.sfb_per_row;
+  spec.promotion_k = f.promotion_k;
+  spec.multicast = blk.multicast;
+  spec.k_interleave = blk.k_interleave;
+  spec.ring_rounds = plan.ring_rounds;
+  spec.smem_bytes = blk.smem_bytes;
+  return spec;
+}
+
 }  // namespace deepgemm::detail

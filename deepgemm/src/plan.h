@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <string>
 
+#include "gpu_kernels.h"
 #include "heuristics.h"
 #include "problem.h"
 #include "rt/tensor.h"
@@ -37,6 +38,7 @@ struct Sm90Facts {
   int64_t groups_a = 1;    // groups of A's and D's rows the tiles cover (M-masked: G)
   int a_bits = 8, b_bits = 8;  // bits of A's and B's elements
   rt::DType out = rt::DType::BF16;
+  bool has_c = false;        // C given (D = C + A B^T; FP32 D): the epilogue reads it (the plan does not depend on it)
   bool d_aligned16 = false;  // D's address and its row and group strides in bytes are multiples of 16
   // The device (set_num_sms applied to sms).
   int sms = 0;
@@ -67,5 +69,9 @@ struct Sm90Plan {
 // The plan for one launch; a user error naming f.function where a knob asks for what the launch
 // cannot take.
 Sm90Plan plan_sm90(const Sm90Facts& f);
+
+// The kernel that launches plan `plan` of facts `f` (gpu.cc compiles and launches it; the compile
+// test compiles every one the heuristic picks).
+Sm90KernelSpec sm90_kernel_spec(const Sm90Facts& f, const Sm90Plan& plan);
 
 }  // namespace deepgemm::detail
