@@ -52,6 +52,7 @@
 
 #include "deepgemm/deepgemm.h"
 #include "dg_test_util.h"
+#include "h200.h"
 #include "heuristics.h"
 #include "plan.h"
 #include "rt/cuda_device.h"
@@ -65,9 +66,7 @@ using rt::DType;
 constexpr uint64_t kDefaultSeed = 20261201;
 constexpr int kDefaultCases = 240;
 constexpr int kDefaultMaxKernels = 40;
-constexpr int kH200Sms = 132;
-constexpr int64_t kH200Smem = 232448;  // the H200's opt-in shared memory per block
-constexpr int64_t kH200L2 = 60ll << 20;  // the L2 size the predictions assume for it (round barriers)
+using dgtest::kH200Sms;
 
 int64_t env_i64(const char* name, int64_t fallback) {
   const char* v = std::getenv(name);
@@ -236,11 +235,9 @@ std::vector<deepgemm::detail::Sm90Facts> launches_of(const Case& c, int sms) {
   f.a_bits = f.fp8 ? 8 : 16;
   f.b_bits = c.kind() == Kind::Fp4 ? 4 : f.fp8 ? 8 : 16;
   f.out = c.out_f32 ? DType::F32 : DType::BF16;
+  f.has_c = c.c_mode != 0;
   f.d_aligned16 = true;  // D's rows and groups start 16-byte aligned by construction (make_inputs)
-  f.sms = sms;
-  f.smem_limit = kH200Smem;
-  f.l2_bytes = kH200L2;
-  f.cluster_launch = true;
+  dgtest::on_h200(f, sms);
   f.knobs.config = c.config;
   if (!c.fp4.empty()) f.knobs.fp4 = c.fp4;
   if (!c.split_k.empty()) f.knobs.split_k = std::atoll(c.split_k.c_str());
