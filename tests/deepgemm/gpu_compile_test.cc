@@ -1,13 +1,32 @@
 // The GPU kernels through NVRTC for sm_90a without a GPU (CI): every grouping, output and input kind
 // of kernels/sm90_gemm.cuh compiles, the host's shared-memory count agrees with the kernel's (the
 // generated source asserts it), and the PTX holds the tensor-core instructions it is meant to.
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <exception>
+#include <fstream>
+#include <map>
+#include <optional>
+#include <sstream>
 #include <string>
+#include <thread>
+#include <utility>
+#include <vector>
 
 #include "dg_test_util.h"
 #include "gpu_kernels.h"
+#include "h200.h"
 #include "heuristics.h"
+#include "plan.h"
+#include "rt/error.h"
 #include "rt/nvrtc.h"
 #include "testutil/environment.h"
 
@@ -570,6 +589,222 @@ TEST(GpuCompile, QuantCasts) {
                     .find(deepgemm::detail::kQuantCastKernel),
                 std::string::npos)
           << int(cast) << " " << rt::name(in);
+}
+
+
+// ------------------------------------------------------------------------------------------------
+// Every kernel the heuristic picks by itself on the H200.
+
+using deepgemm::detail::Grouping;
+using deepgemm::detail::Sm90Facts;
+
+// A spec in words, for failure messages and the summary.
+std::string describe(const Sm90KernelSpec& s) {
+  std::string r = rt::str(s.fp8 ? (s.fp4_b ? "fp8xfp4" : "fp8") : "bf16", " ", s.block_m, "x", s.block_n, "x",
+                          s.stages, " d=", rt::name(s.out), " grouping=", s.grouping);
+  if (s.has_c) r += " +c";
+  if (s.tma_store) r += rt::str(" tma_store(buffers=", s.epilogue_buffers, s.epilogue_whole_slice ? ", whole slice" : "", ")");
+  if (s.fp4_registers) r += " fp4_registers";
+  if (s.fold_scales) r += " fold_scales";
+  if (s.sfb_per_row) r += rt::str(" sfb_per_row(promotion_k=", s.promotion_k, ")");
+  if (s.multicast > 1) r += rt::str(" multicast=", s.multicast);
+  if (s.k_interleave) r += " k_interleave";
+  if (s.ring_rounds) r += " ring_rounds";
+  return r + rt::str(" smem=", s.smem_bytes);
+}
+
+struct PlannedKernel {
+  Sm90KernelSpec spec;
+  std::string first;  // the first launch of the grid that plans it
+  int64_t launches = 0;
+};
+
+// The launches of every public call over a grid of DeepGEMM's usual shapes (and a few odd ones) on
+// an H200, as gpu.cc gives them to plan_sm90 with the knobs unset, and the distinct kernels they
+// launch (sm90_kernel_spec), in the order first planned.
+std::vector<PlannedKernel> planned_kernels(int64_t* launches) {
+  enum class Call { Fp8, Bf16, Fp4, ContFp8, ContFp4, ContBf16, MaskFp8, MaskFp4, MaskBf16, KGrouped };
+  const Call calls[] = {Call::Fp8,     Call::Bf16,    Call::Fp4,     Call::ContFp8,  Call::ContFp4,
+                        Call::ContBf16, Call::MaskFp8, Call::MaskFp4, Call::MaskBf16, Call::KGrouped};
+  const char* names[] = {"fp8_gemm_nt",
+                         "bf16_gemm_nt",
+                         "fp8_fp4_gemm_nt",
+                         "m_grouped_fp8_gemm_nt_contiguous",
+                         "m_grouped_fp8_fp4_gemm_nt_contiguous",
+                         "m_grouped_bf16_gemm_nt_contiguous",
+                         "m_grouped_fp8_gemm_nt_masked",
+                         "m_grouped_fp8_fp4_gemm_nt_masked",
+                         "m_grouped_bf16_gemm_nt_masked",
+                         "k_grouped_fp8_gemm_tn_contiguous"};
+  const int64_t ms[] = {1, 64, 128, 256, 512, 1024, 4096, 16384};
+  // (N, K): DeepGEMM's usual shapes, then odd ones. K must be whole 16-byte units of every operand
+  // (validation: K % 8 for BF16, % 16 for FP8, % 32 with FP4 B; K-grouped: each group's K a multiple
+  // of 128, 0 included), so 520 serves BF16 only, 528 FP8, 544 FP4 B.
+  const std::pair<int64_t, int64_t> nks[] = {{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168},
+                                             {7168, 2048}, {7168, 576},   {100, 7168},  {7168, 520},   {7168, 528},
+                                             {7168, 544},  {100, 520},    {100, 544},   {7168, 128},   {4096, 0}};
+  std::map<decltype(Sm90KernelSpec{}.key()), size_t> index;
+  std::vector<PlannedKernel> kernels;
+  *launches = 0;
+  for (Call call : calls) {
+    const bool bf16 = call == Call::Bf16 || call == Call::ContBf16 || call == Call::MaskBf16;
+    const bool fp4 = call == Call::Fp4 || call == Call::ContFp4 || call == Call::MaskFp4;
+    const bool k_grouped = call == Call::KGrouped;
+    const Grouping grouping = call == Call::ContFp8 || call == Call::ContFp4 || call == Call::ContBf16 ? Grouping::MContiguous
+                              : call == Call::MaskFp8 || call == Call::MaskFp4 || call == Call::MaskBf16 ? Grouping::MMasked
+                                                                                                         : Grouping::None;
+    const bool takes_c = grouping == Grouping::None;  // the plain and the K-grouped calls (FP32 D)
+    const int k_unit = k_grouped ? 128 : bf16 ? 8 : fp4 ? 32 : 16;
+    for (const rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
+      if (k_grouped && out != rt::DType::F32) continue;  // FP32 D only
+      for (const bool has_c : {false, true}) {
+        if (has_c && (!takes_c || out != rt::DType::F32)) continue;
+        for (const int promotion_k : {128, 32}) {  // FP4 B's scales per 128 or per 32 of K
+          if (promotion_k == 32 && !fp4) continue;
+          for (const bool ue8m0 : {false, true}) {  // B's scales as FP32 or UE8M0
+            if (ue8m0 && bf16) continue;
+            for (const int64_t m : ms) {
+              // M-masked: G groups of max_M = m rows, expected_m all of them or a quarter.
+              for (const int64_t groups : {1, 4, 32}) {
+                if ((groups > 1) != (grouping == Grouping::MMasked)) continue;
+                for (const int64_t expected_m : {m, std::max<int64_t>(1, m / 4)}) {
+                  if (expected_m != m && grouping != Grouping::MMasked) continue;
+                  for (const auto& [n, k] : nks) {
+                    if (k % k_unit != 0 || (k == 0 && !k_grouped)) continue;
+                    Sm90Facts f;
+                    f.function = names[int(call)];
+                    f.fp8 = !bf16;
+                    f.fp4_b = fp4 && k > 0;
+                    f.sfb_per_row = fp4 || k_grouped;
+                    f.sfb_ue8m0 = ue8m0;
+                    f.promotion_k = promotion_k;
+                    f.grouping = grouping;
+                    f.m = m;
+                    f.n = n;
+                    f.k = k;
+                    f.expected_m = grouping == Grouping::MMasked ? expected_m : 0;
+                    f.groups_a = groups;
+                    f.a_bits = bf16 ? 16 : 8;
+                    f.b_bits = bf16 ? 16 : fp4 ? 4 : 8;
+                    f.out = out;
+                    f.has_c = has_c;
+                    f.d_aligned16 = true;  // validation: D 16-byte aligned, its row and group strides too
+                    dgtest::on_h200(f);
+                    const Sm90KernelSpec s = deepgemm::detail::sm90_kernel_spec(f, deepgemm::detail::plan_sm90(f));
+                    ++*launches;
+                    auto [at, fresh] = index.emplace(s.key(), kernels.size());
+                    if (fresh) {
+                      kernels.push_back(PlannedKernel{
+                          s, rt::str(f.function, " M=", m, groups > 1 ? rt::str(" G=", groups, " expected_m=", expected_m) : "",
+                                     " N=", n, " K=", k, " d=", rt::name(out), has_c ? " +c" : "",
+                                     f.fp8 ? rt::str(" b_scales=", ue8m0 ? "ue8m0" : "f32") : "",
+                                     fp4 ? rt::str("/", promotion_k) : "")});
+                    }
+                    ++kernels[at->second].launches;
+                  }
+                }
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return kernels;
+}
+
+// Runs this test binary's `test` alone in `procs` child processes at once, child i with
+// DG_PLANNED_SHARD=i/procs, its output in dir/shard-i.log; each child's exit status and output.
+std::vector<std::pair<int, std::string>> run_shards(const std::string& test, unsigned procs, const std::string& dir) {
+  // The children's gtest must not write the parent's report or skip the test as another shard.
+  const testutil::ScopedEnv no_output("GTEST_OUTPUT", std::nullopt), no_shards("GTEST_TOTAL_SHARDS", std::nullopt),
+      no_index("GTEST_SHARD_INDEX", std::nullopt);
+  const std::string exe = "/proc/self/exe", filter = "--gtest_filter=" + test;
+  std::vector<pid_t> pids;
+  for (unsigned i = 0; i < procs; ++i) {
+    const testutil::ScopedEnv shard("DG_PLANNED_SHARD", rt::str(i, "/", procs));
+    const std::string log = rt::str(dir, "/shard-", i, ".log");
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_adddup2(&actions, 1, 2);
+    char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()), nullptr};
+    pid_t pid = 0;
+    const int err = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
+    posix_spawn_file_actions_destroy(&actions);
+    pids.push_back(err == 0 ? pid : -1);
+  }
+  std::vector<std::pair<int, std::string>> out;
+  for (unsigned i = 0; i < procs; ++i) {
+    int status = -1;
+    if (pids[i] > 0 && waitpid(pids[i], &status, 0) != pids[i]) status = -1;
+    std::ifstream in(rt::str(dir, "/shard-", i, ".log"));
+    std::stringstream text;
+    text << in.rdbuf();
+    out.emplace_back(pids[i] > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str());
+  }
+  return out;
+}
+
+// Every distinct kernel the heuristic plans for the grid above compiles for sm_90a with the JIT's
+// options, tensor cores in its PTX, and ptxas serializes none of its wgmmas
+// (NoKernelSerializesItsWgmmas's check, for every kernel the planner can launch on its own rather
+// than a hand-picked few). All of them, no sampling: a few hundred compiles of about 0.8 s each.
+// NVRTC runs one compile at a time in a process (threads gain nothing), so the test runs itself in
+// up to 8 child processes (one per core), each compiling the kernels i with i % processes == its
+// index (DG_PLANNED_SHARD=index/processes).
+TEST(GpuCompile, EveryPlannedKernelCompiles) {
+  int64_t launches = 0;
+  const std::vector<PlannedKernel> kernels = planned_kernels(&launches);
+  ASSERT_GT(kernels.size(), 10u);
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no log
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  const char* shard_env = std::getenv("DG_PLANNED_SHARD");
+  unsigned shard = 0, shards = 1;
+  if (shard_env) {
+    ASSERT_EQ(std::sscanf(shard_env, "%u/%u", &shard, &shards), 2) << shard_env;
+    ASSERT_LT(shard, shards);
+  } else {
+    std::printf("%lld launches planned, %zu distinct kernels\n", static_cast<long long>(launches), kernels.size());
+    const unsigned procs = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    if (procs > 1) {
+      const auto results = run_shards(
+          rt::str(testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), ".",
+                  testing::UnitTest::GetInstance()->current_test_info()->name()),
+          procs, cache.path());
+      for (size_t i = 0; i < results.size(); ++i) {
+        EXPECT_EQ(results[i].first, 0) << "shard " << i << "/" << procs << ":\n" << results[i].second;
+        if (std::getenv("DG_TEST_VERBOSE")) std::printf("%s", results[i].second.c_str());
+      }
+      std::printf("compiled %zu distinct planned kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), procs);
+      return;
+    }
+  }
+  const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
+  const rt::NvrtcOptions options = deepgemm::detail::jit_options("sm_90a");
+  size_t compiled = 0;
+  for (size_t i = shard; i < kernels.size(); i += shards) {
+    const PlannedKernel& p = kernels[i];
+    const std::string what = rt::str(describe(p.spec), "\n  first planned for ", p.first, " (", p.launches, " launches)");
+    rt::NvrtcResult r;
+    try {
+      r = rt::compile_cuda(deepgemm::detail::sm90_gemm_source(p.spec), "sm90_gemm.cu",
+                           deepgemm::detail::kernel_headers(), options);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "does not compile: " << what << "\n" << e.what();
+      continue;
+    }
+    ++compiled;
+    EXPECT_FALSE(r.cached) << what;
+    EXPECT_NE(r.ptx.find("wgmma.mma_async"), std::string::npos) << what;
+    EXPECT_NE(r.log.find("ptxas info"), std::string::npos) << "no ptxas log: " << what << "\n" << r.log;
+    EXPECT_TRUE(r.serialized_wgmma.empty()) << "wgmma serialized: " << what << "\n" << r.log;
+    if (std::getenv("DG_TEST_VERBOSE")) std::printf("%5.1fs  %s\n", r.seconds, what.c_str());
+  }
+  std::printf("compiled %zu of %zu distinct planned kernels in %.1f s (shard %u/%u)\n", compiled, kernels.size(),
+              elapsed(), shard, shards);
 }
 
 }  // namespace
