@@ -1,21 +1,15 @@
 // The GPU kernels through NVRTC for sm_90a without a GPU (CI): every grouping, output and input kind
 // of kernels/sm90_gemm.cuh compiles, the host's shared-memory count agrees with the kernel's (the
 // generated source asserts it), and the PTX holds the tensor-core instructions it is meant to.
-#include <fcntl.h>
 #include <gtest/gtest.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
-#include <fstream>
 #include <map>
 #include <optional>
-#include <sstream>
 #include <string>
 #include <thread>
 #include <utility>
@@ -713,39 +707,6 @@ std::vector<PlannedKernel> planned_kernels(int64_t* launches) {
   return kernels;
 }
 
-// Runs this test binary's `test` alone in `procs` child processes at once, child i with
-// DG_PLANNED_SHARD=i/procs, its output in dir/shard-i.log; each child's exit status and output.
-std::vector<std::pair<int, std::string>> run_shards(const std::string& test, unsigned procs, const std::string& dir) {
-  // The children's gtest must not write the parent's report or skip the test as another shard.
-  const testutil::ScopedEnv no_output("GTEST_OUTPUT", std::nullopt), no_shards("GTEST_TOTAL_SHARDS", std::nullopt),
-      no_index("GTEST_SHARD_INDEX", std::nullopt);
-  const std::string exe = "/proc/self/exe", filter = "--gtest_filter=" + test;
-  std::vector<pid_t> pids;
-  for (unsigned i = 0; i < procs; ++i) {
-    const testutil::ScopedEnv shard("DG_PLANNED_SHARD", rt::str(i, "/", procs));
-    const std::string log = rt::str(dir, "/shard-", i, ".log");
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_addopen(&actions, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&actions, 1, 2);
-    char* argv[] = {const_cast<char*>(exe.c_str()), const_cast<char*>(filter.c_str()), nullptr};
-    pid_t pid = 0;
-    const int err = posix_spawn(&pid, exe.c_str(), &actions, nullptr, argv, environ);
-    posix_spawn_file_actions_destroy(&actions);
-    pids.push_back(err == 0 ? pid : -1);
-  }
-  std::vector<std::pair<int, std::string>> out;
-  for (unsigned i = 0; i < procs; ++i) {
-    int status = -1;
-    if (pids[i] > 0 && waitpid(pids[i], &status, 0) != pids[i]) status = -1;
-    std::ifstream in(rt::str(dir, "/shard-", i, ".log"));
-    std::stringstream text;
-    text << in.rdbuf();
-    out.emplace_back(pids[i] > 0 && WIFEXITED(status) ? WEXITSTATUS(status) : -1, text.str());
-  }
-  return out;
-}
-
 // Every distinct kernel the heuristic plans for the grid above compiles for sm_90a with the JIT's
 // options, tensor cores in its PTX, and ptxas serializes none of its wgmmas
 // (NoKernelSerializesItsWgmmas's check, for every kernel the planner can launch on its own rather
@@ -770,10 +731,10 @@ TEST(GpuCompile, EveryPlannedKernelCompiles) {
     std::printf("%lld launches planned, %zu distinct kernels\n", static_cast<long long>(launches), kernels.size());
     const unsigned procs = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
     if (procs > 1) {
-      const auto results = run_shards(
+      const auto results = testutil::run_test_in_shards(
           rt::str(testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), ".",
                   testing::UnitTest::GetInstance()->current_test_info()->name()),
-          procs, cache.path());
+          "DG_PLANNED_SHARD", procs, cache.path());
       for (size_t i = 0; i < results.size(); ++i) {
         EXPECT_EQ(results[i].first, 0) << "shard " << i << "/" << procs << ":\n" << results[i].second;
         if (std::getenv("DG_TEST_VERBOSE")) std::printf("%s", results[i].second.c_str());

@@ -3,6 +3,8 @@
 
 #include <optional>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace testutil {
 
@@ -45,5 +47,12 @@ std::string source_path(const std::string& relative);
 // The first line of /proc/loadavg, "?" where there is none: CPU benchmarks print it beside their
 // timings, since other work on the machine skews them.
 std::string load_average();
+
+// Runs this test binary's gtest `test` ("Suite.Name") alone in `procs` child processes at once,
+// child i with the environment variable `shard_var` set to "i/procs" (the test reads it and takes
+// its i-th share of the work), its output in dir/shard-i.log; each child's exit status (-1 when it
+// could not be started or did not exit) and output. For tests of many NVRTC compiles: NVRTC runs
+// one compile at a time in a process, so threads gain nothing.
+std::vector<std::pair<int, std::string>> run_test_in_shards(const std::string& test, const char* shard_var, unsigned procs, const std::string& dir);
 
 }  // namespace testutil
