@@ -2,9 +2,16 @@
 // and NVRTC for sm_90a and sm_80 without error, and the seed matmul's PTX holds the tensor-core
 // instructions, as do the tile programs' gemms (wgmma on sm_90a, mma.sync on sm_80). (scripts/gpu_check.sh runs the numerical suite itself on a GPU.)
 #include <gtest/gtest.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <string>
+#include <thread>
 #include <tuple>
+#include <vector>
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
@@ -365,6 +372,129 @@ TEST(CudaCompile, SeedMatmulTileShapeFollowsTheProblem) {
   EXPECT_NE(config(128, 4224, 4096).find(", 64, 64, 64, 12,"), std::string::npos) << config(128, 4224, 4096);
   EXPECT_NE(config(128, 3840, 7168).find(", 128, 64, 64, 8,"), std::string::npos) << config(128, 3840, 7168);
   EXPECT_NE(config(96, 4096, 7168).find(", 128, "), std::string::npos) << config(96, 4096, 7168);
+}
+
+// One distinct Hopper GEMM kernel the seed matmul's code generation chose over seed_problems(): its
+// CUDA source (the dedup key: tile shape, stages, dtypes and layout are all in it; M, N, K, split-K,
+// rounds and the grid are launch arguments), the first problem that chose it, and how many did.
+struct SeedKernel {
+  std::string form;  // the kernel of matmul_forms_seed.py
+  std::vector<TensorSpec> inputs;
+  std::string code, first;
+  int problems = 0;
+};
+
+// The seed matmul (tests/tilelang/programs/matmul_forms_seed.py: B N-major or transposed, C in the
+// operands' dtype or float32) over float16 and bfloat16, M from 1 to 16384 and DeepGEMM's usual
+// (N, K) plus odd ones, for sm_90a with its 132 SMs (the count without a device); its distinct
+// Hopper GEMM kernels in a fixed order (the shards of EverySeedTilingCompiles agree on it).
+// `problems`: the grid's size; `other`: its problems lowered to something else, each with N or K not
+// a multiple of 8 (TMA's 16-byte rows, lower_host_cuda.cc's hopper_gemm_fits): any other fails.
+std::vector<SeedKernel> seed_kernels(int* problems, int* other) {
+  const std::string file = "tests/tilelang/programs/matmul_forms_seed.py";
+  const tilelang::Module module = tilelang::Module::load(tltest::source_path(file));
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  const std::vector<std::pair<int64_t, int64_t>> nks{{2112, 7168}, {24576, 1536}, {32768, 512}, {7168, 16384}, {4096, 7168}, {7168, 2048},
+                                                     {4096, 4096}, {8192, 8192}, {100, 7168},   {104, 520},   {256, 72},    {7168, 520}};
+  std::vector<SeedKernel> out;
+  std::map<std::string, size_t> index;
+  *problems = *other = 0;
+  for (const char* form : {"matmul", "matmul_bt", "matmul_f32_out", "matmul_bt_f32_out"}) {
+    const tilelang::Kernel kernel = module.kernel(form, o);
+    const bool bt = std::string(form).find("_bt") != std::string::npos;
+    for (DType dtype : {DType::F16, DType::BF16})
+      for (int64_t m : {1, 64, 100, 128, 256, 1024, 4096, 16384})
+        for (const auto& [n, k] : nks) {
+          ++*problems;
+          const std::vector<TensorSpec> inputs{{dtype, {m, k}}, bt ? TensorSpec{dtype, {n, k}} : TensorSpec{dtype, {k, n}}};
+          const std::string what = rt::str(form, " ", rt::name(dtype), " M=", m, " N=", n, " K=", k);
+          std::string code;
+          try {
+            code = kernel.emit(tilelang::Stage::Cuda, inputs);
+          } catch (const std::exception& e) {
+            ADD_FAILURE() << what << ": no CUDA\n" << e.what();
+            continue;
+          }
+          if (code.find("GemmSm90Config<") == std::string::npos) {
+            ++*other;
+            EXPECT_TRUE(n % 8 != 0 || k % 8 != 0) << what << ": not the Hopper GEMM kernel";
+            continue;
+          }
+          auto [it, fresh] = index.emplace(code, out.size());
+          if (fresh) out.push_back({form, inputs, code, what});
+          ++out[it->second].problems;
+        }
+  }
+  return out;
+}
+
+// The config line of a seed kernel's source ("GemmSm90Config<...>"), to name it.
+std::string seed_config(const std::string& code) {
+  const size_t at = code.find("GemmSm90Config<");
+  return code.substr(at, code.find('>', at) - at + 1);
+}
+
+// Every Hopper GEMM kernel the code generation picks by itself for the seed matmul over the grid of
+// seed_kernels() compiles for sm_90a, with wgmma in its PTX and none serialized by ptxas
+// (NoTileProgramSerializesItsWgmmas's check for every tiling the seed can choose, not only
+// 4096 x 4096: 64 x 64 at small M, the split-K-favoured 128-row tiles, 256 x 128, each dtype and
+// layout). Each distinct kernel compiles once, in a fresh cache (a cached compile has no ptxas log);
+// NVRTC compiles one at a time in a process, so the test runs itself in up to 8 child processes
+// (TL_SEED_SHARD=index/processes, testutil::run_test_in_shards).
+TEST(CudaCompile, EverySeedTilingCompiles) {
+  const auto start = std::chrono::steady_clock::now();
+  auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
+  int problems = 0, other = 0;
+  const std::vector<SeedKernel> kernels = seed_kernels(&problems, &other);
+  // 6 tilings (64 x 64, 128 x 64/128/192/256, 256 x 128) x 2 dtypes x 4 forms.
+  EXPECT_EQ(kernels.size(), 48u);
+  if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
+  const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no ptxas log
+  const char* shard_env = std::getenv("TL_SEED_SHARD");
+  unsigned shard = 0, shards = 1;
+  if (shard_env) {
+    ASSERT_EQ(std::sscanf(shard_env, "%u/%u", &shard, &shards), 2) << shard_env;
+    ASSERT_LT(shard, shards);
+  } else {
+    std::printf("%d seed matmul problems (%d not on the Hopper GEMM kernel), %zu distinct Hopper GEMM kernels\n", problems, other, kernels.size());
+    const unsigned procs = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
+    if (procs > 1) {
+      const auto* info = testing::UnitTest::GetInstance()->current_test_info();
+      const auto results = testutil::run_test_in_shards(rt::str(info->test_suite_name(), ".", info->name()), "TL_SEED_SHARD", procs, cache.path());
+      for (size_t i = 0; i < results.size(); ++i) {
+        EXPECT_EQ(results[i].first, 0) << "shard " << i << "/" << procs << ":\n" << results[i].second;
+        if (std::getenv("TL_TEST_VERBOSE")) std::printf("%s", results[i].second.c_str());
+      }
+      std::printf("compiled %zu distinct seed kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), procs);
+      return;
+    }
+  }
+  const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
+  tilelang::CompileOptions o;
+  o.target = tilelang::Target::cuda("sm_90a");
+  const tilelang::Module module = tilelang::Module::load(tltest::source_path("tests/tilelang/programs/matmul_forms_seed.py"));
+  size_t compiled = 0;
+  for (size_t i = shard; i < kernels.size(); i += shards) {
+    const SeedKernel& s = kernels[i];
+    const std::string what = rt::str(seed_config(s.code), "\n  first chosen for ", s.first, " (", s.problems, " problems)");
+    const int64_t compiles = rt::nvrtc_compile_count(), serialized = rt::nvrtc_serialized_wgmma_count();
+    const auto t0 = std::chrono::steady_clock::now();
+    std::string ptx;
+    try {
+      ptx = module.kernel(s.form, o).emit(tilelang::Stage::Ptx, s.inputs);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "does not compile: " << what << "\n" << e.what();
+      continue;
+    }
+    ++compiled;
+    EXPECT_EQ(rt::nvrtc_compile_count(), compiles + 1) << "not compiled afresh (no ptxas log): " << what;
+    EXPECT_NE(ptx.find("wgmma.mma_async"), std::string::npos) << what;
+    EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), serialized) << "wgmma serialized (see stderr): " << what;
+    if (std::getenv("TL_TEST_VERBOSE"))
+      std::printf("%5.1fs  %s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), what.c_str());
+  }
+  std::printf("compiled %zu of %zu distinct seed kernels in %.1f s (shard %u/%u)\n", compiled, kernels.size(), elapsed(), shard, shards);
 }
 
 }  // namespace
