@@ -11,7 +11,6 @@
 #include <map>
 #include <optional>
 #include <string>
-#include <thread>
 #include <utility>
 #include <vector>
 
@@ -23,6 +22,7 @@
 #include "rt/error.h"
 #include "rt/nvrtc.h"
 #include "testutil/environment.h"
+#include "testutil/test_shards.h"
 
 namespace {
 
@@ -722,31 +722,16 @@ TEST(GpuCompile, EveryPlannedKernelCompiles) {
   const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no log
   const auto start = std::chrono::steady_clock::now();
   auto elapsed = [&] { return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(); };
-  const char* shard_env = std::getenv("DG_PLANNED_SHARD");
-  unsigned shard = 0, shards = 1;
-  if (shard_env) {
-    ASSERT_EQ(std::sscanf(shard_env, "%u/%u", &shard, &shards), 2) << shard_env;
-    ASSERT_LT(shard, shards);
-  } else {
-    std::printf("%lld launches planned, %zu distinct kernels\n", static_cast<long long>(launches), kernels.size());
-    const unsigned procs = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-    if (procs > 1) {
-      const auto results = testutil::run_test_in_shards(
-          rt::str(testing::UnitTest::GetInstance()->current_test_info()->test_suite_name(), ".",
-                  testing::UnitTest::GetInstance()->current_test_info()->name()),
-          "DG_PLANNED_SHARD", procs, cache.path());
-      for (size_t i = 0; i < results.size(); ++i) {
-        EXPECT_EQ(results[i].first, 0) << "shard " << i << "/" << procs << ":\n" << results[i].second;
-        if (std::getenv("DG_TEST_VERBOSE")) std::printf("%s", results[i].second.c_str());
-      }
-      std::printf("compiled %zu distinct planned kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), procs);
-      return;
-    }
+  std::printf("%lld launches planned, %zu distinct kernels\n", static_cast<long long>(launches), kernels.size());
+  const testutil::TestShard shard = testutil::shard_this_test("DG_PLANNED_SHARD", cache.path(), "DG_TEST_VERBOSE");
+  if (shard.done) {
+    std::printf("compiled %zu distinct planned kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), shard.count);
+    return;
   }
   const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
   const rt::NvrtcOptions options = deepgemm::detail::jit_options("sm_90a");
   size_t compiled = 0;
-  for (size_t i = shard; i < kernels.size(); i += shards) {
+  for (size_t i = shard.index; i < kernels.size(); i += shard.count) {
     const PlannedKernel& p = kernels[i];
     const std::string what = rt::str(describe(p.spec), "\n  first planned for ", p.first, " (", p.launches, " launches)");
     rt::NvrtcResult r;
@@ -765,7 +750,7 @@ TEST(GpuCompile, EveryPlannedKernelCompiles) {
     if (std::getenv("DG_TEST_VERBOSE")) std::printf("%5.1fs  %s\n", r.seconds, what.c_str());
   }
   std::printf("compiled %zu of %zu distinct planned kernels in %.1f s (shard %u/%u)\n", compiled, kernels.size(),
-              elapsed(), shard, shards);
+              elapsed(), shard.index, shard.count);
 }
 
 }  // namespace

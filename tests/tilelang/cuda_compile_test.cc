@@ -9,13 +9,13 @@
 #include <cstdlib>
 #include <map>
 #include <string>
-#include <thread>
 #include <tuple>
 #include <vector>
 
 #include "program_util.h"
 #include "rt/nvrtc.h"
 #include "testutil/environment.h"
+#include "testutil/test_shards.h"
 #include "tilelang/codegen/codegen_cuda.h"
 #include "tilelang/frontend/elaborate.h"
 #include "tilelang/passes/pipeline.h"
@@ -451,31 +451,18 @@ TEST(CudaCompile, EverySeedTilingCompiles) {
   EXPECT_EQ(kernels.size(), 48u);
   if (!rt::nvrtc_available()) GTEST_SKIP() << "NVRTC is not available: " << rt::nvrtc_error();
   const testutil::TempDir cache;  // a fresh disk cache: a cached compile keeps no ptxas log
-  const char* shard_env = std::getenv("TL_SEED_SHARD");
-  unsigned shard = 0, shards = 1;
-  if (shard_env) {
-    ASSERT_EQ(std::sscanf(shard_env, "%u/%u", &shard, &shards), 2) << shard_env;
-    ASSERT_LT(shard, shards);
-  } else {
-    std::printf("%d seed matmul problems (%d not on the Hopper GEMM kernel), %zu distinct Hopper GEMM kernels\n", problems, other, kernels.size());
-    const unsigned procs = std::clamp(std::thread::hardware_concurrency(), 1u, 8u);
-    if (procs > 1) {
-      const auto* info = testing::UnitTest::GetInstance()->current_test_info();
-      const auto results = testutil::run_test_in_shards(rt::str(info->test_suite_name(), ".", info->name()), "TL_SEED_SHARD", procs, cache.path());
-      for (size_t i = 0; i < results.size(); ++i) {
-        EXPECT_EQ(results[i].first, 0) << "shard " << i << "/" << procs << ":\n" << results[i].second;
-        if (std::getenv("TL_TEST_VERBOSE")) std::printf("%s", results[i].second.c_str());
-      }
-      std::printf("compiled %zu distinct seed kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), procs);
-      return;
-    }
+  std::printf("%d seed matmul problems (%d not on the Hopper GEMM kernel), %zu distinct Hopper GEMM kernels\n", problems, other, kernels.size());
+  const testutil::TestShard shard = testutil::shard_this_test("TL_SEED_SHARD", cache.path(), "TL_TEST_VERBOSE");
+  if (shard.done) {
+    std::printf("compiled %zu distinct seed kernels in %.1f s (%u processes)\n", kernels.size(), elapsed(), shard.count);
+    return;
   }
   const testutil::ScopedEnv cache_dir("TL_CACHE_DIR", cache.path());
   tilelang::CompileOptions o;
   o.target = tilelang::Target::cuda("sm_90a");
   const tilelang::Module module = tilelang::Module::load(tltest::source_path("tests/tilelang/programs/matmul_forms_seed.py"));
   size_t compiled = 0;
-  for (size_t i = shard; i < kernels.size(); i += shards) {
+  for (size_t i = shard.index; i < kernels.size(); i += shard.count) {
     const SeedKernel& s = kernels[i];
     const std::string what = rt::str(seed_config(s.code), "\n  first chosen for ", s.first, " (", s.problems, " problems)");
     const int64_t compiles = rt::nvrtc_compile_count(), serialized = rt::nvrtc_serialized_wgmma_count();
@@ -494,7 +481,7 @@ TEST(CudaCompile, EverySeedTilingCompiles) {
     if (std::getenv("TL_TEST_VERBOSE"))
       std::printf("%5.1fs  %s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), what.c_str());
   }
-  std::printf("compiled %zu of %zu distinct seed kernels in %.1f s (shard %u/%u)\n", compiled, kernels.size(), elapsed(), shard, shards);
+  std::printf("compiled %zu of %zu distinct seed kernels in %.1f s (shard %u/%u)\n", compiled, kernels.size(), elapsed(), shard.index, shard.count);
 }
 
 }  // namespace
