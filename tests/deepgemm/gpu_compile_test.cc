@@ -484,7 +484,8 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
 // 64-row tiles run on one consumer: DG_GPU_CONFIG's c1 (the only form, kept so that older
 // configurations parse) and no suffix plan the same one-consumer kernel at every width, while c2 (two
 // k-interleaved consumers, removed from sm90_gemm.cuh: no faster than one on the H200) is refused by
-// name. (On the host: plan_sm90 as gpu.cc calls it, for a plain FP8 GEMM on an H200.)
+// name; a kernel spec asking sm90_gemm.cuh for them is an internal error. (On the host: plan_sm90 as
+// gpu.cc calls it, for a plain FP8 GEMM on an H200.)
 TEST(GpuCompile, SixtyFourRowTilesOnOneConsumer) {
   using deepgemm::detail::Sm90Facts;
   auto facts = [](const char* config) {
@@ -519,6 +520,15 @@ TEST(GpuCompile, SixtyFourRowTilesOnOneConsumer) {
   for (const char* config : {"64x32x12c2", "64x64x8c2", "64x128x7c2", "128x128x4c2"}) {
     dgtest::expect_user_error([&] { deepgemm::detail::plan_sm90(facts(config)); },
                               {"fp8_gemm_nt", rt::str("DG_GPU_CONFIG='", config, "'"), "c2", "was removed"});
+  }
+  Sm90KernelSpec interleaved = spec(true, rt::DType::BF16, 64, 32, 12, 0, false, false);
+  interleaved.k_interleave = true;
+  try {
+    deepgemm::detail::sm90_gemm_source(interleaved);
+    ADD_FAILURE() << "sm90_gemm.cuh's source was generated with k-interleaved consumers";
+  } catch (const rt::Error& e) {
+    EXPECT_EQ(e.kind(), rt::ErrorKind::Internal) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k-interleaved"), std::string::npos) << e.what();
   }
 }
 
