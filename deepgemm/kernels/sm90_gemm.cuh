@@ -20,11 +20,8 @@
 // - One, two or three consumer warpgroups (BLOCK_M = 64, 128, 192 or 256), each owning 64 or 128
 //   rows x BLOCK_N columns, computed as one or two m64 waves per k-block (256-row tiles read less B
 //   per FLOP; with 192-row tiles a consumer's promotion runs under the other two's wgmmas).
-//   kKInterleave (64-row FP8 tiles): two consumers share the tile's rows and take alternate
-//   k-blocks, the second handing its sum to the first through shared memory before the epilogue. One
-//   consumer's loop runs ~4x longer per k-block than its wgmmas (waits, issue, promotion: the
-//   timeline of bench_gpu_deepgemm --timeline); a second one overlaps part of that (+2-6% at M =
-//   64/128 on the H200: the two slow each other's steps ~1.6x; three measured slower).
+//   (Two consumers taking alternate k-blocks of a 64-row tile, kKInterleave, measured no faster than
+//   one on the H200 and were removed: docs/deepgemm.md. sm90_fp4_gemm.cuh keeps its own.)
 //   FP8: per k-block the wgmma k32 results go to a fresh FP32 partial set, which is then promoted
 //   into the accumulators with the scales, acc += partial * sa[row] * sb[col block]: the tensor
 //   cores' FP8 accumulation keeps only about 14 bits of mantissa, so it never spans more than one
@@ -80,11 +77,10 @@ enum Sm90Grouping : int { kGroupNone = 0, kGroupMContiguous = 1, kGroupMMasked =
 // kFp4B_: B is packed e2m1, expanded to e4m3 in shared memory (per-row B scales).
 // kFoldScales_ (kFp4B, B's scales powers of two per 32 of K): the expansion folds each row's four
 // scales of a k-block into the values against the largest, and the promotion runs every 128 of K.
-// kKInterleave_ (BLOCK_M 64, FP8 with block scales): two consumers on alternate k-blocks.
 template <bool kFp8_, class TD_, int kBlockM_, int kBlockN_, int kStages_, int kGrouping_, bool kHasC_,
           bool kTmaStore_, bool kSfbPerRow_ = false, int kPromotionK_ = 128, int kMulticast_ = 1,
-          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kKInterleave_ = false,
-          bool kEpilogueWholeSlice_ = false, bool kRingRounds_ = false>
+          int kEpilogueBuffers_ = 2, bool kFp4B_ = false, bool kFoldScales_ = false, bool kEpilogueWholeSlice_ = false,
+          bool kRingRounds_ = false>
 struct Sm90GemmConfig {
   static constexpr bool kFp8 = kFp8_;
   using TC = TD_;  // the output type (the name tl/device/cuda/gemm_sm90.h's epilogues expect)
@@ -104,11 +100,8 @@ struct Sm90GemmConfig {
   static constexpr int kBlockK = kFp8 ? 128 : 64;  // one 128-byte swizzle row
   // 192-row tiles: three consumers of one m64 wave each, so a consumer's promotion hides under the
   // other two's wgmmas (FP8 plain GEMMs).
-  static constexpr bool kKInterleave = kKInterleave_;
-  static constexpr int kNumConsumers = kBlockM == 64 ? 1 + int(kKInterleave) : kBlockM == 192 ? 3 : 2;
-  // Consumers that own rows of the tile (and store them); with kKInterleave one, the first.
-  static constexpr int kRowConsumers = kKInterleave ? 1 : kNumConsumers;
-  static constexpr int kMmaM = kBlockM / (64 * kRowConsumers);  // m64 waves per consumer and k-block
+  static constexpr int kNumConsumers = kBlockM == 64 ? 1 : kBlockM == 192 ? 3 : 2;
+  static constexpr int kMmaM = kBlockM / (64 * kNumConsumers);  // m64 waves per consumer and k-block
   static constexpr int kConsumerRows = 64 * kMmaM;
   static constexpr int kThreads = 128 * (1 + kNumConsumers);
   // kFp4B: the warps that expand each stage -- the producer warpgroup's warps 1-3, ahead of use,
@@ -159,13 +152,11 @@ struct Sm90GemmConfig {
   static constexpr int kBoxBytesC = kBoxC * kBoxC * int(sizeof(TC));
   static constexpr int kEpilogueBuffers = kEpilogueBuffers_;
   static constexpr bool kEpilogueWholeSlice = kEpilogueWholeSlice_;
-  static constexpr int kEpilogueBytes = kTmaStore ? kRowConsumers * kEpilogueBuffers * kBoxBytesC : 0;
-  // kKInterleave: the second consumer's FP32 sum of a tile, handed to the first.
-  static constexpr int kExchangeBytes = kKInterleave ? 64 * kBlockN * 4 : 0;
+  static constexpr int kEpilogueBytes = kTmaStore ? kNumConsumers * kEpilogueBuffers * kBoxBytesC : 0;
   static constexpr int kBarrierBytes = (kFp4B ? 3 : 2) * kStages * 8;  // full, empty (and expanded) per stage
   static constexpr int kSmemBytes =
       kStages * (kStageBytesA + kStageStrideB + kStageBytesSf + kStageBytesSfb + kStageBytesBPacked) + kEpilogueBytes +
-      kExchangeBytes + kBarrierBytes + kStagedSfbBytes + 1024;
+      kBarrierBytes + kStagedSfbBytes + 1024;
 
   // Register file: 128 x (producer + consumers x consumer) <= 65536.
   static constexpr int kProducerRegs = kNumConsumers == 3 ? 24 : 40;
@@ -205,8 +196,6 @@ struct Sm90GemmConfig {
                 "packed FP4 B: FP8 A, per-row B scales, no multicast");
   static_assert(kMulticast == 1 || (kMulticast == 2 && kGrouping == 0 && !kSfbPerRow && kBlockN % 16 == 0),
                 "multicast: clusters of 2, plain GEMMs with block scales, BLOCK_N / 2 whole 8-row swizzle atoms");
-  static_assert(!kKInterleave || (kBlockM == 64 && kOverlapPromotion),
-                "k-interleaved consumers: 64-row FP8 tiles with block scales and BLOCK_N <= 128");
   static_assert(kSmemBytes <= 227 * 1024, "shared memory per block is 227 KB on sm_90");
 };
 
@@ -300,8 +289,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   uint8_t* smem_a = smem;                                      // [kStages][BLOCK_M][128 B]
   uint8_t* smem_b = smem + kStages * Cfg::kStageBytesA;        // [kStages][1 or 2 (kDualB)][BLOCK_N][128 B]
   uint8_t* smem_c = smem + kStages * (Cfg::kStageBytesA + Cfg::kStageStrideB);  // [consumer][2][box]
-  float4* smem_x = reinterpret_cast<float4*>(smem_c + Cfg::kEpilogueBytes);    // kKInterleave: [float4][thread]
-  float* smem_sf = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_x) + Cfg::kExchangeBytes);  // [kStages][BLOCK_M]
+  float* smem_sf = reinterpret_cast<float*>(smem_c + Cfg::kEpilogueBytes);   // [kStages][BLOCK_M]
   float* smem_sfb = reinterpret_cast<float*>(reinterpret_cast<uint8_t*>(smem_sf) + kStages * Cfg::kStageBytesSf);
   uint8_t* smem_bp = reinterpret_cast<uint8_t*>(smem_sfb) + kStages * Cfg::kStageBytesSfb;  // [kStages][packed B]
   auto* bars = reinterpret_cast<mbarrier_t*>(smem_bp + kStages * Cfg::kStageBytesBPacked);
@@ -311,14 +299,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
   [[maybe_unused]] auto* sfb_windows = reinterpret_cast<float2*>(reinterpret_cast<uint8_t*>(bars) + Cfg::kBarrierBytes);
   constexpr int kSfStride = Cfg::kStageBytesSf / 4;
   constexpr int kSfbStride = Cfg::kStageBytesSfb / 4;
-  // kKInterleave's hand-over barrier: after 0 (__syncthreads) and the consumers' own (1 + consumer).
-  constexpr int kExchangeBarrier = 1 + Cfg::kNumConsumers;
 
   const int wg = warpgroup_idx();
   if (threadIdx.x == 0) {
     // With multicast a stage is free once the consumers of both CTAs (each writes into both) let go.
-    // (k-interleaved consumers: only the one that read the stage releases it)
-    pipe.init(Cfg::kRowConsumers * 4 * Cfg::kMulticast);
+    pipe.init(Cfg::kNumConsumers * 4 * Cfg::kMulticast);
     if constexpr (Cfg::kFp4B)
       for (int s = 0; s < kStages; ++s) mbarrier_init(&expanded[s], Cfg::kExpanderWarps);
     fence_barrier_init();
@@ -434,13 +419,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     const int lane = lane_idx();
     DG_TIMELINE_OPEN(1 + 4 * consumer + warp, lane == 0);
     constexpr int kMmaM = Cfg::kMmaM;
-    // The consumer whose rows this one computes (k-interleaved: both compute the first's).
-    const int row_consumer = Cfg::kKInterleave ? 0 : consumer;
-    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + row_consumer * Cfg::kConsumerRows * 128);
+    const uint64_t desc_a0 = make_smem_desc_kmajor_sw128(smem_a + consumer * Cfg::kConsumerRows * 128);
     const uint64_t desc_b0 = make_smem_desc_kmajor_sw128(smem_b);
     // This thread's rows inside the tile (r0 + 64 w and r0 + 64 w + 8 for wave w) and first column
     // (fragment layout in wgmma.h).
-    const int r0 = row_consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
+    const int r0 = consumer * Cfg::kConsumerRows + 16 * warp + lane / 4;
     const int c0 = 2 * (lane % 4);
     const bool vec_ok = p.d_sr % 2 == 0 && reinterpret_cast<uint64_t>(p.d) % (2 * sizeof(TC)) == 0;
 
@@ -457,26 +440,22 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
     struct Cursor {
       PipelineState<kStages> st;
       StageRef at;
-      // n stages on (1 <= n <= kStages).
-      void advance(uint32_t n = 1) {
+      // One stage on.
+      void advance() {
         constexpr uint64_t kStepA = Cfg::kStageBytesA >> 4, kStepB = Cfg::kStageStrideB >> 4;  // descriptor units
-        const bool wrap = st.index + n >= uint32_t(kStages);
+        const bool wrap = st.index + 1u >= uint32_t(kStages);
         const uint32_t back = wrap ? uint32_t(kStages) : 0u;
-        st.index = st.index + n - back;
+        st.index = st.index + 1u - back;
         st.phase ^= wrap ? 1u : 0u;
         at.index = st.index;
-        at.full += 8u * (n - back);
-        at.da += kStepA * n - kStepA * back;
-        at.db += kStepB * n - kStepB * back;
+        at.full += 8u * (1u - back);
+        at.da += kStepA - kStepA * back;
+        at.db += kStepB - kStepB * back;
       }
     };
     Cursor st{{}, {0u, smem_addr(pipe.full), desc_a0, desc_b0}};
     uint32_t boxes_done = 0;
     using Scales = Sm90Scales<kMmaM>;
-    // kKInterleave: this consumer reads the tile's k-blocks of its own parity; k_pos counts the
-    // tile's k-blocks `st` has moved past (the other consumer's skipped without waiting).
-    constexpr int kKStep = Cfg::kKInterleave ? 2 : 1;
-    [[maybe_unused]] int k_pos = 0, k_end = 0;  // k_end: the tile's k-blocks
 
     // FP8 steps. wait_fp8: waits for stage st, reads its scales, moves st on, returns the stage.
     // issue_fp8: queues wave w's wgmmas of a stage into `dst`, one group. retire_fp8 (after that
@@ -497,7 +476,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       const float* next;  // the next k-block's scale in the 128-block holding the tile's first column
       const float* last;  // `next` at the tile's last k-block
       int64_t gap;        // floats to the next 128-block's scale (0 past the last block)
-      int64_t stride;     // floats between this consumer's k-blocks (it reads every kKStep-th)
+      int64_t stride;     // floats between consecutive k-blocks' scales (p.sfb_sc)
       float v0, v1;       // the values loaded last
     } sfb;
     // Cfg::kDualB: added to the stage's B descriptor where this consumer's block reads the second B
@@ -518,13 +497,6 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           sfb.next += sfb.stride;
         }
       }
-      if constexpr (Cfg::kKInterleave) {
-        if ((k_pos & 1) != consumer) {
-          DG_STAMP(Skip);
-          s.advance();
-          ++k_pos;
-        }
-      }
       DG_STAMP(FullWaitBegin);
       mbarrier_wait_parity(s.at.full, s.st.phase);
       if constexpr (Cfg::kFp4B) mbarrier_wait_parity(&expanded[s.st.index], s.st.phase);
@@ -536,14 +508,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         sc.sa[w][1] = sf[r0 + 64 * w + 8];
       }
       const StageRef stage = s.at;
-      if constexpr (Cfg::kKInterleave) {  // straight to this consumer's next k-block (or the tile's end)
-        const int n = k_end - k_pos < kKStep ? k_end - k_pos : kKStep;
-        s.advance(uint32_t(n));
-        k_pos += n;
-        for (int i = 1; i < n; ++i) DG_STAMP(Skip);  // the timeline's count of the other's k-blocks
-      } else {
-        s.advance();
-      }
+      s.advance();
       return stage;
     };
     [[maybe_unused]] auto issue_fp8 = [&](const StageRef& stage, int w, auto& dst, int q = 0) {
@@ -640,8 +605,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       DG_STAMP(Tile);
       [[maybe_unused]] const int split = 128 - (tile.n0 & 127);
 
-      // C enters a split tile's sum once, with piece 0 (and k-interleaved, with the first consumer).
-      const bool takes_c = Cfg::kHasC && tile.unit.piece <= 0 && (!Cfg::kKInterleave || consumer == 0);
+      // C enters a split tile's sum once, with piece 0.
+      const bool takes_c = Cfg::kHasC && tile.unit.piece <= 0;
       // acc[w] (+)= this thread's elements of C (0 past the tile's rows and D's columns).
       auto read_c = [&](int w, bool add) {
         const float* cg = p.c + tile.group * p.c_sg;
@@ -671,11 +636,8 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
 
       if (tile.compute) {
         const int kb0 = tile.unit.kb0, kb1 = tile.unit.kb1;
-        // The tile's k-blocks (its piece's range with split-K), and those this consumer reads.
+        // The tile's k-blocks (its piece's range with split-K).
         const int num_k_blocks = kb1 - kb0;
-        k_end = num_k_blocks;
-        [[maybe_unused]] const int my_k_blocks =
-            Cfg::kKInterleave ? (num_k_blocks + 1 - consumer) / 2 : num_k_blocks;
         // This consumer's expert (kDualB: the second 128-row block's for consumer 1, unless that is
         // padding, whose rows come out as zeros whatever B they were multiplied with).
         const bool second_block = Cfg::kDualB && consumer == 1 && tile.b_group_hi >= 0;
@@ -683,16 +645,15 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         if constexpr (Cfg::kDualB) db_slot = second_block && tile.dual_b ? uint64_t(Cfg::kStageBytesB >> 4) : 0;
         if constexpr (Cfg::kFp8 && !Cfg::kSfbPerRow) {
           const int block = tile.n0 / 128;
-          const int first = kb0 + (Cfg::kKInterleave ? consumer : 0);
           const float* row0 = p.sfb + b_group * p.sfb_sg + block * p.sfb_sr;
           sfb.gap = block + 1 < p.sfb_rows ? p.sfb_sr : 0;
-          sfb.stride = p.sfb_sc * kKStep;
+          sfb.stride = p.sfb_sc;
           sfb.first = row0 + kb0 * p.sfb_sc;
           if constexpr (!Cfg::kStagedSfb) {
-            sfb.v0 = first < kb1 ? __ldg(row0 + first * p.sfb_sc) : 0.0f;
-            sfb.v1 = first < kb1 ? __ldg(row0 + first * p.sfb_sc + sfb.gap) : 0.0f;
+            sfb.v0 = kb0 < kb1 ? __ldg(row0 + kb0 * p.sfb_sc) : 0.0f;
+            sfb.v1 = kb0 < kb1 ? __ldg(row0 + kb0 * p.sfb_sc + sfb.gap) : 0.0f;
           }
-          sfb.next = row0 + (first + kKStep) * p.sfb_sc;
+          sfb.next = row0 + (kb0 + 1) * p.sfb_sc;
           sfb.last = row0 + int64_t(kb1 - 1) * p.sfb_sc;
         }
         if constexpr (Cfg::kOverlapPromotion) {
@@ -700,11 +661,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           // cores never wait for this warpgroup's CUDA-core work. Straight-line pairs (part and
           // part1 alternate at compile time), so ptxas can see which set each wait retires.
           Scales sc0, sc1;
-          if (my_k_blocks > 0) {
+          if (num_k_blocks > 0) {
             StageRef stage0 = wait_fp8(st, sc0), stage1{};
             issue_fp8(stage0, 0, part);
             int kb = 1;
-            for (; kb + 1 < my_k_blocks; kb += 2) {
+            for (; kb + 1 < num_k_blocks; kb += 2) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
               DG_STAMP(WgmmaWaitBegin);
@@ -720,7 +681,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               release(stage1);
               retire_fp8(part1, sc1, 0, split, acc[0]);
             }
-            if (kb < my_k_blocks) {
+            if (kb < num_k_blocks) {
               stage1 = wait_fp8(st, sc1);
               issue_fp8(stage1, 0, part1);
               DG_STAMP(WgmmaWaitBegin);
@@ -740,13 +701,6 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
               release(stage0);
               retire_fp8(part, sc0, 0, split, acc[0]);
             }
-          }
-          if constexpr (Cfg::kKInterleave) {  // past the other consumer's last k-block too
-            if (k_pos < num_k_blocks) {
-              DG_STAMP(Skip);
-              st.advance(uint32_t(num_k_blocks - k_pos));
-            }
-            k_pos = 0;
           }
         } else if constexpr (Cfg::kSfbPerRow) {
           // Promotion per sub-block of kPromotionK; the stage is freed after its last promotion,
@@ -776,7 +730,6 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
           }
         } else if constexpr (Cfg::kFp8) {
           static_assert(Cfg::kStagedSfb, "this loop reads B's scales from the staged window");
-          static_assert(!Cfg::kKInterleave, "this loop reads every k-block of the tile");
           // B's scales of a k-block are read at the end of the one before, so their shared load has
           // the data wait to complete in; a window is staged after its predecessor's last read.
           if (num_k_blocks > 0) stage_sfb_window(0, num_k_blocks);
@@ -855,34 +808,11 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
         }
 #pragma unroll
         for (int w = 0; w < kMmaM; ++w) fence_accumulators(acc[w]);
-        if constexpr (Cfg::kKInterleave) {
-          // The second consumer's sum joins the first's: it writes, both sync (the data is there),
-          // the first adds, both sync again (the buffer is free for the next tile's hand-over).
-          constexpr int kVecs = kBlockN / 8;  // float4s per thread
-          const int thread = thread_idx_in_warpgroup();
-          if (consumer == 1) {
-#pragma unroll
-            for (int v = 0; v < kVecs; ++v)
-              // Column pairs swapped, as in the split-K partials (gemm_sm90_split_reduce): acc
-              // apart from the wgmma results' register banks.
-              smem_x[v * 128 + thread] = make_float4(acc[0][4 * v + 1], acc[0][4 * v], acc[0][4 * v + 3], acc[0][4 * v + 2]);
-          }
-          named_barrier_sync(kExchangeBarrier, 256);
-          if (consumer == 0) {
-#pragma unroll
-            for (int v = 0; v < kVecs; ++v) {
-              const float4 x = smem_x[v * 128 + thread];
-              acc[0][4 * v] += x.y, acc[0][4 * v + 1] += x.x, acc[0][4 * v + 2] += x.w, acc[0][4 * v + 3] += x.z;
-            }
-          }
-          named_barrier_sync(kExchangeBarrier, 256);
-        }
       }
       if (!Cfg::kFp8 && takes_c) {
 #pragma unroll
         for (int w = 0; w < kMmaM; ++w) read_c(w, true);
       }
-      if (Cfg::kKInterleave && consumer == 1) continue;  // the first consumer stores the tile
 
       DG_STAMP(StoreBegin);
       if (tile.unit.piece >= 0) {  // a piece of a split tile (plain GEMMs): its share of the tile's sum

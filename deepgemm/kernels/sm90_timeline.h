@@ -11,10 +11,11 @@
 // up to kTimelineRecords records, each event << 56 | (clock64 & kTimelineClockMask), in program
 // order. The waits, Release and TmaIssue occur once per k-block, so their n-th occurrence in a
 // stream belongs to its n-th k-block (the producer's and the consumers' n-th k-blocks are the same
-// stage fill; a k-interleaved consumer stamps Skip for each fill it leaves to the other, so there
-// its FullWaitEnd and Skip stamps together count the fills); Issue, the wgmma waits and the promotion once per wgmma group (per k-block in the
-// 64- and 128-row FP8 loops, per m64 wave or promotion sub-block in the others). Every lane of a
-// stamping warp reads the clock, so the stamps add no divergence around the wgmmas.
+// stage fill; a k-interleaved consumer of sm90_fp4_gemm.cuh stamps Skip for each fill it leaves to
+// the other, so there its FullWaitEnd and Skip stamps together count the fills); Issue, the wgmma
+// waits and the promotion once per wgmma group (per k-block in the 64- and 128-row FP8 loops, per
+// m64 wave or promotion sub-block in the others). Every lane of a stamping warp reads the clock, so
+// the stamps add no divergence around the wgmmas.
 #pragma once
 
 #include "tl/device/numeric.h"
@@ -39,7 +40,7 @@ enum class TimelineEvent : tl::uint32_t {
   EmptyWaitEnd,
   TmaIssue,  // the stage's TMA loads issued
   // consumer warps again (appended: the values above are the decoder's)
-  Skip,        // k-interleaved consumers: a stage fill left to the other consumer
+  Skip,        // k-interleaved consumers (sm90_fp4_gemm.cuh): a stage fill left to the other consumer
   StoreBegin,  // a tile's epilogue (split-K reduction or store) begins
   StoreEnd,    // and ends
   ExpandEnd,   // FP4 B in registers (sm90_fp4_gemm.cuh): a k-block's fragments expanded

@@ -265,7 +265,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
     workspace = stream_scratch("split_k", {plan.split_k.workspace_floats(blk.block_m * blk.block_n)}, rt::DType::F32,
                                device, stream);
     // Zero when allocated; every launch leaves them zero.
-    counters = stream_scratch("split_k_counters", {plan.split_k.counters(sm90_consumers(blk.block_m, blk.k_interleave))},
+    counters = stream_scratch("split_k_counters", {plan.split_k.counters(sm90_consumers(blk.block_m))},
                               rt::DType::I32, device, stream, true);
     split_k = tl::SplitK{plan.split_k.dp_tiles, plan.split_k.splits, static_cast<float*>(workspace.data()),
                          static_cast<int*>(counters.data())};
@@ -353,7 +353,7 @@ GemmConfig launch_sm90(const std::string& fn, const Sm90Call& x, int device, rt:
   params.round_sync_every = std::max(plan.round_sync_every, 1);
 
   const int threads = 128 * (1 + (fp4_registers ? fp4_register_consumers(blk.block_n, blk.k_interleave)
-                                                : sm90_consumers(blk.block_m, blk.k_interleave)));
+                                                : sm90_consumers(blk.block_m)));
   void* args[] = {const_cast<rt::CuTensorMap*>(&map_a),   const_cast<rt::CuTensorMap*>(&map_b),
                   const_cast<rt::CuTensorMap*>(&map_sfa), const_cast<rt::CuTensorMap*>(&map_sfb),
                   &map_d,                                 &params};

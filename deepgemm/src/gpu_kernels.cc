@@ -53,13 +53,13 @@ std::string sm90_gemm_source(const Sm90KernelSpec& s) {
                 s.stages, ", ", s.grouping, ", ", s.has_c ? "true" : "false", ", ", s.promotion_k, ", ",
                 s.k_interleave ? "true" : "false", ">"),
         s.smem_bytes, "(void)d;  // its epilogue stores directly\n  deepgemm::kernels::sm90_fp4_reg_gemm_body<Cfg>(a, b, sfa, sfb, p);");
+  RT_ICHECK(!s.k_interleave, "sm90_gemm.cuh has no k-interleaved consumers (only the FP4 registers kernel does)");
   const std::string config = rt::str("deepgemm::kernels::Sm90GemmConfig<", s.fp8 ? "true" : "false", ", ",
                                      device_type_name(s.out), ", ", s.block_m, ", ", s.block_n, ", ", s.stages, ", ",
                                      s.grouping, ", ", s.has_c ? "true" : "false", ", ",
                                      s.tma_store ? "true" : "false", ", ", s.sfb_per_row ? "true" : "false", ", ",
                                      s.promotion_k, ", ", s.multicast, ", ", s.epilogue_buffers, ", ",
                                      s.fp4_b ? "true" : "false", ", ", s.fold_scales ? "true" : "false", ", ",
-                                     s.k_interleave ? "true" : "false", ", ",
                                      s.epilogue_whole_slice ? "true" : "false", ", ",
                                      s.ring_rounds ? "true" : "false", ">");
   return sm90_entry_source("sm90_gemm.cuh", config, s.smem_bytes,

@@ -34,7 +34,9 @@ struct Sm90KernelSpec {
   bool sfb_per_row = false;  // B's scales per row and promotion_k of K (FP4 B, K-grouped)
   int promotion_k = 128;
   int multicast = 1;       // clusters of 2 sharing B's tile
-  bool k_interleave = false;  // 64-row FP8 tiles on two consumers taking alternate k-blocks
+  // fp4_registers: 64-row tiles of B on two consumers taking alternate k-blocks (sm90_fp4_gemm.cuh;
+  // sm90_gemm.cuh has no such form: sm90_gemm_source refuses it there).
+  bool k_interleave = false;
   bool ring_rounds = false;   // the staged-scale loop's whole ring rounds unrolled
   int64_t smem_bytes = 0;  // the host's count, asserted against the kernel's in the source
 

@@ -83,23 +83,22 @@ cpu::Blocking choose_cpu_blocking(const std::vector<cpu::SubGemm>& gemms, int mr
 int choose_cpu_threads(int max_threads) { return std::max(1, max_threads); }
 
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows, bool fp4_b, bool k_interleave, bool dual_b) {
+                        int sfb_rows, bool fp4_b, bool dual_b) {
   const int64_t sfb = (int64_t(block_n) * 4 * sfb_rows + 127) / 128 * 128;
   const int64_t stage = int64_t(block_m) * 128 + int64_t(block_n) * 128 * (dual_b ? 2 : 1) +
                         (fp8 ? block_m * 4 : 0) + sfb +
                         (fp4_b ? int64_t(block_n) * 64 : 0);
-  const int64_t epilogue = int64_t(k_interleave ? 1 : sm90_consumers(block_m)) * epilogue_buffers * 64 * 64 * out_bytes;
-  const int64_t exchange = k_interleave ? 64 * int64_t(block_n) * 4 : 0;
-  const int consumers = sm90_consumers(block_m, k_interleave);
+  const int consumers = sm90_consumers(block_m);
+  const int64_t epilogue = int64_t(consumers) * epilogue_buffers * 64 * 64 * out_bytes;
   const int64_t staged =
       sm90_staged_sfb(fp8, block_m, block_n, sfb_rows) ? int64_t(consumers) * 4 * kernels::kSm90SfbWindow * 8 : 0;
-  return stages * stage + epilogue + exchange + (fp4_b ? 3 : 2) * stages * 8 + staged + 1024;
+  return stages * stage + epilogue + (fp4_b ? 3 : 2) * stages * 8 + staged + 1024;
 }
 
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages) {
   auto fits = [&](int s, int buffers) {
     return sm90_smem_bytes(fp8, b.block_m, b.block_n, s, b.tma_store ? buffers : 0, out_bytes, sfb_rows, b.fp4_b,
-                           b.k_interleave, b.dual_b) <= smem_limit;
+                           b.dual_b) <= smem_limit;
   };
   auto deepest = [&](int buffers) {
     int best = 0;
@@ -117,7 +116,7 @@ bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, i
     b.stages = std::max(2, one ? with_one : with_two);
   }
   b.smem_bytes = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, b.tma_store ? b.epilogue_buffers : 0, out_bytes,
-                                 sfb_rows, b.fp4_b, b.k_interleave, b.dual_b);
+                                 sfb_rows, b.fp4_b, b.dual_b);
   return b.smem_bytes <= smem_limit;
 }
 
@@ -126,8 +125,8 @@ void choose_whole_slice_epilogue(GpuBlocking& b, bool fp8, int64_t k, int out_by
   const int64_t k_blocks = ceil_div(std::max<int64_t>(k, 1), b.block_k);
   if (!fp8 || b.fp4_b || !b.tma_store || b.epilogue_buffers != 2 || k_blocks > kWholeSliceMaxKBlocks) return;
   const int boxes = sm90_slice_boxes(b.block_m, b.block_n);
-  const int64_t smem = sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, boxes, out_bytes, sfb_rows, b.fp4_b,
-                                       b.k_interleave, b.dual_b);
+  const int64_t smem =
+      sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages, boxes, out_bytes, sfb_rows, b.fp4_b, b.dual_b);
   if (smem > smem_limit) return;
   b.epilogue_buffers = boxes;
   b.epilogue_whole_slice = true;
@@ -231,9 +230,10 @@ GpuBlocking choose_fp4_register_blocking(int64_t m, int64_t n, int64_t tile_grou
   return best;
 }
 
-// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>] (tuning): the heuristic's
-// choice replaced, after the kernel's own rules are checked. c1 / c2 picks one consumer or two
-// k-interleaved ones for 64-row tiles (default: two where the kernel allows it).
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c1] (tuning): the heuristic's choice
+// replaced, after the kernel's own rules are checked. c1 (one consumer) is what 64-row tiles always
+// run on, accepted so that older configurations still parse; c2 (two k-interleaved consumers on a
+// 64-row tile) was removed from the kernel, and is refused by name.
 GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool fp8, bool sfb_per_row, int64_t m,
                             int64_t n, int64_t tile_groups, int out_bytes, bool tma_store_ok, int sms,
                             int64_t smem_limit, int sfb_rows, bool multicast_ok, int max_block_m, bool fp4_b,
@@ -252,11 +252,11 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   RT_USER_CHECK(fields == 3 && size_t(used) == text.size() && (multicast == 0 || multicast == 1 || multicast == 2) &&
                     (!consumers_given || consumers == 1 || consumers == 2),
                 "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
-                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>][c<consumers 1|2>], e.g. 128x128x5, ",
-                "256x128x3x2 or 64x64x8c1");
-  const bool interleave_ok = sm90_k_interleave_ok(fp8, bm, bn, sfb_rows);
-  RT_USER_CHECK(consumers != 2 || interleave_ok, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
-                "': two consumers on a 64-row tile (c2) need FP8 with block scales of B and block_n <= 128");
+                "' is not <block_m>x<block_n>x<stages>[x<multicast 1|2>][c1], e.g. 128x128x5, 256x128x3x2 or ",
+                "64x64x8");
+  RT_USER_CHECK(consumers != 2, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
+                "': c2 (two consumers taking alternate k-blocks of a 64-row tile) was removed: it ran no faster ",
+                "than one consumer on the H200; 64-row tiles run on one (c1, or no suffix)");
   RT_USER_CHECK(consumers != 1 || bm == 64, "deepgemm::", fn, ": DG_GPU_CONFIG='", text,
                 "': c1 (one consumer) is for 64-row tiles; taller ones have one consumer per 64 or 128 rows");
   const int gcd128 = bn % 128 == 0 ? 128 : bn % 64 == 0 ? 64 : bn % 32 == 0 ? 32 : bn % 16 == 0 ? 16 : 8;
@@ -290,7 +290,6 @@ GpuBlocking forced_blocking(const std::string& fn, const std::string& text, bool
   b.block_k = fp8 ? 128 : 64;
   b.tma_store = tma_store_ok && bn % 64 == 0;
   b.fp4_b = fp4_b;
-  b.k_interleave = interleave_ok && consumers != 1;
   b.dual_b = sm90_dual_b(contiguous, bm);
   RT_USER_CHECK(choose_sm90_stages(b, fp8, out_bytes, sfb_rows, smem_limit, stages), "deepgemm::", fn,
                 ": DG_GPU_CONFIG='", text, "' needs ", b.smem_bytes, " bytes of shared memory; the device allows ",
@@ -344,7 +343,7 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
     if (c.bm > max_block_m || ((c.bm == 192 || c.bn == 32) && !plain_fp8)) continue;
     // The fewest stages worth running: smaller tiles fit more.
     if (sm90_smem_bytes(fp8, c.bm, c.bn, 3, tma_store_ok && c.bn % 64 == 0 ? 1 : 0, out_bytes, sfb_rows, fp4_b,
-                        false, sm90_dual_b(contiguous, c.bm)) > smem_limit)
+                        sm90_dual_b(contiguous, c.bm)) > smem_limit)
       continue;
     GpuBlocking tile;
     tile.block_m = c.bm;
@@ -366,16 +365,13 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
   best.splits = 1;
   best.tma_store = tma_store_ok && best.block_n % 64 == 0;
   best.fp4_b = fp4_b;
-  // 64-row FP8 tiles: one consumer with at most 8 stages from 64 columns up, two k-interleaved
-  // consumers on 64 x 32 (H200 kernel times, stop 42: 64 x 64 one consumer with 8 stages 4-9% faster
-  // than two with 11 at 64 x 7168 x 2048 / 7168 / 16384 and 128 x 4096 x 7168, 8 stages 1-3.5% faster
-  // than 11; 64 x 128 one consumer 8-11% faster at 7 stages; 64 x 32 the two equal).
-  const bool one_consumer_64 = fp8 && best.block_m == 64 && best.block_n >= 64;
-  best.k_interleave = !one_consumer_64 && sm90_k_interleave_ok(fp8, best.block_m, best.block_n, sfb_rows);
   best.dual_b = sm90_dual_b(contiguous, best.block_m);
-  // As many stages as fit, up to kMaxSm90Stages (the ring also prefetches the next tile across tiles).
+  // As many stages as fit, up to kMaxSm90Stages (the ring also prefetches the next tile across tiles);
+  // 64-row FP8 tiles from 64 columns up at most 8 (H200 kernel times, stop 42: 64 x 64 with 8 stages
+  // 1-3.5% faster than with 11; 64 x 32 keeps as many as fit, 12, as measured in stop 43).
   choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit);
-  if (one_consumer_64 && best.stages > 8) choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit, 8);
+  const bool at_most_8_stages = fp8 && best.block_m == 64 && best.block_n >= 64;
+  if (at_most_8_stages && best.stages > 8) choose_sm90_stages(best, fp8, out_bytes, sfb_rows, smem_limit, 8);
   // Bands about as wide as a wave is tall keep the wave's A and B panels in L2.
   const int64_t n_blocks = ceil_div(std::max<int64_t>(n, 1), best.block_n);
   best.raster_group = int(std::clamp<int64_t>(n_blocks, 1, 8));

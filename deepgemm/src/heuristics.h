@@ -27,7 +27,9 @@ struct GpuBlocking {
   // block_m rows of A by block_n rows of B a tile, block_n / 64 consumers; no split-K, no TMA store.
   bool fp4_registers = false;
   int multicast = 1;       // CTAs per cluster sharing B's tile by TMA multicast (1 or 2)
-  bool k_interleave = false;  // 64-row tiles on two consumers taking alternate k-blocks (FP8, block scales)
+  // fp4_registers: 64-row tiles of B on two consumers taking alternate k-blocks (sm90_fp4_gemm.cuh's
+  // kKInterleave; the sm90_gemm.cuh kernel has no such form: always false there).
+  bool k_interleave = false;
   bool dual_b = false;       // contiguous grouped 256-row tiles: a second B tile per stage (sm90_dual_b)
   int splits = 1;          // split-K pieces per split tile (plan_sm90: tl::plan_split_k; 1 for none)
   int grid = 0;            // persistent CTAs (a multiple of `multicast`)
@@ -46,7 +48,7 @@ struct GpuBlocking {
 // `plain_fp8`: an ungrouped FP8 GEMM with block scales, the only kind that takes 192-row tiles
 // (three consumers). `contiguous`: the M-grouped contiguous layout (its 256-row tiles take a second
 // B tile per stage: sm90_dual_b).
-// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c<consumers>]: that blocking, checked
+// DG_GPU_CONFIG=<block_m>x<block_n>x<stages>[x<multicast>][c1]: that blocking, checked
 // against the kernel's rules for this call (a user error naming `fn` and the text where it breaks
 // one). tma_store_ok, multicast_ok and max_block_m: what the call allows (plan_sm90); grouped: an
 // M-grouped call (no three-consumer tiles).
@@ -63,11 +65,9 @@ GpuBlocking choose_gpu_blocking(bool fp8, int64_t m, int64_t n, int64_t k, int64
 // in as many rounds as one CTA per SM would (tl::same_rounds_grid, counted in clusters).
 void choose_multicast(GpuBlocking& b, int64_t m, int64_t n, int64_t tile_groups, int sms, bool multicast_ok);
 
-// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64 (2 with
-// k_interleave), 3 for 192, else 2.
-inline int sm90_consumers(int block_m, bool k_interleave = false) {
-  return block_m == 64 ? 1 + int(k_interleave) : block_m == 192 ? 3 : 2;
-}
+// Consumer warpgroups of the kernel for a block M (Sm90GemmConfig::kNumConsumers): 1 for 64, 3 for
+// 192, else 2.
+inline int sm90_consumers(int block_m) { return block_m == 64 ? 1 : block_m == 192 ? 3 : 2; }
 // 64 x 64 boxes in one consumer's slice of a tile (the TMA-store epilogue's unit): its m64 waves
 // (2 for 256-row tiles, else 1) times BLOCK_N / 64.
 inline int sm90_slice_boxes(int block_m, int block_n) { return (block_m == 256 ? 2 : 1) * (block_n / 64); }
@@ -106,13 +106,6 @@ int64_t sm90_full_rounds(const GpuBlocking& b, int64_t m, int64_t n);
 // (tl/device/round_sync_plan.h, shared with TileLang's Hopper GEMM).
 int sm90_round_sync_every(const GpuBlocking& b, bool plain, int64_t m, int64_t n, int64_t k, int64_t operand_bytes,
                           int64_t l2_bytes);
-// Whether a block shape can run k-interleaved (Sm90GemmConfig::kKInterleave): 64-row FP8 tiles with
-// block scales of B (`sfb_rows` 0) and BLOCK_N <= 128 (two partial sets). The heuristic takes it
-// wherever it can: +2-6% at M = 64/128 on the H200 in A/B runs, though one sweep read two shapes
-// 1-3% slower (docs/perf.md, stop 18).
-inline bool sm90_k_interleave_ok(bool fp8, int block_m, int block_n, int sfb_rows) {
-  return fp8 && sfb_rows == 0 && block_m == 64 && block_n <= 128;
-}
 // Whether a tile holds room for two B tiles a stage (Sm90GemmConfig::kDualB): the M-grouped
 // contiguous layout's 256-row tiles, whose two 128-row blocks may belong to two experts (each
 // segment starts on a 128-row boundary). The kernel takes them with block scales of B (FP8 with e4m3
@@ -122,10 +115,9 @@ inline bool sm90_dual_b(bool contiguous, int block_m) { return contiguous && blo
 // Dynamic shared memory of the kernel for a configuration (the formula of Sm90GemmConfig::kSmemBytes;
 // the generated source asserts the two agree). `epilogue_buffers`: staging buffers per consumer of
 // the TMA-store epilogue, 0 without it. fp4_b: B packed, with its staging buffer and barriers.
-// k_interleave: one storing consumer and the hand-over buffer of the second. dual_b: two B tiles a
-// stage (sm90_dual_b).
+// dual_b: two B tiles a stage (sm90_dual_b).
 int64_t sm90_smem_bytes(bool fp8, int block_m, int block_n, int stages, int epilogue_buffers, int out_bytes,
-                        int sfb_rows = 0, bool fp4_b = false, bool k_interleave = false, bool dual_b = false);
+                        int sfb_rows = 0, bool fp4_b = false, bool dual_b = false);
 
 // The deepest pipeline the heuristic builds: the small tiles of the M <= 128 shapes stream K with
 // little compute per stage, so the bytes in flight set their speed (64 x 64 tiles: 8 -> 12 stages
@@ -137,7 +129,7 @@ inline constexpr int kMaxSm90Stages = 12;
 // buffers per consumer unless one buffer is what lets the stages fit (a forced depth), or buys a
 // third stage. (On the H200, 256 x 128 FP8 tiles ran as fast with 4 stages and one buffer as with 3
 // and two, and 1.5% slower at 4096 x 24576 x 1536: docs/perf.md.) Sets b.stages,
-// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's, b.k_interleave's and b.dual_b's layout).
+// b.epilogue_buffers and b.smem_bytes (for b.fp4_b's and b.dual_b's layout).
 bool choose_sm90_stages(GpuBlocking& b, bool fp8, int out_bytes, int sfb_rows, int64_t smem_limit, int stages = 0);
 
 // Whether FP4 B is expanded in registers (kernels/sm90_fp4_gemm.cuh) rather than into shared memory

@@ -47,8 +47,8 @@ std::string timeline_jit_flag(const void* buffer);
 std::vector<TimelineStream> parse_timeline(const std::vector<uint64_t>& words);
 
 // One stream's steady state: the cycles between its first and last k-block marker (a consumer's
-// FullWaitEnd, the producer's TmaIssue), split by phase. A k-interleaved consumer's k-blocks are
-// every other stage fill.
+// FullWaitEnd, the producer's TmaIssue), split by phase. A k-interleaved consumer's k-blocks (the
+// FP4 registers kernel's) are every other stage fill.
 struct TimelineStats {
   int k_blocks = 0;               // markers recorded
   double cycles_per_k_block = 0;  // (last - first marker) / (k_blocks - 1)

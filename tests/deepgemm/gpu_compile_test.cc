@@ -35,7 +35,7 @@ std::string compile_ptx(const std::string& source, const std::string& name) {
 }
 
 Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int grouping, bool has_c, bool tma_store,
-                    int per_row_promotion_k = 0, int multicast = 1, bool k_interleave = false) {
+                    int per_row_promotion_k = 0, int multicast = 1) {
   Sm90KernelSpec s;
   s.fp8 = fp8;
   s.out = out;
@@ -48,10 +48,9 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
   s.sfb_per_row = per_row_promotion_k > 0;
   s.promotion_k = s.sfb_per_row ? per_row_promotion_k : 128;
   s.multicast = multicast;
-  s.k_interleave = k_interleave;
   s.smem_bytes = deepgemm::detail::sm90_smem_bytes(fp8, bm, bn, stages, tma_store ? s.epilogue_buffers : 0,
                                                    out == rt::DType::BF16 ? 2 : 4,
-                                                   s.sfb_per_row ? 128 / s.promotion_k : 0, false, k_interleave,
+                                                   s.sfb_per_row ? 128 / s.promotion_k : 0, false,
                                                    deepgemm::detail::sm90_dual_b(grouping == 1, bm));
   return s;
 }
@@ -60,7 +59,7 @@ Sm90KernelSpec spec(bool fp8, rt::DType out, int bm, int bn, int stages, int gro
 Sm90KernelSpec one_buffer(Sm90KernelSpec s) {
   s.epilogue_buffers = 1;
   s.smem_bytes = deepgemm::detail::sm90_smem_bytes(s.fp8, s.block_m, s.block_n, s.stages, s.tma_store ? 1 : 0,
-                                                   s.out == rt::DType::BF16 ? 2 : 4, 0, false, false,
+                                                   s.out == rt::DType::BF16 ? 2 : 4, 0, false,
                                                    deepgemm::detail::sm90_dual_b(s.grouping == 1, s.block_m));
   return s;
 }
@@ -102,12 +101,12 @@ TEST(GpuCompile, Sm90GemmVariants) {
       // Clusters of 2 multicasting B.
       {spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true, 0, 2), "multicast::cluster"},
       {spec(false, rt::DType::F32, 128, 256, 4, 0, true, false, 0, 2), "multicast::cluster"},
-      // 64-row tiles on two k-interleaved consumers (the shared-memory count includes the hand-over
-      // buffer: the generated source asserts the kernel agrees).
-      {spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
-      {spec(true, rt::DType::F32, 64, 128, 6, 2, true, false, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      // 64-row tiles (one consumer) with two partial sets.
+      {spec(true, rt::DType::BF16, 64, 64, 8, 0, false, true), "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::F32, 64, 128, 6, 2, true, false), "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 64, 32, 12, 0, false, false), "wgmma.mma_async.sync.aligned.m64n32k32.f32.e4m3.e4m3"},
       // Widths that are multiples of 8 only (float inputs): 56 columns (128 tiles across N = 7168).
-      {spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false, 0, 1, true), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
+      {spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::F32, 128, 56, 6, 0, true, false), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::BF16, 256, 40, 4, 0, false, false), "wgmma.mma_async.sync.aligned.m64n40k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 128, 56, 6, 0, false, false), "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16"},
@@ -159,13 +158,14 @@ extern "C" __global__ void serialized(float* out, unsigned long long desc_a, uns
       spec(true, rt::DType::BF16, 256, 128, 3, 0, false, true),            // M = 4096, FP8
       spec(true, rt::DType::BF16, 192, 128, 4, 0, false, true),            // three consumers
       spec(true, rt::DType::BF16, 128, 64, 7, 0, false, true),             // M = 128
-      spec(true, rt::DType::BF16, 64, 64, 11, 0, false, true, 0, 1, true),  // M = 128, k-interleaved
+      spec(true, rt::DType::BF16, 64, 64, 8, 0, false, true),              // M = 128, one consumer
       spec(false, rt::DType::BF16, 128, 256, 4, 0, false, true),           // BF16
       spec(false, rt::DType::F32, 128, 256, 4, 0, true, false),            // BF16 + C (its loads were in the accumulators)
       spec(false, rt::DType::F32, 64, 96, 4, 2, true, false),              // the same, masked grouped
       spec(true, rt::DType::F32, 256, 128, 3, 0, true, false),             // FP8 + C
       spec(true, rt::DType::BF16, 128, 56, 6, 0, false, false),            // 56 columns (N = 7168 in 128 tiles)
-      spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false, 0, 1, true),
+      spec(true, rt::DType::BF16, 64, 56, 8, 0, false, false),
+      spec(true, rt::DType::BF16, 64, 32, 12, 0, false, false),            // M <= 128, 64 x 64 tiles too few
       fp4_registers(64, 64, 128, true),                                    // FP4 B in registers
       fp4_registers(64, 128, 32, false),
   };
@@ -392,29 +392,25 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
           EXPECT_LE(b.block_n, 192);
         }
         EXPECT_EQ(b.tma_store, b.block_n % 64 == 0);
-        // 64 x 32 FP8 tiles run k-interleaved on two consumers; wider 64-row ones on one with at
-        // most 8 stages (measured faster); nothing else is k-interleaved.
-        const bool one_consumer_64 = fp8 && b.block_m == 64 && b.block_n >= 64;
-        EXPECT_EQ(b.k_interleave, fp8 && b.block_m == 64 && b.block_n == 32) << m << "x" << n << "x" << k;
-        if (one_consumer_64) {
+        // No k-interleaved consumers (removed from the kernel); 64-row FP8 tiles from 64 columns up
+        // with at most 8 stages (measured faster).
+        EXPECT_FALSE(b.k_interleave) << m << "x" << n << "x" << k;
+        if (fp8 && b.block_m == 64 && b.block_n >= 64) {
           EXPECT_LE(b.stages, 8) << m << "x" << n << "x" << k;
         }
         EXPECT_EQ(b.smem_bytes, deepgemm::detail::sm90_smem_bytes(fp8, b.block_m, b.block_n, b.stages,
-                                                                  b.tma_store ? b.epilogue_buffers : 0, 2, 0, false,
-                                                                  b.k_interleave));
+                                                                  b.tma_store ? b.epilogue_buffers : 0, 2));
       }
     }
   }
-  // 64 x 32 tiles (128 x 2112 x 7168) are k-interleaved; the 64 x 64 ones of 128 x 4096 x 7168 not
-  // (one consumer ran 7% faster there, stop 42); per-row B scales (FP4 B, the K-grouped GEMM) never are.
-  EXPECT_TRUE(deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem, 0, 256, false, true).k_interleave);
-  EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 128, 4096, 7168, 1, 2, true, 132, smem).k_interleave);
-  EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem, 1, 256, false, true).k_interleave);
   // Where 64 x 64 tiles fill at most half the SMs, plain FP8 GEMMs take one wave of 64 x 32 tiles
-  // (no split in K); grouped ones keep 64 x 64.
-  for (auto [m, n] : {std::pair<int64_t, int64_t>{128, 2112}, {64, 4096}, {64, 2112}}) {
+  // (no split in K) on one consumer with 12 stages, as measured against two k-interleaved ones
+  // (equal, stop 43); grouped ones keep 64 x 64.
+  for (auto [m, n] : {std::pair<int64_t, int64_t>{128, 2112}, {64, 4096}, {64, 2112}, {128, 1024}}) {
     const auto b = deepgemm::detail::choose_gpu_blocking(true, m, n, 7168, 1, 2, true, 132, smem, 0, 256, false, true);
     EXPECT_EQ(b.block_m * 1000 + b.block_n, 64 * 1000 + 32) << m << "x" << n;
+    EXPECT_EQ(b.stages, 12) << m << "x" << n;
+    EXPECT_FALSE(b.k_interleave) << m << "x" << n;
   }
   EXPECT_EQ(deepgemm::detail::choose_gpu_blocking(true, 128, 2112, 7168, 1, 2, true, 132, smem, 0, 256, false, false)
                 .block_n,
@@ -478,11 +474,62 @@ TEST(GpuCompile, BlockingFitsTheDevice) {
   EXPECT_GE(contiguous.stages, 3);
   EXPECT_EQ(contiguous.smem_bytes,
             deepgemm::detail::sm90_smem_bytes(true, 256, contiguous.block_n, contiguous.stages,
-                                              contiguous.epilogue_buffers, 2, 0, false, false, true));
+                                              contiguous.epilogue_buffers, 2, 0, false, true));
   EXPECT_LE(contiguous.smem_bytes, smem);
   EXPECT_FALSE(deepgemm::detail::choose_gpu_blocking(true, 32768, 4096, 7168, 1, 2, true, 132, smem).dual_b);
   for (int64_t m : {4096, 32768})
     EXPECT_LE(deepgemm::detail::choose_gpu_blocking(true, m, 4096, 7168, 1, 2, true, 132, smem, 0, 128).block_m, 128);
+}
+
+// 64-row tiles run on one consumer: DG_GPU_CONFIG's c1 (the only form, kept so that older
+// configurations parse) and no suffix plan the same one-consumer kernel at every width, while c2 (two
+// k-interleaved consumers, removed from sm90_gemm.cuh: no faster than one on the H200) is refused by
+// name; a kernel spec asking sm90_gemm.cuh for them is an internal error. (On the host: plan_sm90 as
+// gpu.cc calls it, for a plain FP8 GEMM on an H200.)
+TEST(GpuCompile, SixtyFourRowTilesOnOneConsumer) {
+  using deepgemm::detail::Sm90Facts;
+  auto facts = [](const char* config) {
+    Sm90Facts f;
+    f.function = "fp8_gemm_nt";
+    f.m = 128;
+    f.n = 2112;
+    f.k = 7168;
+    f.d_aligned16 = true;
+    f.knobs.config = config;
+    dgtest::on_h200(f);
+    return f;
+  };
+  for (const char* config : {"64x32x12", "64x32x12c1", "64x56x8", "64x64x8", "64x64x8c1", "64x96x6", "64x128x7c1",
+                             "64x160x5", "64x192x4c1", "64x64x6x2c1"}) {
+    const Sm90Facts f = facts(config);
+    const deepgemm::detail::Sm90Plan plan = deepgemm::detail::plan_sm90(f);
+    EXPECT_EQ(plan.blocking.block_m, 64) << config;
+    EXPECT_EQ(plan.blocking.block_n, std::atoi(config + 3)) << config;
+    EXPECT_FALSE(plan.blocking.k_interleave) << config;
+    EXPECT_EQ(deepgemm::detail::sm90_consumers(plan.blocking.block_m), 1) << config;
+    const Sm90KernelSpec s = deepgemm::detail::sm90_kernel_spec(f, plan);
+    EXPECT_FALSE(s.k_interleave) << config;
+    // The spec of c1 is the spec without it.
+    std::string plain = config;
+    if (plain.size() > 2 && plain.compare(plain.size() - 2, 2, "c1") == 0) {
+      plain.resize(plain.size() - 2);
+      const Sm90Facts g = facts(plain.c_str());
+      EXPECT_EQ(s.key(), deepgemm::detail::sm90_kernel_spec(g, deepgemm::detail::plan_sm90(g)).key()) << config;
+    }
+  }
+  for (const char* config : {"64x32x12c2", "64x64x8c2", "64x128x7c2", "128x128x4c2"}) {
+    dgtest::expect_user_error([&] { deepgemm::detail::plan_sm90(facts(config)); },
+                              {"fp8_gemm_nt", rt::str("DG_GPU_CONFIG='", config, "'"), "c2", "was removed"});
+  }
+  Sm90KernelSpec interleaved = spec(true, rt::DType::BF16, 64, 32, 12, 0, false, false);
+  interleaved.k_interleave = true;
+  try {
+    deepgemm::detail::sm90_gemm_source(interleaved);
+    ADD_FAILURE() << "sm90_gemm.cuh's source was generated with k-interleaved consumers";
+  } catch (const rt::Error& e) {
+    EXPECT_EQ(e.kind(), rt::ErrorKind::Internal) << e.what();
+    EXPECT_NE(std::string(e.what()).find("k-interleaved"), std::string::npos) << e.what();
+  }
 }
 
 // Whole ring rounds unrolled (Sm90GemmConfig::kRingRounds): the staged-scale loop gains a copy of

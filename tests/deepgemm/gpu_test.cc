@@ -159,12 +159,11 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   }
 }
 
-// 64-row tiles on two consumers taking alternate k-blocks: k-block counts odd and even, one (the
-// second consumer reads none), a partial last one, C and split-K (the first consumer alone carries
-// C and the piece's partial), several tiles per CTA (the hand-over buffer reused), clusters of 2
-// multicasting B (each stage released by both CTAs' reading consumer), and the same tiles on one
-// consumer.
-TEST(GpuFp8Gemm, KInterleavedConsumers) {
+// 64-row tiles, on one consumer at every width (two consumers taking alternate k-blocks were removed
+// from the kernel: no faster on the H200): the heuristic's widths (32, 64, 96, 128), 56, 160 and 192
+// (one partial set), c1 (the same kernel), k-block counts odd and even, one, a partial last one, C
+// and split-K, several tiles per CTA, and clusters of 2 multicasting B. c2 is refused by name.
+TEST(GpuFp8Gemm, SixtyFourRowTilesOnOneConsumer) {
   REQUIRE_HOPPER();
   for (auto [m, n, k] : {std::tuple<int64_t, int64_t, int64_t>{64, 64, 128}, {100, 200, 256}, {128, 320, 640},
                          {72, 136, 208}, {1000, 1104, 1152}}) {
@@ -175,15 +174,17 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
     const Ref ref_c = dgtest::ref_gemm(p.deq_a.data(), p.deq_b.data(), m, n, k, cv.data());
     const std::string shape = std::to_string(m) + "x" + std::to_string(n) + "x" + std::to_string(k);
     const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
-    for (const char* config : {"64x64x6", "64x128x5", "64x96x4", "64x32x8", "64x56x8", "64x64x6x2", "64x64x6c1"}) {
+    for (const char* config : {"64x32x12", "64x56x8", "64x64x8", "64x96x6", "64x128x7", "64x160x5", "64x192x4",
+                               "64x64x6x2", "64x64x6c1"}) {
       const bool multicast = std::string(config).find("x2") != std::string::npos;
       if (multicast && (m + 63) / 64 % 2 != 0) continue;  // clusters of 2 need an even number of row blocks
       dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
       const std::string what = shape + " " + config;
       rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
       deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d);
-      const bool interleaved = deepgemm::last_config().kernel.find(".k_interleave") != std::string::npos;
-      EXPECT_EQ(interleaved, std::string(config).find("c1") == std::string::npos) << deepgemm::last_config().to_string();
+      EXPECT_EQ(deepgemm::last_config().block_m, 64) << deepgemm::last_config().to_string();
+      EXPECT_EQ(deepgemm::last_config().kernel.find(".k_interleave"), std::string::npos)
+          << deepgemm::last_config().to_string();
       expect_close(host(d), ref, k, true, what);
       rt::Tensor d32 = gpu(poisoned({m, n}, rt::DType::F32));
       deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d32, gpu(c));
@@ -195,6 +196,12 @@ TEST(GpuFp8Gemm, KInterleavedConsumers) {
         EXPECT_EQ(deepgemm::last_config().split_k, 3);
         expect_close(host(ds), ref_c, k, false, what + " + c, split-k 3");
       }
+    }
+    for (const char* config : {"64x32x8c2", "64x64x6c2"}) {
+      dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
+      rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
+      dgtest::expect_user_error([&] { deepgemm::fp8_gemm_nt(qa, sfa, qb, sfb, d); },
+                                {"fp8_gemm_nt", std::string("DG_GPU_CONFIG='") + config + "'", "c2", "was removed"});
     }
   }
 }
@@ -219,10 +226,10 @@ void expect_long_k(int64_t m, std::initializer_list<const char*> configs) {
 }
 
 // Long K through the two-partial-set loop (B's scale carried from k-block to k-block, one k-block
-// ahead): one consumer (128 x 128, 64 x 64 c1), two k-interleaved ones (70 k-blocks each).
+// ahead): two consumers (128 x 128) and one (64-row tiles 64, 96 and 32 wide).
 TEST(GpuFp8Gemm, LongKTwoPartialSets) {
   REQUIRE_HOPPER();
-  expect_long_k(128, {"128x128x5", "64x64x8c1", "64x96x6", "64x32x12"});
+  expect_long_k(128, {"128x128x5", "64x64x8", "64x96x6", "64x32x12"});
 }
 
 // Long K through the loop without a second partial set (256-, 192-row and wider tiles), which reads
@@ -654,7 +661,7 @@ TEST(GpuGrouped, Fp8MaskedLeavesTheRestUntouched) {
   const auto [qb, sfb, deq_b] = dgtest::per_group_block_cast(b, g, n, k);
   const rt::Tensor qa = dgtest::reshaped(gpu(qa2), {g, max_m, k}), sfa = dgtest::reshaped(gpu(sfa2), {g, max_m, k / 128});
   const std::vector<double> deq_a = dgtest::dequant(qa2, sfa2, 1, 128);
-  // The heuristic's tiles, and 64-row ones on two k-interleaved consumers.
+  // The heuristic's tiles, and 64-row ones (one consumer).
   for (const char* config : {"", "64x64x6"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", *config ? config : nullptr);
     rt::Tensor d = gpu(poisoned({g, max_m, n}, rt::DType::BF16));
@@ -910,7 +917,7 @@ TEST(GpuKGrouped, WeightGradient) {
 
 // The cycle timeline (kernels/sm90_timeline.h; bench_gpu_deepgemm --timeline): the stamped kernel
 // still computes D, and each recorded stream holds its k-blocks whole and in clock order -- one
-// full wait and one release per k-block and consumer warp, one epilogue per storing consumer warp,
+// full wait and one release per k-block and consumer warp, one epilogue per consumer warp,
 // one TMA issue per k-block of the producer (one tile per CTA here), every stream of a CTA on one SM.
 TEST(GpuTimeline, StampsEveryKBlock) {
   REQUIRE_HOPPER();
@@ -921,9 +928,9 @@ TEST(GpuTimeline, StampsEveryKBlock) {
   const int64_t bytes = deepgemm::kernels::kTimelineBytes;
   rt::Tensor zeros = rt::Tensor::empty({bytes}, rt::DType::U8);
   std::memset(zeros.data(), 0, size_t(bytes));
-  // Two partial sets (64 x 64, on two k-interleaved consumers and on one) and two m64 waves per
-  // consumer (256 x 128); no split-K pieces.
-  for (const char* config : {"64x64x11", "64x64x12c1", "256x128x3"}) {
+  // Two partial sets (64 x 64, one consumer) and two m64 waves per consumer (256 x 128, two); no
+  // split-K pieces.
+  for (const char* config : {"64x64x8", "256x128x3"}) {
     const rt::Tensor stamps = gpu(zeros);
     dgtest::ScopedEnv flags("DG_JIT_FLAGS", deepgemm::detail::timeline_jit_flag(stamps.data()).c_str());
     dgtest::ScopedEnv forced("DG_GPU_CONFIG", config);
@@ -936,9 +943,7 @@ TEST(GpuTimeline, StampsEveryKBlock) {
     std::memcpy(words.data(), h.data(), size_t(bytes));
     const auto streams = deepgemm::detail::parse_timeline(words);
     const int64_t ctas = std::min<int64_t>(deepgemm::last_config().num_tasks, deepgemm::kernels::kTimelineCtas);
-    const bool interleaved = deepgemm::last_config().kernel.find(".k_interleave") != std::string::npos;
-    EXPECT_EQ(interleaved, std::string(config) == "64x64x11") << deepgemm::last_config().to_string();
-    const int consumers = deepgemm::last_config().block_m == 64 && !interleaved ? 1 : 2;
+    const int consumers = deepgemm::last_config().block_m == 64 ? 1 : 2;
     EXPECT_EQ(int64_t(streams.size()), ctas * (1 + 4 * consumers)) << config;
     for (const auto& s : streams) {
       const std::string what =
@@ -955,16 +960,13 @@ TEST(GpuTimeline, StampsEveryKBlock) {
           EXPECT_LE(s.events[i - 1].second, s.events[i].second) << what << " event " << i;
         }
       }
-      // Every stage fill once per stream; a k-interleaved consumer reads half of them (one tile per
-      // CTA, 8 k-blocks) and skips the rest.
-      const int64_t reads = s.stream != 0 && interleaved ? k_blocks / 2 : k_blocks;
+      // Every stage fill once per stream (one tile per CTA, 8 k-blocks), none skipped.
       for (E e : s.stream == 0 ? std::vector<E>{E::EmptyWaitBegin, E::EmptyWaitEnd, E::TmaIssue}
                                : std::vector<E>{E::FullWaitBegin, E::FullWaitEnd, E::Release})
-        EXPECT_EQ(count[size_t(e)], reads) << what << " event " << int(e);
-      EXPECT_EQ(count[size_t(E::Skip)], k_blocks - reads) << what;
-      // One epilogue per consumer and tile; the second of two k-interleaved consumers hands its sum
-      // to the first and stores nothing.
-      const int64_t stores = s.stream != 0 && !(interleaved && (s.stream - 1) / 4 == 1) ? 1 : 0;
+        EXPECT_EQ(count[size_t(e)], k_blocks) << what << " event " << int(e);
+      EXPECT_EQ(count[size_t(E::Skip)], 0) << what;
+      // One epilogue per consumer and tile.
+      const int64_t stores = s.stream != 0 ? 1 : 0;
       EXPECT_EQ(count[size_t(E::StoreBegin)], stores) << what;
       EXPECT_EQ(count[size_t(E::StoreEnd)], stores) << what;
       if (s.stream > 0) {

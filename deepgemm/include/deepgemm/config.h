@@ -5,10 +5,11 @@
 //                        shape and configuration
 //   DG_CPU_ISA=...       the CPU kernels' vector ISA: avx512, avx2 or generic (default: the widest
 //                        this CPU runs); asking for one the CPU lacks is a user error
-//   DG_GPU_CONFIG=BMxBNxS[xC][c1|c2]  force the GPU kernel's block M (64, 128, 192, 256), block N,
-//                        pipeline stages, (C = 2) clusters of 2 multicasting B and (64-row tiles)
-//                        one or two k-interleaved consumers, e.g. 128x128x5 or 256x128x3x2
-//                        (tuning; a user error when the kernel cannot take it)
+//   DG_GPU_CONFIG=BMxBNxS[xC][c1]  force the GPU kernel's block M (64, 128, 192, 256), block N,
+//                        pipeline stages and (C = 2) clusters of 2 multicasting B, e.g. 128x128x5 or
+//                        256x128x3x2 (tuning; a user error when the kernel cannot take it). c1: one
+//                        consumer, what 64-row tiles run on anyway (c2, two k-interleaved ones, was
+//                        removed and is refused)
 //   DG_GPU_FP4=auto|registers|registers:BMxBN[i]|shared  which FP4-B kernel (docs/deepgemm.md)
 //   DG_GPU_SPLIT_K=S|1|auto  split-K for plain GEMMs: S ranges of K, 1 for none, or (unset, auto)
 //                        the plan's choice (docs/deepgemm.md)
