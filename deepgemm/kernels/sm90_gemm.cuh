@@ -478,7 +478,7 @@ __device__ __forceinline__ void sm90_gemm_body(const tl::cuda::TmaDescriptor& tm
       int64_t gap;        // floats to the next 128-block's scale (0 past the last block)
       int64_t stride;     // floats between consecutive k-blocks' scales (p.sfb_sc)
       float v0, v1;       // the values loaded last
-    } sfb;
+    } sfb{};  // (zeroed: NVRTC cannot see that each tile sets it before its first read)
     // Cfg::kDualB: added to the stage's B descriptor where this consumer's block reads the second B
     // slot (the tile's two 128-row blocks belong to different experts).
     [[maybe_unused]] uint64_t db_slot = 0;

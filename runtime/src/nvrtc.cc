@@ -276,6 +276,13 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& name, con
   const bool watch_wgmma = options.want_cubin && options.arch == "sm_90a";
   if (watch_wgmma && std::find(options.extra.begin(), options.extra.end(), "--ptxas-options=-v") == options.extra.end())
     flags.push_back("--ptxas-options=-v");
+  // NVRTC 12.9+ keeps its own cache of cubins in the driver's compute cache where a driver is
+  // present: a hit skips ptxas and with it the log (on the H200 the compile-everything tests found
+  // kernels that other tests had compiled with no "ptxas info" line). Our disk cache already skips
+  // repeated compiles, so NVRTC's is turned off where the log is read.
+  const bool has_no_cache = api.major > 12 || (api.major == 12 && api.minor >= 9);
+  if (watch_wgmma && has_no_cache && std::find(options.extra.begin(), options.extra.end(), "--no-cache") == options.extra.end())
+    flags.push_back("--no-cache");
   flags.insert(flags.end(), options.extra.begin(), options.extra.end());
 
   Hasher key;

@@ -189,6 +189,22 @@ TEST(Nvrtc, SerializedWgmmaIsReported) {
   EXPECT_EQ(rt::nvrtc_serialized_wgmma_count(), before + 1);
 }
 
+// The serialization notes come from ptxas's log, so every sm_90a compile must run ptxas: NVRTC
+// 12.9+ would otherwise answer a repeated compile from the driver's compute cache without one (two
+// fresh disk caches, the same kernel: on a machine with a driver the second compile was such a hit
+// before compile_cuda passed --no-cache).
+TEST(Nvrtc, EverySm90aCompileHasThePtxasLog) {
+  REQUIRE_NVRTC();
+  for (int round = 0; round < 2; ++round) {
+    TempDir dir;
+    ScopedEnv cache("TL_CACHE_DIR", dir.path());
+    const NvrtcResult r = rt::compile_cuda(kWgmma, "wgmma.cu", {}, arch("sm_90a"));
+    EXPECT_FALSE(r.cached);
+    EXPECT_NE(r.log.find("ptxas info"), std::string::npos) << "round " << round << ", NVRTC " << rt::nvrtc_version()
+                                                             << "\n" << r.log;
+  }
+}
+
 TEST(Nvrtc, BadArchitecturesAreUserErrors) {
   REQUIRE_NVRTC();
   expect_error([] { rt::compile_cuda(kTwice, "twice.cu", kHeaders, arch("gfx90a")); }, ErrorKind::User,
