@@ -9,7 +9,8 @@
 #                                 short keeps what it did, in two files); a summary table is printed last.
 #                                 TL_SKIP_BENCH=1: checks only; TL_SKIP_TILELANG=1, TL_SKIP_DEEPGEMM=1,
 #                                 TL_SKIP_DEEPEP=1: not that product's steps; TL_SKIP_DEMO=1: not the
-#                                 README demo; TL_SKIP_DIFFTEST=1: not tools/difftest (2-4 minutes).
+#                                 README demo; TL_SKIP_DIFFTEST=1: not tools/difftest (2-4 minutes);
+#                                 TL_SKIP_SM80=1: not the sm_80 passes of the program suite and difftest.
 #                                 On a machine with several GPUs the deepep steps use all.
 #                                 TL_STEP_TIMEOUT=N: each step's limit in seconds (default 360).
 #
@@ -128,14 +129,14 @@ shards() {  # shards TARGET
 step program_tests_cuda shards cuda
 # The same suite through the sm_80 code path (mma.sync, cp.async; loaded as PTX on the newer GPU).
 # Tilings sized for sm_90a's shared memory that sm_80's refuses are skipped (program_util.h).
-step program_tests_cuda_sm80 shards cuda:sm_80
+[ -n "${TL_SKIP_SM80:-}" ] || step program_tests_cuda_sm80 shards cuda:sm_80
 # Differential test: 24 tile programs a family (~550) generated from a fixed seed (random families and hand-written
 # probes) against their NumPy references (tools/difftest/README.md); the ones not started within 240 s
 # are reported as not_run. The report is also $out/difftest.txt, the failing programs difftest_failures.tgz.
 [ -n "${TL_SKIP_DIFFTEST:-}" ] || OUT="$out" step difftest_cuda tools/difftest/difftest.sh gpu-bundle/tl cuda --per-family 24 --budget 240
 # And through the sm_80 code path, fewer a family (496 programs at 16 took 113 s on the H200); its
 # report is $out/sm80/difftest.txt.
-[ -n "${TL_SKIP_DIFFTEST:-}" ] || OUT="$out/sm80" step difftest_cuda_sm80 tools/difftest/difftest.sh gpu-bundle/tl cuda:sm_80 --per-family 8 --budget 120
+[ -n "${TL_SKIP_DIFFTEST:-}${TL_SKIP_SM80:-}" ] || OUT="$out/sm80" step difftest_cuda_sm80 tools/difftest/difftest.sh gpu-bundle/tl cuda:sm_80 --per-family 8 --budget 120
 step gemm_sm90_test gpu-bundle/gemm_sm90_test --quick
 step sanitizer_matmul compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Sizes/SeedMatmul.MatchesReference/float16_129:Sizes/SeedMatmul.MatchesReference/float16_64:Shapes/BlockedGemm.MatchesReference/*16_200x136x72_tile*:UnalignedTensors.*:Layouts/TransposedGemm.MatchesReference/bfloat16_At_Bt:Types/EightBitGemm.MatchesReference/int8_uint8_200x136x320:Types/EightBitGemm.MatchesReference/float8_e4m3_float8_e5m2_128x256x96'
 step sanitizer_attention compute-sanitizer --tool memcheck --error-exitcode 9 gpu-bundle/tilelang_tests --gtest_filter='Variants/FlashAttention.MatchesReference/bfloat16_causal_*'
