@@ -110,6 +110,9 @@ TEST(GpuCompile, Sm90GemmVariants) {
       {spec(true, rt::DType::F32, 128, 56, 6, 0, true, false), "wgmma.mma_async.sync.aligned.m64n56k32.f32.e4m3.e4m3"},
       {spec(true, rt::DType::BF16, 256, 40, 4, 0, false, false), "wgmma.mma_async.sync.aligned.m64n40k32.f32.e4m3.e4m3"},
       {spec(false, rt::DType::BF16, 128, 56, 6, 0, false, false), "wgmma.mma_async.sync.aligned.m64n56k16.f32.bf16.bf16"},
+      // Widths that are not multiples of 16 past 56 (NVRTC's "incomplete type WgmmaSsF32<88>" until stop 43).
+      {spec(false, rt::DType::BF16, 256, 88, 4, 0, false, false), "wgmma.mma_async.sync.aligned.m64n88k16.f32.bf16.bf16"},
+      {spec(true, rt::DType::BF16, 128, 72, 6, 0, false, false), "wgmma.mma_async.sync.aligned.m64n72k32.f32.e4m3.e4m3"},
   };
   for (const Case& c : cases) {
     const std::string ptx = compile_ptx(deepgemm::detail::sm90_gemm_source(c.s), deepgemm::detail::kSm90GemmKernel);
@@ -120,6 +123,20 @@ TEST(GpuCompile, Sm90GemmVariants) {
     }
     if (c.s.tma_store) {
       EXPECT_NE(ptx.find("cp.async.bulk.tensor.3d.global.shared::cta"), std::string::npos);
+    }
+  }
+}
+
+// Every block_n the forced configurations accept (any multiple of 8, DG_GPU_CONFIG) has its wgmma
+// wrapper in the kernels' headers, for FP8 (k32) and BF16 (k16): the kernel issues one instruction
+// as wide as its tile. (DG_GPU_CONFIG=256x88x4 was an internal error from NVRTC until stop 43.)
+TEST(GpuCompile, EveryForcedWidthHasItsWgmma) {
+  std::string headers;
+  for (const rt::EmbeddedFile& h : deepgemm::detail::kernel_headers()) headers += h.contents;
+  for (int bn = 16; bn <= 256; bn += 8) {
+    for (const char* shape : {"k16.f32.\" TY \".\" TY", "k32.f32.\" TA \".\" TB"}) {
+      const std::string instruction = rt::str("wgmma.mma_async.sync.aligned.m64n", bn, shape);
+      EXPECT_NE(headers.find(instruction), std::string::npos) << instruction;
     }
   }
 }

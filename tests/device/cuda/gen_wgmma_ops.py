@@ -14,9 +14,10 @@ OUT = Path("device/include/tl/device/cuda/wgmma_ops.h")
 # The N we instantiate. Float inputs (16-bit, and 8-bit floats at k32) take any multiple of 8 up to
 # 256; 8-bit integers only these (ptxas: "Illegal matrix shape '.m64n56k32' ... with integer types").
 NS = [8, 16, 24, 32, 48, 64, 80, 96, 112, 128, 144, 160, 176, 192, 208, 224, 240, 256]
-# And for float inputs also these: DeepGEMM's 56-column tiles (7168 = 128 x 56 columns, one tile an
-# SM where 64-column tiles leave 20 of 132 idle), and 40.
-NS_FLOAT_ONLY = [40, 56]
+# And for float inputs every other multiple of 8: DeepGEMM's kernel issues one wgmma as wide as its
+# tile, and its tiles may be any multiple of 8 wide (56 columns: 7168 = 128 tiles, one an SM where
+# 64 columns leave 20 of 132 idle; 176: 2112 = 12 tiles).
+NS_FLOAT_ONLY = [n for n in range(8, 257, 8) if n not in NS]
 
 
 def sizes(kind):
