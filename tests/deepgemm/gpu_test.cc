@@ -139,7 +139,9 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   const rt::Tensor qa = gpu(p.qa), sfa = gpu(p.sfa), qb = gpu(p.qb), sfb = gpu(p.sfb);
   for (const char* config :
        {"64x64x4", "64x192x4", "128x96x5", "128x128x5", "128x144x4", "128x160x4", "128x192x4", "192x128x4", "192x64x6",
-        "256x128x3", "256x96x4", "64x56x8", "128x56x6", "128x40x6", "192x56x6", "256x56x4"}) {
+        "256x128x3", "256x96x4", "64x56x8", "128x56x6", "128x40x6", "192x56x6", "256x56x4",
+        // other widths that are multiples of 8 only (their wgmma wrappers exist since stop 43)
+        "128x72x6", "64x88x6", "256x120x3", "128x136x4"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     for (rt::DType out : {rt::DType::BF16, rt::DType::F32}) {
       rt::Tensor d = gpu(poisoned({m, n}, out));
@@ -151,7 +153,8 @@ TEST(GpuFp8Gemm, EveryBlockShape) {
   const rt::Tensor b = dgtest::normal({n, k}, rt::DType::BF16, testutil::fresh_seed());
   const std::vector<double> av = testutil::to_f64(a), bv = testutil::to_f64(b);
   const Ref bref = dgtest::ref_gemm(av.data(), bv.data(), m, n, k);
-  for (const char* config : {"64x256x4", "128x256x4", "256x128x4", "256x192x3", "128x56x6"}) {
+  for (const char* config : {"64x256x4", "128x256x4", "256x128x4", "256x192x3", "128x56x6", "256x88x4", "128x176x4",
+                             "128x248x4"}) {
     dgtest::ScopedEnv env("DG_GPU_CONFIG", config);
     rt::Tensor d = gpu(poisoned({m, n}, rt::DType::BF16));
     deepgemm::bf16_gemm_nt(gpu(a), gpu(b), d);
