@@ -281,8 +281,8 @@ NvrtcResult compile_cuda(const std::string& source, const std::string& name, con
   // kernels that other tests had compiled with no "ptxas info" line). Our disk cache already skips
   // repeated compiles, so NVRTC's is turned off where the log is read.
   const bool has_no_cache = api.major > 12 || (api.major == 12 && api.minor >= 9);
-  if (watch_wgmma && has_no_cache && std::find(options.extra.begin(), options.extra.end(), "--no-cache") == options.extra.end())
-    flags.push_back("--no-cache");
+  const bool no_cache_given = std::find(options.extra.begin(), options.extra.end(), "--no-cache") != options.extra.end();
+  if (watch_wgmma && has_no_cache && !no_cache_given) flags.push_back("--no-cache");
   flags.insert(flags.end(), options.extra.begin(), options.extra.end());
 
   Hasher key;
